@@ -1,0 +1,3 @@
+module github.com/shoal-mq/shoal
+
+go 1.26
