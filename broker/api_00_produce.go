@@ -1,0 +1,145 @@
+package broker
+
+// Produce (0).
+//
+// Behavior: each partition's batches are validated and appended by the
+// log (CRC checked once, offsets assigned by patching baseOffset,
+// idempotent producer sequences checked). Under the default fsync
+// policy a response for acks=1 or acks=all is sent only once the
+// appended bytes are fsynced; the fsync is shared with every other
+// append that arrived meanwhile (see syncer). acks=0 gets no response
+// at all, as in Kafka. Errors are per partition; nothing in one
+// partition's failure affects another's.
+//
+// Version notes: v3 is the first with RecordBatch v2 (magic 2) and the
+// oldest Kafka 4 serves; we store batches verbatim so older message
+// formats are not accepted. v8 adds per-record errors and an error
+// message; v9 is flexible; v10/v11 add the leader hint tags, which we
+// leave empty (we are always the leader). v12+ (KIP-890 transactions)
+// and v13 (topic ids) are not served yet.
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+func init() { register(0, 3, 11, handleProduce) }
+
+func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	now := time.Now()
+	b := c.b
+	type waitFor struct {
+		ch <-chan error
+		rp *kmsg.ProduceResponseTopicPartition
+	}
+	var waits []waitFor
+	ackErr := int16(0)
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		ackErr = kerr.InvalidRequiredAcks.Code
+	}
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		// Preallocated so pointers into it stay valid for waitFn.
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
+		t := b.topics.get(rt.Topic)
+		minISR := int64(1)
+		if t != nil {
+			_, cfgs := b.topics.snapshot(t)
+			v, _ := b.topicConfigValue(cfgs, "min.insync.replicas")
+			minISR = parseInt(v, 1)
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			sp.LogStartOffset = -1
+			var p *partition
+			if t != nil {
+				p = b.topics.partition(rt.Topic, rp.Partition)
+			}
+			switch {
+			case ackErr != 0:
+				sp.ErrorCode = ackErr
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case req.Acks == -1 && minISR > 1:
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				msg := "min.insync.replicas is " + strconv.FormatInt(minISR, 10) + " but this broker is the only replica"
+				sp.ErrorMessage = &msg
+			case req.TransactionID != nil || hasTransactionalBatch(rp.Records):
+				// Transactions are not served yet (we do not advertise
+				// the transaction APIs); refuse rather than store half.
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				msg := "transactions are not supported by this broker yet"
+				sp.ErrorMessage = &msg
+			default:
+				res, err := p.log.Append(rp.Records, now)
+				if err != nil {
+					sp.ErrorCode = errorCode(err)
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+					if sp.ErrorCode == kerr.KafkaStorageError.Code {
+						b.lg.Error("append failed", zapPartition(p), zapErr(err))
+					}
+					break
+				}
+				sp.BaseOffset = res.BaseOffset
+				sp.LogAppendTime = res.LogAppendTime
+				sp.LogStartOffset = res.LogStartOffset
+				if res.Duplicate {
+					break // already appended (and fsynced or pending) earlier
+				}
+				if ch := b.syncer.appended(p, res.LastOffset+1, req.Acks != 0); ch != nil {
+					st.Partitions = append(st.Partitions, sp)
+					waits = append(waits, waitFor{ch: ch, rp: &st.Partitions[len(st.Partitions)-1]})
+					continue
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		return nil, nil
+	}
+	if len(waits) == 0 {
+		return resp, nil
+	}
+	waitFn := func() {
+		for _, w := range waits {
+			if err := <-w.ch; err != nil {
+				w.rp.ErrorCode = kerr.KafkaStorageError.Code
+				w.rp.BaseOffset = -1
+				msg := err.Error()
+				w.rp.ErrorMessage = &msg
+			}
+		}
+	}
+	return resp, waitFn
+}
+
+// hasTransactionalBatch reports whether any batch has the transactional
+// attribute bit set. Malformed input returns false: the log rejects it.
+func hasTransactionalBatch(records []byte) bool {
+	for len(records) > 0 {
+		batch, rest, err := protocol.NextBatch(records)
+		if err != nil {
+			return false
+		}
+		if h, err := protocol.ParseBatchHeader(batch); err == nil && h.IsTransactional() {
+			return true
+		}
+		records = rest
+	}
+	return false
+}

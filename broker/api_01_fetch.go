@@ -1,0 +1,321 @@
+package broker
+
+// Fetch (1).
+//
+// Behavior: returns whole record batches read from the segment files
+// (nothing is cached in RAM), up to the high watermark, which under the
+// default fsync policy only covers fsynced data, so consumers never see
+// a record a power loss could take back. Limits: MaxBytes for the whole
+// response and PartitionMaxBytes per partition, except that the first
+// partition with data always gets at least one whole batch (KIP-74).
+// When fewer than MinBytes are available the request waits up to
+// MaxWaitMillis and is woken by any high watermark move on a fetched
+// partition (long poll). Incremental fetch sessions follow KIP-227 (see
+// fetch_sessions.go). read_committed sees everything up to the high
+// watermark: without transactions the last stable offset equals it.
+//
+// Version notes: v4 is the first that can carry RecordBatch v2 and the
+// oldest Kafka 4 serves; v5 log start offset; v7 sessions; v9 current
+// leader epoch (we are always epoch 0; a newer epoch gets
+// UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH); v11 rack /
+// preferred replica (-1); v12 flexible, diverging epochs (never: one
+// epoch); v13 topic ids instead of names.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(1, 4, 13, handleFetch) }
+
+// fetchItem is one partition of one fetch.
+type fetchItem struct {
+	topic    string
+	topicID  [16]byte
+	idx      int32
+	offset   int64
+	maxBytes int32
+	epoch    int32
+	sp       *sessionPart // nil when sessionless
+
+	// results
+	err      int16
+	records  []byte
+	hw, logS int64
+}
+
+func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	now := time.Now()
+	useIDs := req.Version >= 13
+
+	var sess *fetchSession
+	incremental := false
+	if req.Version >= 7 {
+		switch {
+		case req.SessionID == 0 && req.SessionEpoch == -1:
+		case req.SessionEpoch == -1:
+			b.fetchSessions.remove(req.SessionID)
+		case req.SessionEpoch == 0:
+			if req.SessionID != 0 {
+				b.fetchSessions.remove(req.SessionID)
+			}
+			sess = b.fetchSessions.create(now)
+		default:
+			sess = b.fetchSessions.get(req.SessionID)
+			if sess == nil {
+				resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+				return resp
+			}
+			incremental = true
+		}
+	}
+	if sess != nil {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if incremental && req.SessionEpoch != sess.epoch {
+			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+			return resp
+		}
+		b.fetchSessions.touch(sess, now)
+		resp.SessionID = sess.id
+	}
+
+	// Build the list of partitions to fetch.
+	var items []*fetchItem
+	resolveName := func(rt *kmsg.FetchRequestTopic) (string, [16]byte, bool) {
+		if !useIDs {
+			t := b.topics.get(rt.Topic)
+			if t == nil {
+				return rt.Topic, [16]byte{}, false
+			}
+			return rt.Topic, t.id, true
+		}
+		t := b.topics.getID(rt.TopicID)
+		if t == nil {
+			return "", rt.TopicID, false
+		}
+		return t.name, t.id, true
+	}
+	if sess == nil || !incremental {
+		for i := range req.Topics {
+			rt := &req.Topics[i]
+			name, id, known := resolveName(rt)
+			if useIDs {
+				id = rt.TopicID
+			}
+			for _, rp := range rt.Partitions {
+				it := &fetchItem{topic: name, topicID: id, idx: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, epoch: rp.CurrentLeaderEpoch}
+				if !known {
+					it.err = kerr.UnknownTopicOrPartition.Code
+					if useIDs {
+						it.err = kerr.UnknownTopicID.Code
+					}
+				}
+				if sess != nil && known {
+					sp := &sessionPart{topic: name, topicID: id, partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes}
+					sess.upsert(sp)
+					it.sp = sess.parts[tpKey{name, rp.Partition}]
+				}
+				items = append(items, it)
+			}
+		}
+	} else {
+		// Incremental: apply updates, then forgotten, then fetch all.
+		for i := range req.Topics {
+			rt := &req.Topics[i]
+			name, id, known := resolveName(rt)
+			for _, rp := range rt.Partitions {
+				if !known {
+					// Report it once; it cannot join the session.
+					it := &fetchItem{topic: name, topicID: rt.TopicID, idx: rp.Partition, err: kerr.UnknownTopicOrPartition.Code}
+					if useIDs {
+						it.err = kerr.UnknownTopicID.Code
+					}
+					items = append(items, it)
+					continue
+				}
+				sess.upsert(&sessionPart{topic: name, topicID: id, partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes})
+			}
+		}
+		for _, ft := range req.ForgottenTopics {
+			name := ft.Topic
+			if useIDs {
+				if t := b.topics.getID(ft.TopicID); t != nil {
+					name = t.name
+				} else {
+					// Deleted topic: drop every session entry with that id.
+					for k, sp := range sess.parts {
+						if sp.topicID == ft.TopicID {
+							sess.remove(k)
+						}
+					}
+					continue
+				}
+			}
+			for _, p := range ft.Partitions {
+				sess.remove(tpKey{name, p})
+			}
+		}
+		for _, k := range sess.order {
+			sp := sess.parts[k]
+			items = append(items, &fetchItem{topic: sp.topic, topicID: sp.topicID, idx: sp.partition, offset: sp.offset, maxBytes: sp.maxBytes, epoch: -1, sp: sp})
+		}
+		sess.epoch = nextEpoch(sess.epoch)
+	}
+
+	// Resolve partitions once.
+	parts := make([]*partition, len(items))
+	for i, it := range items {
+		if it.err != 0 {
+			continue
+		}
+		p := b.topics.partition(it.topic, it.idx)
+		if p == nil || (useIDs && b.topics.getID(it.topicID) == nil) {
+			it.err = kerr.UnknownTopicOrPartition.Code
+			if useIDs && b.topics.getID(it.topicID) == nil {
+				it.err = kerr.UnknownTopicID.Code
+			}
+			continue
+		}
+		switch {
+		case it.epoch > 0:
+			it.err = kerr.UnknownLeaderEpoch.Code
+		case it.epoch < -1:
+			it.err = kerr.FencedLeaderEpoch.Code
+		}
+		parts[i] = p
+	}
+
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	deadline := now.Add(maxWait)
+	var wake chan struct{}
+	for {
+		total, anyErr := b.fetchOnce(items, parts, req.MaxBytes)
+		if total >= int(req.MinBytes) || anyErr || maxWait <= 0 {
+			break
+		}
+		if wake == nil {
+			// Register, then read again, so no append between the read
+			// above and the registration is missed.
+			wake = make(chan struct{}, 1)
+			for _, p := range parts {
+				if p != nil {
+					p.watch(wake)
+				}
+			}
+			defer func() {
+				for _, p := range parts {
+					if p != nil {
+						p.unwatch(wake)
+					}
+				}
+			}()
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+		case <-b.ctx.Done():
+			t.Stop()
+			maxWait = 0
+		}
+		if time.Now().After(deadline) {
+			b.fetchOnce(items, parts, req.MaxBytes)
+			break
+		}
+	}
+
+	// Assemble, skipping unchanged partitions in incremental responses.
+	served := 0
+	for i, it := range items {
+		if it.sp != nil {
+			changed := len(it.records) > 0 || it.err != 0 || it.hw != it.sp.lastHW || it.logS != it.sp.lastLogStart || it.sp.lastErr != it.err
+			if incremental && !changed {
+				continue
+			}
+			it.sp.lastHW, it.sp.lastLogStart, it.sp.lastErr = it.hw, it.logS, it.err
+			if len(it.records) > 0 {
+				served = i + 1
+			}
+		}
+		var rt *kmsg.FetchResponseTopic
+		if n := len(resp.Topics); n > 0 && resp.Topics[n-1].Topic == it.topic && resp.Topics[n-1].TopicID == it.topicID {
+			rt = &resp.Topics[n-1]
+		} else {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic, t.TopicID = it.topic, it.topicID
+			resp.Topics = append(resp.Topics, t)
+			rt = &resp.Topics[len(resp.Topics)-1]
+		}
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = it.idx
+		rp.ErrorCode = it.err
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = it.hw, it.hw, it.logS
+		if it.err != 0 && parts[i] == nil {
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		}
+		rp.PreferredReadReplica = -1
+		rp.RecordBatches = it.records
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	if sess != nil && served > 0 {
+		// Partitions after the last one served go first next time.
+		sess.rotate(served)
+	}
+	return resp
+}
+
+// fetchOnce reads every item once, honouring MaxBytes across the
+// response (the first partition with data may exceed it by one batch)
+// and per-partition limits. It returns the bytes read and whether any
+// partition has an error (which completes a long poll at once).
+func (b *Broker) fetchOnce(items []*fetchItem, parts []*partition, maxBytes int32) (int, bool) {
+	budget := int(maxBytes)
+	if budget <= 0 {
+		budget = 1
+	}
+	total := 0
+	anyErr := false
+	for i, it := range items {
+		p := parts[i]
+		it.records = nil
+		if p == nil || (it.err != 0 && it.err != kerr.OffsetOutOfRange.Code && it.err != kerr.KafkaStorageError.Code) {
+			anyErr = anyErr || it.err != 0
+			continue
+		}
+		it.err = 0
+		it.hw = p.log.HighWatermark()
+		it.logS = p.log.LogStartOffset()
+		if it.offset < it.logS || it.offset > p.log.LogEndOffset() {
+			it.err = kerr.OffsetOutOfRange.Code
+			anyErr = true
+			continue
+		}
+		if it.offset >= it.hw || budget-total <= 0 && total > 0 {
+			continue
+		}
+		limit := int(it.maxBytes)
+		if left := budget - total; left < limit {
+			limit = left
+		}
+		recs, err := p.log.Read(it.offset, it.hw, limit, total == 0)
+		if err != nil {
+			it.err = errorCode(err)
+			anyErr = true
+			continue
+		}
+		it.records = recs
+		total += len(recs)
+	}
+	return total, anyErr
+}

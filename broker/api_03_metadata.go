@@ -1,0 +1,129 @@
+package broker
+
+// Metadata (3).
+//
+// Behavior: this broker is the only node, the controller, and the leader
+// (epoch 0) of every partition, with itself as the sole replica and ISR.
+// A null topic list (an empty one at v0) asks for every topic. Topics
+// may be named or, from v10, given by topic id. Unknown topics are
+// created with num.partitions when auto-creation is on and the request
+// allows it (always before v4), as Kafka does; an invalid name gets
+// INVALID_TOPIC_EXCEPTION, an unknown id UNKNOWN_TOPIC_ID.
+//
+// Version notes: v1 adds controller and rack; v2 cluster id; v5 offline
+// replicas; v7 leader epochs; v8-v10 authorized operations (we have no
+// ACLs, so we report "not requested" as Kafka does when not asked, and
+// every operation when asked); v9 flexible; v10 topic ids; v11 drops
+// cluster operations; v12 allows a null topic name with an id.
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(3, 0, 12, handleMetadata) }
+
+// allTopicOperations is the AuthorizedOperations bit set for READ, WRITE,
+// CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+// (ACL operation codes 3-8, 10, 11).
+const allTopicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+
+func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	br := kmsg.NewMetadataResponseBroker()
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, b.advHost, b.advPort
+	resp.Brokers = append(resp.Brokers, br)
+	cid := b.clusterID
+	resp.ClusterID = &cid
+	resp.ControllerID = b.cfg.NodeID
+	resp.AuthorizedOperations = -2147483648
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		ts := b.topics.all()
+		sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+		for _, t := range ts {
+			resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+		}
+		return resp
+	}
+	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		var t *topic
+		if rt.Topic == nil || *rt.Topic == "" {
+			if rt.TopicID == [16]byte{} {
+				st := kmsg.NewMetadataResponseTopic()
+				st.ErrorCode = kerr.InvalidTopicException.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			t = b.topics.getID(rt.TopicID)
+			if t == nil {
+				st := kmsg.NewMetadataResponseTopic()
+				st.TopicID = rt.TopicID
+				st.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+			continue
+		}
+		name := *rt.Topic
+		t = b.topics.get(name)
+		if t == nil {
+			st := kmsg.NewMetadataResponseTopic()
+			st.Topic = &name
+			if err := validTopicName(name); err != nil {
+				st.ErrorCode = kerr.InvalidTopicException.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			if !autoCreate {
+				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			var err error
+			t, err = b.createTopic(name, b.cfg.DefaultPartitions, nil, false)
+			if err == errTopicExists {
+				t = b.topics.get(name)
+			}
+			if t == nil {
+				st.ErrorCode = errorCode(err)
+				if err == nil {
+					st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				}
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+		}
+		resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+	}
+	return resp
+}
+
+func (b *Broker) metadataTopic(t *topic, withOps bool) kmsg.MetadataResponseTopic {
+	st := kmsg.NewMetadataResponseTopic()
+	name := t.name
+	st.Topic = &name
+	st.TopicID = t.id
+	st.AuthorizedOperations = -2147483648
+	if withOps {
+		st.AuthorizedOperations = allTopicOperations
+	}
+	parts, _ := b.topics.snapshot(t)
+	for _, p := range parts {
+		sp := kmsg.NewMetadataResponseTopicPartition()
+		sp.Partition = p.index
+		sp.Leader = b.cfg.NodeID
+		sp.LeaderEpoch = 0
+		sp.Replicas = []int32{b.cfg.NodeID}
+		sp.ISR = []int32{b.cfg.NodeID}
+		sp.OfflineReplicas = []int32{}
+		st.Partitions = append(st.Partitions, sp)
+	}
+	return st
+}

@@ -1,0 +1,347 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// Broker is one running Shoal node. Create it with Start; stop it with
+// Close. All exported methods are safe for concurrent use.
+type Broker struct {
+	cfg       Config
+	lg        *zap.Logger
+	fs        slog.FS
+	meta      *metaStore
+	clusterID string
+	topics    *topicRegistry
+	syncer    *syncer
+
+	fetchSessions *fetchSessionCache
+
+	// adminMu serialises topic creation, deletion, partition growth and
+	// config changes (rare, and they do disk I/O).
+	adminMu sync.Mutex
+
+	// dyn holds dynamic broker config overrides (IncrementalAlterConfigs
+	// on the broker resource), persisted in the metadata store.
+	dyn struct {
+		sync.RWMutex
+		m map[string]string
+	}
+
+	ln        net.Listener
+	advHost   string
+	advPort   int32
+	ctx       context.Context // cancelled when Close begins
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // every goroutine we start, see goroutine
+	closeOnce sync.Once
+	closeErr  error
+
+	conns struct {
+		sync.Mutex
+		m map[*conn]struct{}
+	}
+}
+
+// Start opens the data directory (running log recovery), binds the
+// listener and begins serving. It returns once the broker accepts
+// connections.
+func Start(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("broker: data dir: %w", err)
+	}
+	b := &Broker{
+		cfg:           cfg,
+		lg:            lg,
+		fs:            slog.OSFS(),
+		topics:        newTopicRegistry(),
+		fetchSessions: newFetchSessionCache(1000),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.conns.m = map[*conn]struct{}{}
+	var err error
+	if b.meta, err = openMeta(cfg.DataDir, lg); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Broker, error) {
+		b.cancel()
+		b.closeLogs()
+		b.meta.close()
+		return nil, err
+	}
+	if b.clusterID, err = b.meta.clusterID(); err != nil {
+		return fail(err)
+	}
+	if b.dyn.m, err = b.meta.brokerConfigs(); err != nil {
+		return fail(err)
+	}
+	began := time.Now()
+	if err := b.loadTopics(); err != nil {
+		return fail(err)
+	}
+	lg.Info("recovered logs", zap.Int("topics", len(b.topics.all())), zap.Duration("took", time.Since(began)))
+	b.syncer = newSyncer(b)
+	b.ln, err = net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fail(fmt.Errorf("broker: listen: %w", err))
+	}
+	adv := cfg.AdvertisedAddr
+	if adv == "" {
+		adv = b.ln.Addr().String()
+	}
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		b.ln.Close()
+		return fail(fmt.Errorf("broker: advertised address %q: %w", adv, err))
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		if p == 0 && cfg.AdvertisedAddr == "" {
+			_, port, _ = net.SplitHostPort(b.ln.Addr().String())
+			p, _ = strconv.Atoi(port)
+		} else {
+			b.ln.Close()
+			return fail(fmt.Errorf("broker: advertised port %q is invalid", port))
+		}
+	}
+	b.advHost, b.advPort = host, int32(p)
+	b.goroutine(b.syncer.run)
+	b.goroutine(b.retentionLoop)
+	b.goroutine(b.acceptLoop)
+	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
+		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
+	return b, nil
+}
+
+// Run starts a broker and serves until ctx is done, then shuts down
+// gracefully.
+func Run(ctx context.Context, cfg Config) error {
+	b, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return b.Close()
+}
+
+// Addr is the address the listener is bound to.
+func (b *Broker) Addr() string { return b.ln.Addr().String() }
+
+// ClusterID returns the cluster id, stable across restarts.
+func (b *Broker) ClusterID() string { return b.clusterID }
+
+// goroutine starts f tracked by b.wg, so Close can wait for every
+// goroutine the broker started.
+func (b *Broker) goroutine(f func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+}
+
+func (b *Broker) acceptLoop() {
+	var delay time.Duration
+	for {
+		nc, err := b.ln.Accept()
+		if err != nil {
+			if b.ctx.Err() != nil {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			// Temporary errors such as EMFILE: back off like net/http.
+			if delay == 0 {
+				delay = 5 * time.Millisecond
+			} else if delay *= 2; delay > time.Second {
+				delay = time.Second
+			}
+			b.lg.Warn("accept failed", zap.Error(err), zap.Duration("retry_in", delay))
+			select {
+			case <-time.After(delay):
+			case <-b.ctx.Done():
+				return
+			}
+			continue
+		}
+		delay = 0
+		c := newConn(b, nc)
+		b.conns.Lock()
+		if b.ctx.Err() != nil {
+			b.conns.Unlock()
+			nc.Close()
+			return
+		}
+		b.conns.m[c] = struct{}{}
+		b.conns.Unlock()
+		b.goroutine(c.serve)
+	}
+}
+
+func (b *Broker) removeConn(c *conn) {
+	b.conns.Lock()
+	delete(b.conns.m, c)
+	b.conns.Unlock()
+}
+
+// Close shuts down gracefully: stop accepting, let every connection
+// finish the request it is processing and send its response, fsync and
+// close every log, close the metadata store.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.lg.Info("shutting down")
+		b.cancel()
+		b.ln.Close()
+		b.conns.Lock()
+		for c := range b.conns.m {
+			c.stopReading()
+		}
+		b.conns.Unlock()
+		done := make(chan struct{})
+		go func() { b.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(b.cfg.ShutdownTimeout):
+			b.lg.Warn("shutdown timeout: closing remaining connections")
+			b.conns.Lock()
+			for c := range b.conns.m {
+				c.nc.Close()
+			}
+			b.conns.Unlock()
+			<-done
+		}
+		b.closeErr = errors.Join(b.closeLogs(), b.meta.close())
+		b.lg.Info("shut down", zap.Error(b.closeErr))
+	})
+	return b.closeErr
+}
+
+func (b *Broker) closeLogs() error {
+	var errs []error
+	for _, t := range b.topics.all() {
+		parts, _ := b.topics.snapshot(t)
+		for _, p := range parts {
+			errs = append(errs, p.log.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) retentionLoop() {
+	tk := time.NewTicker(b.cfg.RetentionCheckInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case now := <-tk.C:
+			b.enforceRetention(now)
+		}
+	}
+}
+
+func (b *Broker) enforceRetention(now time.Time) {
+	for _, t := range b.topics.all() {
+		parts, _ := b.topics.snapshot(t)
+		for _, p := range parts {
+			n, err := p.log.EnforceRetention(now)
+			if err != nil {
+				b.lg.Error("retention failed", zap.String("topic", t.name), zap.Int32("partition", p.index), zap.Error(err))
+			} else if n > 0 {
+				b.lg.Info("retention deleted segments", zap.String("topic", t.name), zap.Int32("partition", p.index), zap.Int64("bytes", n))
+			}
+		}
+	}
+}
+
+// brokerConfig returns the effective value of a broker config: the
+// dynamic override if any, else the static default.
+func (b *Broker) brokerConfig(name string) (string, bool) {
+	b.dyn.RLock()
+	v, ok := b.dyn.m[name]
+	b.dyn.RUnlock()
+	if ok {
+		return v, true
+	}
+	return "", false
+}
+
+// topicConfigValue resolves a topic config: topic override, then the
+// dynamic broker default, then Kafka's default.
+func (b *Broker) topicConfigValue(configs map[string]string, name string) (string, configSourceKind) {
+	if v, ok := configs[name]; ok {
+		return v, sourceTopic
+	}
+	d := topicConfigByName[name]
+	if d == nil {
+		return "", sourceDefault
+	}
+	if d.brokerName != "" {
+		if v, ok := b.brokerConfig(d.brokerName); ok {
+			return v, sourceDynamicBroker
+		}
+	}
+	return d.def, sourceDefault
+}
+
+type configSourceKind int8
+
+const (
+	sourceDefault configSourceKind = iota
+	sourceTopic
+	sourceDynamicBroker
+)
+
+func parseInt(v string, def int64) int64 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+// logConfig builds the log.Config for a topic's overrides.
+func (b *Broker) logConfig(configs map[string]string) slog.Config {
+	lc := slog.DefaultConfig()
+	get := func(name string) string { v, _ := b.topicConfigValue(configs, name); return v }
+	lc.SegmentBytes = parseInt(get("segment.bytes"), lc.SegmentBytes)
+	lc.SegmentMs = parseInt(get("segment.ms"), lc.SegmentMs)
+	lc.RetentionMs = parseInt(get("retention.ms"), lc.RetentionMs)
+	lc.RetentionBytes = parseInt(get("retention.bytes"), lc.RetentionBytes)
+	lc.IndexIntervalBytes = int32(parseInt(get("index.interval.bytes"), int64(lc.IndexIntervalBytes)))
+	lc.MaxMessageBytes = int32(parseInt(get("max.message.bytes"), int64(lc.MaxMessageBytes)))
+	lc.FlushMessages = parseInt(get("flush.messages"), lc.FlushMessages)
+	lc.FlushMs = parseInt(get("flush.ms"), lc.FlushMs)
+	return lc
+}
+
+// connClosed runs when a connection ends (hook for per-connection state
+// such as share sessions).
+func (b *Broker) connClosed(c *conn) {}
+
+func zapPartition(p *partition) zap.Field {
+	return zap.String("partition", p.topic+"-"+strconv.Itoa(int(p.index)))
+}
+
+func zapErr(err error) zap.Field { return zap.Error(err) }

@@ -1,0 +1,99 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// FsyncPolicy says when appended records are made durable.
+type FsyncPolicy string
+
+const (
+	// FsyncAlways fsyncs before a produce with acks=1 or acks=all is
+	// answered and before consumers can see the records (the high
+	// watermark only moves past fsynced data). Fsyncs are grouped across
+	// requests and partitions (group commit). This is the default.
+	FsyncAlways FsyncPolicy = "always"
+	// FsyncInterval answers as soon as the records are written to the
+	// operating system and fsyncs every FlushInterval, like Kafka with
+	// log.flush.interval.ms. A process crash loses nothing; a power loss
+	// or kernel crash loses at most the last FlushInterval of
+	// acknowledged records.
+	FsyncInterval FsyncPolicy = "interval"
+)
+
+// Config is everything a broker needs to start. Use DefaultConfig and
+// override fields; cmd/shoal maps flags and SHOAL_* variables onto it.
+type Config struct {
+	// ListenAddr is the host:port the Kafka listener binds
+	// (SHOAL_LISTEN, --listen). Port 0 picks a free port.
+	ListenAddr string
+	// AdvertisedAddr is the host:port given to clients in Metadata
+	// (SHOAL_ADVERTISED_ADDR). Empty means the bound listener address.
+	AdvertisedAddr string
+	// DataDir holds the partition logs (DataDir/logs) and the badger
+	// metadata store (DataDir/meta). Created if missing.
+	DataDir string
+	// NodeID is this broker's node id (Kafka node.id).
+	NodeID int32
+	// AutoCreateTopics creates unknown topics on Metadata and Produce
+	// (Kafka auto.create.topics.enable). Default true, as in Kafka.
+	AutoCreateTopics bool
+	// DefaultPartitions is num.partitions for auto-created topics.
+	DefaultPartitions int32
+	// Fsync is the durability policy; see FsyncPolicy.
+	Fsync FsyncPolicy
+	// FlushInterval is the fsync period under FsyncInterval
+	// (Kafka log.flush.interval.ms).
+	FlushInterval time.Duration
+	// MaxRequestBytes is the largest request frame accepted
+	// (Kafka socket.request.max.bytes, default 100 MiB). A larger frame
+	// closes that connection.
+	MaxRequestBytes int32
+	// RetentionCheckInterval is how often retention runs
+	// (Kafka log.retention.check.interval.ms, default 5 minutes).
+	RetentionCheckInterval time.Duration
+	// ShutdownTimeout bounds how long Close waits for in-flight requests.
+	ShutdownTimeout time.Duration
+	// Logger receives structured logs. Nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// DefaultConfig returns the configuration `go run ./cmd/shoal` uses.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:             "127.0.0.1:9092",
+		DataDir:                "shoal-data",
+		NodeID:                 0,
+		AutoCreateTopics:       true,
+		DefaultPartitions:      1,
+		Fsync:                  FsyncAlways,
+		FlushInterval:          time.Second,
+		MaxRequestBytes:        100 << 20,
+		RetentionCheckInterval: 5 * time.Minute,
+		ShutdownTimeout:        10 * time.Second,
+	}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c *Config) Validate() error {
+	switch {
+	case c.ListenAddr == "":
+		return fmt.Errorf("broker: listen address is empty")
+	case c.DataDir == "":
+		return fmt.Errorf("broker: data dir is empty")
+	case c.NodeID < 0:
+		return fmt.Errorf("broker: node id %d is negative", c.NodeID)
+	case c.DefaultPartitions < 1:
+		return fmt.Errorf("broker: num.partitions %d must be at least 1", c.DefaultPartitions)
+	case c.Fsync != FsyncAlways && c.Fsync != FsyncInterval:
+		return fmt.Errorf("broker: fsync policy %q is not one of always, interval", c.Fsync)
+	case c.Fsync == FsyncInterval && c.FlushInterval <= 0:
+		return fmt.Errorf("broker: flush interval %v must be positive", c.FlushInterval)
+	case c.MaxRequestBytes < 1024:
+		return fmt.Errorf("broker: max request bytes %d is below 1024", c.MaxRequestBytes)
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// maxPipelined bounds the responses a connection may have queued but not
+// yet written; the reader stops reading requests when it is reached.
+const maxPipelined = 32
+
+// conn serves one client connection. Two goroutines: serve reads and
+// processes requests one at a time, in order; writeLoop writes their
+// responses in the same order. A request whose answer must wait for
+// something (a produce waiting for its fsync) is processed at once and
+// hands writeLoop a wait function, so later requests are read and
+// processed while the fsync runs — Redpanda's two-phase handlers — yet
+// responses still leave in request order.
+type conn struct {
+	b        *Broker
+	nc       net.Conn
+	lg       *zap.Logger
+	clientID string
+	out      chan *pending
+	done     chan struct{} // closed when writeLoop exits
+
+	stopOnce sync.Once
+}
+
+// pending is one response on its way out. wait, if set, blocks until the
+// response may be sent and may fill in resp.
+type pending struct {
+	corrID int32
+	resp   kmsg.Response
+	wait   func()
+}
+
+func newConn(b *Broker, nc net.Conn) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	return &conn{
+		b:    b,
+		nc:   nc,
+		lg:   b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
+		out:  make(chan *pending, maxPipelined),
+		done: make(chan struct{}),
+	}
+}
+
+// stopReading makes the reader return at its next read; the request being
+// processed still gets its response (graceful shutdown).
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() { c.nc.SetReadDeadline(time.Now()) })
+}
+
+func (c *conn) serve() {
+	defer c.b.removeConn(c)
+	c.b.goroutine(c.writeLoop)
+	defer func() {
+		close(c.out)
+		<-c.done
+		c.nc.Close()
+		c.b.connClosed(c)
+	}()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var buf []byte
+	for {
+		frame, err := protocol.ReadFrame(r, buf, c.b.cfg.MaxRequestBytes)
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
+			case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, protocol.ErrMalformed):
+				c.lg.Warn("closing connection: bad frame", zap.Error(err))
+			default:
+				c.lg.Debug("connection read ended", zap.Error(err))
+			}
+			return
+		}
+		// Frames above 1 MiB are not kept for reuse so one large request
+		// does not pin memory for the connection's lifetime.
+		if cap(frame) <= 1<<20 {
+			buf = frame
+		} else {
+			buf = nil
+		}
+		p, ok := c.handle(frame)
+		if !ok {
+			return
+		}
+		if p != nil {
+			select {
+			case c.out <- p:
+			case <-c.done:
+				return
+			}
+		}
+		if c.b.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// handle decodes and dispatches one request. It returns the response to
+// queue (nil for acks=0 produce) and false if the connection must close.
+func (c *conn) handle(frame []byte) (*pending, bool) {
+	h, err := protocol.PeekHeader(frame)
+	if err != nil {
+		c.lg.Warn("closing connection: bad header", zap.Error(err))
+		return nil, false
+	}
+	api := apiFor(h.Key)
+	if api == nil {
+		c.lg.Warn("closing connection: unsupported api key", zap.Int16("key", h.Key), zap.Int16("version", h.Version))
+		return nil, false
+	}
+	if h.Version < api.min || h.Version > api.max {
+		if h.Key == 18 {
+			// KIP-511: answer an ApiVersions we cannot serve with v0 and
+			// UNSUPPORTED_VERSION, listing what we serve, so the client
+			// can downgrade.
+			resp := apiVersionsResponse()
+			resp.SetVersion(0)
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			return &pending{corrID: h.CorrelationID, resp: resp}, true
+		}
+		c.lg.Warn("closing connection: unsupported api version", zap.String("api", kmsg.NameForKey(h.Key)), zap.Int16("version", h.Version))
+		return nil, false
+	}
+	h, req, err := protocol.ParseRequest(frame)
+	if err != nil {
+		c.lg.Warn("closing connection: request does not decode", zap.Error(err))
+		return nil, false
+	}
+	if h.ClientID != "" {
+		c.clientID = h.ClientID
+	}
+	resp, wait := api.handle(c, req)
+	if resp == nil {
+		return nil, true // acks=0 produce: no response at all
+	}
+	resp.SetVersion(req.GetVersion())
+	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait}, true
+}
+
+func (c *conn) writeLoop() {
+	defer close(c.done)
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	broken := false
+	for p := range c.out {
+		if p.wait != nil {
+			p.wait()
+		}
+		if broken {
+			continue // drain so the reader never blocks
+		}
+		buf = protocol.AppendResponse(buf[:0], p.corrID, p.resp)
+		if _, err := w.Write(buf); err != nil {
+			broken = true
+			c.nc.Close()
+			continue
+		}
+		// Flush when nothing else is ready, batching pipelined responses.
+		if len(c.out) == 0 {
+			if err := w.Flush(); err != nil {
+				broken = true
+				c.nc.Close()
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+	if !broken {
+		w.Flush()
+	}
+}

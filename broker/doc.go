@@ -1,0 +1,42 @@
+// Package broker is everything in Shoal that has goroutines, sockets or
+// clocks: the listener, connections, one handler file per Kafka API
+// (api_NN_name.go), the metadata store on badger, and the wiring of the
+// partition logs (package log).
+//
+// # Requests
+//
+// Each connection has a reader goroutine that decodes and processes one
+// request at a time, in order, and a writer goroutine that sends the
+// responses in the same order (conn.go). A produce waiting for its fsync
+// hands the writer a wait function, so the reader goes on with the next
+// request meanwhile; the response order never changes. acks=0 produce
+// gets no response. A frame over the size limit, one that does not
+// decode, or an API or version we do not serve closes that connection and
+// nothing else. The versions served are declared in each API file's init
+// and collected into the one table ApiVersions answers from (apis.go).
+//
+// # Durability
+//
+// Persist, then answer. Under the default fsync policy the log's high
+// watermark only moves past fsynced bytes, a produce with acks=1 or
+// acks=all is answered only after its fsync, and fsyncs are grouped
+// across requests and partitions by the syncer (syncer.go). Topic
+// metadata and configs are written to badger (SyncWrites on) before a
+// create, delete or alter is answered.
+//
+// # Ownership and lock order
+//
+//   - Broker.adminMu serialises topic creation, deletion, partition growth
+//     and config changes (they do disk I/O; they are rare).
+//   - topicRegistry.mu guards the topic maps and each topic's partition
+//     slice and configs; never held during I/O.
+//   - partition.mu guards only the long-poll waiter set.
+//   - A log.Partition has its own locks (see package log); the broker never
+//     holds a broker lock while calling into a log except adminMu.
+//   - fetchSession.mu is held by the one fetch using a session;
+//     fetchSessionCache.mu only for map access.
+//   - syncer.mu guards the dirty set and waiters, never held during fsync.
+//
+// Order: adminMu → topicRegistry.mu → partition.mu. fetchSession.mu may be
+// held while taking topicRegistry.mu and partition.mu, never the reverse.
+package broker

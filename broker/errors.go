@@ -1,0 +1,58 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// errorCode is the one table mapping domain errors to Kafka error codes
+// (architecture.md §10 rule 7). Anything unknown is a storage failure:
+// the log is sticky-failed and the client should retry elsewhere or
+// later (KAFKA_STORAGE_ERROR is retriable in every client).
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, slog.ErrCorruptMessage):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, slog.ErrMessageTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, slog.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, slog.ErrUnsupportedMessageFormat):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, slog.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, slog.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, slog.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, slog.ErrClosed):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, errInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, errTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, errInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, errInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, errInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, errInvalidReplicationFactor):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, errInvalidReplicaAssignment):
+		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, errPolicyViolation):
+		return kerr.PolicyViolation.Code
+	case errors.Is(err, errUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, errUnknownTopicID):
+		return kerr.UnknownTopicID.Code
+	default:
+		return kerr.KafkaStorageError.Code
+	}
+}

@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// The badger key space. Every key Shoal writes is declared here so that
+// no two users of the one database collide (etcd's schema/bucket.go
+// does the same). Values are JSON for the rarely written records below;
+// badger checksums every value.
+//
+//	meta/cluster-id            string: the cluster id, made on first start
+//	meta/topic/<name>          topicRecord
+//	meta/broker-config/<name>  string: a dynamic broker config override
+//	meta/seq/producer-id       badger sequence for InitProducerId
+//	sg/...                     share-group state (sharegroup/store)
+const (
+	keyClusterID       = "meta/cluster-id"
+	prefixTopic        = "meta/topic/"
+	prefixBrokerConfig = "meta/broker-config/"
+	keyProducerIDSeq   = "meta/seq/producer-id"
+	// PrefixShareGroups is the key prefix given to sharegroup/store.
+	PrefixShareGroups = "sg/"
+)
+
+// topicRecord is the durable description of a topic.
+type topicRecord struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// metaStore wraps the badger database holding cluster metadata. It is
+// safe for concurrent use (badger is).
+type metaStore struct {
+	db    *badger.DB
+	pidSq *badger.Sequence
+}
+
+// badgerLogger routes badger's logging to zap; badger's Warningf does not
+// match zap's SugaredLogger method name, hence this adapter.
+type badgerLogger struct{ s *zap.SugaredLogger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.s.Errorf(strings.TrimSpace(f), a...) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.s.Warnf(strings.TrimSpace(f), a...) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.s.Debugf(strings.TrimSpace(f), a...) }
+func (l badgerLogger) Debugf(f string, a ...any)   {} // badger's debug output is per write: too chatty even for debug
+
+// badgerOptions sets every option that matters for durability and
+// footprint explicitly instead of trusting library defaults.
+func badgerOptions(dir string, lg *zap.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(true). // badger's default is false: a commit must survive power loss
+		WithLogger(badgerLogger{lg.Named("badger").Sugar()}).
+		WithLoggingLevel(badger.WARNING).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(true).
+		WithVerifyValueChecksum(true).
+		WithCompactL0OnClose(true).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithValueLogFileSize(64 << 20).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithNumCompactors(2)
+}
+
+func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
+	db, err := badger.Open(badgerOptions(filepath.Join(dataDir, "meta"), lg))
+	if err != nil {
+		return nil, fmt.Errorf("broker: open metadata store: %w", err)
+	}
+	sq, err := db.GetSequence([]byte(keyProducerIDSeq), 1000)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("broker: producer id sequence: %w", err)
+	}
+	return &metaStore{db: db, pidSq: sq}, nil
+}
+
+func (m *metaStore) close() error {
+	err := m.pidSq.Release()
+	return errors.Join(err, m.db.Close())
+}
+
+// clusterID returns the cluster id, making and storing one on first use.
+func (m *metaStore) clusterID() (string, error) {
+	var id string
+	err := m.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyClusterID))
+		if err == nil {
+			v, err := item.ValueCopy(nil)
+			id = string(v)
+			return err
+		}
+		if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return err
+		}
+		id = base64.RawURLEncoding.EncodeToString(raw[:])
+		return txn.Set([]byte(keyClusterID), []byte(id))
+	})
+	return id, err
+}
+
+// nextProducerID hands out producer ids that are never reused, even
+// across restarts (the sequence leases ranges durably).
+func (m *metaStore) nextProducerID() (int64, error) {
+	v, err := m.pidSq.Next()
+	if err != nil {
+		return 0, err
+	}
+	// Kafka producer ids start at 0; we start at 1000 to keep low ids
+	// free for tests that hand-craft batches.
+	return int64(v) + 1000, nil
+}
+
+func (m *metaStore) putTopic(t topicRecord) error {
+	v, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return m.db.Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(prefixTopic+t.Name), v)
+	})
+}
+
+func (m *metaStore) deleteTopic(name string) error {
+	return m.db.Update(func(txn *badger.Txn) error {
+		return txn.Delete([]byte(prefixTopic + name))
+	})
+}
+
+func (m *metaStore) topics() ([]topicRecord, error) {
+	var out []topicRecord
+	err := m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixTopic), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var t topicRecord
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
+				return fmt.Errorf("broker: decode %s: %w", it.Item().Key(), err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (m *metaStore) brokerConfigs() (map[string]string, error) {
+	out := map[string]string{}
+	err := m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixBrokerConfig), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			out[strings.TrimPrefix(string(it.Item().Key()), prefixBrokerConfig)] = string(v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// setBrokerConfigs applies set (value) and delete (nil) overrides in one
+// transaction.
+func (m *metaStore) setBrokerConfigs(changes map[string]*string) error {
+	return m.db.Update(func(txn *badger.Txn) error {
+		for k, v := range changes {
+			var err error
+			if v == nil {
+				err = txn.Delete([]byte(prefixBrokerConfig + k))
+			} else {
+				err = txn.Set([]byte(prefixBrokerConfig+k), []byte(*v))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,350 @@
+package broker
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// partition is one topic partition: its log plus the long-poll waiters
+// woken when its high watermark moves. The log is safe for concurrent
+// use; waiters are guarded by mu.
+type partition struct {
+	topic string
+	index int32
+	log   *slog.Partition
+
+	mu struct {
+		sync.Mutex
+		waiters map[chan struct{}]struct{}
+	}
+}
+
+// watch registers ch to be signalled (non-blocking send) on the next
+// high watermark move. The caller must unwatch.
+func (p *partition) watch(ch chan struct{}) {
+	p.mu.Lock()
+	if p.mu.waiters == nil {
+		p.mu.waiters = make(map[chan struct{}]struct{})
+	}
+	p.mu.waiters[ch] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *partition) unwatch(ch chan struct{}) {
+	p.mu.Lock()
+	delete(p.mu.waiters, ch)
+	p.mu.Unlock()
+}
+
+// notify wakes every waiter.
+func (p *partition) notify() {
+	p.mu.Lock()
+	for ch := range p.mu.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+}
+
+// topic is a topic and its partitions. Name and id never change;
+// partitions only grow (CreatePartitions) and configs change through
+// AlterConfigs, both under topicRegistry.mu.
+type topic struct {
+	name       string
+	id         [16]byte
+	configs    map[string]string // explicit topic overrides
+	partitions []*partition
+}
+
+func (t *topic) record() topicRecord {
+	return topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions)), Configs: t.configs}
+}
+
+// topicRegistry owns the set of topics. Lock order: topicRegistry.mu
+// before partition.mu. No disk I/O happens under mu except topic
+// creation and deletion, which are rare admin operations serialised by
+// adminMu instead.
+type topicRegistry struct {
+	mu struct {
+		sync.RWMutex
+		byName map[string]*topic
+		byID   map[[16]byte]*topic
+	}
+}
+
+func newTopicRegistry() *topicRegistry {
+	r := &topicRegistry{}
+	r.mu.byName = map[string]*topic{}
+	r.mu.byID = map[[16]byte]*topic{}
+	return r
+}
+
+func (r *topicRegistry) get(name string) *topic {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.byName[name]
+}
+
+func (r *topicRegistry) getID(id [16]byte) *topic {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.byID[id]
+}
+
+// partition returns the partition or nil.
+func (r *topicRegistry) partition(name string, idx int32) *partition {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t := r.mu.byName[name]
+	if t == nil || idx < 0 || int(idx) >= len(t.partitions) {
+		return nil
+	}
+	return t.partitions[idx]
+}
+
+// all returns the topics sorted by nothing in particular; callers sort.
+func (r *topicRegistry) all() []*topic {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*topic, 0, len(r.mu.byName))
+	for _, t := range r.mu.byName {
+		out = append(out, t)
+	}
+	return out
+}
+
+// snapshot returns a copy of a topic's mutable fields under the lock.
+func (r *topicRegistry) snapshot(t *topic) (parts []*partition, configs map[string]string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	parts = append([]*partition(nil), t.partitions...)
+	configs = make(map[string]string, len(t.configs))
+	for k, v := range t.configs {
+		configs[k] = v
+	}
+	return parts, configs
+}
+
+var (
+	errTopicExists  = errors.New("broker: topic already exists")
+	errInvalidTopic = errors.New("broker: invalid topic name")
+)
+
+// validTopicName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
+// not "." or "..".
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 249 {
+		return fmt.Errorf("%w: %q", errInvalidTopic, name)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q contains %q", errInvalidTopic, name, c)
+		}
+	}
+	return nil
+}
+
+func newTopicID() [16]byte {
+	var id [16]byte
+	for {
+		if _, err := rand.Read(id[:]); err != nil {
+			panic(err) // crypto/rand never fails on Linux
+		}
+		if id != [16]byte{} {
+			return id
+		}
+	}
+}
+
+// partitionDir is where a partition's log lives: <data>/logs/<topic>-<n>,
+// as in Kafka.
+func (b *Broker) partitionDir(topicName string, idx int32) string {
+	return filepath.Join(b.cfg.DataDir, "logs", topicName+"-"+strconv.Itoa(int(idx)))
+}
+
+// openPartition opens (recovering) or creates a partition log.
+func (b *Broker) openPartition(t *topic, idx int32, configs map[string]string) (*partition, error) {
+	lp, err := slog.Open(b.fs, b.partitionDir(t.name, idx), b.logConfig(configs), b.lg.Named("log").With(zap.String("topic", t.name), zap.Int32("partition", idx)))
+	if err != nil {
+		return nil, fmt.Errorf("broker: open %s-%d: %w", t.name, idx, err)
+	}
+	return &partition{topic: t.name, index: idx, log: lp}, nil
+}
+
+// loadTopics opens every topic recorded in the metadata store and removes
+// log directories that belong to no topic (left by a crash during topic
+// deletion).
+func (b *Broker) loadTopics() error {
+	recs, err := b.meta.topics()
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, rec := range recs {
+		t := &topic{name: rec.Name, id: rec.ID, configs: rec.Configs}
+		if t.configs == nil {
+			t.configs = map[string]string{}
+		}
+		for i := int32(0); i < rec.Partitions; i++ {
+			p, err := b.openPartition(t, i, t.configs)
+			if err != nil {
+				return err
+			}
+			t.partitions = append(t.partitions, p)
+			known[filepath.Base(b.partitionDir(t.name, i))] = true
+		}
+		b.topics.mu.byName[t.name] = t
+		b.topics.mu.byID[t.id] = t
+	}
+	logs := filepath.Join(b.cfg.DataDir, "logs")
+	entries, err := os.ReadDir(logs)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && !known[e.Name()] && !strings.HasPrefix(e.Name(), ".") {
+			b.lg.Warn("removing log directory of a deleted topic", zap.String("dir", e.Name()))
+			if err := os.RemoveAll(filepath.Join(logs, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// createTopic validates, persists, then opens a new topic. configs must
+// already be validated. adminMu serialises topic creation and deletion.
+func (b *Broker) createTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (*topic, error) {
+	if err := validTopicName(name); err != nil {
+		return nil, err
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.topics.get(name) != nil {
+		return nil, errTopicExists
+	}
+	if validateOnly {
+		return &topic{name: name, configs: configs}, nil
+	}
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	t := &topic{name: name, id: newTopicID(), configs: configs}
+	for i := int32(0); i < partitions; i++ {
+		// A directory left by a deleted topic of the same name must not be
+		// adopted.
+		if err := os.RemoveAll(b.partitionDir(name, i)); err != nil {
+			return nil, err
+		}
+	}
+	rec := t.record()
+	rec.Partitions = partitions
+	// Persist, then open: a crash in between leaves a topic whose
+	// partitions are created empty on the next start.
+	if err := b.meta.putTopic(rec); err != nil {
+		return nil, err
+	}
+	for i := int32(0); i < partitions; i++ {
+		p, err := b.openPartition(t, i, configs)
+		if err != nil {
+			return nil, err
+		}
+		t.partitions = append(t.partitions, p)
+	}
+	b.topics.mu.Lock()
+	b.topics.mu.byName[name] = t
+	b.topics.mu.byID[t.id] = t
+	b.topics.mu.Unlock()
+	b.lg.Info("created topic", zap.String("topic", name), zap.Int32("partitions", partitions))
+	return t, nil
+}
+
+// deleteTopic removes a topic durably, then deletes its logs.
+func (b *Broker) deleteTopic(t *topic) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if err := b.meta.deleteTopic(t.name); err != nil {
+		return err
+	}
+	b.topics.mu.Lock()
+	delete(b.topics.mu.byName, t.name)
+	delete(b.topics.mu.byID, t.id)
+	parts := t.partitions
+	b.topics.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		p.notify()
+		errs = append(errs, p.log.Delete())
+	}
+	b.lg.Info("deleted topic", zap.String("topic", t.name))
+	return errors.Join(errs...)
+}
+
+// addPartitions grows a topic to count partitions.
+func (b *Broker) addPartitions(t *topic, count int32, validateOnly bool) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	parts, configs := b.topics.snapshot(t)
+	cur := int32(len(parts))
+	if count <= cur {
+		return fmt.Errorf("topic currently has %d partitions, which is higher than or equal to the requested %d", cur, count)
+	}
+	if validateOnly {
+		return nil
+	}
+	rec := t.record()
+	rec.Partitions = count
+	rec.Configs = configs
+	if err := b.meta.putTopic(rec); err != nil {
+		return err
+	}
+	var added []*partition
+	for i := cur; i < count; i++ {
+		if err := os.RemoveAll(b.partitionDir(t.name, i)); err != nil {
+			return err
+		}
+		p, err := b.openPartition(t, i, configs)
+		if err != nil {
+			return err
+		}
+		added = append(added, p)
+	}
+	b.topics.mu.Lock()
+	t.partitions = append(t.partitions, added...)
+	b.topics.mu.Unlock()
+	return nil
+}
+
+// setTopicConfigs replaces a topic's overrides durably and applies them
+// to every partition log.
+func (b *Broker) setTopicConfigs(t *topic, configs map[string]string) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	parts, _ := b.topics.snapshot(t)
+	rec := t.record()
+	rec.Partitions = int32(len(parts))
+	rec.Configs = configs
+	if err := b.meta.putTopic(rec); err != nil {
+		return err
+	}
+	b.topics.mu.Lock()
+	t.configs = configs
+	b.topics.mu.Unlock()
+	lc := b.logConfig(configs)
+	for _, p := range parts {
+		p.log.SetConfig(lc)
+	}
+	return nil
+}

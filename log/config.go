@@ -1,0 +1,92 @@
+package log
+
+import "math"
+
+// Config holds the topic-level settings of one partition log. Kafka's
+// names are in the comments. Every field may be changed at run time with
+// Partition.SetConfig; a change applies to the next Append or
+// EnforceRetention.
+type Config struct {
+	// SegmentBytes is segment.bytes: the active segment is rolled before an
+	// append would make it larger. Values <= 0 mean the default (1 GiB);
+	// values above MaxInt32 are clamped (index positions are 32-bit).
+	SegmentBytes int64
+	// SegmentMs is segment.ms: a non-empty active segment older than this
+	// (measured from the max timestamp of its first batch, as Kafka does)
+	// is rolled. Values <= 0 mean the default (7 days).
+	SegmentMs int64
+	// RetentionMs is retention.ms: whole segments whose largest timestamp
+	// is older than this are deleted. < 0 means infinite.
+	RetentionMs int64
+	// RetentionBytes is retention.bytes: the oldest segments are deleted
+	// while the log is larger than this. < 0 means infinite.
+	RetentionBytes int64
+	// IndexIntervalBytes is index.interval.bytes: bytes of batches between
+	// two sparse index entries. 0 indexes every batch; < 0 means the
+	// default (4096).
+	IndexIntervalBytes int32
+	// MaxMessageBytes is max.message.bytes: the largest batch accepted.
+	// Values <= 0 mean the default (1048588).
+	MaxMessageBytes int32
+	// FlushMessages is flush.messages. Informational: the broker uses it in
+	// interval fsync mode; the log never fsyncs on its own.
+	FlushMessages int64
+	// FlushMs is flush.ms. Informational, like FlushMessages.
+	FlushMs int64
+	// LogAppendTime is message.timestamp.type == "LogAppendTime": Append
+	// stamps each batch's maxTimestamp with the append time (recomputing
+	// the CRC) and reports it in AppendResult.LogAppendTime.
+	LogAppendTime bool
+	// ProducerIDExpirationMs is producer.id.expiration.ms: EnforceRetention
+	// forgets idempotent producers idle for longer. <= 0 means the default
+	// (1 day).
+	ProducerIDExpirationMs int64
+}
+
+// Defaults, as in Kafka.
+const (
+	DefaultSegmentBytes           = 1 << 30
+	DefaultSegmentMs              = 7 * 24 * 60 * 60 * 1000
+	DefaultRetentionMs            = 7 * 24 * 60 * 60 * 1000
+	DefaultIndexIntervalBytes     = 4096
+	DefaultMaxMessageBytes        = 1048588
+	DefaultProducerIDExpirationMs = 24 * 60 * 60 * 1000
+)
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:           DefaultSegmentBytes,
+		SegmentMs:              DefaultSegmentMs,
+		RetentionMs:            DefaultRetentionMs,
+		RetentionBytes:         -1,
+		IndexIntervalBytes:     DefaultIndexIntervalBytes,
+		MaxMessageBytes:        DefaultMaxMessageBytes,
+		FlushMessages:          math.MaxInt64,
+		FlushMs:                math.MaxInt64,
+		ProducerIDExpirationMs: DefaultProducerIDExpirationMs,
+	}
+}
+
+// normalized replaces out-of-range values as documented on the fields.
+func (c Config) normalized() Config {
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentBytes > math.MaxInt32 {
+		c.SegmentBytes = math.MaxInt32
+	}
+	if c.SegmentMs <= 0 {
+		c.SegmentMs = DefaultSegmentMs
+	}
+	if c.IndexIntervalBytes < 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.ProducerIDExpirationMs <= 0 {
+		c.ProducerIDExpirationMs = DefaultProducerIDExpirationMs
+	}
+	return c
+}

@@ -1,0 +1,221 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// File names and on-disk frames defined by this package. The byte layouts
+// are drawn in doc.go; every frame carries a magic, a version byte and a
+// CRC-32C.
+
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	snapshotSuffix  = ".snapshot"
+	tmpSuffix       = ".tmp"
+	checkpointName  = "partition.checkpoint"
+
+	formatVersion = 1
+
+	// Segment index files: a 68-byte header, then fixed-size entries.
+	indexHeaderSize    = 68
+	offsetEntrySize    = 8  // relOffset uint32, position uint32
+	timeEntrySize      = 12 // timestamp int64, relOffset uint32
+	offsetIndexMagic   = "SHOI"
+	timeIndexMagic     = "SHTI"
+	checkpointMagic    = "SHCP"
+	checkpointSize     = 28
+	snapshotMagic      = "SHPS"
+	snapshotHeaderSize = 20 // magic, version, 3 reserved, offset int64, count uint32
+	snapshotEntrySize  = 8 + 2 + 8 + 4 + 8 + 1 + maxProducerBatches*batchMetaSize
+	batchMetaSize      = 4 + 4 + 8 + 8
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
+
+func fileName(dir string, off int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", off, suffix))
+}
+
+// parseFileName returns the offset of a "<20 digits><suffix>" name.
+func parseFileName(name, suffix string) (int64, bool) {
+	s, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(s) != 20 {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	off, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return off, true
+}
+
+// segmentMeta is what a sealed segment's index header records about it.
+type segmentMeta struct {
+	base       int64 // offset of the first batch
+	next       int64 // offset after the last batch
+	logSize    int64 // bytes of the .log file the index describes
+	maxTs      int64 // largest batch maxTimestamp; -1 when empty
+	maxTsBase  int64 // base offset of the first batch with maxTs; -1 when empty
+	firstTs    int64 // maxTimestamp of the first batch (segment.ms roll base); -1 when empty
+	entries    uint32
+	entriesCRC uint32
+}
+
+// encodeIndexHeader writes the 68-byte header into b.
+func encodeIndexHeader(b []byte, magic string, m segmentMeta) {
+	be := binary.BigEndian
+	copy(b[0:4], magic)
+	b[4] = formatVersion
+	b[5], b[6], b[7] = 0, 0, 0
+	be.PutUint64(b[8:], uint64(m.base))
+	be.PutUint64(b[16:], uint64(m.next))
+	be.PutUint64(b[24:], uint64(m.logSize))
+	be.PutUint64(b[32:], uint64(m.maxTs))
+	be.PutUint64(b[40:], uint64(m.maxTsBase))
+	be.PutUint64(b[48:], uint64(m.firstTs))
+	be.PutUint32(b[56:], m.entries)
+	be.PutUint32(b[60:], m.entriesCRC)
+	be.PutUint32(b[64:], crc(b[:64]))
+}
+
+// decodeIndexHeader checks magic, version and header CRC.
+func decodeIndexHeader(b []byte, magic string) (segmentMeta, bool) {
+	if len(b) < indexHeaderSize || string(b[0:4]) != magic || b[4] != formatVersion {
+		return segmentMeta{}, false
+	}
+	be := binary.BigEndian
+	if crc(b[:64]) != be.Uint32(b[64:]) {
+		return segmentMeta{}, false
+	}
+	return segmentMeta{
+		base:       int64(be.Uint64(b[8:])),
+		next:       int64(be.Uint64(b[16:])),
+		logSize:    int64(be.Uint64(b[24:])),
+		maxTs:      int64(be.Uint64(b[32:])),
+		maxTsBase:  int64(be.Uint64(b[40:])),
+		firstTs:    int64(be.Uint64(b[48:])),
+		entries:    be.Uint32(b[56:]),
+		entriesCRC: be.Uint32(b[60:]),
+	}, true
+}
+
+// checkpoint is the partition checkpoint file's content.
+type checkpoint struct {
+	logStart      int64
+	recoveryPoint int64
+}
+
+func encodeCheckpoint(c checkpoint) []byte {
+	b := make([]byte, checkpointSize)
+	be := binary.BigEndian
+	copy(b[0:4], checkpointMagic)
+	b[4] = formatVersion
+	be.PutUint64(b[8:], uint64(c.logStart))
+	be.PutUint64(b[16:], uint64(c.recoveryPoint))
+	be.PutUint32(b[24:], crc(b[:24]))
+	return b
+}
+
+func decodeCheckpoint(b []byte) (checkpoint, bool) {
+	if len(b) != checkpointSize || string(b[0:4]) != checkpointMagic || b[4] != formatVersion {
+		return checkpoint{}, false
+	}
+	be := binary.BigEndian
+	if crc(b[:24]) != be.Uint32(b[24:]) {
+		return checkpoint{}, false
+	}
+	c := checkpoint{logStart: int64(be.Uint64(b[8:])), recoveryPoint: int64(be.Uint64(b[16:]))}
+	if c.logStart < 0 || c.recoveryPoint < 0 {
+		return checkpoint{}, false
+	}
+	return c, true
+}
+
+// encodeSnapshot encodes the producer state as of offset (all batches
+// below offset applied). Entries are written in producer id order.
+func encodeSnapshot(offset int64, producers []producerEntry) []byte {
+	b := make([]byte, snapshotHeaderSize+len(producers)*snapshotEntrySize+4)
+	be := binary.BigEndian
+	copy(b[0:4], snapshotMagic)
+	b[4] = formatVersion
+	be.PutUint64(b[8:], uint64(offset))
+	be.PutUint32(b[16:], uint32(len(producers)))
+	p := b[snapshotHeaderSize:]
+	for i := range producers {
+		e := &producers[i]
+		be.PutUint64(p[0:], uint64(e.id))
+		be.PutUint16(p[8:], uint16(e.epoch))
+		be.PutUint64(p[10:], uint64(e.lastTs))
+		be.PutUint32(p[18:], uint32(e.coordinatorEpoch))
+		be.PutUint64(p[22:], uint64(e.txnStart))
+		p[30] = byte(e.n)
+		q := p[31:]
+		for j := range maxProducerBatches {
+			m := e.batches[j]
+			be.PutUint32(q[0:], uint32(m.firstSeq))
+			be.PutUint32(q[4:], uint32(m.lastSeq))
+			be.PutUint64(q[8:], uint64(m.baseOffset))
+			be.PutUint64(q[16:], uint64(m.lastOffset))
+			q = q[batchMetaSize:]
+		}
+		p = p[snapshotEntrySize:]
+	}
+	be.PutUint32(p, crc(b[:len(b)-4]))
+	return b
+}
+
+// decodeSnapshot checks the frame and returns the offset and entries.
+func decodeSnapshot(b []byte) (int64, []producerEntry, bool) {
+	if len(b) < snapshotHeaderSize+4 || string(b[0:4]) != snapshotMagic || b[4] != formatVersion {
+		return 0, nil, false
+	}
+	be := binary.BigEndian
+	if crc(b[:len(b)-4]) != be.Uint32(b[len(b)-4:]) {
+		return 0, nil, false
+	}
+	offset := int64(be.Uint64(b[8:]))
+	count := be.Uint32(b[16:])
+	if offset < 0 || uint64(len(b)) != snapshotHeaderSize+4+uint64(count)*snapshotEntrySize {
+		return 0, nil, false
+	}
+	out := make([]producerEntry, count)
+	p := b[snapshotHeaderSize:]
+	for i := range out {
+		e := &out[i]
+		e.id = int64(be.Uint64(p[0:]))
+		e.epoch = int16(be.Uint16(p[8:]))
+		e.lastTs = int64(be.Uint64(p[10:]))
+		e.coordinatorEpoch = int32(be.Uint32(p[18:]))
+		e.txnStart = int64(be.Uint64(p[22:]))
+		e.n = int(p[30])
+		if e.n > maxProducerBatches {
+			return 0, nil, false
+		}
+		q := p[31:]
+		for j := range maxProducerBatches {
+			e.batches[j] = batchMeta{
+				firstSeq:   int32(be.Uint32(q[0:])),
+				lastSeq:    int32(be.Uint32(q[4:])),
+				baseOffset: int64(be.Uint64(q[8:])),
+				lastOffset: int64(be.Uint64(q[16:])),
+			}
+			q = q[batchMetaSize:]
+		}
+		p = p[snapshotEntrySize:]
+	}
+	return offset, out, true
+}

@@ -1,0 +1,86 @@
+package log
+
+import (
+	"io"
+	"os"
+)
+
+// FS abstracts all file access of the package so tests can inject errors
+// and simulate crashes (MemFS). Paths use the OS separator conventions of
+// path/filepath.
+type FS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Remove(name string) error
+	Rename(oldpath, newpath string) error
+	MkdirAll(path string, perm os.FileMode) error
+	// ReadDir returns the sorted names (not paths) of the entries of dir.
+	ReadDir(dir string) ([]string, error)
+	RemoveAll(path string) error
+	// SyncDir makes the directory entries of dir (creations, renames,
+	// removals) durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file. ReadAt must be safe to call concurrently with
+// Write and Sync (os.File is; MemFS is).
+type File interface {
+	io.ReaderAt
+	io.Writer
+	Sync() error
+	Close() error
+	Truncate(size int64) error
+	Size() (int64, error)
+}
+
+// OSFS returns the FS of the operating system.
+func OSFS() FS { return osFS{} }
+
+type osFS struct{}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Size() (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
+func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) RemoveAll(path string) error                  { return os.RemoveAll(path) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	if serr != nil {
+		return serr
+	}
+	return cerr
+}

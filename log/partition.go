@@ -1,0 +1,716 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// Partition is the durable log of one topic partition. See doc.go for the
+// concurrency contract.
+type Partition struct {
+	fs     FS
+	dir    string
+	logger *zap.Logger
+
+	// Lock order: syncMu → appendMu → segMu → segment.mu.
+
+	// syncMu serialises fsyncs with everything that removes files (Sync,
+	// Close, EnforceRetention, DeleteRecordsBefore), so a file is never
+	// closed under a running fsync. Never held by Append or Read.
+	syncMu sync.Mutex
+	// Owned by syncMu.
+	durable   int64   // every offset below is fsynced (the recovery point)
+	snapshots []int64 // offsets of producer snapshot files on disk, ascending
+
+	// appendMu serialises writers of the log: Append, rolls, retention.
+	appendMu sync.Mutex
+	// Owned by appendMu.
+	cfg            Config
+	active         *segment
+	producers      producerState
+	pending        []producerEntry // scratch for Append
+	unsynced       []*segment      // sealed since the last Sync; their files need fsync
+	dirDirty       bool            // files created since the last Sync
+	needCheckpoint bool            // a roll happened: write the checkpoint at the next Sync
+	snapshot       []byte          // producer snapshot taken at the last roll, written by Sync
+	snapshotOffset int64
+	closed         bool
+
+	// segMu guards the segment list for readers. It is taken exclusively
+	// (with appendMu held) only to add or drop segments, briefly.
+	segMu      sync.RWMutex
+	segs       []*segment // ascending base offsets; the last is active
+	readClosed bool
+
+	leo      atomic.Int64 // log end offset
+	hw       atomic.Int64 // high watermark
+	logStart atomic.Int64
+	size     atomic.Int64 // bytes of all segment .log files
+	failure  atomic.Pointer[error]
+}
+
+// AppendResult describes a successful Append.
+type AppendResult struct {
+	BaseOffset, LastOffset int64
+	// LogAppendTime is the timestamp stamped on the batches for a
+	// LogAppendTime topic, -1 otherwise (and for duplicates).
+	LogAppendTime  int64
+	LogStartOffset int64
+	// Duplicate is set when every batch was a retry of one of the last 5
+	// batches of its idempotent producer: nothing was appended and the
+	// offsets are the original ones.
+	Duplicate bool
+}
+
+// ProducerInfo describes an idempotent producer's state (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID            int64
+	Epoch                 int16
+	LastSequence          int32
+	LastTimestamp         int64
+	CoordinatorEpoch      int32
+	CurrentTxnStartOffset int64
+}
+
+func storageErr(what, name string, err error) error {
+	return fmt.Errorf("%w: %s %s: %w", ErrStorage, what, name, err)
+}
+
+// fail records the first storage failure; the partition stays failed.
+func (p *Partition) fail(err error) error {
+	if p.failure.CompareAndSwap(nil, &err) {
+		p.logger.Error("partition log failed; refusing further writes", zap.String("dir", p.dir), zap.Error(err))
+	}
+	return p.stickyErr()
+}
+
+func (p *Partition) stickyErr() error {
+	if e := p.failure.Load(); e != nil {
+		return fmt.Errorf("log: partition %s failed: %w", p.dir, *e)
+	}
+	return nil
+}
+
+// Append validates and appends the batches of one produce partition
+// (concatenated RecordBatch v2). See the package documentation for the
+// rules. It patches baseOffset (and, for LogAppendTime topics, the
+// timestamp type, maxTimestamp and CRC) in records in place, so records
+// must not be used concurrently; Append does not keep records after it
+// returns. All-or-nothing: on a validation error nothing is written.
+func (p *Partition) Append(records []byte, now time.Time) (AppendResult, error) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if err := p.stickyErr(); err != nil {
+		return AppendResult{}, err
+	}
+	if len(records) == 0 {
+		return AppendResult{}, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
+	}
+	cfg := &p.cfg
+	if int64(len(records)) > cfg.SegmentBytes {
+		return AppendResult{}, fmt.Errorf("%w: %d bytes exceed segment.bytes %d", ErrMessageTooLarge, len(records), cfg.SegmentBytes)
+	}
+
+	// Pass 1: validate every batch and the producers' sequences.
+	leo := p.leo.Load()
+	next := leo
+	pending := p.pending[:0]
+	defer func() { p.pending = pending[:0] }()
+	nBatches, nDup := 0, 0
+	var dupFirst, dupLast batchMeta
+	var firstMaxTs int64
+	for rest := records; len(rest) > 0; nBatches++ {
+		h, err := protocol.ParseBatchHeader(rest)
+		if err != nil {
+			return AppendResult{}, fmt.Errorf("%w: batch %d: %w", ErrCorruptMessage, nBatches, err)
+		}
+		if h.Magic != 2 {
+			return AppendResult{}, fmt.Errorf("%w: batch %d has magic %d", ErrUnsupportedMessageFormat, nBatches, h.Magic)
+		}
+		size := h.Size()
+		if h.BatchLength < protocol.MinBatchLength || size > int64(len(rest)) {
+			return AppendResult{}, fmt.Errorf("%w: batch %d length %d with %d bytes left", ErrCorruptMessage, nBatches, h.BatchLength, len(rest))
+		}
+		if size > int64(cfg.MaxMessageBytes) {
+			return AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
+		}
+		if !protocol.VerifyBatchCRC(rest[:size]) {
+			return AppendResult{}, fmt.Errorf("%w: batch %d crc mismatch", ErrCorruptMessage, nBatches)
+		}
+		if h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+			return AppendResult{}, fmt.Errorf("%w: batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, nBatches, h.RecordCount, h.LastOffsetDelta)
+		}
+		if nBatches == 0 {
+			firstMaxTs = h.MaxTimestamp
+		}
+		isDup := false
+		if h.ProducerID >= 0 {
+			upd, dup, d, err := p.producers.checkBatch(pending, &h, next)
+			if err != nil {
+				return AppendResult{}, err
+			}
+			if isDup = d; isDup {
+				if nDup == 0 {
+					dupFirst = dup
+				}
+				dupLast = dup
+				nDup++
+			} else {
+				pending = append(pending, upd)
+			}
+		}
+		if !isDup {
+			next += int64(h.LastOffsetDelta) + 1
+		}
+		rest = rest[size:]
+	}
+	if nDup > 0 {
+		if nDup != nBatches {
+			return AppendResult{}, fmt.Errorf("%w: %d of %d batches are duplicates", ErrInvalidRecord, nDup, nBatches)
+		}
+		return AppendResult{BaseOffset: dupFirst.baseOffset, LastOffset: dupLast.lastOffset, LogAppendTime: -1,
+			LogStartOffset: p.logStart.Load(), Duplicate: true}, nil
+	}
+
+	// Roll first if the batches do not fit in the active segment.
+	seg := p.active
+	if seg.size > 0 && (seg.size+int64(len(records)) > cfg.SegmentBytes ||
+		next-1-seg.base > math.MaxUint32 ||
+		p.segmentAge(seg, firstMaxTs, now) > cfg.SegmentMs) {
+		if err := p.rollLocked(now); err != nil {
+			return AppendResult{}, err
+		}
+		seg = p.active
+	}
+
+	// Pass 2: assign offsets by patching baseOffset (not covered by the CRC).
+	nowMs := now.UnixMilli()
+	off := leo
+	for rest := records; len(rest) > 0; {
+		size := protocol.BatchLengthPrefix + int64(binary.BigEndian.Uint32(rest[8:]))
+		protocol.SetBaseOffset(rest, off)
+		if cfg.LogAppendTime {
+			protocol.SetLogAppendTime(rest[:size], nowMs)
+		}
+		off += int64(binary.BigEndian.Uint32(rest[23:])) + 1
+		rest = rest[size:]
+	}
+
+	pos := seg.size
+	n, err := seg.log.Write(records)
+	if err == nil && n != len(records) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return AppendResult{}, p.fail(storageErr("write", fileName(p.dir, seg.base, logSuffix), err))
+	}
+
+	// Pass 3: publish to readers and index.
+	seg.mu.Lock()
+	for rest := records; len(rest) > 0; {
+		h, _ := protocol.ParseBatchHeader(rest)
+		seg.indexBatch(pos, &h, cfg.IndexIntervalBytes)
+		pos += h.Size()
+		rest = rest[h.Size():]
+	}
+	seg.mu.Unlock()
+	p.leo.Store(off)
+	p.size.Add(int64(len(records)))
+	for i := range pending {
+		p.producers.commit(&pending[i])
+	}
+	res := AppendResult{BaseOffset: leo, LastOffset: off - 1, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	if cfg.LogAppendTime {
+		res.LogAppendTime = nowMs
+	}
+	return res, nil
+}
+
+// segmentAge is how long the active segment has been collecting, for
+// segment.ms: like Kafka, measured on record timestamps (incoming max
+// timestamp minus the first batch's) when there are any, else on the
+// wall clock since the segment was created or opened.
+func (p *Partition) segmentAge(s *segment, incomingTs int64, now time.Time) int64 {
+	if s.firstTs >= 0 && incomingTs >= 0 {
+		return incomingTs - s.firstTs
+	}
+	return now.Sub(s.created).Milliseconds()
+}
+
+// rollLocked seals the active segment (writing its index files, synced
+// by the next Sync) and starts a new one at the log end offset.
+// appendMu held on entry; the active segment must not be empty.
+func (p *Partition) rollLocked(now time.Time) error {
+	old := p.active
+	base := p.leo.Load()
+	name := fileName(p.dir, base, logSuffix)
+	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return p.fail(storageErr("create", name, err))
+	}
+	offF, timeF, err := writeIndexFiles(p.fs, p.dir, old)
+	if err != nil {
+		_ = f.Close()
+		return p.fail(err)
+	}
+	old.seal(offF, timeF)
+	ns := newSegment(base, f, now)
+	p.segMu.Lock()
+	p.segs = append(p.segs, ns)
+	p.segMu.Unlock()
+	p.active = ns
+	p.unsynced = append(p.unsynced, old)
+	p.dirDirty = true
+	p.needCheckpoint = true
+	p.snapshot = encodeSnapshot(base, p.producers.sorted())
+	p.snapshotOffset = base
+	p.logger.Debug("rolled segment", zap.Int64("base", base), zap.Int64("previous_size", old.size))
+	return nil
+}
+
+// Sync fsyncs everything appended so far and returns the offset below
+// which everything is durable. Appends continue while it runs; concurrent
+// Syncs are serialised and a Sync that finds nothing new returns at once
+// (group commit).
+func (p *Partition) Sync() (int64, error) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.appendMu.Lock()
+	if p.closed {
+		p.appendMu.Unlock()
+		return p.durable, ErrClosed
+	}
+	if err := p.stickyErr(); err != nil {
+		p.appendMu.Unlock()
+		return p.durable, err
+	}
+	leo := p.leo.Load()
+	active := p.active
+	sealed := p.unsynced
+	p.unsynced = nil
+	dirDirty := p.dirDirty
+	p.dirDirty = false
+	snap, snapOff := p.snapshot, p.snapshotOffset
+	p.snapshot = nil
+	ckpt := p.needCheckpoint
+	p.needCheckpoint = false
+	logStart := p.logStart.Load()
+	p.appendMu.Unlock()
+
+	if leo == p.durable && len(sealed) == 0 && !dirDirty && snap == nil && !ckpt {
+		return leo, nil
+	}
+	if err := p.syncFiles(sealed, active, dirDirty, snap, snapOff); err != nil {
+		return p.durable, p.fail(err)
+	}
+	if ckpt {
+		if err := p.writeCheckpoint(checkpoint{logStart: logStart, recoveryPoint: leo}); err != nil {
+			return p.durable, p.fail(err)
+		}
+	}
+	p.durable = leo
+	return leo, nil
+}
+
+// syncFiles fsyncs sealed segments, the active log, writes a pending
+// producer snapshot and syncs the directory. syncMu held on entry.
+func (p *Partition) syncFiles(sealed []*segment, active *segment, dirDirty bool, snap []byte, snapOff int64) error {
+	for _, s := range sealed {
+		for _, f := range []struct {
+			f      File
+			suffix string
+		}{{s.log, logSuffix}, {s.offFile, indexSuffix}, {s.timeFile, timeIndexSuffix}} {
+			if err := f.f.Sync(); err != nil {
+				return storageErr("sync", fileName(p.dir, s.base, f.suffix), err)
+			}
+		}
+	}
+	if err := active.log.Sync(); err != nil {
+		return storageErr("sync", fileName(p.dir, active.base, logSuffix), err)
+	}
+	if snap != nil {
+		if err := p.writeSnapshot(snap, snapOff); err != nil {
+			return err
+		}
+		dirDirty = true
+	}
+	if dirDirty {
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return storageErr("sync dir", p.dir, err)
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes name via a synced temporary file and a rename.
+// The caller syncs the directory.
+func (p *Partition) writeFileAtomic(name string, data []byte) error {
+	tmp := name + tmpSuffix
+	f, err := p.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return storageErr("create", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return storageErr("write", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return storageErr("sync", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return storageErr("close", tmp, err)
+	}
+	if err := p.fs.Rename(tmp, name); err != nil {
+		return storageErr("rename", tmp, err)
+	}
+	return nil
+}
+
+// writeCheckpoint durably replaces the partition checkpoint. syncMu held
+// (or the partition not yet shared).
+func (p *Partition) writeCheckpoint(c checkpoint) error {
+	if err := p.writeFileAtomic(filepath.Join(p.dir, checkpointName), encodeCheckpoint(c)); err != nil {
+		return err
+	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return storageErr("sync dir", p.dir, err)
+	}
+	return nil
+}
+
+// keepSnapshots is how many producer snapshots stay on disk.
+const keepSnapshots = 2
+
+// writeSnapshot writes a producer snapshot file and prunes old ones. The
+// caller syncs the directory. syncMu held (or the partition not shared).
+func (p *Partition) writeSnapshot(snap []byte, off int64) error {
+	if err := p.writeFileAtomic(fileName(p.dir, off, snapshotSuffix), snap); err != nil {
+		return err
+	}
+	if !slices.Contains(p.snapshots, off) {
+		p.snapshots = append(p.snapshots, off)
+		slices.Sort(p.snapshots)
+	}
+	for len(p.snapshots) > keepSnapshots {
+		name := fileName(p.dir, p.snapshots[0], snapshotSuffix)
+		if err := p.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return storageErr("remove", name, err)
+		}
+		p.snapshots = p.snapshots[1:]
+	}
+	return nil
+}
+
+// HighWatermark returns the offset below which records are visible.
+func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// SetHighWatermark advances the high watermark to off, clamped to the log
+// end offset. It never moves it backwards.
+func (p *Partition) SetHighWatermark(off int64) {
+	for {
+		cur := p.hw.Load()
+		off = min(off, p.leo.Load())
+		if off <= cur || p.hw.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// LogEndOffset returns the offset the next appended record will get.
+func (p *Partition) LogEndOffset() int64 { return p.leo.Load() }
+
+// LogStartOffset returns the first readable offset.
+func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+
+// Size returns the bytes of segment data on disk (index files excluded).
+func (p *Partition) Size() int64 { return p.size.Load() }
+
+// SetConfig replaces the configuration; it applies to the next Append or
+// EnforceRetention.
+func (p *Partition) SetConfig(cfg Config) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	p.cfg = cfg.normalized()
+}
+
+// Config returns the configuration in effect (after normalisation).
+func (p *Partition) Config() Config {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.cfg
+}
+
+// Producers returns the state of every idempotent producer, ordered by id.
+func (p *Partition) Producers() []ProducerInfo {
+	p.appendMu.Lock()
+	entries := p.producers.sorted()
+	p.appendMu.Unlock()
+	out := make([]ProducerInfo, len(entries))
+	for i, e := range entries {
+		last := int32(-1)
+		if e.n > 0 {
+			last = e.batches[e.n-1].lastSeq
+		}
+		out[i] = ProducerInfo{ProducerID: e.id, Epoch: e.epoch, LastSequence: last, LastTimestamp: e.lastTs,
+			CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnStart}
+	}
+	return out
+}
+
+// DeleteRecordsBefore advances the log start offset to offset (-1 means
+// the high watermark), persists it, and deletes the segments wholly below
+// it. An offset above the high watermark is ErrOffsetOutOfRange; one at or
+// below the current log start changes nothing. Producer state is kept.
+func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.appendMu.Lock()
+	if p.closed {
+		p.appendMu.Unlock()
+		return 0, ErrClosed
+	}
+	if err := p.stickyErr(); err != nil {
+		p.appendMu.Unlock()
+		return 0, err
+	}
+	hw := p.hw.Load()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		p.appendMu.Unlock()
+		return p.logStart.Load(), fmt.Errorf("%w: delete records before %d with high watermark %d", ErrOffsetOutOfRange, offset, hw)
+	}
+	if offset <= p.logStart.Load() {
+		p.appendMu.Unlock()
+		return p.logStart.Load(), nil
+	}
+	k := 0
+	for k < len(p.segs)-1 && p.segs[k+1].base <= offset {
+		k++
+	}
+	dead := p.dropSegmentsLocked(k, offset)
+	p.appendMu.Unlock()
+	if err := p.writeCheckpoint(checkpoint{logStart: offset, recoveryPoint: p.durable}); err != nil {
+		return offset, p.fail(err)
+	}
+	p.removeSegmentFiles(dead)
+	return offset, nil
+}
+
+// dropSegmentsLocked removes the first k segments from the list and sets
+// the log start offset. The active segment is never dropped. appendMu held.
+func (p *Partition) dropSegmentsLocked(k int, logStart int64) []*segment {
+	dead := slices.Clone(p.segs[:k])
+	p.segMu.Lock()
+	p.segs = slices.Clone(p.segs[k:])
+	p.logStart.Store(logStart)
+	p.segMu.Unlock()
+	var bytes int64
+	for _, s := range dead {
+		bytes += s.size
+		s.deleted = true
+	}
+	p.size.Add(-bytes)
+	p.unsynced = slices.DeleteFunc(p.unsynced, func(s *segment) bool { return s.deleted })
+	return dead
+}
+
+// removeSegmentFiles closes and deletes the files of dropped segments.
+// No reader can hold them: readers hold segMu shared while using a
+// segment, and the segments left the list under segMu. Failures are
+// logged: a leftover file below the log start offset is deleted by the
+// next Open.
+func (p *Partition) removeSegmentFiles(dead []*segment) {
+	for _, s := range dead {
+		for _, f := range []File{s.log, s.offFile, s.timeFile} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			name := fileName(p.dir, s.base, suffix)
+			if err := p.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				p.logger.Warn("cannot remove deleted segment file", zap.String("file", name), zap.Error(err))
+			}
+		}
+	}
+}
+
+// EnforceRetention rolls the active segment when it is older than
+// segment.ms, forgets producers idle for producer.id.expiration.ms, and
+// deletes the oldest segments (following Kafka: a prefix of segments wholly
+// below the high watermark) whose largest timestamp is older than
+// retention.ms, or while the log exceeds retention.bytes, or that lie
+// wholly below the log start offset. A non-empty active segment that
+// qualifies is rolled and then deleted, leaving an empty active segment.
+// It returns the bytes deleted.
+func (p *Partition) EnforceRetention(now time.Time) (int64, error) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.appendMu.Lock()
+	if p.closed {
+		p.appendMu.Unlock()
+		return 0, ErrClosed
+	}
+	if err := p.stickyErr(); err != nil {
+		p.appendMu.Unlock()
+		return 0, err
+	}
+	cfg := p.cfg
+	nowMs := now.UnixMilli()
+	if a := p.active; a.size > 0 && nowMs-max(a.firstTs, a.created.UnixMilli()) > cfg.SegmentMs {
+		if err := p.rollLocked(now); err != nil {
+			p.appendMu.Unlock()
+			return 0, err
+		}
+	}
+	p.producers.expire(nowMs - cfg.ProducerIDExpirationMs)
+
+	hw, leo, logStart := p.hw.Load(), p.leo.Load(), p.logStart.Load()
+	diff := p.size.Load() - cfg.RetentionBytes
+	k := 0
+	for i, s := range p.segs {
+		last := i == len(p.segs)-1
+		upper := leo
+		if !last {
+			upper = p.segs[i+1].base
+		}
+		if (last && s.size == 0) || upper > hw {
+			break
+		}
+		largest := s.maxTs
+		if largest < 0 {
+			largest = s.created.UnixMilli() // no timestamps: like Kafka's file mtime fallback
+		}
+		del := cfg.RetentionMs >= 0 && nowMs-largest > cfg.RetentionMs
+		del = del || (cfg.RetentionBytes >= 0 && diff-s.size >= 0)
+		del = del || (!last && p.segs[i+1].base <= logStart)
+		if !del {
+			break
+		}
+		diff -= s.size
+		k++
+	}
+	if k == 0 {
+		p.appendMu.Unlock()
+		return 0, nil
+	}
+	if k == len(p.segs) {
+		if err := p.rollLocked(now); err != nil {
+			p.appendMu.Unlock()
+			return 0, err
+		}
+	}
+	newStart := max(logStart, p.segs[k].base)
+	dead := p.dropSegmentsLocked(k, newStart)
+	p.appendMu.Unlock()
+
+	var bytes int64
+	for _, s := range dead {
+		bytes += s.size
+	}
+	if err := p.writeCheckpoint(checkpoint{logStart: newStart, recoveryPoint: p.durable}); err != nil {
+		return 0, p.fail(err)
+	}
+	p.removeSegmentFiles(dead)
+	p.logger.Info("retention deleted segments", zap.Int("segments", len(dead)), zap.Int64("bytes", bytes),
+		zap.Int64("log_start_offset", newStart))
+	return bytes, nil
+}
+
+// Close flushes and fsyncs the log, writes the active segment's index
+// files, a producer snapshot and the checkpoint (recovery point = log end
+// offset), so the next Open needs no recovery, then closes all files. A
+// failed partition only closes its files and returns its error. Closing
+// twice returns nil.
+func (p *Partition) Close() error {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	err := p.stickyErr()
+	var extra []File
+	if err == nil {
+		extra, err = p.shutdownLocked()
+		if err != nil {
+			err = p.fail(err)
+		}
+	}
+	p.segMu.Lock()
+	p.readClosed = true
+	segs := p.segs
+	p.segMu.Unlock()
+	for _, s := range segs {
+		for _, f := range []File{s.log, s.offFile, s.timeFile} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
+	for _, f := range extra {
+		_ = f.Close()
+	}
+	return err
+}
+
+// shutdownLocked makes the whole log durable for a fast next Open.
+// syncMu and appendMu held.
+func (p *Partition) shutdownLocked() ([]File, error) {
+	a := p.active
+	offF, timeF, err := writeIndexFiles(p.fs, p.dir, a)
+	if err != nil {
+		return nil, err
+	}
+	extra := []File{offF, timeF}
+	if err := offF.Sync(); err != nil {
+		return extra, storageErr("sync", fileName(p.dir, a.base, indexSuffix), err)
+	}
+	if err := timeF.Sync(); err != nil {
+		return extra, storageErr("sync", fileName(p.dir, a.base, timeIndexSuffix), err)
+	}
+	leo := p.leo.Load()
+	if err := p.syncFiles(p.unsynced, a, true, encodeSnapshot(leo, p.producers.sorted()), leo); err != nil {
+		return extra, err
+	}
+	p.unsynced, p.snapshot = nil, nil
+	if err := p.writeCheckpoint(checkpoint{logStart: p.logStart.Load(), recoveryPoint: leo}); err != nil {
+		return extra, err
+	}
+	p.durable = leo
+	return extra, nil
+}
+
+// Delete closes the partition and removes its directory (topic deletion).
+func (p *Partition) Delete() error {
+	_ = p.Close() // a failed partition is deleted all the same
+	if err := p.fs.RemoveAll(p.dir); err != nil {
+		return storageErr("remove", p.dir, err)
+	}
+	if err := p.fs.SyncDir(filepath.Dir(p.dir)); err != nil {
+		return storageErr("sync dir", filepath.Dir(p.dir), err)
+	}
+	return nil
+}

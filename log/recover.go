@@ -1,0 +1,512 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// Open opens or creates the partition log in dir and recovers it (see
+// "Recovery" in doc.go). A nil logger logs nothing. Errors wrap
+// ErrStorage (file access failed) or ErrCorruption (data below the
+// recovery point is damaged).
+func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	p := &Partition{fs: fsys, dir: dir, logger: logger, cfg: cfg.normalized(), producers: newProducerState()}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, storageErr("create", dir, err)
+	}
+	start := time.Now()
+	if err := p.load(start); err != nil {
+		for _, s := range p.segs {
+			for _, f := range []File{s.log, s.offFile, s.timeFile} {
+				if f != nil {
+					_ = f.Close()
+				}
+			}
+		}
+		return nil, err
+	}
+	p.hw.Store(p.leo.Load())
+	logger.Debug("opened partition log", zap.String("dir", dir), zap.Int("segments", len(p.segs)),
+		zap.Int64("log_start_offset", p.logStart.Load()), zap.Int64("log_end_offset", p.leo.Load()),
+		zap.Duration("took", time.Since(start)))
+	return p, nil
+}
+
+// readWholeFile reads a small file (checkpoint, snapshot).
+func readWholeFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size > 1<<30 {
+		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorruption, name, size)
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (p *Partition) remove(name string) error {
+	if err := p.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return storageErr("remove", name, err)
+	}
+	return nil
+}
+
+// load runs recovery. Called by Open before the partition is shared, so
+// it touches every field without locks.
+func (p *Partition) load(now time.Time) error {
+	names, err := p.fs.ReadDir(p.dir)
+	if err != nil {
+		return storageErr("read dir", p.dir, err)
+	}
+	var bases, snaps []int64
+	var indexFiles []string
+	haveCheckpoint := false
+	for _, name := range names {
+		full := filepath.Join(p.dir, name)
+		if strings.HasSuffix(name, tmpSuffix) { // interrupted atomic write
+			if err := p.remove(full); err != nil {
+				return err
+			}
+			continue
+		}
+		if off, ok := parseFileName(name, logSuffix); ok {
+			bases = append(bases, off)
+		} else if off, ok := parseFileName(name, snapshotSuffix); ok {
+			snaps = append(snaps, off)
+		} else if _, ok := parseFileName(name, indexSuffix); ok {
+			indexFiles = append(indexFiles, name)
+		} else if _, ok := parseFileName(name, timeIndexSuffix); ok {
+			indexFiles = append(indexFiles, name)
+		} else if name == checkpointName {
+			haveCheckpoint = true
+		}
+	}
+	slices.Sort(bases)
+	slices.Sort(snaps)
+	for _, name := range indexFiles { // orphans of an interrupted segment deletion
+		base, _ := parseFileName(strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix)+logSuffix, logSuffix)
+		if _, found := slices.BinarySearch(bases, base); !found {
+			if err := p.remove(filepath.Join(p.dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+
+	cp := checkpoint{logStart: -1, recoveryPoint: 0}
+	if haveCheckpoint {
+		name := filepath.Join(p.dir, checkpointName)
+		b, err := readWholeFile(p.fs, name)
+		if err != nil {
+			return storageErr("read", name, err)
+		}
+		if c, ok := decodeCheckpoint(b); ok {
+			cp = c
+		} else {
+			p.logger.Warn("partition checkpoint is damaged; ignoring it and recovering the whole log", zap.String("file", name))
+		}
+	}
+
+	if len(bases) == 0 {
+		base := max(cp.logStart, 0)
+		name := fileName(p.dir, base, logSuffix)
+		f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+		if err != nil {
+			return storageErr("create", name, err)
+		}
+		p.segs = []*segment{newSegment(base, f, now)}
+		if cp.recoveryPoint > base {
+			return fmt.Errorf("%w: no segments but recovery point %d", ErrCorruption, cp.recoveryPoint)
+		}
+	} else {
+		for _, base := range bases {
+			name := fileName(p.dir, base, logSuffix)
+			f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_APPEND, 0)
+			if err != nil {
+				return storageErr("open", name, err)
+			}
+			p.segs = append(p.segs, newSegment(base, f, now))
+		}
+	}
+	if err := p.recoverSegments(cp.recoveryPoint, now); err != nil {
+		return err
+	}
+
+	last := p.segs[len(p.segs)-1]
+	leo := last.next
+	logStart := cp.logStart
+	if logStart < p.segs[0].base {
+		logStart = p.segs[0].base
+	}
+	logStart = min(logStart, leo)
+	k := 0 // segments wholly below the log start offset: an interrupted deletion
+	for k < len(p.segs)-1 && p.segs[k+1].base <= logStart {
+		k++
+	}
+	dead := slices.Clone(p.segs[:k])
+	p.segs = p.segs[k:]
+	p.removeSegmentFiles(dead)
+
+	p.active = last
+	p.leo.Store(leo)
+	p.logStart.Store(logStart)
+	var size int64
+	for _, s := range p.segs {
+		size += s.size
+	}
+	p.size.Store(size)
+
+	if err := p.loadProducers(snaps, leo); err != nil {
+		return err
+	}
+	p.durable = leo
+	if !haveCheckpoint || cp.logStart != logStart || cp.recoveryPoint != leo {
+		if err := p.writeCheckpoint(checkpoint{logStart: logStart, recoveryPoint: leo}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverSegments establishes every segment's extent and indexes:
+//
+//  1. A prefix of segments is trusted: those whose index files are intact,
+//     describe the current .log size, continue the previous segment, and
+//     end at or below the recovery point. Only their index headers are read.
+//  2. A segment wholly below the recovery point whose index is missing or
+//     damaged is rebuilt by scanning it; any invalid batch there is
+//     ErrCorruption (it was fsynced).
+//  3. From the first other segment on, every batch is re-read and checked
+//     (framing, CRC, offset continuity); the first invalid byte truncates
+//     its segment and every later segment is deleted.
+//
+// The recovered tail is then fsynced so the caller may advance the
+// recovery point to the log end offset.
+func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
+	interval := p.cfg.IndexIntervalBytes
+	sizes := make([]int64, len(p.segs))
+	for i, s := range p.segs {
+		sz, err := s.log.Size()
+		if err != nil {
+			return storageErr("stat", fileName(p.dir, s.base, logSuffix), err)
+		}
+		sizes[i] = sz
+	}
+	i := 0
+	for ; i < len(p.segs); i++ {
+		s := p.segs[i]
+		last := i == len(p.segs)-1
+		if i > 0 && s.base != p.segs[i-1].next {
+			break
+		}
+		if p.loadIndexes(s, sizes[i]) {
+			if s.next <= recoveryPoint && (last || s.next == p.segs[i+1].base) {
+				continue
+			}
+			s.unloadIndexes()
+		}
+		if last || p.segs[i+1].base > recoveryPoint {
+			break
+		}
+		// Wholly below the recovery point, but the index is unusable.
+		end, err := p.scanSegment(s, sizes[i], interval)
+		if err != nil {
+			return err
+		}
+		if end != sizes[i] || s.next != p.segs[i+1].base {
+			return fmt.Errorf("%w: segment %d below recovery point %d is damaged at position %d",
+				ErrCorruption, s.base, recoveryPoint, end)
+		}
+		p.logger.Info("rebuilt index of segment", zap.Int64("base", s.base))
+		if err := p.sealRecovered(s); err != nil {
+			return err
+		}
+		if err := syncAll(p.dir, s); err != nil {
+			return err
+		}
+	}
+
+	// Phase 3: recover the tail.
+	var recovered []*segment
+	drop := len(p.segs)
+	for j := i; j < len(p.segs); j++ {
+		s := p.segs[j]
+		if j > 0 && s.base != p.segs[j-1].next {
+			p.logger.Warn("segment does not continue the log; deleting it and later segments",
+				zap.Int64("base", s.base), zap.Int64("expected", p.segs[j-1].next))
+			drop = j
+			break
+		}
+		end, err := p.scanSegment(s, sizes[j], interval)
+		if err != nil {
+			return err
+		}
+		recovered = append(recovered, s)
+		if end < sizes[j] {
+			p.logger.Warn("truncating torn or corrupt segment tail", zap.Int64("base", s.base),
+				zap.Int64("valid_bytes", end), zap.Int64("file_bytes", sizes[j]), zap.Int64("log_end_offset", s.next))
+			if err := s.log.Truncate(end); err != nil {
+				return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
+			}
+			drop = j + 1
+			break
+		}
+	}
+	if drop == 0 { // cannot happen: the first segment always continues
+		drop = 1
+	}
+	if drop < len(p.segs) {
+		dead := slices.Clone(p.segs[drop:])
+		p.segs = p.segs[:drop]
+		p.removeSegmentFiles(dead)
+	}
+
+	// Only the last segment is active; the others are sealed.
+	for _, s := range recovered {
+		if s != p.segs[len(p.segs)-1] && !s.sealed {
+			if err := p.sealRecovered(s); err != nil {
+				return err
+			}
+		}
+	}
+	last := p.segs[len(p.segs)-1]
+	if last.sealed {
+		if err := p.unsealLast(last); err != nil {
+			return err
+		}
+	}
+	for _, s := range recovered {
+		if s.deleted {
+			continue
+		}
+		if err := syncAll(p.dir, s); err != nil {
+			return err
+		}
+	}
+	if len(recovered) > 0 || drop < len(sizes) {
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return storageErr("sync dir", p.dir, err)
+		}
+	}
+	if last.next < recoveryPoint {
+		return fmt.Errorf("%w: log ends at %d below the recovery point %d", ErrCorruption, last.next, recoveryPoint)
+	}
+	// Index files of the active segment (from a clean Close) go stale with
+	// the next append; the in-memory index replaces them.
+	if err := p.remove(fileName(p.dir, last.base, indexSuffix)); err != nil {
+		return err
+	}
+	return p.remove(fileName(p.dir, last.base, timeIndexSuffix))
+}
+
+// syncAll fsyncs a recovered segment's files.
+func syncAll(dir string, s *segment) error {
+	for _, f := range []struct {
+		f      File
+		suffix string
+	}{{s.log, logSuffix}, {s.offFile, indexSuffix}, {s.timeFile, timeIndexSuffix}} {
+		if f.f == nil {
+			continue
+		}
+		if err := f.f.Sync(); err != nil {
+			return storageErr("sync", fileName(dir, s.base, f.suffix), err)
+		}
+	}
+	return nil
+}
+
+// scanSegment re-reads a segment from position 0, checking every batch
+// (framing, CRC, record count, offset continuity from the segment's base,
+// 32-bit relative offsets and positions) and indexing the valid ones. It
+// returns the end of the valid prefix.
+func (p *Partition) scanSegment(s *segment, fileSize int64, interval int32) (int64, error) {
+	s.resetIndexes()
+	r := batchReader{f: s.log, end: fileSize, full: true}
+	for {
+		pos, h, batch, err := r.next()
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, errTorn):
+			return s.size, nil
+		case err != nil:
+			return 0, err
+		}
+		valid := protocol.VerifyBatchCRC(batch) &&
+			h.BaseOffset == s.next &&
+			h.RecordCount > 0 && h.LastOffsetDelta >= 0 && int64(h.LastOffsetDelta)+1 == int64(h.RecordCount) &&
+			h.BaseOffset <= math.MaxInt64-int64(h.LastOffsetDelta)-1 &&
+			h.LastOffset()-s.base <= math.MaxUint32 &&
+			pos+h.Size() <= math.MaxUint32
+		if !valid {
+			return s.size, nil
+		}
+		s.indexBatch(pos, &h, interval)
+	}
+}
+
+// resetIndexes empties a segment's extent and in-memory indexes.
+func (s *segment) resetIndexes() {
+	s.size, s.next = 0, s.base
+	s.maxTs, s.maxBase, s.firstTs = -1, -1, -1
+	s.offIdx, s.timeIdx = s.offIdx[:0], s.timeIdx[:0]
+	s.lastIdx = math.MinInt64
+	s.bytesSinceIndex = 0
+}
+
+// loadIndexes opens a segment's index files if both are intact and match
+// the .log size, and takes its extent from them (the segment is sealed).
+func (p *Partition) loadIndexes(s *segment, logSize int64) bool {
+	offF, m, _, ok := loadIndexFile(p.fs, p.dir, s.base, logSize, indexSuffix, offsetIndexMagic, offsetEntrySize)
+	if !ok {
+		return false
+	}
+	timeF, tm, _, ok := loadIndexFile(p.fs, p.dir, s.base, logSize, timeIndexSuffix, timeIndexMagic, timeEntrySize)
+	if !ok || tm.next != m.next || m.maxTs != tm.maxTs {
+		_ = offF.Close()
+		if timeF != nil {
+			_ = timeF.Close()
+		}
+		return false
+	}
+	s.size, s.next = logSize, m.next
+	s.maxTs, s.maxBase, s.firstTs = m.maxTs, m.maxTsBase, m.firstTs
+	s.offFile, s.timeFile = offF, timeF
+	s.offCount, s.timeCount = int(m.entries), int(tm.entries)
+	s.sealed = true
+	return true
+}
+
+func (s *segment) unloadIndexes() {
+	for _, f := range []File{s.offFile, s.timeFile} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	s.offFile, s.timeFile = nil, nil
+	s.offCount, s.timeCount = 0, 0
+	s.sealed = false
+	s.resetIndexes()
+}
+
+// sealRecovered writes the index files of a recovered, non-active segment.
+func (p *Partition) sealRecovered(s *segment) error {
+	offF, timeF, err := writeIndexFiles(p.fs, p.dir, s)
+	if err != nil {
+		return err
+	}
+	s.seal(offF, timeF)
+	return nil
+}
+
+// unsealLast turns the last segment, trusted through its index files, into
+// the active segment with in-memory indexes.
+func (p *Partition) unsealLast(s *segment) error {
+	read := func(f File, n, size int) ([]byte, error) {
+		b := make([]byte, n*size)
+		if _, err := f.ReadAt(b, indexHeaderSize); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
+			return nil, storageErr("read index", fileName(p.dir, s.base, indexSuffix), err)
+		}
+		return b, nil
+	}
+	offIdx, err := read(s.offFile, s.offCount, offsetEntrySize)
+	if err != nil {
+		return err
+	}
+	timeIdx, err := read(s.timeFile, s.timeCount, timeEntrySize)
+	if err != nil {
+		return err
+	}
+	_ = s.offFile.Close()
+	_ = s.timeFile.Close()
+	s.offFile, s.timeFile = nil, nil
+	s.offIdx, s.timeIdx = offIdx, timeIdx
+	s.lastIdx = math.MinInt64
+	if n := len(timeIdx); n > 0 {
+		s.lastIdx = int64(binary.BigEndian.Uint64(timeIdx[n-timeEntrySize:]))
+	}
+	s.sealed = false
+	return nil
+}
+
+// loadProducers restores producer state from the newest valid snapshot at
+// or below leo, then replays batch headers from there to leo. Damaged
+// snapshots and snapshots above leo (the log was truncated) are deleted.
+func (p *Partition) loadProducers(snaps []int64, leo int64) error {
+	from := p.segs[0].base
+	for i := len(snaps) - 1; i >= 0; i-- {
+		off := snaps[i]
+		name := fileName(p.dir, off, snapshotSuffix)
+		if off <= leo {
+			b, err := readWholeFile(p.fs, name)
+			if err != nil {
+				return storageErr("read", name, err)
+			}
+			if at, entries, ok := decodeSnapshot(b); ok && at == off {
+				for j := range entries {
+					p.producers.commit(&entries[j])
+				}
+				from = max(off, from)
+				p.snapshots = snaps[max(0, i-keepSnapshots+1) : i+1]
+				for _, old := range snaps[:max(0, i-keepSnapshots+1)] {
+					if err := p.remove(fileName(p.dir, old, snapshotSuffix)); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			p.logger.Warn("producer snapshot is damaged; ignoring it", zap.String("file", name))
+		}
+		if err := p.remove(name); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.segs {
+		if s.next <= from {
+			continue
+		}
+		pos, err := s.lookupPosition(from)
+		if err != nil {
+			return err
+		}
+		r := batchReader{f: s.log, pos: pos, end: s.size}
+		for {
+			_, h, _, err := r.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if errors.Is(err, errTorn) {
+				return fmt.Errorf("%w: invalid batch in segment %d while rebuilding producer state", ErrCorruption, s.base)
+			}
+			if err != nil {
+				return err
+			}
+			if h.BaseOffset >= from {
+				p.producers.replay(&h)
+			}
+		}
+	}
+	return nil
+}
