@@ -1,0 +1,64 @@
+package sharegroup
+
+import (
+	"fmt"
+	"time"
+)
+
+const (
+	// DefaultMaxInFlight is Shoal's default in-flight window
+	// (Kafka: share.partition.max.record.locks, default 2000 there).
+	DefaultMaxInFlight = 120_000
+	// MaxMaxInFlight is the largest window we accept.
+	MaxMaxInFlight = 1_000_000
+	// MaxDeliveryCountLimit bounds share.delivery.count.limit (Kafka's
+	// group.share.max.delivery.count.limit cannot exceed 25 either). Delivery
+	// counts are stored in 6 bits per run and saturate at 63.
+	MaxDeliveryCountLimit = 25
+)
+
+// Config is the per share-partition configuration. The broker derives it
+// from the group configs (falling back to broker group.share.* defaults) and
+// may change it at any time with SetConfig.
+type Config struct {
+	// RecordLockDuration is share.record.lock.duration.ms: how long an
+	// acquisition (or a RENEW) locks records. Must be > 0.
+	RecordLockDuration time.Duration
+	// DeliveryCountLimit is share.delivery.count.limit: a record delivered
+	// this many times is archived instead of released. 2..25.
+	DeliveryCountLimit int
+	// MaxInFlight is share.partition.max.record.locks: the largest window
+	// SPEO-SPSO (Kafka's SPEO-SPSO+1 with its inclusive SPEO). 1..1,000,000.
+	// Lowering it below the current window only stops new acquisitions.
+	MaxInFlight int
+	// RenewDisabled is share.renew.acknowledge.enable=false: RENEW acks fail
+	// with ErrInvalidRecordState.
+	RenewDisabled bool
+	// DeadLetter is set when the group has a dead-letter topic (KIP-1191):
+	// rejected records and records at the delivery limit go to Archiving
+	// instead of Archived, and the broker completes them with
+	// CompleteArchiving once the dead-letter write is durable.
+	DeadLetter bool
+}
+
+// DefaultConfig returns Kafka's defaults with Shoal's larger window.
+func DefaultConfig() Config {
+	return Config{
+		RecordLockDuration: 30 * time.Second,
+		DeliveryCountLimit: 5,
+		MaxInFlight:        DefaultMaxInFlight,
+	}
+}
+
+// Validate reports the first out-of-bounds field, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.RecordLockDuration <= 0:
+		return fmt.Errorf("%w: record lock duration %v must be positive", ErrInvalidConfig, c.RecordLockDuration)
+	case c.DeliveryCountLimit < 2 || c.DeliveryCountLimit > MaxDeliveryCountLimit:
+		return fmt.Errorf("%w: delivery count limit %d outside [2, %d]", ErrInvalidConfig, c.DeliveryCountLimit, MaxDeliveryCountLimit)
+	case c.MaxInFlight < 1 || c.MaxInFlight > MaxMaxInFlight:
+		return fmt.Errorf("%w: max in-flight %d outside [1, %d]", ErrInvalidConfig, c.MaxInFlight, MaxMaxInFlight)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+package sharegroup
+
+import "unsafe"
+
+func unsafeSizeofRun() uintptr { return unsafe.Sizeof(run{}) }

@@ -1,0 +1,39 @@
+// Package store persists share-partition state (sharegroup.Record) in
+// badger: per share-partition one snapshot key plus delta keys, in the shape
+// of Kafka's ShareSnapshot/ShareUpdate records on __share_group_state.
+//
+// # Contract
+//
+// The broker owns the *badger.DB (opened with SyncWrites(true): share-group
+// state must survive a hard crash; an acknowledgement is answered only
+// after its Record is durable) and hands it to New with a key prefix.
+// Write persists the Effects.Records of any number of share-partitions in
+// one db.Update (group commit); each share-partition's records are applied
+// atomically and in order. If Write fails, the in-memory Partitions whose
+// records were in the batch must be discarded and re-Loaded (the pure core
+// does not roll back). Load replays the snapshot and then the deltas through
+// sharegroup.Recover, i.e. through Partition.Apply, the same code the live
+// partition uses.
+//
+// A Store is safe for concurrent use by many share-partition owners, but
+// each share-partition must have exactly one writer at a time (the owner);
+// ErrConflict is never retried: it would be a bug.
+//
+// # Key layout
+//
+// All keys start with the broker's prefix (e.g. "sg/"), followed by the
+// share-partition identity, length-prefixed so one group's keys never
+// prefix another's:
+//
+//	prefix | uvarint(len(group)) | group | topicID (16 B) | partition (4 B BE) | 's'                   → snapshot
+//	prefix | uvarint(len(group)) | group | topicID (16 B) | partition (4 B BE) | 'd' | seq (8 B BE)   → delta
+//
+// Values are sharegroup.Record encodings (version byte, varints, CRC-32C;
+// see sharegroup.Record.AppendBinary). Deltas sort by seq, which only grows
+// for a key (a compaction deletes the deltas it folded in; the next delta
+// continues the sequence). When SnapshotEvery deltas have accumulated the
+// Store folds snapshot + deltas into a new snapshot in the same
+// transaction (Kafka: share.coordinator.snapshot.update.records.per.snapshot,
+// 500). A snapshot Record in a batch (a new or reset share-partition)
+// replaces the snapshot and deletes the existing deltas.
+package store

@@ -1,0 +1,394 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+// DefaultSnapshotEvery is the number of deltas per key before a new snapshot.
+const DefaultSnapshotEvery = 500
+
+// Key identifies one share-partition.
+type Key struct {
+	Group     string
+	TopicID   [16]byte
+	Partition int32
+}
+
+// PartitionRecords are the records of one share-partition to persist, in
+// the order the Partition produced them.
+type PartitionRecords struct {
+	Key     Key
+	Records []sharegroup.Record
+}
+
+// Options configures a Store.
+type Options struct {
+	// Prefix namespaces every key (e.g. "sg/"); it must not be a prefix of
+	// another adapter's keys.
+	Prefix []byte
+	// SnapshotEvery is the number of deltas after which the store folds them
+	// into a new snapshot; 0 means DefaultSnapshotEvery.
+	SnapshotEvery int
+}
+
+// Store is the badger adapter for share-partition state. See doc.go.
+type Store struct {
+	db     *badger.DB
+	prefix []byte
+	every  int
+
+	mu struct {
+		sync.Mutex
+		// deltas caches, per key, the range [first, next) of delta sequence
+		// numbers present in the DB. Filled on first use; updated only after
+		// a commit succeeded.
+		deltas map[Key]seqRange
+	}
+}
+
+type seqRange struct{ first, next uint64 }
+
+func (r seqRange) count() int { return int(r.next - r.first) }
+
+// New returns a Store over db. db stays owned by the caller.
+func New(db *badger.DB, opts Options) *Store {
+	s := &Store{db: db, prefix: bytes.Clone(opts.Prefix), every: opts.SnapshotEvery}
+	if s.every <= 0 {
+		s.every = DefaultSnapshotEvery
+	}
+	s.mu.deltas = make(map[Key]seqRange)
+	return s
+}
+
+const (
+	tagSnapshot = 's'
+	tagDelta    = 'd'
+)
+
+func (s *Store) groupPrefix(group string) []byte {
+	b := append(bytes.Clone(s.prefix), binary.AppendUvarint(nil, uint64(len(group)))...)
+	return append(b, group...)
+}
+
+func (s *Store) keyPrefix(k Key) []byte {
+	b := s.groupPrefix(k.Group)
+	b = append(b, k.TopicID[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(k.Partition))
+}
+
+func (s *Store) snapshotKey(k Key) []byte { return append(s.keyPrefix(k), tagSnapshot) }
+
+func (s *Store) deltaPrefix(k Key) []byte { return append(s.keyPrefix(k), tagDelta) }
+
+func (s *Store) deltaKey(k Key, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(s.deltaPrefix(k), seq)
+}
+
+// Write persists the batch in one badger transaction (group commit). If the
+// transaction is too big it falls back to one transaction per
+// share-partition, each still atomic.
+func (s *Store) Write(batch []PartitionRecords) error {
+	batch = mergeByKey(batch)
+	if len(batch) == 0 {
+		return nil
+	}
+	err := s.update(batch)
+	if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
+		for i := range batch {
+			if err := s.update(batch[i : i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+// mergeByKey concatenates the records of repeated keys, keeping order.
+func mergeByKey(batch []PartitionRecords) []PartitionRecords {
+	seen := make(map[Key]int, len(batch))
+	out := make([]PartitionRecords, 0, len(batch))
+	for _, pr := range batch {
+		if len(pr.Records) == 0 {
+			continue
+		}
+		if i, ok := seen[pr.Key]; ok {
+			out[i].Records = append(out[i].Records, pr.Records...)
+			continue
+		}
+		seen[pr.Key] = len(out)
+		out = append(out, PartitionRecords{Key: pr.Key, Records: append([]sharegroup.Record(nil), pr.Records...)})
+	}
+	return out
+}
+
+func (s *Store) update(batch []PartitionRecords) error {
+	next := make(map[Key]seqRange, len(batch))
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for _, pr := range batch {
+			r, err := s.writeOne(txn, pr)
+			if err != nil {
+				return err
+			}
+			next[pr.Key] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sharegroup/store: write: %w", err)
+	}
+	s.mu.Lock()
+	for k, r := range next {
+		s.mu.deltas[k] = r
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// writeOne persists one share-partition's records and returns its new
+// delta range.
+func (s *Store) writeOne(txn *badger.Txn, pr PartitionRecords) (seqRange, error) {
+	cur, err := s.deltaRange(txn, pr.Key)
+	if err != nil {
+		return cur, err
+	}
+	var base *sharegroup.Record // snapshot in this batch, if any
+	var deltas []sharegroup.Record
+	for i := range pr.Records {
+		if pr.Records[i].Kind == sharegroup.KindSnapshot {
+			base, deltas = &pr.Records[i], nil
+		} else {
+			deltas = append(deltas, pr.Records[i])
+		}
+	}
+	if base == nil && cur.count()+len(deltas) < s.every {
+		for _, d := range deltas {
+			if err := s.setRecord(txn, s.deltaKey(pr.Key, cur.next), &d); err != nil {
+				return cur, err
+			}
+			cur.next++
+		}
+		return cur, nil
+	}
+	snapshot := base
+	if len(deltas) > 0 { // fold into a new snapshot
+		history := deltas
+		if base != nil {
+			history = append([]sharegroup.Record{*base}, deltas...)
+		} else {
+			stored, err := s.records(txn, pr.Key)
+			if err != nil {
+				return cur, err
+			}
+			history = append(stored, deltas...)
+		}
+		p, err := sharegroup.Recover(sharegroup.DefaultConfig(), history)
+		if err != nil {
+			return cur, fmt.Errorf("key %v: %w", pr.Key, err)
+		}
+		snap := p.Snapshot()
+		snapshot = &snap
+	}
+	if err := s.setRecord(txn, s.snapshotKey(pr.Key), snapshot); err != nil {
+		return cur, err
+	}
+	for seq := cur.first; seq < cur.next; seq++ {
+		if err := txn.Delete(s.deltaKey(pr.Key, seq)); err != nil {
+			return cur, err
+		}
+	}
+	return seqRange{first: cur.next, next: cur.next}, nil
+}
+
+func (s *Store) setRecord(txn *badger.Txn, key []byte, r *sharegroup.Record) error {
+	v, err := r.AppendBinary(nil)
+	if err != nil {
+		return err
+	}
+	return txn.Set(key, v)
+}
+
+// deltaRange returns the cached delta range of k, scanning the DB on first use.
+func (s *Store) deltaRange(txn *badger.Txn, k Key) (seqRange, error) {
+	s.mu.Lock()
+	r, ok := s.mu.deltas[k]
+	s.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	return s.scanDeltaRange(txn, k)
+}
+
+func (s *Store) scanDeltaRange(txn *badger.Txn, k Key) (seqRange, error) {
+	prefix := s.deltaPrefix(k)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	var r seqRange
+	first := true
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		key := it.Item().Key()
+		if len(key) != len(prefix)+8 {
+			return r, fmt.Errorf("sharegroup/store: delta key %x: %w", key, sharegroup.ErrCorruptRecord)
+		}
+		seq := binary.BigEndian.Uint64(key[len(prefix):])
+		if first {
+			r.first, first = seq, false
+		}
+		r.next = seq + 1
+	}
+	return r, nil
+}
+
+// records reads the snapshot and deltas of k inside txn, in replay order.
+// A key without a snapshot returns no records (and no deltas may exist).
+func (s *Store) records(txn *badger.Txn, k Key) ([]sharegroup.Record, error) {
+	item, err := txn.Get(s.snapshotKey(k))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		r, err := s.scanDeltaRange(txn, k)
+		if err == nil && r.count() > 0 {
+			err = fmt.Errorf("sharegroup/store: %d deltas without a snapshot: %w", r.count(), sharegroup.ErrCorruptRecord)
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []sharegroup.Record
+	decode := func(item *badger.Item) error {
+		return item.Value(func(v []byte) error { // v is only valid here: decode copies
+			r, err := sharegroup.DecodeRecord(v)
+			if err != nil {
+				return fmt.Errorf("sharegroup/store: key %x: %w", item.Key(), err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	}
+	if err := decode(item); err != nil {
+		return nil, err
+	}
+	prefix := s.deltaPrefix(k)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		if err := decode(it.Item()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LoadRecords returns the persisted records of k (snapshot first), or nil
+// if k has no state.
+func (s *Store) LoadRecords(k Key) ([]sharegroup.Record, error) {
+	var out []sharegroup.Record
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		out, err = s.records(txn, k)
+		return err
+	})
+	return out, err
+}
+
+// Load rebuilds the share-partition k with cfg. found is false when k has
+// no persisted state (the broker then creates it with sharegroup.New and
+// persists the initial snapshot). Corrupt state returns an error wrapping
+// sharegroup.ErrCorruptRecord.
+func (s *Store) Load(k Key, cfg sharegroup.Config) (p *sharegroup.Partition, found bool, err error) {
+	records, err := s.LoadRecords(k)
+	if err != nil || len(records) == 0 {
+		return nil, false, err
+	}
+	p, err = sharegroup.Recover(cfg, records)
+	if err != nil {
+		return nil, false, fmt.Errorf("sharegroup/store: key %v: %w", k, err)
+	}
+	return p, true, nil
+}
+
+// Delete removes all state of k (DeleteShareGroupOffsets, DeleteGroups,
+// topic deletion).
+func (s *Store) Delete(k Key) error {
+	return s.deletePrefix(s.keyPrefix(k), func() {
+		s.mu.Lock()
+		delete(s.mu.deltas, k)
+		s.mu.Unlock()
+	})
+}
+
+// DeleteGroup removes the state of every share-partition of group.
+func (s *Store) DeleteGroup(group string) error {
+	return s.deletePrefix(s.groupPrefix(group), func() {
+		s.mu.Lock()
+		for k := range s.mu.deltas {
+			if k.Group == group {
+				delete(s.mu.deltas, k)
+			}
+		}
+		s.mu.Unlock()
+	})
+}
+
+// deletePrefix deletes every key under prefix, in as many transactions as
+// badger needs, then calls done.
+func (s *Store) deletePrefix(prefix []byte, done func()) error {
+	for {
+		var keys [][]byte
+		err := s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			for it.Seek(prefix); it.ValidForPrefix(prefix) && len(keys) < 10_000; it.Next() {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("sharegroup/store: delete: %w", err)
+		}
+		if len(keys) == 0 {
+			done()
+			return nil
+		}
+		err = s.db.Update(func(txn *badger.Txn) error {
+			for _, k := range keys {
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("sharegroup/store: delete: %w", err)
+		}
+	}
+}
+
+// Keys lists the share-partitions of group that have state, in key order.
+func (s *Store) Keys(group string) ([]Key, error) {
+	prefix := s.groupPrefix(group)
+	var out []Key
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			key := it.Item().Key()
+			rest := key[len(prefix):]
+			if len(rest) != 16+4+1 || rest[20] != tagSnapshot {
+				continue
+			}
+			k := Key{Group: group, Partition: int32(binary.BigEndian.Uint32(rest[16:20]))}
+			copy(k.TopicID[:], rest[:16])
+			out = append(out, k)
+		}
+		return nil
+	})
+	return out, err
+}
