@@ -637,3 +637,96 @@ func TestEveryErrorWrapsASentinel(t *testing.T) {
 	}
 	require.True(t, wraps, err.Error())
 }
+
+func TestProducerExpiration(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.ProducerIDExpirationMs = 60_000
+	p := openMem(t, NewMemFS(), cfg)
+	defer p.Close()
+	mustAppend(t, p, makeBatch(batchSpec{n: 1, pid: 1, seq: 0, ts: baseTime}))
+	mustAppend(t, p, makeBatch(batchSpec{n: 1, pid: 2, seq: 0, ts: baseTime + 120_000}))
+	_, err := p.EnforceRetention(time.UnixMilli(baseTime + 130_000))
+	require.NoError(t, err)
+	infos := p.Producers()
+	require.Len(t, infos, 1)
+	require.Equal(t, int64(2), infos[0].ProducerID)
+	// The forgotten producer is accepted at any sequence.
+	mustAppend(t, p, makeBatch(batchSpec{n: 1, pid: 1, seq: 50, ts: baseTime + 130_000}))
+}
+
+// abandon closes a partition's files without any shutdown work, like a
+// killed process.
+func abandon(p *Partition) {
+	for _, s := range p.segs {
+		for _, f := range []File{s.log, s.offFile, s.timeFile} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
+}
+
+func TestOSFS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir() + "/topic-3"
+	cfg := smallConfig()
+	p, err := Open(OSFS(), dir, cfg, testLogger(t))
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(9, 9))
+	var want [][]byte
+	for range 100 {
+		b := testBatch(1+rng.IntN(3), 10+rng.IntN(300), -1, 0, 0)
+		res := mustAppend(t, p, bytes.Clone(b))
+		want = append(want, withOffset(b, res.BaseOffset))
+	}
+	_, err = p.Sync()
+	require.NoError(t, err)
+	for range 20 { // written, not synced: survives a process kill
+		b := testBatch(2, 50, -1, 0, 0)
+		res := mustAppend(t, p, bytes.Clone(b))
+		want = append(want, withOffset(b, res.BaseOffset))
+	}
+	leo := p.LogEndOffset()
+	abandon(p)
+
+	p2, err := Open(OSFS(), dir, cfg, testLogger(t))
+	require.NoError(t, err)
+	require.Equal(t, leo, p2.LogEndOffset())
+	_, got := readAll(t, p2, 0)
+	require.Equal(t, want, got)
+	require.NoError(t, p2.Close())
+
+	p3, err := Open(OSFS(), dir, cfg, testLogger(t))
+	require.NoError(t, err)
+	_, got = readAll(t, p3, 0)
+	require.Equal(t, want, got)
+	require.NoError(t, p3.Delete())
+	_, err = OSFS().ReadDir(dir)
+	require.Error(t, err)
+}
+
+func TestSetConfig(t *testing.T) {
+	t.Parallel()
+	p := openMem(t, NewMemFS(), DefaultConfig())
+	defer p.Close()
+	for range 10 {
+		mustAppend(t, p, testBatch(1, 500, -1, 0, 0))
+	}
+	require.Len(t, p.segs, 1)
+	cfg := p.Config()
+	cfg.SegmentBytes = 1024
+	cfg.MaxMessageBytes = 0 // normalised to the default
+	cfg.IndexIntervalBytes = -1
+	p.SetConfig(cfg)
+	got := p.Config()
+	require.Equal(t, int32(DefaultMaxMessageBytes), got.MaxMessageBytes)
+	require.Equal(t, int32(DefaultIndexIntervalBytes), got.IndexIntervalBytes)
+	mustAppend(t, p, testBatch(1, 500, -1, 0, 0))
+	require.Len(t, p.segs, 2, "smaller segment.bytes applies to the next append")
+	_, err := p.Append(testBatch(1, 2000, -1, 0, 0), testNow)
+	require.ErrorIs(t, err, ErrMessageTooLarge, "a request larger than segment.bytes")
+	cfg.SegmentBytes = math.MaxInt64
+	p.SetConfig(cfg)
+	require.Equal(t, int64(math.MaxInt32), p.Config().SegmentBytes)
+}

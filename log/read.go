@@ -23,6 +23,9 @@ func (p *Partition) Read(offset int64, maxOffset int64, maxBytes int, minOne boo
 	if p.readClosed {
 		return nil, ErrClosed
 	}
+	if err := p.stickyErr(); err != nil { // the page cache may not match the disk
+		return nil, err
+	}
 	leo, logStart := p.leo.Load(), p.logStart.Load()
 	if offset < logStart || offset > leo {
 		return nil, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, logStart, leo)
@@ -58,7 +61,9 @@ func (s *segment) findBatch(offset, end int64) (int64, protocol.BatchHeader, err
 	if err != nil {
 		return -1, protocol.BatchHeader{}, err
 	}
-	r := batchReader{f: s.log, pos: start, end: end}
+	// Headers only, usually within one index interval of start: a small
+	// read-ahead keeps the per-fetch overhead low.
+	r := batchReader{f: s.log, pos: start, end: end, window: 8 << 10}
 	for {
 		pos, h, _, err := r.next()
 		switch {
@@ -155,7 +160,7 @@ func (s *segment) recordAtOrAfter(pos int64, h *protocol.BatchHeader, minOffset 
 func (p *Partition) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool) {
 	p.segMu.RLock()
 	defer p.segMu.RUnlock()
-	if p.readClosed {
+	if p.readClosed || p.failure.Load() != nil {
 		return -1, -1, false
 	}
 	hw, logStart := p.hw.Load(), p.logStart.Load()
@@ -205,13 +210,17 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset int64, timestamp int64,
 func (p *Partition) MaxTimestamp() (offset int64, timestamp int64) {
 	p.segMu.RLock()
 	defer p.segMu.RUnlock()
-	if p.readClosed {
+	if p.readClosed || p.failure.Load() != nil {
 		return -1, -1
 	}
 	var best *segment
 	var bv segView
+	logStart := p.logStart.Load()
 	for _, s := range p.segs {
 		v := s.view()
+		if v.next <= logStart {
+			continue
+		}
 		if v.maxBase >= 0 && (best == nil || v.maxTs > bv.maxTs) {
 			best, bv = s, v
 		}

@@ -256,6 +256,10 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 	for j := i; j < len(p.segs); j++ {
 		s := p.segs[j]
 		if j > 0 && s.base != p.segs[j-1].next {
+			if p.segs[j-1].next < recoveryPoint {
+				return fmt.Errorf("%w: segment %d does not continue the log at %d, below the recovery point %d",
+					ErrCorruption, s.base, p.segs[j-1].next, recoveryPoint)
+			}
 			p.logger.Warn("segment does not continue the log; deleting it and later segments",
 				zap.Int64("base", s.base), zap.Int64("expected", p.segs[j-1].next))
 			drop = j
@@ -267,6 +271,10 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		}
 		recovered = append(recovered, s)
 		if end < sizes[j] {
+			if s.next < recoveryPoint { // checked before truncating: keep the evidence
+				return fmt.Errorf("%w: segment %d is damaged at position %d (offset %d), below the recovery point %d",
+					ErrCorruption, s.base, end, s.next, recoveryPoint)
+			}
 			p.logger.Warn("truncating torn or corrupt segment tail", zap.Int64("base", s.base),
 				zap.Int64("valid_bytes", end), zap.Int64("file_bytes", sizes[j]), zap.Int64("log_end_offset", s.next))
 			if err := s.log.Truncate(end); err != nil {

@@ -264,7 +264,8 @@ type batchReader struct {
 	f      File
 	pos    int64 // position of the next batch
 	end    int64
-	full   bool // return whole batch bytes (for CRC checks)
+	full   bool  // return whole batch bytes (for CRC checks)
+	window int64 // read-ahead; 0 means readWindow
 	buf    []byte
 	bufPos int64
 }
@@ -275,7 +276,11 @@ func (r *batchReader) ensure(n int64) error {
 	if r.pos >= r.bufPos && r.pos+n <= r.bufPos+int64(len(r.buf)) {
 		return nil
 	}
-	want := max(n, readWindow)
+	w := r.window
+	if w == 0 {
+		w = readWindow
+	}
+	want := max(n, w)
 	if r.pos+want > r.end {
 		want = r.end - r.pos
 	}
