@@ -1,0 +1,264 @@
+// Command bench is Shoal's load generator. It runs the same franz-go
+// workload (produce throughput, consume throughput, end-to-end latency at a
+// fixed rate) against Shoal and against franz-go's kfake, both started
+// in-process with fsync before ack, alternating the order each round, and
+// prints side-by-side markdown tables of each round and of the medians.
+//
+//	go run ./scripts/bench                       # shoal vs kfake, 3 rounds, 1M records
+//	go run ./scripts/bench --records 100000 --rounds 1
+//	go run ./scripts/bench --out docs/BENCHMARKS.md --json bench.json
+//	go run ./scripts/bench --seeds 127.0.0.1:9092 # an external broker
+//
+// Progress goes to stderr, the report to stdout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command-line flags; see parseFlags for their meaning.
+type options struct {
+	targets           []string
+	seeds             []string
+	rounds            int
+	records           int64
+	valueSize         int
+	partitions        int32
+	replicationFactor int16
+	producers         int
+	linger            time.Duration
+	maxBuffered       int
+	batchMaxBytes     int32
+	compression       string
+	fetchMaxBytes     int32
+	fetchMaxPartBytes int32
+	e2eRate           int
+	e2eDuration       time.Duration
+	phases            map[string]bool
+	dir               string
+	out               string
+	jsonPath          string
+	shoalFsync        string
+	timeout           time.Duration
+	cooldown          time.Duration
+	brokerLog         string
+	clientLog         string
+	profileDir        string
+	fromJSON          string
+}
+
+const (
+	phaseProduce = "produce"
+	phaseConsume = "consume"
+	phaseE2E     = "e2e"
+
+	targetShoal    = "shoal"
+	targetKfake    = "kfake"
+	targetCeiling  = "ceiling"
+	targetExternal = "external"
+)
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	var targets, seeds, phases string
+	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, kfake, ceiling (kfake storing nothing: the client-side limit)")
+	fs.StringVar(&seeds, "seeds", "", "comma-separated host:port of an external broker to bench (target \"external\"); alone it replaces --target's default")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds; targets alternate order each round and the summary reports medians")
+	fs.Int64Var(&o.records, "records", 1_000_000, "records produced (and then consumed) per round and target")
+	fs.IntVar(&o.valueSize, "value-size", 1024, "record value size in bytes (no key)")
+	partitions := fs.Int("partitions", 6, "partitions of the benchmark topics")
+	rf := fs.Int("replication-factor", 1, "replication factor of the benchmark topics (-1: broker default)")
+	fs.IntVar(&o.producers, "producers", 4, "producer goroutines sharing one kgo client")
+	fs.DurationVar(&o.linger, "linger", 0, "kgo ProducerLinger (0: batches form while requests are in flight)")
+	fs.IntVar(&o.maxBuffered, "max-buffered", 65536, "kgo MaxBufferedRecords")
+	batch := fs.Int("batch-max-bytes", 1<<20, "kgo ProducerBatchMaxBytes")
+	fs.StringVar(&o.compression, "compression", "none", "producer compression: none, gzip, snappy, lz4, zstd")
+	fetchMax := fs.Int("fetch-max-bytes", 64<<20, "kgo FetchMaxBytes")
+	fetchPart := fs.Int("fetch-max-partition-bytes", 1<<20, "kgo FetchMaxPartitionBytes (Kafka's max.partition.fetch.bytes default)")
+	fs.IntVar(&o.e2eRate, "e2e-rate", 5000, "records/s produced during the end-to-end latency phase")
+	fs.DurationVar(&o.e2eDuration, "e2e-duration", 10*time.Second, "length of the end-to-end latency phase")
+	fs.StringVar(&phases, "phases", "produce,consume,e2e", "phases to run: produce, consume (needs produce), e2e")
+	fs.StringVar(&o.dir, "dir", "", "parent of the per-round data dirs (default: the system temp dir); each is removed afterwards")
+	fs.StringVar(&o.out, "out", "", "write the report into this markdown file (e.g. docs/BENCHMARKS.md), replacing the generated section")
+	fs.StringVar(&o.jsonPath, "json", "", "write raw results as JSON to this file")
+	fs.StringVar(&o.shoalFsync, "shoal-fsync", "always", "Shoal fsync policy: always (fsync before ack) or interval")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on a phase after this long")
+	fs.DurationVar(&o.cooldown, "cooldown", 2*time.Second, "pause after sync(2) between targets")
+	fs.StringVar(&o.brokerLog, "broker-log", "warn", "log level of the in-process brokers (stderr): none, error, warn, info, debug")
+	fs.StringVar(&o.clientLog, "client-log", "none", "log level of the kgo clients (stderr): none, error, warn, info, debug")
+	fs.StringVar(&o.profileDir, "cpuprofile-dir", "", "write a CPU profile of each target run (broker and clients: one process) to DIR/<target>-r<round>.pprof")
+	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: re-render the report (stdout, --out) from a file written by --json")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: go run ./scripts/bench [flags]\n\n"+
+			"Runs the same franz-go load against Shoal and kfake (in-process, fresh data dir per round,\n"+
+			"fsync before ack) or an external broker, and prints side-by-side markdown tables.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	targetSet := false
+	fs.Visit(func(f *flag.Flag) { targetSet = targetSet || f.Name == "target" })
+	if seeds != "" {
+		o.seeds = splitList(seeds)
+		if !targetSet {
+			targets = ""
+		}
+	}
+	for _, t := range splitList(targets) {
+		if t != targetShoal && t != targetKfake && t != targetCeiling {
+			return nil, fmt.Errorf("--target: unknown target %q (want shoal, kfake, ceiling)", t)
+		}
+		o.targets = append(o.targets, t)
+	}
+	if len(o.seeds) > 0 {
+		o.targets = append(o.targets, targetExternal)
+	}
+	if len(o.targets) == 0 {
+		return nil, errors.New("no targets")
+	}
+	o.phases = map[string]bool{}
+	for _, p := range splitList(phases) {
+		if p != phaseProduce && p != phaseConsume && p != phaseE2E {
+			return nil, fmt.Errorf("--phases: unknown phase %q", p)
+		}
+		o.phases[p] = true
+	}
+	if o.phases[phaseConsume] && !o.phases[phaseProduce] {
+		return nil, errors.New("--phases: consume reads what produce wrote; add produce")
+	}
+	switch {
+	case o.rounds < 1:
+		return nil, errors.New("--rounds must be at least 1")
+	case o.records < 1:
+		return nil, errors.New("--records must be at least 1")
+	case o.valueSize < 8:
+		return nil, errors.New("--value-size must be at least 8 (the e2e timestamp)")
+	case *partitions < 1:
+		return nil, errors.New("--partitions must be at least 1")
+	case o.producers < 1:
+		return nil, errors.New("--producers must be at least 1")
+	case o.e2eRate < 1 || o.e2eDuration <= 0:
+		return nil, errors.New("--e2e-rate and --e2e-duration must be positive")
+	case o.shoalFsync != "always" && o.shoalFsync != "interval":
+		return nil, errors.New("--shoal-fsync must be always or interval")
+	}
+	if _, err := codec(o.compression); err != nil {
+		return nil, err
+	}
+	for _, l := range []string{o.brokerLog, o.clientLog} {
+		switch l {
+		case "none", "error", "warn", "info", "debug":
+		default:
+			return nil, fmt.Errorf("unknown log level %q", l)
+		}
+	}
+	o.partitions = int32(*partitions)
+	o.replicationFactor = int16(*rf)
+	o.batchMaxBytes = int32(*batch)
+	o.fetchMaxBytes = int32(*fetchMax)
+	o.fetchMaxPartBytes = int32(*fetchPart)
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run executes every round and writes the report.
+func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	if o.fromJSON != "" {
+		rep, err := readReport(o.fromJSON)
+		if err != nil {
+			return err
+		}
+		return rep.output(o, stdout, stderr)
+	}
+	rep := &report{
+		Machine: collectMachine(o),
+		Config:  configOf(o),
+		Targets: o.targets,
+	}
+	for round := 1; round <= o.rounds; round++ {
+		order := append([]string(nil), o.targets...)
+		if round%2 == 0 { // alternate A/B so neither target always goes first
+			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		for _, t := range order {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Fprintf(stderr, "== round %d/%d: %s\n", round, o.rounds, t)
+			res := runTarget(ctx, o, t, round, stderr)
+			if res.Error != "" {
+				fmt.Fprintf(stderr, "== round %d/%d: %s failed: %s\n", round, o.rounds, t, res.Error)
+			}
+			rep.Runs = append(rep.Runs, res)
+		}
+		fmt.Fprintf(stdout, "%s\n", rep.roundMarkdown(round))
+	}
+	rep.computeMedians()
+	if o.rounds > 1 {
+		fmt.Fprintf(stdout, "%s\n", rep.summaryMarkdown())
+	}
+	return rep.output(o, stdout, stderr)
+}
+
+// output writes the JSON and markdown files asked for.
+func (rep *report) output(o *options, stdout, stderr io.Writer) error {
+	if o.fromJSON != "" {
+		fmt.Fprintf(stdout, "%s", rep.generatedMarkdown())
+	}
+	if o.jsonPath != "" {
+		if err := rep.writeJSON(o.jsonPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", o.jsonPath)
+	}
+	if o.out != "" {
+		if err := rep.writeMarkdownFile(o.out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", o.out)
+	}
+	return nil
+}
