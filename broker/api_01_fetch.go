@@ -266,6 +266,11 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		}
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = it.records
+		if rp.RecordBatches == nil {
+			// Empty, not null: librdkafka rejects a null record set
+			// ("invalid MessageSetSize -1").
+			rp.RecordBatches = []byte{}
+		}
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	if sess != nil && served > 0 {

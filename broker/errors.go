@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	slog "github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/sharegroup"
 )
 
 // errorCode is the one table mapping domain errors to Kafka error codes
@@ -30,6 +31,9 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, slog.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, slog.ErrStorage), errors.Is(err, slog.ErrCorruption):
+		// The partition is offline until a restart runs recovery.
+		return kerr.KafkaStorageError.Code
 	case errors.Is(err, slog.ErrClosed):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, errInvalidTopic):
@@ -52,6 +56,12 @@ func errorCode(err error) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, errUnknownTopicID):
 		return kerr.UnknownTopicID.Code
+	case errors.Is(err, sharegroup.ErrInvalidRecordState):
+		return kerr.InvalidRecordState.Code
+	case errors.Is(err, sharegroup.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, sharegroup.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
 	default:
 		return kerr.KafkaStorageError.Code
 	}

@@ -275,6 +275,9 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 func (b *Broker) deleteTopic(t *topic) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
+	if b.topics.get(t.name) != t {
+		return errUnknownTopic // deleted (and maybe re-created) meanwhile
+	}
 	if err := b.meta.deleteTopic(t.name); err != nil {
 		return err
 	}
@@ -296,10 +299,13 @@ func (b *Broker) deleteTopic(t *topic) error {
 func (b *Broker) addPartitions(t *topic, count int32, validateOnly bool) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
+	if b.topics.get(t.name) != t {
+		return errUnknownTopic
+	}
 	parts, configs := b.topics.snapshot(t)
 	cur := int32(len(parts))
 	if count <= cur {
-		return fmt.Errorf("topic currently has %d partitions, which is higher than or equal to the requested %d", cur, count)
+		return fmt.Errorf("%w: topic currently has %d partitions, which is higher than or equal to the requested %d", errInvalidPartitions, cur, count)
 	}
 	if validateOnly {
 		return nil
@@ -324,27 +330,5 @@ func (b *Broker) addPartitions(t *topic, count int32, validateOnly bool) error {
 	b.topics.mu.Lock()
 	t.partitions = append(t.partitions, added...)
 	b.topics.mu.Unlock()
-	return nil
-}
-
-// setTopicConfigs replaces a topic's overrides durably and applies them
-// to every partition log.
-func (b *Broker) setTopicConfigs(t *topic, configs map[string]string) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	parts, _ := b.topics.snapshot(t)
-	rec := t.record()
-	rec.Partitions = int32(len(parts))
-	rec.Configs = configs
-	if err := b.meta.putTopic(rec); err != nil {
-		return err
-	}
-	b.topics.mu.Lock()
-	t.configs = configs
-	b.topics.mu.Unlock()
-	lc := b.logConfig(configs)
-	for _, p := range parts {
-		p.log.SetConfig(lc)
-	}
 	return nil
 }

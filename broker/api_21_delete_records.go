@@ -1,0 +1,72 @@
+package broker
+
+// DeleteRecords (21).
+//
+// Behavior: per partition, moves the log start offset up to Offset (-1
+// means the high watermark) and answers the new low watermark (the log
+// start offset). The log persists the new start offset before returning
+// and then deletes the segments wholly below it; records below it are no
+// longer served, and ListOffsets earliest answers it. An offset at or
+// below the current log start changes nothing and answers the current
+// one. An offset above the high watermark, or negative other than -1,
+// gets OFFSET_OUT_OF_RANGE; an unknown topic or partition
+// UNKNOWN_TOPIC_OR_PARTITION; a partition listed twice INVALID_REQUEST.
+// Failed partitions answer low watermark -1, as Kafka does. Long polls on
+// a changed partition are woken, so a consumer below the new start learns
+// of it at once.
+//
+// Version notes: v1 is the same as v0 (throttling after the response);
+// v2 is flexible.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+func init() { registerSimple(21, 0, 2, handleDeleteRecords) }
+
+func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	seen := map[tpKey]int{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			seen[tpKey{rt.Topic, rp.Partition}]++
+		}
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			p := b.topics.partition(rt.Topic, rp.Partition)
+			switch {
+			case seen[tpKey{rt.Topic, rp.Partition}] > 1:
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				before := p.log.LogStartOffset()
+				low, err := p.log.DeleteRecordsBefore(rp.Offset)
+				if err != nil {
+					sp.ErrorCode = errorCode(err)
+					if sp.ErrorCode == kerr.KafkaStorageError.Code {
+						b.lg.Error("delete records failed", zapPartition(p), zapErr(err))
+					}
+					break
+				}
+				sp.LowWatermark = low
+				if low > before {
+					b.lg.Info("deleted records", zapPartition(p), zap.Int64("log_start_offset", low))
+					p.notify()
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -1,0 +1,117 @@
+package broker
+
+// AlterConfigs (33).
+//
+// Behavior: the legacy, non-incremental alter: the configs given for a
+// resource replace its whole override set (a config left out reverts to
+// its default). Each resource is all-or-nothing: every config is
+// validated first, and only then is the new set persisted and applied.
+// Resources are independent of one another.
+//
+// TOPIC: names and values are checked against the topic config table
+// (configs.go); an unknown name or a bad value is INVALID_CONFIG with a
+// message, an invalid topic name INVALID_TOPIC_EXCEPTION, an unknown
+// topic UNKNOWN_TOPIC_OR_PARTITION. The new overrides are applied to
+// every partition log at once.
+//
+// BROKER (our node id, or "" for the cluster default; both address the
+// one set of dynamic broker configs, see broker_configs.go): only the
+// dynamic broker configs may be set; a read-only one gets INVALID_REQUEST
+// "Cannot update these configs dynamically", as Kafka answers for broker
+// resources, and so does a bad value or an unknown name. The new
+// defaults are applied to every partition log without a topic override.
+//
+// As in Kafka, a null value is INVALID_REQUEST, and so are a config named
+// twice in one resource and a resource named twice in one request.
+// ValidateOnly validates and changes nothing. Other resource types get
+// INVALID_REQUEST.
+//
+// Version notes: v0 and v1 are the same (v1 only means throttling after
+// the response); v2 is flexible.
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(33, 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(c *conn, req *kmsg.AlterConfigsRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	keys := make([]resourceKey, len(req.Resources))
+	for i, rr := range req.Resources {
+		keys[i] = resourceKey{rr.ResourceType, rr.ResourceName}
+	}
+	dup := duplicateResources(keys)
+	for i := range req.Resources {
+		rr := &req.Resources[i]
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		if dup[keys[i]] {
+			err = refuse(errInvalidRequest, "Each resource must appear at most once.")
+		} else {
+			err = b.alterConfigsResource(rr, req.ValidateOnly)
+		}
+		sr.ErrorCode = errorCode(err)
+		sr.ErrorMessage = errorMessage(err)
+		if sr.ErrorCode == kerr.KafkaStorageError.Code {
+			b.lg.Error("alter configs failed", zapErr(err))
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, validateOnly bool) error {
+	names := make([]string, len(rr.Configs))
+	var nulls []string
+	for i, cfg := range rr.Configs {
+		names[i] = cfg.Name
+		if cfg.Value == nil {
+			nulls = append(nulls, cfg.Name)
+		}
+	}
+	if hasDuplicateNames(names) {
+		return refuse(errInvalidRequest, "Error due to duplicate config keys")
+	}
+	if len(nulls) > 0 {
+		return refuse(errInvalidRequest, "Null value not supported for : %s", strings.Join(nulls, ","))
+	}
+	switch rr.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+		t, err := b.checkTopicResource(rr.ResourceName)
+		if err != nil {
+			return err
+		}
+		next := make(map[string]string, len(rr.Configs))
+		for _, cfg := range rr.Configs {
+			if err := validateTopicConfig(cfg.Name, *cfg.Value); err != nil {
+				return refuse(errInvalidConfig, "%v", err)
+			}
+			next[cfg.Name] = *cfg.Value
+		}
+		return b.updateTopicConfigs(t, validateOnly, func(map[string]string) (map[string]string, error) {
+			return next, nil
+		})
+	case kmsg.ConfigResourceTypeBroker:
+		if err := b.brokerResourceName(rr.ResourceName); err != nil {
+			return err
+		}
+		next := make(map[string]string, len(rr.Configs))
+		for _, cfg := range rr.Configs {
+			if err := validateBrokerConfig(cfg.Name, cfg.Value); err != nil {
+				return err
+			}
+			next[cfg.Name] = *cfg.Value
+		}
+		return b.updateBrokerConfigs(validateOnly, func(map[string]string) (map[string]string, error) {
+			return next, nil
+		})
+	default:
+		return unsupportedResource(rr.ResourceType)
+	}
+}

@@ -1,0 +1,110 @@
+package broker
+
+// CreatePartitions (37).
+//
+// Behavior: grows a topic to Count partitions: the new count is persisted
+// first, then the new partition logs are created (addPartitions in
+// topics.go). Partitions never shrink. Checks, with Kafka's codes and
+// wording:
+//
+//   - a topic named twice in one request: INVALID_REQUEST "Duplicate
+//     topic name.", answered once;
+//   - an unknown topic: UNKNOWN_TOPIC_OR_PARTITION (an invalid name is
+//     unknown too);
+//   - Count equal to the current count: INVALID_PARTITIONS "Topic already
+//     has N partition(s)."; below it: INVALID_PARTITIONS "Topic currently
+//     has N partitions, which is higher than the requested M.";
+//   - a manual Assignment must have one entry per new partition and each
+//     must be exactly our node id (INVALID_REPLICA_ASSIGNMENT otherwise);
+//   - more than 10000 new partitions in one request: POLICY_VIOLATION for
+//     every topic, as Kafka's controller answers.
+//
+// ValidateOnly checks and creates nothing.
+//
+// Version notes: v1 is the same as v0 (throttling after the response);
+// v2 is flexible; v3 is the same as v2.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(37, 0, 3, handleCreatePartitions) }
+
+func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	count := map[string]int{}
+	total := int64(0)
+	for _, rt := range req.Topics {
+		count[rt.Topic]++
+		if t := b.topics.get(rt.Topic); t != nil {
+			parts, _ := b.topics.snapshot(t)
+			if add := int64(rt.Count) - int64(len(parts)); add > 0 {
+				total += add
+			}
+		}
+	}
+	answered := map[string]bool{}
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		if answered[rt.Topic] {
+			continue
+		}
+		answered[rt.Topic] = true
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		switch {
+		case count[rt.Topic] > 1:
+			err = refuse(errInvalidRequest, "Duplicate topic name.")
+		case total > maxPartitionsPerRequest:
+			err = refuse(errPolicyViolation, "Excessively large number of partitions per request.")
+		default:
+			err = b.createPartitions(rt, req.ValidateOnly)
+		}
+		st.ErrorCode = errorCode(err)
+		st.ErrorMessage = errorMessage(err)
+		if st.ErrorCode == kerr.KafkaStorageError.Code {
+			b.lg.Error("create partitions failed", zapErr(err))
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	t := b.topics.get(rt.Topic)
+	if t == nil {
+		return refuse(errUnknownTopic, "The topic '%s' does not exist.", rt.Topic)
+	}
+	parts, _ := b.topics.snapshot(t)
+	cur := int32(len(parts))
+	switch {
+	case rt.Count == cur:
+		return refuse(errInvalidPartitions, "Topic already has %d partition(s).", cur)
+	case rt.Count < cur:
+		return refuse(errInvalidPartitions, "Topic currently has %d partitions, which is higher than the requested %d.", cur, rt.Count)
+	}
+	if rt.Assignment != nil {
+		if add := rt.Count - cur; int32(len(rt.Assignment)) != add {
+			return refuse(errInvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
+		}
+		for _, a := range rt.Assignment {
+			if err := b.checkReplicas(a.Replicas); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.addPartitions(t, rt.Count, validateOnly); err != nil {
+		// addPartitions re-checks the count under adminMu; losing that
+		// race to a concurrent CreatePartitions is still a count error.
+		if now, _ := b.topics.snapshot(t); int32(len(now)) >= rt.Count {
+			return refuse(errInvalidPartitions, "%v", err)
+		}
+		return fmt.Errorf("broker: add partitions to %s: %w", t.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package broker
+
+// DescribeCluster (60).
+//
+// Behavior: the cluster is this one broker, with its advertised address
+// and no rack, and it is also the controller. The cluster id is the one
+// kept in the metadata store. ClusterAuthorizedOperations is INT32_MIN
+// ("not requested") unless the client asks, and then every cluster
+// operation, since we have no ACLs.
+//
+// Version notes: v1 adds EndpointType (KIP-919): we serve the broker
+// endpoint (1) only; asking for controllers (2) or anything else gets
+// UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers. v2 adds
+// IncludeFencedBrokers and IsFenced; we are never fenced.
+
+import (
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(60, 0, 2, handleDescribeCluster) }
+
+// allClusterOperations is the AuthorizedOperations bit set for CREATE,
+// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and
+// IDEMPOTENT_WRITE (ACL operation codes 5, 7-12), the operations Kafka
+// defines on the cluster resource.
+const allClusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+
+func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = req.EndpointType
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		msg := "this broker only serves the broker endpoint type (1)"
+		resp.ErrorMessage = &msg
+		return resp
+	}
+	resp.ClusterID = b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+	br := kmsg.NewDescribeClusterResponseBroker()
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, b.advHost, b.advPort
+	resp.Brokers = append(resp.Brokers, br)
+	resp.ClusterAuthorizedOperations = math.MinInt32
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = allClusterOperations
+	}
+	return resp
+}

@@ -1,0 +1,231 @@
+package broker
+
+// Broker configs: the Kafka broker configs Shoal reports through
+// DescribeConfigs and accepts through AlterConfigs and
+// IncrementalAlterConfigs on the BROKER resource.
+//
+// Two kinds, as in Kafka's "update mode":
+//
+//   - cluster-wide (dynamic): the broker defaults behind topic configs
+//     (topicConfigDefs[].brokerName, e.g. log.retention.ms behind
+//     retention.ms). Overrides live in Broker.dyn and in the metadata
+//     store (meta/broker-config/<name>), survive restarts, and are
+//     re-applied at once to every partition log without a topic override.
+//     Names, types, defaults and validation come from the topic table, so
+//     the two can never disagree.
+//   - read-only: what Config (flags, SHOAL_* variables) decides at start,
+//     reported so tools can see it; changing one is refused with
+//     INVALID_REQUEST "Cannot update these configs dynamically", as Kafka
+//     does (KAFKA-13609 explains why Kafka uses INVALID_REQUEST rather
+//     than INVALID_CONFIG for broker resources).
+//
+// Kafka has two levels of dynamic broker config: per broker (resource
+// name = the node id) and the cluster default (resource name ""). With a
+// single broker both mean the same thing, so Shoal keeps one set,
+// reachable through either name, and reports it as
+// DYNAMIC_DEFAULT_BROKER_CONFIG (the source topicConfigValue gives topic
+// configs inheriting it). Describing "" lists just the overrides that are
+// set, as Kafka does for the cluster default; describing the node id
+// lists every config.
+//
+// Names Kafka knows but Shoal does not implement are refused with
+// INVALID_REQUEST rather than stored and silently ignored (Kafka stores
+// unknown broker config names as custom configs).
+
+import (
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// brokerConfigDef is one broker config. Exactly one of topic (dynamic)
+// and static (read-only) is set.
+type brokerConfigDef struct {
+	name string
+	typ  kmsg.ConfigType
+	doc  string
+	// topic is the topic config this dynamic broker config is the
+	// default of; its def and check apply.
+	topic *configDef
+	// static returns the read-only value from the broker's Config
+	// (ok false: unset, reported as a null value).
+	static func(c *Config) (v string, ok bool)
+}
+
+func (d *brokerConfigDef) dynamic() bool { return d.topic != nil }
+
+// brokerConfigDefs is every broker config, sorted by name.
+var brokerConfigDefs = func() []brokerConfigDef {
+	str := func(s string) (string, bool) { return s, true }
+	defs := []brokerConfigDef{
+		{name: "advertised.listeners", typ: kmsg.ConfigTypeString,
+			doc: "The address given to clients in Metadata (--advertised-addr); unset means the bound listener address.",
+			static: func(c *Config) (string, bool) {
+				if c.AdvertisedAddr == "" {
+					return "", false
+				}
+				return "PLAINTEXT://" + c.AdvertisedAddr, true
+			}},
+		{name: "auto.create.topics.enable", typ: kmsg.ConfigTypeBoolean,
+			doc:    "Create unknown topics on Metadata and Produce (--auto-create).",
+			static: func(c *Config) (string, bool) { return str(strconv.FormatBool(c.AutoCreateTopics)) }},
+		{name: "broker.id", typ: kmsg.ConfigTypeInt,
+			doc:    "This broker's id; the same as node.id.",
+			static: func(c *Config) (string, bool) { return str(strconv.Itoa(int(c.NodeID))) }},
+		{name: "default.replication.factor", typ: kmsg.ConfigTypeInt,
+			doc:    "Shoal is a single node: every partition has exactly one replica.",
+			static: func(c *Config) (string, bool) { return str("1") }},
+		{name: "delete.topic.enable", typ: kmsg.ConfigTypeBoolean,
+			doc:    "DeleteTopics is always served.",
+			static: func(c *Config) (string, bool) { return str("true") }},
+		{name: "listeners", typ: kmsg.ConfigTypeString,
+			doc:    "The address the Kafka listener binds (--listen).",
+			static: func(c *Config) (string, bool) { return str("PLAINTEXT://" + c.ListenAddr) }},
+		{name: "log.dirs", typ: kmsg.ConfigTypeString,
+			doc: "The directory holding the partition logs: <data dir>/logs.",
+			static: func(c *Config) (string, bool) {
+				dir := filepath.Join(c.DataDir, "logs")
+				if abs, err := filepath.Abs(dir); err == nil {
+					dir = abs
+				}
+				return dir, true
+			}},
+		{name: "log.retention.check.interval.ms", typ: kmsg.ConfigTypeLong,
+			doc:    "How often retention runs.",
+			static: func(c *Config) (string, bool) { return str(durationMs(c.RetentionCheckInterval)) }},
+		{name: "node.id", typ: kmsg.ConfigTypeInt,
+			doc:    "This broker's node id (--node-id).",
+			static: func(c *Config) (string, bool) { return str(strconv.Itoa(int(c.NodeID))) }},
+		{name: "num.partitions", typ: kmsg.ConfigTypeInt,
+			doc:    "Partitions of auto-created topics and of CreateTopics with NumPartitions -1.",
+			static: func(c *Config) (string, bool) { return str(strconv.Itoa(int(c.DefaultPartitions))) }},
+		{name: "socket.request.max.bytes", typ: kmsg.ConfigTypeInt,
+			doc:    "The largest request frame accepted; a larger one closes the connection.",
+			static: func(c *Config) (string, bool) { return str(strconv.Itoa(int(c.MaxRequestBytes))) }},
+	}
+	for i := range topicConfigDefs {
+		td := &topicConfigDefs[i]
+		if td.brokerName == "" {
+			continue
+		}
+		defs = append(defs, brokerConfigDef{name: td.brokerName, typ: td.typ, doc: td.doc, topic: td})
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
+	return defs
+}()
+
+var brokerConfigByName = func() map[string]*brokerConfigDef {
+	m := make(map[string]*brokerConfigDef, len(brokerConfigDefs))
+	for i := range brokerConfigDefs {
+		m[brokerConfigDefs[i].name] = &brokerConfigDefs[i]
+	}
+	return m
+}()
+
+// validateBrokerConfig checks that name may be changed dynamically and
+// that value (nil: revert to the default) is valid for it. Failures are
+// INVALID_REQUEST, as Kafka answers for broker resources.
+func validateBrokerConfig(name string, value *string) error {
+	d := brokerConfigByName[name]
+	switch {
+	case d == nil:
+		return refuse(errInvalidRequest, "Unknown or unsupported broker config: %s", name)
+	case !d.dynamic():
+		return refuse(errInvalidRequest, "Cannot update these configs dynamically: Set(%s)", name)
+	case value == nil:
+		return nil
+	}
+	if d.topic.check != nil {
+		if err := d.topic.check(*value); err != nil {
+			return refuse(errInvalidRequest, "Invalid value %s for configuration %s: %v", *value, name, err)
+		}
+	}
+	return nil
+}
+
+// staticConfigValue returns a read-only config's value and whether it is
+// Shoal's default (DEFAULT_CONFIG) rather than set at start
+// (STATIC_BROKER_CONFIG).
+func staticConfigValue(d *brokerConfigDef, c *Config) (*string, bool) {
+	v, ok := d.static(c)
+	def := DefaultConfig()
+	dv, dok := d.static(&def)
+	isDefault := ok == dok && v == dv
+	if !ok {
+		return nil, isDefault
+	}
+	return &v, isDefault
+}
+
+// dynamicBrokerConfigs returns a copy of the dynamic overrides.
+func (b *Broker) dynamicBrokerConfigs() map[string]string {
+	b.dyn.RLock()
+	defer b.dyn.RUnlock()
+	out := make(map[string]string, len(b.dyn.m))
+	for k, v := range b.dyn.m {
+		out[k] = v
+	}
+	return out
+}
+
+// brokerConfigEntries describes the broker configs: every one when
+// all is true (resource name = our node id), else only the dynamic
+// overrides that are set (resource name "", the cluster default).
+func (b *Broker) brokerConfigEntries(all bool) []configEntry {
+	dyn := b.dynamicBrokerConfigs()
+	var out []configEntry
+	for i := range brokerConfigDefs {
+		d := &brokerConfigDefs[i]
+		e := configEntry{name: d.name, typ: d.typ, doc: d.doc}
+		if d.dynamic() {
+			v, set := dyn[d.name]
+			if !set && !all {
+				continue
+			}
+			def := d.topic.def
+			if set {
+				e.value, e.source = &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+				e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+			} else {
+				e.value, e.source = &def, kmsg.ConfigSourceDefaultConfig
+			}
+			e.synonyms = append(e.synonyms, configSynonym{d.name, &def, kmsg.ConfigSourceDefaultConfig})
+		} else {
+			if !all {
+				continue
+			}
+			v, isDefault := staticConfigValue(d, &b.cfg)
+			e.value, e.readOnly = v, true
+			e.source = kmsg.ConfigSourceStaticBrokerConfig
+			if isDefault {
+				e.source = kmsg.ConfigSourceDefaultConfig
+			}
+			e.synonyms = append(e.synonyms, configSynonym{d.name, v, e.source})
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// brokerResourceName checks a BROKER resource name: our node id, or ""
+// for the cluster default. Anything else is INVALID_REQUEST, as Kafka
+// answers for another broker's id.
+func (b *Broker) brokerResourceName(name string) error {
+	if name == "" {
+		return nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return refuse(errInvalidRequest, "Illegal non-integral BROKER resource type name: %s", name)
+	}
+	if int32(id) != b.cfg.NodeID {
+		return refuse(errInvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s", b.cfg.NodeID, name)
+	}
+	return nil
+}
+
+// durationMs formats a duration as Kafka's millisecond configs do.
+func durationMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,285 @@
+package broker
+
+// Config administration shared by DescribeConfigs (32), AlterConfigs (33),
+// IncrementalAlterConfigs (44) and CreateTopics (19): describing topic and
+// broker configs as entries, and the two read-modify-write paths that
+// change them under Broker.adminMu.
+//
+// Persist, then answer: a change is written to the metadata store before
+// it is applied in memory and to the partition logs, and the response is
+// sent after both.
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// configEntry is one described config, independent of the response type
+// it ends up in.
+type configEntry struct {
+	name     string
+	value    *string
+	source   kmsg.ConfigSource
+	readOnly bool
+	typ      kmsg.ConfigType
+	doc      string
+	synonyms []configSynonym // most specific first, as Kafka orders them
+}
+
+type configSynonym struct {
+	name   string
+	value  *string
+	source kmsg.ConfigSource
+}
+
+// topicConfigEntries describes every topic config of a topic with the
+// given overrides: the override, else the dynamic broker default, else
+// Kafka's default.
+func (b *Broker) topicConfigEntries(overrides map[string]string) []configEntry {
+	out := make([]configEntry, 0, len(topicConfigDefs))
+	for _, name := range sortedTopicConfigNames() {
+		d := topicConfigByName[name]
+		v, kind := b.topicConfigValue(overrides, name)
+		e := configEntry{name: name, value: &v, typ: d.typ, doc: d.doc}
+		switch kind {
+		case sourceTopic:
+			e.source = kmsg.ConfigSourceDynamicTopicConfig
+		case sourceDynamicBroker:
+			e.source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		default:
+			e.source = kmsg.ConfigSourceDefaultConfig
+		}
+		if ov, ok := overrides[name]; ok {
+			e.synonyms = append(e.synonyms, configSynonym{name, &ov, kmsg.ConfigSourceDynamicTopicConfig})
+		}
+		defName := name
+		if d.brokerName != "" {
+			defName = d.brokerName
+			if bv, ok := b.brokerConfig(d.brokerName); ok {
+				e.synonyms = append(e.synonyms, configSynonym{d.brokerName, &bv, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+			}
+		}
+		def := d.def
+		e.synonyms = append(e.synonyms, configSynonym{defName, &def, kmsg.ConfigSourceDefaultConfig})
+		out = append(out, e)
+	}
+	return out
+}
+
+// filterConfigEntries keeps the entries named in names; a null or empty
+// list keeps all. Unknown names are simply not answered, as in Kafka.
+func filterConfigEntries(entries []configEntry, names []string) []configEntry {
+	if len(names) == 0 {
+		return entries
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []configEntry
+	for _, e := range entries {
+		if want[e.name] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (e *configEntry) describeConfig(synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name, c.Value, c.ReadOnly, c.Source = e.name, e.value, e.readOnly, e.source
+	c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
+	c.ConfigType = e.typ
+	if synonyms {
+		for _, s := range e.synonyms {
+			cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			cs.Name, cs.Value, cs.Source = s.name, s.value, s.source
+			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+		}
+	}
+	if docs && e.doc != "" {
+		d := e.doc
+		c.Documentation = &d
+	}
+	return c
+}
+
+func (e *configEntry) createTopicsConfig() kmsg.CreateTopicsResponseTopicConfig {
+	c := kmsg.NewCreateTopicsResponseTopicConfig()
+	c.Name, c.Value, c.ReadOnly, c.Source = e.name, e.value, e.readOnly, int8(e.source)
+	return c
+}
+
+// checkTopicResource resolves the topic of a TOPIC config resource.
+func (b *Broker) checkTopicResource(name string) (*topic, error) {
+	if err := validTopicName(name); err != nil {
+		return nil, err
+	}
+	t := b.topics.get(name)
+	if t == nil {
+		return nil, refuse(errUnknownTopic, "The topic '%s' does not exist.", name)
+	}
+	return t, nil
+}
+
+// updateTopicConfigs replaces t's overrides with update(current) (update
+// gets a private copy and validates), persists them, and applies them to
+// every partition log. Nothing changes when update fails or validateOnly
+// is set. It holds adminMu throughout, so concurrent read-modify-writes
+// of the same topic cannot lose updates and a topic deleted meanwhile is
+// reported unknown instead of being written back.
+func (b *Broker) updateTopicConfigs(t *topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.topics.get(t.name) != t {
+		return refuse(errUnknownTopic, "The topic '%s' does not exist.", t.name)
+	}
+	parts, cur := b.topics.snapshot(t)
+	next, err := update(cur)
+	if err != nil || validateOnly {
+		return err
+	}
+	rec := topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(parts)), Configs: next}
+	if err := b.meta.putTopic(rec); err != nil {
+		b.lg.Error("persisting topic configs failed", zap.String("topic", t.name), zap.Error(err))
+		return err
+	}
+	b.topics.mu.Lock()
+	t.configs = next
+	b.topics.mu.Unlock()
+	lc := b.logConfig(next)
+	for _, p := range parts {
+		p.log.SetConfig(lc)
+	}
+	b.lg.Info("altered topic configs", zap.String("topic", t.name), zap.Any("configs", next))
+	return nil
+}
+
+// updateBrokerConfigs replaces the dynamic broker config overrides with
+// update(current), persists the difference in one metadata transaction,
+// and re-applies the log config of every partition (the broker defaults
+// sit behind every topic without an override). Like updateTopicConfigs
+// it holds adminMu throughout; b.dyn is only locked to swap the map.
+func (b *Broker) updateBrokerConfigs(validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	cur := b.dynamicBrokerConfigs()
+	next, err := update(b.dynamicBrokerConfigs())
+	if err != nil || validateOnly {
+		return err
+	}
+	changes := map[string]*string{}
+	for k, v := range next {
+		if old, ok := cur[k]; !ok || old != v {
+			v := v
+			changes[k] = &v
+		}
+	}
+	for k := range cur {
+		if _, ok := next[k]; !ok {
+			changes[k] = nil
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	if err := b.meta.setBrokerConfigs(changes); err != nil {
+		b.lg.Error("persisting broker configs failed", zap.Error(err))
+		return err
+	}
+	b.dyn.Lock()
+	b.dyn.m = next
+	b.dyn.Unlock()
+	for _, t := range b.topics.all() {
+		parts, configs := b.topics.snapshot(t)
+		lc := b.logConfig(configs)
+		for _, p := range parts {
+			p.log.SetConfig(lc)
+		}
+	}
+	b.lg.Info("altered broker configs", zap.Any("configs", next))
+	return nil
+}
+
+// hasDuplicateNames reports whether a config name repeats.
+func hasDuplicateNames(names []string) bool {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return true
+		}
+		seen[n] = true
+	}
+	return false
+}
+
+// splitList splits a LIST config value ("a,b") into trimmed items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// appendList adds the items of add missing from base; subtractList
+// removes them. Both keep base's order.
+func appendList(base, add string) string {
+	items := splitList(base)
+	for _, a := range splitList(add) {
+		found := false
+		for _, it := range items {
+			found = found || it == a
+		}
+		if !found {
+			items = append(items, a)
+		}
+	}
+	return strings.Join(items, ",")
+}
+
+func subtractList(base, sub string) string {
+	drop := map[string]bool{}
+	for _, s := range splitList(sub) {
+		drop[s] = true
+	}
+	var items []string
+	for _, it := range splitList(base) {
+		if !drop[it] {
+			items = append(items, it)
+		}
+	}
+	return strings.Join(items, ",")
+}
+
+// resourceKey identifies a config resource for duplicate detection.
+type resourceKey struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// duplicateResources returns the resources named more than once; Kafka
+// refuses each of them with INVALID_REQUEST.
+func duplicateResources(keys []resourceKey) map[resourceKey]bool {
+	n := map[resourceKey]int{}
+	for _, k := range keys {
+		n[k]++
+	}
+	dup := map[resourceKey]bool{}
+	for k, c := range n {
+		if c > 1 {
+			dup[k] = true
+		}
+	}
+	return dup
+}
+
+// unsupportedResource is the refusal for resource types we do not
+// serve configs for (yet): BROKER_LOGGER, CLIENT_METRICS, GROUP.
+func unsupportedResource(typ kmsg.ConfigResourceType) error {
+	return refuse(errInvalidRequest, "Unsupported resource type: %s", typ.String())
+}
