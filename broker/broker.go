@@ -45,7 +45,11 @@ type Broker struct {
 	advPort   int32
 	ctx       context.Context // cancelled when Close begins
 	cancel    context.CancelFunc
-	wg        sync.WaitGroup // every goroutine we start, see goroutine
+	wg        sync.WaitGroup // every background goroutine, see goroutine
+	connWG    sync.WaitGroup // connection goroutines, see connGoroutine
+	// syncStop stops the syncer. It is closed only after every connection
+	// has finished, so no produce waits for an fsync that never comes.
+	syncStop chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 
@@ -77,6 +81,7 @@ func Start(cfg Config) (*Broker, error) {
 		fetchSessions: newFetchSessionCache(1000),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.syncStop = make(chan struct{})
 	b.conns.m = map[*conn]struct{}{}
 	var err error
 	if b.meta, err = openMeta(cfg.DataDir, lg); err != nil {
@@ -159,6 +164,15 @@ func (b *Broker) goroutine(f func()) {
 	}()
 }
 
+// connGoroutine starts f tracked by b.connWG.
+func (b *Broker) connGoroutine(f func()) {
+	b.connWG.Add(1)
+	go func() {
+		defer b.connWG.Done()
+		f()
+	}()
+}
+
 func (b *Broker) acceptLoop() {
 	var delay time.Duration
 	for {
@@ -194,8 +208,10 @@ func (b *Broker) acceptLoop() {
 			return
 		}
 		b.conns.m[c] = struct{}{}
+		// Under conns so Close, which takes conns after cancelling ctx,
+		// never waits on connWG while an Add can still happen.
+		b.connGoroutine(c.serve)
 		b.conns.Unlock()
-		b.goroutine(c.serve)
 	}
 }
 
@@ -218,8 +234,11 @@ func (b *Broker) Close() error {
 			c.stopReading()
 		}
 		b.conns.Unlock()
+		// Connections finish the request they are processing and send
+		// its response (a produce may still wait for its fsync, so the
+		// syncer keeps running until they are done).
 		done := make(chan struct{})
-		go func() { b.wg.Wait(); close(done) }()
+		go func() { b.connWG.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(b.cfg.ShutdownTimeout):
@@ -231,6 +250,8 @@ func (b *Broker) Close() error {
 			b.conns.Unlock()
 			<-done
 		}
+		close(b.syncStop)
+		b.wg.Wait()
 		b.closeErr = errors.Join(b.closeLogs(), b.meta.close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))
 	})

@@ -67,7 +67,7 @@ func (c *conn) stopReading() {
 
 func (c *conn) serve() {
 	defer c.b.removeConn(c)
-	c.b.goroutine(c.writeLoop)
+	c.b.connGoroutine(c.writeLoop)
 	defer func() {
 		close(c.out)
 		<-c.done

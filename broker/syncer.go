@@ -80,9 +80,9 @@ func (s *syncer) run() {
 		select {
 		case <-s.kick:
 		case <-tick:
-		case <-s.b.ctx.Done():
-			// Final round so nothing acknowledged waits forever; Close
-			// then closes (and fsyncs) every log.
+		case <-s.b.syncStop:
+			// Every connection has finished: a final round completes the
+			// last waiters; Close then closes (and fsyncs) every log.
 			s.round()
 			return
 		}
