@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -22,12 +23,21 @@ import (
 //	meta/topic/<name>          topicRecord
 //	meta/broker-config/<name>  string: a dynamic broker config override
 //	meta/seq/producer-id       badger sequence for InitProducerId
+//	meta/group/<group>         groupRecord (groups_store.go); <group> is path-escaped
+//	meta/offset/<group>/<topic>/<partition>
+//	                           a committed offset (binary, groups_store.go)
+//	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped
+//	meta/group-config/<group>  JSON map of group config overrides (share_configs.go); path-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID       = "meta/cluster-id"
 	prefixTopic        = "meta/topic/"
 	prefixBrokerConfig = "meta/broker-config/"
 	keyProducerIDSeq   = "meta/seq/producer-id"
+	prefixGroup        = "meta/group/"
+	prefixOffset       = "meta/offset/"
+	prefixShareGroup   = "meta/share-group/"
+	prefixGroupConfig  = "meta/group-config/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )
@@ -75,8 +85,45 @@ func badgerOptions(dir string, lg *zap.Logger) badger.Options {
 		WithNumCompactors(2)
 }
 
+// removeEmptyBadgerFiles works around a badger crash window: badger
+// creates a memtable (.mem) or value log (.vlog) file and only then sizes
+// it, so a process killed in between leaves a zero-length file that makes
+// the next badger.Open fail ("Create a new file"). A zero-length file
+// holds no data, so removing it loses nothing. Found by the SIGKILL crash
+// test (integration/crash_test.go).
+func removeEmptyBadgerFiles(dir string, lg *zap.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !(strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".vlog")) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() == 0 {
+			lg.Warn("removing empty metadata file left by a crash", zap.String("file", name))
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
-	db, err := badger.Open(badgerOptions(filepath.Join(dataDir, "meta"), lg))
+	dir := filepath.Join(dataDir, "meta")
+	if err := removeEmptyBadgerFiles(dir, lg); err != nil {
+		return nil, fmt.Errorf("broker: metadata store: %w", err)
+	}
+	db, err := badger.Open(badgerOptions(dir, lg))
 	if err != nil {
 		return nil, fmt.Errorf("broker: open metadata store: %w", err)
 	}

@@ -157,6 +157,13 @@ func (p *Partition) Append(records []byte, now time.Time) (AppendResult, error) 
 		if h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
 			return AppendResult{}, fmt.Errorf("%w: batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, nBatches, h.RecordCount, h.LastOffsetDelta)
 		}
+		if h.IsControl() {
+			// Only the broker writes control records (transaction markers).
+			return AppendResult{}, fmt.Errorf("%w: batch %d is a control batch", ErrInvalidRecord, nBatches)
+		}
+		if err := protocol.ValidateRecords(rest[:size]); err != nil {
+			return AppendResult{}, fmt.Errorf("%w: batch %d: %w", ErrInvalidRecord, nBatches, err)
+		}
 		if nBatches == 0 {
 			firstMaxTs = h.MaxTimestamp
 		}

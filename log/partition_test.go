@@ -587,17 +587,19 @@ func TestIdempotentMultiBatch(t *testing.T) {
 	require.Equal(t, int64(4), p.LogEndOffset())
 }
 
-func TestControlAndTransactionalBatchesStored(t *testing.T) {
+func TestTransactionalStoredControlRefused(t *testing.T) {
 	t.Parallel()
 	p := openMem(t, NewMemFS(), DefaultConfig())
 	defer p.Close()
 	mustAppend(t, p, makeBatch(batchSpec{n: 2, pid: 5, seq: 0, attrs: protocol.AttrTransactional}))
+	// Control records (transaction markers) are the broker's to write;
+	// Kafka refuses them from producers with INVALID_RECORD.
 	ctrl := makeBatch(batchSpec{n: 1, pid: 5, attrs: protocol.AttrTransactional | protocol.AttrControl})
-	mustAppend(t, p, ctrl)
+	_, err := p.Append(ctrl, testNow)
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	mustAppend(t, p, makeBatch(batchSpec{n: 1, pid: 5, seq: 2, attrs: protocol.AttrTransactional}))
 	hs, _ := readAll(t, p, 0)
 	require.Len(t, hs, 2)
-	require.True(t, hs[1].IsControl())
-	mustAppend(t, p, makeBatch(batchSpec{n: 1, pid: 5, seq: 2, attrs: protocol.AttrTransactional}))
 }
 
 func TestClosed(t *testing.T) {

@@ -327,3 +327,48 @@ func WalkRecords(batch []byte, fn func(offsetDelta int32, timestampDelta int64) 
 	}
 	return nil
 }
+
+// ValidateRecords checks the record framing of an uncompressed batch, as
+// Kafka's LogValidator does on produce: exactly RecordCount records whose
+// lengths cover the batch with no trailing bytes, with offset deltas 0,
+// 1, 2, … in order. Compressed batches are not inspected (it returns nil):
+// their records are only reachable by decompressing, which Shoal leaves to
+// consumers.
+func ValidateRecords(batch []byte) error {
+	h, err := ParseBatchHeader(batch)
+	if err != nil {
+		return err
+	}
+	if h.Compression() != CompressionNone {
+		return nil
+	}
+	size := h.Size()
+	if h.BatchLength < MinBatchLength || size > int64(len(batch)) {
+		return fmt.Errorf("%w: batch length %d", ErrShortBatch, h.BatchLength)
+	}
+	b := batch[BatchHeaderSize:size]
+	var i int32
+	for ; len(b) > 0; i++ {
+		if i >= h.RecordCount {
+			return fmt.Errorf("%w: bytes after the %d records the header declares", ErrBadRecord, h.RecordCount)
+		}
+		length, n := binary.Varint(b)
+		if n <= 0 || length < 1 || length > int64(len(b)-n) {
+			return fmt.Errorf("%w: record %d length", ErrBadRecord, i)
+		}
+		rec := b[n+1 : n+int(length)] // past the attributes byte
+		b = b[n+int(length):]
+		_, n = binary.Varint(rec) // timestamp delta
+		if n <= 0 {
+			return fmt.Errorf("%w: record %d timestamp", ErrBadRecord, i)
+		}
+		offDelta, n := binary.Varint(rec[n:])
+		if n <= 0 || offDelta != int64(i) {
+			return fmt.Errorf("%w: record %d has offset delta %d", ErrBadRecord, i, offDelta)
+		}
+	}
+	if i != h.RecordCount {
+		return fmt.Errorf("%w: %d records, the header declares %d", ErrBadRecord, i, h.RecordCount)
+	}
+	return nil
+}

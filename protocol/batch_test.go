@@ -178,6 +178,7 @@ func FuzzSplitBatches(f *testing.F) {
 		}
 		_ = VerifyBatchCRC(b)
 		_ = WalkRecords(b, func(int32, int64) bool { return true })
+		_ = ValidateRecords(b)
 		batches, err := SplitBatches(b)
 		if err != nil {
 			return
@@ -192,4 +193,35 @@ func FuzzSplitBatches(f *testing.F) {
 		}
 		require.Equal(t, len(b), total)
 	})
+}
+
+func TestValidateRecords(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, ValidateRecords(buildBatch(t, 3, 0, 1000)))
+
+	// The header claims more or fewer records than the batch holds.
+	withCount := func(n int32) []byte {
+		b := buildBatch(t, 3, 0, 1000)
+		binary.BigEndian.PutUint32(b[57:], uint32(n))
+		binary.BigEndian.PutUint32(b[23:], uint32(n-1))
+		SetBatchCRC(b)
+		return b
+	}
+	require.ErrorIs(t, ValidateRecords(withCount(4)), ErrBadRecord)
+	require.ErrorIs(t, ValidateRecords(withCount(2)), ErrBadRecord)
+
+	// Offset deltas must be 0, 1, 2, ...
+	var recs []byte
+	for i := range 3 {
+		r := kmsg.Record{OffsetDelta: int32(i * 2), Value: []byte("v")}
+		body := r.AppendTo(nil)[1:]
+		r.Length = int32(len(body))
+		recs = r.AppendTo(recs)
+	}
+	b := (&kmsg.RecordBatch{Magic: 2, LastOffsetDelta: 2, NumRecords: 3, Records: recs}).AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	require.ErrorIs(t, ValidateRecords(b), ErrBadRecord)
+
+	// Compressed batches are not inspected.
+	require.NoError(t, ValidateRecords(buildBatch(t, 3, int16(CompressionGzip), 1000)))
 }
