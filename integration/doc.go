@@ -1,0 +1,38 @@
+// Package integration holds black-box tests of the Shoal broker.
+//
+// The tests talk to a broker over the network only, using real client
+// libraries (franz-go kgo/kadm, IBM/sarama, segmentio/kafka-go), real client
+// tools (kcat, kafka-python) and hand-built frames encoded with kmsg. They
+// import package broker for one thing: starting an in-process broker on
+// 127.0.0.1:0 with a fresh temporary data directory, one per test.
+//
+// # Running against another broker
+//
+// Set SHOAL_TEST_SEEDS to a comma-separated list of host:port seeds to run
+// the client tests against an external cluster instead (real Kafka, kfake,
+// or a Shoal started by hand), the way franz-go's own suite uses KGO_SEEDS:
+//
+//	SHOAL_TEST_SEEDS=127.0.0.1:9092 go test ./integration/
+//
+// Every test then creates its own uniquely named topics, so the suite can
+// share one cluster. Tests that need a broker configured in a particular way
+// (auto-creation off, a small request limit) and the crash test, which needs
+// the shoal binary, skip themselves in that mode.
+//
+// # Tools
+//
+// The kcat and kafka-python tests need `kcat` on PATH and the kafka module
+// importable by /usr/bin/python3 (Debian packages kcat and python3-kafka).
+// When the CI environment variable is set a missing tool fails the test;
+// otherwise the test is skipped.
+//
+// # Crash test
+//
+// crash_test.go builds cmd/shoal once, runs it as a child process with
+// --fsync always and SIGKILLs it at random moments while idempotent acks=all
+// producers write self-describing values; after every restart it reads each
+// partition back and checks that every acknowledged record is at its
+// original offset, offsets have no gaps and no value appears twice. The
+// number of kills is SHOAL_CRASH_CYCLES (default 25 when CI is set, 5
+// otherwise); SHOAL_CRASH_SEED replays a run's random schedule.
+package integration
