@@ -79,6 +79,13 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 				name := t.name
 				st.Topic, st.TopicID = &name, t.id
 				err = b.deleteTopic(t)
+				if err == nil {
+					// Committed offsets and share-group state of the
+					// topic go with it, so a re-created topic of the same
+					// name starts fresh.
+					b.groups.dropTopicOffsets(t.name)
+					err = b.deleteShareTopicState(t.id)
+				}
 			}
 		}
 		st.ErrorCode = errorCode(err)

@@ -12,9 +12,9 @@ package broker
 // override or default, the read-only ones (ReadOnly true) from the
 // broker's startup Config; named "" (the cluster default), only the
 // dynamic overrides that are set. Another broker id, or a name that is
-// not a number, gets INVALID_REQUEST, as in Kafka. BROKER_LOGGER,
-// CLIENT_METRICS and GROUP resources get INVALID_REQUEST for now (group
-// configs come with consumer groups). Errors are per resource.
+// not a number, gets INVALID_REQUEST, as in Kafka. A GROUP resource lists
+// the share-group configs (share_configs.go). BROKER_LOGGER and
+// CLIENT_METRICS resources get INVALID_REQUEST. Errors are per resource.
 //
 // ConfigNames filters the answer; a null or empty list means every
 // config, and names we do not know are left out, as Kafka does. Nothing
@@ -74,6 +74,8 @@ func (b *Broker) describeConfigResource(typ kmsg.ConfigResourceType, name string
 			return nil, err
 		}
 		return b.brokerConfigEntries(name != ""), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.groupConfigEntries(name)
 	default:
 		return nil, unsupportedResource(typ)
 	}

@@ -23,7 +23,8 @@ package broker
 //
 // As in Kafka, a null value is INVALID_REQUEST, and so are a config named
 // twice in one resource and a resource named twice in one request.
-// ValidateOnly validates and changes nothing. Other resource types get
+// ValidateOnly validates and changes nothing. GROUP resources set the
+// share-group configs (share_configs.go). Other resource types get
 // INVALID_REQUEST.
 //
 // Version notes: v0 and v1 are the same (v1 only means throttling after
@@ -111,6 +112,8 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 		return b.updateBrokerConfigs(validateOnly, func(map[string]string) (map[string]string, error) {
 			return next, nil
 		})
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.alterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
 	default:
 		return unsupportedResource(rr.ResourceType)
 	}

@@ -170,11 +170,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 				if d == nil {
 					return 0, "", false
 				}
-				def := ""
-				if d.dynamic() {
-					def = d.topic.def
-				}
-				return d.typ, def, true
+				return d.typ, d.def, true
 			},
 			check: validateBrokerConfig,
 			bad:   errInvalidRequest,
@@ -182,6 +178,8 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 		return b.updateBrokerConfigs(validateOnly, func(cur map[string]string) (map[string]string, error) {
 			return ops.apply(cur, rr.Configs)
 		})
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.incrementalAlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
 	default:
 		return unsupportedResource(rr.ResourceType)
 	}

@@ -28,6 +28,8 @@ type Broker struct {
 	syncer    *syncer
 
 	fetchSessions *fetchSessionCache
+	groups        *groupCoordinator
+	shares        *shareCoordinator // share groups (KIP-932), share.go
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -40,16 +42,16 @@ type Broker struct {
 		m map[string]string
 	}
 
-	ln        net.Listener
-	advHost   string
-	advPort   int32
-	ctx       context.Context // cancelled when Close begins
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // every background goroutine, see goroutine
-	connWG    sync.WaitGroup // connection goroutines, see connGoroutine
+	ln      net.Listener
+	advHost string
+	advPort int32
+	ctx     context.Context // cancelled when Close begins
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // every background goroutine, see goroutine
+	connWG  sync.WaitGroup // connection goroutines, see connGoroutine
 	// syncStop stops the syncer. It is closed only after every connection
 	// has finished, so no produce waits for an fsync that never comes.
-	syncStop chan struct{}
+	syncStop  chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 
@@ -89,6 +91,12 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	fail := func(err error) (*Broker, error) {
 		b.cancel()
+		if b.groups != nil {
+			b.groups.close()
+		}
+		if b.shares != nil {
+			b.shares.close()
+		}
 		b.closeLogs()
 		b.meta.close()
 		return nil, err
@@ -104,6 +112,13 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.all())), zap.Duration("took", time.Since(began)))
+	b.groups = newGroupCoordinator(b)
+	if err := b.groups.load(); err != nil {
+		return fail(err)
+	}
+	if b.shares, err = newShareCoordinator(b); err != nil {
+		return fail(err)
+	}
 	b.syncer = newSyncer(b)
 	b.ln, err = net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
@@ -131,6 +146,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.advHost, b.advPort = host, int32(p)
 	b.goroutine(b.syncer.run)
 	b.goroutine(b.retentionLoop)
+	b.goroutine(b.groups.expireLoop)
 	b.goroutine(b.acceptLoop)
 	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
@@ -252,6 +268,8 @@ func (b *Broker) Close() error {
 		}
 		close(b.syncStop)
 		b.wg.Wait()
+		b.groups.close()
+		b.shares.close()
 		b.closeErr = errors.Join(b.closeLogs(), b.meta.close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))
 	})
@@ -359,7 +377,11 @@ func (b *Broker) logConfig(configs map[string]string) slog.Config {
 
 // connClosed runs when a connection ends (hook for per-connection state
 // such as share sessions).
-func (b *Broker) connClosed(c *conn) {}
+func (b *Broker) connClosed(c *conn) {
+	if b.shares != nil {
+		b.shares.connClosed(c) // drop its share sessions, release their records
+	}
+}
 
 func zapPartition(p *partition) zap.Field {
 	return zap.String("partition", p.topic+"-"+strconv.Itoa(int(p.index)))

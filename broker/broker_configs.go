@@ -33,6 +33,7 @@ package broker
 // unknown broker config names as custom configs).
 
 import (
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -41,21 +42,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// brokerConfigDef is one broker config. Exactly one of topic (dynamic)
-// and static (read-only) is set.
+// brokerConfigDef is one broker config: dynamic (def and check set) or
+// read-only (static set).
 type brokerConfigDef struct {
 	name string
 	typ  kmsg.ConfigType
 	doc  string
-	// topic is the topic config this dynamic broker config is the
-	// default of; its def and check apply.
-	topic *configDef
+	// def and check are a dynamic config's default and validation: those
+	// of the topic config it is the default of, or of a share-group
+	// broker config (share_configs.go).
+	def   string
+	check func(string) error
 	// static returns the read-only value from the broker's Config
 	// (ok false: unset, reported as a null value).
 	static func(c *Config) (v string, ok bool)
 }
 
-func (d *brokerConfigDef) dynamic() bool { return d.topic != nil }
+func (d *brokerConfigDef) dynamic() bool { return d.static == nil }
 
 // brokerConfigDefs is every broker config, sorted by name.
 var brokerConfigDefs = func() []brokerConfigDef {
@@ -111,7 +114,16 @@ var brokerConfigDefs = func() []brokerConfigDef {
 		if td.brokerName == "" {
 			continue
 		}
-		defs = append(defs, brokerConfigDef{name: td.brokerName, typ: td.typ, doc: td.doc, topic: td})
+		defs = append(defs, brokerConfigDef{name: td.brokerName, typ: td.typ, doc: td.doc, def: td.def, check: td.check})
+	}
+	for _, gd := range groupBrokerConfigDefs {
+		defs = append(defs, brokerConfigDef{name: gd.name, typ: kmsg.ConfigTypeLong, doc: gd.doc,
+			def: strconv.FormatInt(gd.def, 10), check: intRange(gd.lo, gd.hi)})
+	}
+	for i := range shareBrokerConfigDefs {
+		sd := &shareBrokerConfigDefs[i]
+		defs = append(defs, brokerConfigDef{name: sd.name, typ: kmsg.ConfigTypeLong, doc: sd.doc,
+			def: strconv.FormatInt(sd.def, 10), check: intRange(sd.lo, sd.hi)})
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
 	return defs
@@ -138,8 +150,8 @@ func validateBrokerConfig(name string, value *string) error {
 	case value == nil:
 		return nil
 	}
-	if d.topic.check != nil {
-		if err := d.topic.check(*value); err != nil {
+	if d.check != nil {
+		if err := d.check(*value); err != nil {
 			return refuse(errInvalidRequest, "Invalid value %s for configuration %s: %v", *value, name, err)
 		}
 	}
@@ -185,7 +197,7 @@ func (b *Broker) brokerConfigEntries(all bool) []configEntry {
 			if !set && !all {
 				continue
 			}
-			def := d.topic.def
+			def := d.def
 			if set {
 				e.value, e.source = &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
 				e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
@@ -229,3 +241,26 @@ func (b *Broker) brokerResourceName(name string) error {
 
 // durationMs formats a duration as Kafka's millisecond configs do.
 func durationMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// groupBrokerConfigDefs are the consumer-group coordinator's broker
+// configs (groups.go, groups_consumer.go read them through
+// Broker.brokerConfig), with Kafka's names, defaults and ranges. They are
+// dynamic here: Kafka reads most of them at startup only, but nothing in
+// Shoal depends on them being fixed.
+var groupBrokerConfigDefs = []struct {
+	name   string
+	def    int64
+	lo, hi int64
+	doc    string
+}{
+	{"group.consumer.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Heartbeat interval given to KIP-848 consumer group members."},
+	{"group.consumer.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per KIP-848 consumer group; one more gets GROUP_MAX_SIZE_REACHED."},
+	{"group.consumer.session.timeout.ms", 45000, 1, math.MaxInt32, "A KIP-848 member that does not heartbeat for this long is fenced."},
+	{"group.initial.rebalance.delay.ms", 3000, 0, math.MaxInt32, "How long the first rebalance of an empty classic group waits for more members."},
+	{"group.max.session.timeout.ms", 1800000, 1, math.MaxInt32, "Largest session timeout a classic group member may ask for."},
+	{"group.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per classic group; one more gets GROUP_MAX_SIZE_REACHED."},
+	{"group.min.session.timeout.ms", 6000, 1, math.MaxInt32, "Smallest session timeout a classic group member may ask for."},
+	{"offset.metadata.max.bytes", 4096, 0, math.MaxInt32, "Largest metadata string of a committed offset; larger gets OFFSET_METADATA_TOO_LARGE."},
+	{"offsets.retention.check.interval.ms", 600000, 1, math.MaxInt64, "How often expired offsets of empty groups are removed."},
+	{"offsets.retention.minutes", 10080, 1, math.MaxInt32, "Committed offsets of a group that has been empty this long are removed."},
+}

@@ -28,15 +28,30 @@
 //
 //   - Broker.adminMu serialises topic creation, deletion, partition growth
 //     and config changes (they do disk I/O; they are rare).
+//
 //   - topicRegistry.mu guards the topic maps and each topic's partition
 //     slice and configs; never held during I/O.
+//
 //   - partition.mu guards only the long-poll waiter set.
+//
 //   - A log.Partition has its own locks (see package log); the broker never
 //     holds a broker lock while calling into a log except adminMu.
+//
 //   - fetchSession.mu is held by the one fetch using a session;
 //     fetchSessionCache.mu only for map access.
+//
 //   - syncer.mu guards the dirty set and waiters, never held during fsync.
+//
+//   - groupCoordinator.mu guards only the consumer-group map; group.mu
+//     guards one classic or KIP-848 group and its offsets and may do that
+//     group's badger writes; never two groups at once.
+//
+//   - Share groups: shareGroup.mu guards one share group's membership;
+//     shareSession.mu one share session; sharePart.mu one share-partition
+//     (several only in key order) and may do its badger writes.
 //
 // Order: adminMu → topicRegistry.mu → partition.mu. fetchSession.mu may be
 // held while taking topicRegistry.mu and partition.mu, never the reverse.
+// group.mu → groupCoordinator.mu → Broker.dyn / topicRegistry.mu.
+// shareGroup.mu → shareSession.mu → sharePart.mu → partition.mu.
 package broker

@@ -1,0 +1,64 @@
+package broker
+
+// OffsetFetch (9).
+//
+// Behavior: returns committed offsets with their leader epoch and
+// metadata (groups_offsets.go). A partition without a committed offset,
+// or of an unknown group, gets offset -1, leader epoch -1 and metadata
+// "", with no error, as in Kafka; a null topic list (v2+) asks for every
+// committed offset of the group (none for an unknown group). An empty
+// group id is INVALID_GROUP_ID. RequireStable (v7+) is always satisfied:
+// Shoal has no transactional offset commits, so no offset is ever
+// pending (UNSTABLE_OFFSET_COMMIT never occurs). The member id and epoch
+// of v9 are checked for KIP-848 consumer groups: a fetch naming a member
+// must come from a current member (UNKNOWN_MEMBER_ID) at its current
+// epoch (STALE_MEMBER_EPOCH); an admin fetch (no member id, epoch < 0)
+// always passes. Classic groups ignore them, as in Kafka.
+//
+// Version notes: v1 is v0 served from the store (Kafka 4 removed v0,
+// which read ZooKeeper); v2 a null topic list for all and a top-level
+// error; v3 throttling; v5 leader epochs; v6 flexible; v7 RequireStable;
+// v8 batches groups (one answer per group, errors per group); v9 member
+// id and epoch; v10 topic ids instead of names (an unknown id gets
+// UNKNOWN_TOPIC_ID; offsets of deleted topics are left out of a fetch of
+// all offsets).
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func init() { registerSimple(9, 1, 10, handleOffsetFetch) }
+
+func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version >= 8 {
+		for i := range req.Groups {
+			resp.Groups = append(resp.Groups, c.b.groups.fetchOffsets(&req.Groups[i], req.Version))
+		}
+		return resp
+	}
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = req.Group
+	if req.Topics != nil {
+		rg.Topics = make([]kmsg.OffsetFetchRequestGroupTopic, 0, len(req.Topics))
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetFetchRequestGroupTopic()
+			rt.Topic, rt.Partitions = t.Topic, t.Partitions
+			rg.Topics = append(rg.Topics, rt)
+		}
+	}
+	sg := c.b.groups.fetchOffsets(&rg, req.Version)
+	resp.ErrorCode = sg.ErrorCode
+	for _, t := range sg.Topics {
+		st := kmsg.NewOffsetFetchResponseTopic()
+		st.Topic = t.Topic
+		for _, p := range t.Partitions {
+			sp := kmsg.NewOffsetFetchResponseTopicPartition()
+			sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+			if req.Version < 2 && sg.ErrorCode != 0 {
+				sp.ErrorCode = sg.ErrorCode // v1 has no top-level error
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

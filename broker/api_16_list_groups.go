@@ -1,0 +1,32 @@
+package broker
+
+// ListGroups (16).
+//
+// Behavior: lists every group this broker coordinates (all of them),
+// sorted by id, with protocol type, state (v4+) and type (v5+: classic,
+// or consumer for KIP-848 groups, whose states are Empty, Reconciling and
+// Stable).
+// The v4 states filter and the v5 types filter match case-insensitively;
+// an empty filter matches everything and a name that is no state or type
+// matches nothing, as in Kafka (no error).
+//
+// Share groups (share_groups.go) are listed too, with type and protocol
+// type "share".
+//
+// Version notes: v1 throttling; v3 flexible; v4 states filter and
+// GroupState (KIP-518); v5 types filter and GroupType (KIP-848).
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(16, 0, 5, handleListGroups) }
+
+func handleListGroups(c *conn, req *kmsg.ListGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	resp.Groups = append(c.b.groups.list(req.StatesFilter, req.TypesFilter), c.b.listShareGroups(req.StatesFilter, req.TypesFilter)...)
+	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
+	return resp
+}

@@ -1,0 +1,38 @@
+package broker
+
+// ConsumerGroupHeartbeat (68).
+//
+// Behavior: the KIP-848 consumer group protocol (groups_consumer.go).
+// Epoch 0 joins (or, for a static member whose previous instance left
+// with epoch -2, takes over its place); a positive epoch heartbeats and
+// reports owned partitions; -1 leaves; -2 leaves temporarily (static
+// members). The broker computes the target assignment with the uniform
+// (default) or range assignor and walks each member towards it:
+// partitions are revoked before they are given to another member. The
+// answer carries the member epoch, the heartbeat interval
+// (group.consumer.heartbeat.interval.ms, default 5000) and the assignment
+// when the request was a full one or the assignment changed. State
+// changes are stored before the answer.
+//
+// Errors: INVALID_REQUEST for malformed requests (Kafka's messages);
+// UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION (v1); GROUP_ID_NOT_FOUND
+// for an unknown group with a non-zero epoch, or a classic group with
+// members; UNKNOWN_MEMBER_ID; FENCED_MEMBER_EPOCH; FENCED_INSTANCE_ID;
+// UNRELEASED_INSTANCE_ID when a static instance joins while its previous
+// member has not left; GROUP_MAX_SIZE_REACHED (group.consumer.max.size);
+// NOT_COORDINATOR if storing the group fails.
+//
+// Version notes: v0 lets the coordinator name a member that joins with an
+// empty member id; v1 (KIP-1082) requires the client to name itself and
+// adds SubscribedTopicRegex (RE2 syntax, matched against whole topic
+// names, re-evaluated as topics come and go).
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func init() { registerSimple(68, 0, 1, handleConsumerGroupHeartbeat) }
+
+func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	c.b.groups.consumerHeartbeat(c, req, resp)
+	return resp
+}

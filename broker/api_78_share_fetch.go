@@ -1,0 +1,391 @@
+package broker
+
+// ShareFetch (78).
+//
+// Behavior: acquires records of share-partitions for a share-group member
+// and returns them with the raw log batches covering them, within a
+// share session (share_sessions.go):
+//
+//   - Epoch 0 opens a session with the Topics partitions (acknowledgements
+//     on it are INVALID_REQUEST: there is nothing they could refer to);
+//     N > 0 must match the session's epoch (else
+//     INVALID_SHARE_SESSION_EPOCH; no session: SHARE_SESSION_NOT_FOUND),
+//     adds the Topics partitions, then removes ForgottenTopicsData; every
+//     accepted request advances the epoch. -1 processes the
+//     acknowledgements, releases the member's remaining records on the
+//     session's partitions (not a delivery attempt) and drops the session,
+//     fetching nothing.
+//   - Piggybacked acknowledgements are processed (and persisted) before
+//     anything is acquired, so the records they free can be re-acquired
+//     at once. Every partition that carried acknowledgements appears in
+//     the response with its AcknowledgeErrorCode (0 on success), data or
+//     not. Acknowledgements are all-or-nothing per partition.
+//   - The fetch covers every session partition, rotating the first one
+//     by epoch for fairness, up to MaxRecords (500 if unset) and MaxBytes.
+//     AcquiredRecords are sorted, non-overlapping, with delivery counts;
+//     Records are whole log batches and always cover them. Mode
+//     batch_optimized (ShareAcquireMode 0) acquires whole log batches and
+//     may exceed MaxRecords by the rest of the last batch; record_limit
+//     (1, or the group's share.acquire.mode) acquires exactly up to
+//     MaxRecords.
+//   - If nothing was acquired the request waits up to MaxWaitMillis,
+//     woken by appends to the session's partitions and by releases,
+//     expiries and acknowledgements on its share-partitions.
+//   - A full (epoch 0) response lists every session partition; an
+//     incremental one those with records, errors, just added or erroring
+//     last time, plus every acknowledged partition. CurrentLeader is
+//     -1/-1: Shoal leads everything.
+//   - IsRenewAck (v2): MaxBytes, MinBytes, MaxRecords and MaxWaitMillis
+//     must be 0 (else INVALID_REQUEST); only acknowledgements (RENEW and
+//     others) are processed. Ack type 4 without IsRenewAck is
+//     INVALID_REQUEST for that partition.
+//   - Membership is not checked (kip932.md §4): any non-blank member id
+//     may fetch any partition. A group id of a classic or consumer group is
+//     GROUP_ID_NOT_FOUND; a share group is created by the session open if
+//     it does not exist yet.
+//
+// Version notes: v0 was removed in Kafka 4.1 and is not served
+// (PartitionMaxBytes is v0-only and ignored); v1 adds MaxRecords,
+// BatchSize and AcquisitionLockTimeoutMillis; v2 adds ShareAcquireMode
+// (KIP-1206) and IsRenewAck (KIP-1222).
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+func init() { registerSimple(78, 1, 2, handleShareFetch) }
+
+// defaultShareMaxRecords is Kafka's max.poll.records default, used when a
+// request leaves MaxRecords at 0.
+const defaultShareMaxRecords = 500
+
+func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	fail := func(code int16, msg string) kmsg.Response {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	group, member := derefString(req.GroupID), derefString(req.MemberID)
+	renew := req.Version >= 2 && req.IsRenewAck
+	switch {
+	case strings.TrimSpace(group) == "":
+		return fail(kerr.InvalidRequest.Code, "GroupId must be set.")
+	case strings.TrimSpace(member) == "":
+		return fail(kerr.InvalidRequest.Code, "MemberId must be set.")
+	case renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0):
+		return fail(kerr.InvalidRequest.Code, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck.")
+	case b.classicGroupExists(group):
+		return fail(kerr.GroupIDNotFound.Code, "Group "+group+" is not a share group.")
+	}
+	sc := b.shares
+	st := b.shareSettings(group)
+	resp.AcquisitionLockTimeoutMillis = int32(st.lockDuration.Milliseconds())
+	acks := shareAcksFromFetch(req.Topics, renew)
+
+	key := shareSessionKey{group, member}
+	var sess *shareSession
+	switch req.ShareSessionEpoch {
+	case 0:
+		if len(acks) > 0 {
+			return fail(kerr.InvalidRequest.Code, "Acknowledge data is not allowed on an initial share fetch (epoch 0).")
+		}
+		g, err := sc.lockGroup(group, true)
+		if err != nil {
+			sc.lg.Error("creating share group failed", zapErr(err))
+			return fail(kerr.CoordinatorNotAvailable.Code, "")
+		}
+		g.mu.Unlock()
+		var code int16
+		if sess, code = sc.sessions.open(key, c, int(b.shareBrokerInt("group.share.max.share.sessions"))); code != 0 {
+			return fail(code, "")
+		}
+	default:
+		if sess = sc.sessions.get(key); sess == nil {
+			return fail(kerr.ShareSessionNotFound.Code, "")
+		}
+		if req.ShareSessionEpoch != -1 && req.ShareSessionEpoch != sess.mu.epoch {
+			sess.mu.Unlock()
+			return fail(kerr.InvalidShareSessionEpoch.Code, "")
+		}
+	}
+	defer sess.mu.Unlock()
+	out := newShareFetchOut()
+
+	if req.ShareSessionEpoch == -1 {
+		sc.acknowledge(time.Now(), group, st, member, acks)
+		sc.sessions.remove(sess)
+		tps := sess.partsLocked()
+		for _, a := range acks {
+			tps = append(tps, a.tp)
+			out.ack(a)
+		}
+		sc.releaseMember(group, member, tps)
+		out.build(resp)
+		return resp
+	}
+
+	sess.mu.epoch = nextShareEpoch(req.ShareSessionEpoch)
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			sess.addLocked(shareTP{rt.TopicID, rp.Partition})
+		}
+	}
+	for _, ft := range req.ForgottenTopicsData {
+		for _, p := range ft.Partitions {
+			sess.forgetLocked(shareTP{ft.TopicID, p})
+		}
+	}
+	sc.acknowledge(time.Now(), group, st, member, acks)
+	for _, a := range acks {
+		out.ack(a)
+	}
+	if renew {
+		out.build(resp)
+		return resp
+	}
+
+	// Fetch every session partition, the first one rotating by epoch.
+	type target struct {
+		tp shareTP
+		sp *sharePart
+		lp *partition
+	}
+	parts := sess.mu.parts
+	errs := map[shareTP]int16{}
+	var targets []target
+	first := 0
+	if n := len(parts); n > 1 {
+		first = int(sess.mu.epoch) % n
+	}
+	for i := range parts {
+		tp := parts[(first+i)%len(parts)].tp
+		if _, lp, code := b.partitionByID(tp.topicID, tp.partition); code != 0 {
+			errs[tp] = code
+		} else {
+			targets = append(targets, target{tp, sc.part(shareKey(group, tp)), lp})
+		}
+	}
+	maxRecords := int(req.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = defaultShareMaxRecords
+	}
+	mode := sharegroup.BatchOptimized
+	if req.Version >= 2 && req.ShareAcquireMode == 1 || st.recordLimit {
+		mode = sharegroup.RecordLimit
+	}
+	budget := int(req.MaxBytes)
+	if budget <= 0 {
+		budget = math.MaxInt32
+	}
+	type result struct {
+		acquired []sharegroup.Acquired
+		records  []byte
+	}
+	results := map[shareTP]*result{}
+	try := func() (got int, failed bool) {
+		for _, t := range targets {
+			if got >= maxRecords || budget <= 0 {
+				break
+			}
+			acq, data, err := t.sp.acquire(st, member, t.lp, maxRecords-got, mode, budget)
+			if err != nil {
+				errs[t.tp] = shareErrorCode(err)
+				failed = true
+				continue
+			}
+			if len(acq) == 0 {
+				continue
+			}
+			results[t.tp] = &result{acq, data}
+			budget -= len(data)
+			for _, a := range acq {
+				got += int(a.Last - a.First + 1)
+			}
+		}
+		return got, failed
+	}
+	got, failed := try()
+	if wait := time.Duration(req.MaxWaitMillis) * time.Millisecond; got == 0 && !failed && wait > 0 && len(targets) > 0 {
+		deadline := time.Now().Add(wait)
+		wake := make(chan struct{}, 1)
+		for _, t := range targets {
+			t.lp.watch(wake)
+			t.sp.waiters.add(wake)
+		}
+		defer func() {
+			for _, t := range targets {
+				t.lp.unwatch(wake)
+				t.sp.waiters.remove(wake)
+			}
+		}()
+	poll:
+		for {
+			// Registered first, then tried again: no wake-up is missed.
+			if got, failed = try(); got > 0 || failed {
+				break
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			tm := time.NewTimer(left)
+			select {
+			case <-wake:
+				tm.Stop()
+			case <-tm.C:
+			case <-b.ctx.Done():
+				tm.Stop()
+				break poll
+			}
+		}
+	}
+
+	full := req.ShareSessionEpoch == 0
+	for _, p := range parts {
+		code, res := errs[p.tp], results[p.tp]
+		if !full && code == 0 && res == nil && !p.requiresUpdate {
+			continue
+		}
+		e := out.entry(p.tp)
+		e.ErrorCode = code
+		if res != nil {
+			e.Records = res.records
+			e.AcquiredRecords = make([]kmsg.ShareFetchResponseTopicPartitionAcquiredRecord, len(res.acquired))
+			for i, a := range res.acquired {
+				ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+				ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.DeliveryCount
+				e.AcquiredRecords[i] = ar
+			}
+		}
+		p.requiresUpdate = code != 0
+	}
+	out.build(resp)
+	return resp
+}
+
+// shareFetchOut collects the partitions of a ShareFetch response, each
+// once, in first-mention order.
+type shareFetchOut struct {
+	order []shareTP
+	m     map[shareTP]*kmsg.ShareFetchResponseTopicPartition
+}
+
+func newShareFetchOut() *shareFetchOut {
+	return &shareFetchOut{m: map[shareTP]*kmsg.ShareFetchResponseTopicPartition{}}
+}
+
+func (o *shareFetchOut) entry(tp shareTP) *kmsg.ShareFetchResponseTopicPartition {
+	if e := o.m[tp]; e != nil {
+		return e
+	}
+	e := kmsg.NewShareFetchResponseTopicPartition()
+	e.Partition = tp.partition
+	// Kafka's schema default; 0/0 would name node 0 as the leader.
+	e.CurrentLeader.LeaderID, e.CurrentLeader.LeaderEpoch = -1, -1
+	o.m[tp] = &e
+	o.order = append(o.order, tp)
+	return &e
+}
+
+func (o *shareFetchOut) ack(a *shareAck) {
+	e := o.entry(a.tp)
+	e.AcknowledgeErrorCode = a.code
+	if a.code != 0 && a.msg != "" {
+		msg := a.msg
+		e.AcknowledgeErrorMessage = &msg
+	}
+}
+
+// build writes the partitions into resp, grouped by topic.
+func (o *shareFetchOut) build(resp *kmsg.ShareFetchResponse) {
+	idx := map[[16]byte]int{}
+	for _, tp := range o.order {
+		i, ok := idx[tp.topicID]
+		if !ok {
+			i = len(resp.Topics)
+			idx[tp.topicID] = i
+			t := kmsg.NewShareFetchResponseTopic()
+			t.TopicID = tp.topicID
+			resp.Topics = append(resp.Topics, t)
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, *o.m[tp])
+	}
+}
+
+// shareAcksFromFetch extracts the acknowledgements of a ShareFetch.
+func shareAcksFromFetch(topics []kmsg.ShareFetchRequestTopic, renew bool) []*shareAck {
+	var c shareAckCollector
+	for _, rt := range topics {
+		for _, rp := range rt.Partitions {
+			if len(rp.AcknowledgementBatches) == 0 {
+				continue
+			}
+			a := c.add(shareTP{rt.TopicID, rp.Partition})
+			for _, ab := range rp.AcknowledgementBatches {
+				a.addBatch(ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes, renew)
+			}
+		}
+	}
+	return c.acks
+}
+
+// shareAckCollector builds shareAcks, refusing a partition listed twice
+// (INVALID_REQUEST for all of it: acknowledgements are all-or-nothing
+// per partition).
+type shareAckCollector struct {
+	acks []*shareAck
+	seen map[shareTP]*shareAck
+}
+
+func (c *shareAckCollector) add(tp shareTP) *shareAck {
+	if c.seen == nil {
+		c.seen = map[shareTP]*shareAck{}
+	}
+	if prev := c.seen[tp]; prev != nil {
+		prev.code, prev.msg = kerr.InvalidRequest.Code, "The partition is listed more than once."
+		return &shareAck{tp: tp} // collected nowhere
+	}
+	a := &shareAck{tp: tp}
+	c.seen[tp] = a
+	c.acks = append(c.acks, a)
+	return a
+}
+
+// addBatch converts one AcknowledgementBatch; types outside 0..3 (0..4
+// with IsRenewAck) refuse the partition. The state machine checks the
+// rest (ranges, order, type counts).
+func (a *shareAck) addBatch(first, last int64, types []int8, renew bool) {
+	maxType := int8(sharegroup.AckReject)
+	if renew {
+		maxType = int8(sharegroup.AckRenew)
+	}
+	ts := make([]sharegroup.AckType, len(types))
+	for i, t := range types {
+		if t < 0 || t > maxType {
+			if a.code == 0 {
+				a.code, a.msg = kerr.InvalidRequest.Code, "Invalid acknowledge type."
+			}
+			return
+		}
+		ts[i] = sharegroup.AckType(t)
+	}
+	a.batches = append(a.batches, sharegroup.AckBatch{First: first, Last: last, Types: ts})
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,1096 @@
+package broker
+
+// KIP-848 consumer groups ("next generation" rebalance protocol): the
+// broker assigns partitions, members reconcile towards their target
+// assignment through ConsumerGroupHeartbeat.
+//
+// The model, following Kafka's group coordinator:
+//   - The group epoch advances whenever membership, a subscription, or
+//     the metadata of a subscribed topic (its id or partition count)
+//     changes. The target assignment is then recomputed at once by the
+//     group's server-side assignor (uniform, the default, or range), so
+//     the assignment epoch always catches up with the group epoch (the
+//     group is never observed "Assigning").
+//   - Each member has an epoch and moves towards its target one step per
+//     heartbeat (reconcileLocked): partitions it must give up are revoked
+//     first (the member stays at its epoch, UNREVOKED_PARTITIONS, until a
+//     heartbeat no longer lists them as owned); only then does it move to
+//     the assignment epoch and get its new partitions, except those
+//     another member still holds (UNRELEASED_PARTITIONS: they come on a
+//     later heartbeat, once released). So a partition is never owned by
+//     two members at once: incremental revocation before reassignment.
+//   - A member that does not heartbeat within the session timeout
+//     (group.consumer.session.timeout.ms, default 45s), or does not
+//     revoke within its rebalance timeout, is fenced: removed, its
+//     partitions freed, the group epoch bumped.
+//   - A static member (group.instance.id) that leaves with epoch -2 keeps
+//     its partitions until its session expires or its instance rejoins;
+//     the rejoining member takes over its place and assignment.
+//   - Offsets: commits from members carry the member epoch; a commit with
+//     an epoch newer than the member's is STALE_MEMBER_EPOCH, and, as in
+//     KIP-1251, a partition assigned to the member at an epoch newer than
+//     the commit's is STALE_MEMBER_EPOCH for that partition only.
+//
+// The group's state is written to the metadata store whenever it changes,
+// before the heartbeat is answered. If that write fails the heartbeat
+// gets NOT_COORDINATOR and the in-memory state stays ahead of the store
+// (a badger write failure means the store is failing for everyone; after
+// a restart members reconcile from the older stored state or are fenced).
+//
+// Not served: classic-protocol members in a consumer group and the
+// online upgrade or downgrade between the protocols (KIP-848's migration
+// path). A ConsumerGroupHeartbeat for a classic group with members gets
+// GROUP_ID_NOT_FOUND, a JoinGroup for a consumer group with members
+// INCONSISTENT_GROUP_PROTOCOL; an empty group of either type converts.
+
+import (
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+type memberState int8
+
+const (
+	memberStable     memberState = iota
+	memberUnrevoked              // UNREVOKED_PARTITIONS
+	memberUnreleased             // UNRELEASED_PARTITIONS
+)
+
+// Server-side assignors, in order of preference (Kafka's
+// group.consumer.assignors default): the first is the default.
+var serverAssignors = []string{"uniform", "range"}
+
+// Member epochs with a meaning of their own in ConsumerGroupHeartbeat.
+const (
+	leaveEpoch       = -1
+	staticLeaveEpoch = -2
+)
+
+// partSet is a set of partitions by topic id; each partition maps to the
+// member epoch at which it was assigned (KIP-1251; unused for targets and
+// revocations).
+type partSet map[[16]byte]map[int32]int32
+
+func (s partSet) has(id [16]byte, p int32) bool { _, ok := s[id][p]; return ok }
+
+func (s partSet) add(id [16]byte, p, epoch int32) {
+	if s[id] == nil {
+		s[id] = map[int32]int32{}
+	}
+	s[id][p] = epoch
+}
+
+func (s partSet) count() int {
+	n := 0
+	for _, ps := range s {
+		n += len(ps)
+	}
+	return n
+}
+
+func (s partSet) clone() partSet {
+	out := make(partSet, len(s))
+	for id, ps := range s {
+		m := make(map[int32]int32, len(ps))
+		for p, e := range ps {
+			m[p] = e
+		}
+		out[id] = m
+	}
+	return out
+}
+
+// sameParts compares the partitions, not their epochs.
+func (s partSet) sameParts(o partSet) bool {
+	if s.count() != o.count() {
+		return false
+	}
+	for id, ps := range s {
+		for p := range ps {
+			if !o.has(id, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sorted lists the set by topic id and partition.
+func (s partSet) sorted() []idParts {
+	out := make([]idParts, 0, len(s))
+	for id, ps := range s {
+		if len(ps) == 0 {
+			continue
+		}
+		ip := idParts{id: id}
+		for p := range ps {
+			ip.parts = append(ip.parts, p)
+		}
+		slices.Sort(ip.parts)
+		out = append(out, ip)
+	}
+	sort.Slice(out, func(i, j int) bool { return string(out[i].id[:]) < string(out[j].id[:]) })
+	return out
+}
+
+type idParts struct {
+	id    [16]byte
+	parts []int32
+}
+
+type topicPart struct {
+	id [16]byte
+	p  int32
+}
+
+// resolvedTopic is a subscribed topic as it was when the target
+// assignment was last computed.
+type resolvedTopic struct {
+	id         [16]byte
+	partitions int32
+}
+
+type consumerMember struct {
+	id                   string
+	instanceID           *string
+	rackID               *string
+	clientID, clientHost string
+	rebalanceTimeout     time.Duration
+	topics               []string // subscribed names, sorted
+	regex                string   // subscribed regex, "" for none
+	re                   *regexp.Regexp
+	assignor             string // preferred server assignor, "" for none
+	epoch, prevEpoch     int32
+	state                memberState
+	assigned             partSet // what the member may use now
+	pendingRevoke        partSet // what it was told to give up
+	target               partSet // where it is going
+	lastHeartbeat        time.Time
+	revokeDeadline       time.Time // while memberUnrevoked
+}
+
+func (m *consumerMember) subscribes(topic string) bool {
+	if _, ok := slices.BinarySearch(m.topics, topic); ok {
+		return true
+	}
+	return m.re != nil && m.re.MatchString(topic)
+}
+
+// consumerGroup is the KIP-848 state of a group; guarded by the group's
+// mu like everything else of the group.
+type consumerGroup struct {
+	epoch           int32 // group epoch
+	assignmentEpoch int32 // epoch of the target assignment
+	assignor        string
+	members         map[string]*consumerMember
+	static          map[string]string // group.instance.id → member id
+	// owners maps each partition to the member holding it (assigned or
+	// pending revocation).
+	owners   map[topicPart]string
+	resolved map[string]resolvedTopic
+	// nextMetadataCheck rate-limits re-resolving subscribed topics (and
+	// regexes) against the topic registry on plain heartbeats.
+	nextMetadataCheck time.Time
+}
+
+func newConsumerGroup() *consumerGroup {
+	return &consumerGroup{
+		members:  map[string]*consumerMember{},
+		static:   map[string]string{},
+		owners:   map[topicPart]string{},
+		resolved: map[string]resolvedTopic{},
+		assignor: serverAssignors[0],
+	}
+}
+
+// stateName is the consumer group state as Kafka reports it.
+func (cg *consumerGroup) stateName() string {
+	if len(cg.members) == 0 {
+		return "Empty"
+	}
+	if cg.epoch > cg.assignmentEpoch {
+		return "Assigning"
+	}
+	for _, m := range cg.members {
+		if m.state != memberStable || m.epoch != cg.assignmentEpoch {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+// setOwnersLocked records which partitions m holds.
+func (cg *consumerGroup) setOwners(m *consumerMember) {
+	for tp, id := range cg.owners {
+		if id == m.id {
+			delete(cg.owners, tp)
+		}
+	}
+	for _, s := range []partSet{m.assigned, m.pendingRevoke} {
+		for id, ps := range s {
+			for p := range ps {
+				cg.owners[topicPart{id, p}] = m.id
+			}
+		}
+	}
+}
+
+func (cg *consumerGroup) removeMember(m *consumerMember) {
+	delete(cg.members, m.id)
+	for tp, id := range cg.owners {
+		if id == m.id {
+			delete(cg.owners, tp)
+		}
+	}
+	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
+		delete(cg.static, *m.instanceID)
+	}
+}
+
+// subscribedTopics is every topic some member subscribes to, among the
+// resolved ones.
+func (cg *consumerGroup) subscribedTopics() map[string]bool {
+	out := map[string]bool{}
+	for name := range cg.resolved {
+		out[name] = true
+	}
+	return out
+}
+
+// consumerSettings are the KIP-848 group configs (Kafka's names and
+// defaults), overridable as dynamic broker configs like groupSettings.
+type consumerSettings struct {
+	sessionTimeout    time.Duration // group.consumer.session.timeout.ms
+	heartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms
+	maxSize           int           // group.consumer.max.size
+}
+
+func (c *groupCoordinator) consumerSettings() consumerSettings {
+	get := func(name string, def int64) int64 {
+		if v, ok := c.b.brokerConfig(name); ok {
+			if n, err := parseNonNegative(v); err == nil {
+				return n
+			}
+		}
+		return def
+	}
+	return consumerSettings{
+		sessionTimeout:    time.Duration(get("group.consumer.session.timeout.ms", 45000)) * time.Millisecond,
+		heartbeatInterval: time.Duration(get("group.consumer.heartbeat.interval.ms", 5000)) * time.Millisecond,
+		maxSize:           int(get("group.consumer.max.size", 2147483647)),
+	}
+}
+
+// heartbeatError fills an error answer.
+func heartbeatError(resp *kmsg.ConsumerGroupHeartbeatResponse, code int16, msg string) {
+	resp.ErrorCode = code
+	if msg != "" {
+		resp.ErrorMessage = &msg
+	}
+	resp.MemberEpoch = 0
+	resp.Assignment = nil
+}
+
+// validateHeartbeat checks the request on its own, as Kafka does before
+// looking at the group.
+func validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	invalid := func(msg string) (int16, string) { return kerr.InvalidRequest.Code, msg }
+	switch {
+	case req.Group == "":
+		return invalid("GroupId can't be empty.")
+	case req.InstanceID != nil && *req.InstanceID == "":
+		return invalid("InstanceId can't be empty.")
+	case req.RackID != nil && *req.RackID == "":
+		return invalid("RackId can't be empty.")
+	}
+	switch e := req.MemberEpoch; {
+	case e > 0 || e == leaveEpoch:
+		if req.MemberID == "" {
+			return invalid("MemberId can't be empty.")
+		}
+	case e == 0:
+		if req.Version >= 1 && req.MemberID == "" {
+			return invalid("MemberId can't be empty.")
+		}
+		if req.RebalanceTimeoutMillis == -1 {
+			return invalid("RebalanceTimeoutMs must be provided in first request.")
+		}
+		if req.Topics == nil || len(req.Topics) > 0 {
+			return invalid("TopicPartitions must be empty when (re-)joining.")
+		}
+		if len(req.SubscribedTopicNames) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == "") {
+			return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+		}
+	case e == staticLeaveEpoch:
+		if req.MemberID == "" {
+			return invalid("MemberId can't be empty.")
+		}
+		if req.InstanceID == nil {
+			return invalid("InstanceId can't be null.")
+		}
+	default:
+		return invalid("MemberEpoch is invalid.")
+	}
+	if req.ServerAssignor != nil && !slices.Contains(serverAssignors, *req.ServerAssignor) {
+		return kerr.UnsupportedAssignor.Code, "ServerAssignor " + *req.ServerAssignor + " is not supported. Supported assignors: " + strings.Join(serverAssignors, ", ") + "."
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		if _, err := regexp.Compile(*req.SubscribedTopicRegex); err != nil {
+			return kerr.InvalidRegularExpression.Code, "SubscribedTopicRegex `" + *req.SubscribedTopicRegex + "` is not a valid regular expression: " + err.Error() + "."
+		}
+	}
+	return 0, ""
+}
+
+// compileSubscription compiles a subscription regex to match whole topic
+// names, as Kafka (RE2/J, matches()) does.
+func compileSubscription(re string) *regexp.Regexp {
+	if re == "" {
+		return nil
+	}
+	r, err := regexp.Compile("^(?:" + re + ")$")
+	if err != nil {
+		return nil // validated before; unreachable
+	}
+	return r
+}
+
+// consumerHeartbeat handles a ConsumerGroupHeartbeat.
+func (c *groupCoordinator) consumerHeartbeat(cn *conn, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	if code, msg := validateHeartbeat(req); code != 0 {
+		heartbeatError(resp, code, msg)
+		return
+	}
+	if c.b.isShareGroup(req.Group) {
+		heartbeatError(resp, kerr.GroupIDNotFound.Code, "Group "+req.Group+" is not a consumer group.")
+		return
+	}
+	now := time.Now()
+	st := c.consumerSettings()
+	g := c.lockGroup(req.Group, req.MemberEpoch == 0)
+	if g == nil {
+		heartbeatError(resp, kerr.GroupIDNotFound.Code, "Consumer group "+req.Group+" not found.")
+		return
+	}
+	defer func() {
+		g.dropIfUnusedLocked()
+		g.unlock(now)
+	}()
+	if g.mu.cg == nil {
+		if len(g.mu.members) > 0 || len(g.mu.pending) > 0 {
+			heartbeatError(resp, kerr.GroupIDNotFound.Code, "Group "+req.Group+" is not a consumer group.")
+			return
+		}
+		// An empty classic group becomes a consumer group.
+		g.mu.cg = newConsumerGroup()
+	}
+	cg := g.mu.cg
+	resp.HeartbeatIntervalMillis = int32(st.heartbeatInterval.Milliseconds())
+	resp.MemberEpoch = req.MemberEpoch
+
+	switch req.MemberEpoch {
+	case leaveEpoch:
+		m, code, msg := g.consumerMemberLocked(req)
+		if code != 0 {
+			heartbeatError(resp, code, msg)
+			return
+		}
+		c.lg.Info("consumer group member left", zap.String("group", g.name), zap.String("member", m.id))
+		cg.removeMember(m)
+		g.bumpConsumerEpochLocked(now)
+		id := m.id
+		resp.MemberID, resp.MemberEpoch = &id, leaveEpoch
+		g.persistConsumerOrFailLocked(now, resp)
+		return
+	case staticLeaveEpoch:
+		m, code, msg := g.consumerMemberLocked(req)
+		if code != 0 {
+			heartbeatError(resp, code, msg)
+			return
+		}
+		// Kept, with its partitions, until its session expires or its
+		// instance rejoins.
+		m.epoch = staticLeaveEpoch
+		id := m.id
+		resp.MemberID, resp.MemberEpoch = &id, staticLeaveEpoch
+		g.persistConsumerOrFailLocked(now, resp)
+		return
+	}
+
+	var m *consumerMember
+	changed := false
+	if req.MemberEpoch == 0 {
+		id := req.MemberID
+		if id == "" {
+			id = newUUID() // v0: the coordinator names the member
+		}
+		if req.InstanceID != nil {
+			if oldID, ok := cg.static[*req.InstanceID]; ok && (oldID != id || cg.members[oldID].epoch == staticLeaveEpoch) {
+				old := cg.members[oldID]
+				if old.epoch != staticLeaveEpoch {
+					heartbeatError(resp, kerr.UnreleasedInstanceID.Code, "Static member "+oldID+" with instance id "+*req.InstanceID+" is not released.")
+					return
+				}
+				// The rejoining instance takes over the old member's
+				// place and assignment under its new member id.
+				cg.removeMember(old)
+				old.id = id
+				old.epoch, old.prevEpoch = 0, 0
+				cg.members[id] = old
+				cg.static[*req.InstanceID] = id
+				cg.setOwners(old)
+				m = old
+				changed = true
+			}
+		}
+		if m == nil {
+			m = cg.members[id]
+		}
+		if m == nil {
+			if len(cg.members) >= st.maxSize {
+				heartbeatError(resp, kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity.")
+				return
+			}
+			m = &consumerMember{id: id, assigned: partSet{}, pendingRevoke: partSet{}, target: partSet{}}
+			cg.members[id] = m
+			if req.InstanceID != nil {
+				cg.static[*req.InstanceID] = id
+			}
+			changed = true
+			c.lg.Info("consumer group member joined", zap.String("group", g.name), zap.String("member", id))
+		}
+		// A known member joining again with epoch 0 (after it was
+		// fenced, or to start over) keeps its place: it reported no
+		// owned partitions, so it is reconciled from nothing owned.
+	} else {
+		var code int16
+		var msg string
+		if m, code, msg = g.consumerMemberLocked(req); code != 0 {
+			heartbeatError(resp, code, msg)
+			return
+		}
+	}
+
+	// Update the member from the request; a changed subscription bumps
+	// the group epoch.
+	bump := changed
+	if req.InstanceID != nil {
+		m.instanceID = req.InstanceID
+	}
+	if req.RackID != nil {
+		m.rackID = req.RackID
+	}
+	if req.RebalanceTimeoutMillis != -1 {
+		m.rebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
+		m.assignor = *req.ServerAssignor
+		bump = true
+	}
+	if req.SubscribedTopicNames != nil {
+		topics := slices.Clone(req.SubscribedTopicNames)
+		slices.Sort(topics)
+		topics = slices.Compact(topics)
+		if !slices.Equal(topics, m.topics) {
+			m.topics = topics
+			bump = true
+		}
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
+		m.regex = *req.SubscribedTopicRegex
+		m.re = compileSubscription(m.regex)
+		bump = true
+	}
+	m.clientID, m.clientHost = cn.clientID, clientHost(cn)
+	m.lastHeartbeat = now
+
+	// The subscribed topics are looked at again at most once a second
+	// unless the subscription changed.
+	if !bump && !now.Before(cg.nextMetadataCheck) {
+		bump = g.refreshConsumerMetadataLocked(now)
+	}
+	dirty := bump
+	if bump {
+		g.bumpConsumerEpochLocked(now)
+	}
+
+	before := m.assigned.clone()
+	beforeEpoch, beforeState := m.epoch, m.state
+	g.reconcileLocked(m, ownedFromRequest(req.Topics), now)
+	if !m.assigned.sameParts(before) || m.epoch != beforeEpoch || m.state != beforeState {
+		dirty = true
+	}
+
+	id := m.id
+	resp.MemberID, resp.MemberEpoch = &id, m.epoch
+	full := req.MemberEpoch == 0 || req.RebalanceTimeoutMillis != -1 &&
+		(req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
+	if full || !m.assigned.sameParts(before) {
+		a := &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
+		for _, ip := range m.assigned.sorted() {
+			a.Topics = append(a.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: ip.id, Partitions: ip.parts})
+		}
+		if a.Topics == nil {
+			a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+		}
+		resp.Assignment = a
+	}
+	if dirty {
+		g.persistConsumerOrFailLocked(now, resp)
+	}
+}
+
+// consumerMemberLocked finds the member a heartbeat (epoch != 0) or a
+// leave names, applying Kafka's static member and epoch checks.
+func (g *group) consumerMemberLocked(req *kmsg.ConsumerGroupHeartbeatRequest) (*consumerMember, int16, string) {
+	cg := g.mu.cg
+	var m *consumerMember
+	if req.InstanceID != nil {
+		id, ok := cg.static[*req.InstanceID]
+		if !ok {
+			return nil, kerr.UnknownMemberID.Code, "Instance id " + *req.InstanceID + " is unknown."
+		}
+		if id != req.MemberID {
+			return nil, kerr.FencedInstanceID.Code, "Static member " + req.MemberID + " with instance id " + *req.InstanceID + " was fenced by member " + id + "."
+		}
+		m = cg.members[id]
+	} else {
+		m = cg.members[req.MemberID]
+		if m == nil {
+			return nil, kerr.UnknownMemberID.Code, "Member " + req.MemberID + " is not a member of group " + g.name + "."
+		}
+	}
+	if req.MemberEpoch > 0 {
+		if code, msg := checkMemberEpoch(m, req); code != 0 {
+			return nil, code, msg
+		}
+	}
+	return m, 0, ""
+}
+
+// checkMemberEpoch: a heartbeat must carry the member's epoch, or its
+// previous one with owned partitions that are a subset of its assignment
+// (the answer that moved it on may have been lost).
+func checkMemberEpoch(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	e := req.MemberEpoch
+	if e == m.epoch {
+		return 0, ""
+	}
+	if e < m.epoch && e == m.prevEpoch && req.Topics != nil {
+		subset := true
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if !m.assigned.has(t.TopicID, p) {
+					subset = false
+				}
+			}
+		}
+		if subset {
+			return 0, ""
+		}
+	}
+	return kerr.FencedMemberEpoch.Code, "The consumer group member has a member epoch (" + itoa32(e) + ") other than the one known by the group coordinator (" + itoa32(m.epoch) + "). The member must abandon all its partitions and rejoin."
+}
+
+// ownedFromRequest converts the owned partitions of a heartbeat; nil
+// means unknown (not sent).
+func ownedFromRequest(ts []kmsg.ConsumerGroupHeartbeatRequestTopic) partSet {
+	if ts == nil {
+		return nil
+	}
+	s := partSet{}
+	for _, t := range ts {
+		for _, p := range t.Partitions {
+			s.add(t.TopicID, p, 0)
+		}
+	}
+	return s
+}
+
+// ownsAny reports whether the member may still own one of set: unknown
+// ownership (nil) counts as owning.
+func ownsAny(owned, set partSet) bool {
+	if owned == nil {
+		return set.count() > 0
+	}
+	for id, ps := range set {
+		for p := range ps {
+			if owned.has(id, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refreshConsumerMetadataLocked re-resolves every member's subscription
+// against the topics, and reports whether anything the assignment
+// depends on changed (a topic appeared, vanished, was recreated or grew).
+func (g *group) refreshConsumerMetadataLocked(now time.Time) bool {
+	cg := g.mu.cg
+	cg.nextMetadataCheck = now.Add(time.Second)
+	resolved := map[string]resolvedTopic{}
+	hasRegex := false
+	for _, m := range cg.members {
+		if m.re != nil {
+			hasRegex = true
+		}
+		for _, name := range m.topics {
+			if _, ok := resolved[name]; ok {
+				continue
+			}
+			if t := g.c.b.topics.get(name); t != nil {
+				parts, _ := g.c.b.topics.snapshot(t)
+				resolved[name] = resolvedTopic{id: t.id, partitions: int32(len(parts))}
+			}
+		}
+	}
+	if hasRegex {
+		for _, t := range g.c.b.topics.all() {
+			if _, ok := resolved[t.name]; ok {
+				continue
+			}
+			for _, m := range cg.members {
+				if m.re != nil && m.re.MatchString(t.name) {
+					parts, _ := g.c.b.topics.snapshot(t)
+					resolved[t.name] = resolvedTopic{id: t.id, partitions: int32(len(parts))}
+					break
+				}
+			}
+		}
+	}
+	same := len(resolved) == len(cg.resolved)
+	for name, rt := range resolved {
+		if cg.resolved[name] != rt {
+			same = false
+		}
+	}
+	cg.resolved = resolved
+	return !same
+}
+
+// bumpConsumerEpochLocked advances the group epoch and computes the new
+// target assignment right away, from freshly resolved subscriptions.
+func (g *group) bumpConsumerEpochLocked(now time.Time) {
+	cg := g.mu.cg
+	g.refreshConsumerMetadataLocked(now)
+	cg.epoch++
+	cg.assignor = pickAssignor(cg)
+	computeTarget(cg)
+	cg.assignmentEpoch = cg.epoch
+	g.c.lg.Debug("consumer group epoch bumped", zap.String("group", g.name), zap.Int32("epoch", cg.epoch),
+		zap.Int("members", len(cg.members)), zap.String("assignor", cg.assignor))
+}
+
+// pickAssignor selects the server assignor most members prefer (ties:
+// the earlier in serverAssignors); when no member says, the group keeps
+// the one it has (initially the default).
+func pickAssignor(cg *consumerGroup) string {
+	votes := map[string]int{}
+	for _, m := range cg.members {
+		if m.assignor != "" {
+			votes[m.assignor]++
+		}
+	}
+	best, n := cg.assignor, 0
+	for _, a := range serverAssignors {
+		if votes[a] > n {
+			best, n = a, votes[a]
+		}
+	}
+	return best
+}
+
+// computeTarget recomputes every member's target assignment.
+func computeTarget(cg *consumerGroup) {
+	ids := make([]string, 0, len(cg.members))
+	for id := range cg.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	names := make([]string, 0, len(cg.resolved))
+	for n := range cg.resolved {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	targets := make(map[string]partSet, len(ids))
+	for _, id := range ids {
+		targets[id] = partSet{}
+	}
+	if cg.assignor == "range" {
+		assignRange(cg, ids, names, targets)
+	} else {
+		assignUniform(cg, ids, names, targets)
+	}
+	for _, id := range ids {
+		cg.members[id].target = targets[id]
+	}
+}
+
+// assignRange: per topic, the subscribed members (by member id) get
+// contiguous ranges, the first ones one partition more when it does not
+// divide evenly.
+func assignRange(cg *consumerGroup, ids, names []string, targets map[string]partSet) {
+	for _, name := range names {
+		rt := cg.resolved[name]
+		var subs []string
+		for _, id := range ids {
+			if cg.members[id].subscribes(name) {
+				subs = append(subs, id)
+			}
+		}
+		if len(subs) == 0 {
+			continue
+		}
+		per, extra := int(rt.partitions)/len(subs), int(rt.partitions)%len(subs)
+		p := int32(0)
+		for i, id := range subs {
+			n := per
+			if i < extra {
+				n++
+			}
+			for j := 0; j < n; j++ {
+				targets[id].add(rt.id, p, 0)
+				p++
+			}
+		}
+	}
+}
+
+// assignUniform spreads partitions evenly over the members subscribed to
+// their topics, keeping each partition where its previous target put it
+// when that stays balanced (sticky): keep what is still valid, give the
+// rest to the least loaded eligible member, then move partitions from a
+// member to an eligible one with at least two fewer until none can move.
+func assignUniform(cg *consumerGroup, ids, names []string, targets map[string]partSet) {
+	owner := map[topicPart]string{}
+	load := map[string]int{}
+	var all []topicPart
+	eligible := map[string][]string{}
+	for _, name := range names {
+		rt := cg.resolved[name]
+		for _, id := range ids {
+			if cg.members[id].subscribes(name) {
+				eligible[name] = append(eligible[name], id)
+			}
+		}
+		if len(eligible[name]) == 0 {
+			continue
+		}
+		for p := int32(0); p < rt.partitions; p++ {
+			all = append(all, topicPart{rt.id, p})
+		}
+	}
+	topicOf := map[[16]byte]string{}
+	for _, name := range names {
+		topicOf[cg.resolved[name].id] = name
+	}
+	for _, id := range ids {
+		m := cg.members[id]
+		for tid, ps := range m.target {
+			name, ok := topicOf[tid]
+			if !ok || !m.subscribes(name) {
+				continue
+			}
+			for p := range ps {
+				if p < cg.resolved[name].partitions {
+					owner[topicPart{tid, p}] = id
+					load[id]++
+				}
+			}
+		}
+	}
+	leastLoaded := func(cands []string) string {
+		best := ""
+		for _, id := range cands {
+			if best == "" || load[id] < load[best] {
+				best = id
+			}
+		}
+		return best
+	}
+	for _, tp := range all {
+		if _, ok := owner[tp]; !ok {
+			id := leastLoaded(eligible[topicOf[tp.id]])
+			owner[tp] = id
+			load[id]++
+		}
+	}
+	for moved, rounds := true, 0; moved && rounds < len(all)+1; rounds++ {
+		moved = false
+		for _, tp := range all {
+			from := owner[tp]
+			to := leastLoaded(eligible[topicOf[tp.id]])
+			if load[from]-load[to] > 1 {
+				owner[tp] = to
+				load[from]--
+				load[to]++
+				moved = true
+			}
+		}
+	}
+	for tp, id := range owner {
+		targets[id].add(tp.id, tp.p, 0)
+	}
+}
+
+// reconcileLocked moves m one step towards its target (Kafka's
+// CurrentAssignmentBuilder): revoke first, then assign what is free.
+func (g *group) reconcileLocked(m *consumerMember, owned partSet, now time.Time) {
+	cg := g.mu.cg
+	if m.epoch == staticLeaveEpoch {
+		return
+	}
+	switch m.state {
+	case memberStable:
+		if m.epoch == cg.assignmentEpoch {
+			return
+		}
+		g.nextAssignmentLocked(m, m.epoch, owned, now)
+	case memberUnrevoked:
+		if ownsAny(owned, m.pendingRevoke) {
+			return
+		}
+		g.nextAssignmentLocked(m, m.epoch+1, owned, now)
+	case memberUnreleased:
+		g.nextAssignmentLocked(m, m.epoch, owned, now)
+	}
+}
+
+func (g *group) nextAssignmentLocked(m *consumerMember, epoch int32, owned partSet, now time.Time) {
+	cg := g.mu.cg
+	kept, revoke, adding := partSet{}, partSet{}, partSet{}
+	unreleased := false
+	for id, ps := range m.assigned {
+		for p, e := range ps {
+			if m.target.has(id, p) {
+				kept.add(id, p, e)
+			} else {
+				revoke.add(id, p, 0)
+			}
+		}
+	}
+	for id, ps := range m.target {
+		for p := range ps {
+			if kept.has(id, p) {
+				continue
+			}
+			if o, held := cg.owners[topicPart{id, p}]; held && o != m.id {
+				unreleased = true
+				continue
+			}
+			adding.add(id, p, 0)
+		}
+	}
+	setEpoch := func(e int32) {
+		if e != m.epoch {
+			m.prevEpoch, m.epoch = m.epoch, e
+		}
+	}
+	switch {
+	case revoke.count() > 0 && ownsAny(owned, revoke):
+		m.state = memberUnrevoked
+		setEpoch(epoch)
+		m.assigned, m.pendingRevoke = kept, revoke
+		m.revokeDeadline = now.Add(m.rebalanceTimeout)
+	default:
+		for id, ps := range adding {
+			for p := range ps {
+				kept.add(id, p, cg.assignmentEpoch)
+			}
+		}
+		m.state = memberStable
+		if unreleased {
+			m.state = memberUnreleased
+		}
+		setEpoch(cg.assignmentEpoch)
+		m.assigned, m.pendingRevoke = kept, partSet{}
+		m.revokeDeadline = time.Time{}
+	}
+	cg.setOwners(m)
+}
+
+// consumerDeadlinesLocked feeds nextDeadlineLocked: sessions and
+// revocation timeouts.
+func (g *group) consumerDeadlinesLocked(at func(time.Time)) {
+	st := g.c.consumerSettings()
+	for _, m := range g.mu.cg.members {
+		at(m.lastHeartbeat.Add(st.sessionTimeout))
+		if m.state == memberUnrevoked {
+			at(m.revokeDeadline)
+		}
+	}
+}
+
+// consumerTickLocked fences members whose session expired or who did not
+// revoke in time.
+func (g *group) consumerTickLocked(now time.Time) {
+	cg := g.mu.cg
+	st := g.c.consumerSettings()
+	fenced := false
+	for _, m := range cg.members {
+		switch {
+		case !now.Before(m.lastHeartbeat.Add(st.sessionTimeout)):
+			g.c.lg.Info("consumer group member session expired", zap.String("group", g.name), zap.String("member", m.id))
+		case m.state == memberUnrevoked && !now.Before(m.revokeDeadline):
+			g.c.lg.Info("consumer group member did not revoke in time", zap.String("group", g.name), zap.String("member", m.id))
+		default:
+			continue
+		}
+		cg.removeMember(m)
+		fenced = true
+	}
+	if fenced {
+		g.bumpConsumerEpochLocked(now)
+		if err := g.persistLocked(now); err != nil {
+			g.c.lg.Error("persisting consumer group failed", zap.String("group", g.name), zap.Error(err))
+		}
+	}
+}
+
+// persistConsumerOrFailLocked persists the group and turns a failure
+// into NOT_COORDINATOR.
+func (g *group) persistConsumerOrFailLocked(now time.Time, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	if err := g.persistLocked(now); err != nil {
+		g.c.lg.Error("persisting consumer group failed", zap.String("group", g.name), zap.Error(err))
+		heartbeatError(resp, kerr.NotCoordinator.Code, "")
+		resp.MemberID = nil
+	}
+}
+
+// validateConsumerCommitLocked applies the commit rules of a consumer
+// group; perPartition answers STALE_MEMBER_EPOCH for partitions assigned
+// to the member at an epoch newer than the commit's (KIP-1251).
+func (g *group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int16, func(groupTP) int16) {
+	cg := g.mu.cg
+	if req.Generation < 0 && len(cg.members) == 0 {
+		return 0, nil
+	}
+	m := cg.members[req.MemberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code, nil
+	}
+	if req.Version < 9 {
+		return kerr.UnsupportedVersion.Code, nil
+	}
+	if req.Generation > m.epoch {
+		return kerr.StaleMemberEpoch.Code, nil
+	}
+	return 0, func(tp groupTP) int16 {
+		t := g.c.b.topics.get(tp.topic)
+		if t == nil {
+			return 0
+		}
+		if e, ok := m.assigned[t.id][tp.partition]; ok && e > req.Generation {
+			return kerr.StaleMemberEpoch.Code
+		}
+		return 0
+	}
+}
+
+// validateConsumerFetchLocked: OffsetFetch v9 from a member must carry
+// its id and current epoch; admin fetches (no member id, epoch < 0) pass.
+func (g *group) validateConsumerFetchLocked(memberID *string, epoch int32) int16 {
+	if memberID == nil && epoch < 0 {
+		return 0
+	}
+	if memberID == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	m := g.mu.cg.members[*memberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if m.epoch != epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
+}
+
+// consumerDescribe answers one group of a ConsumerGroupDescribe.
+func (c *groupCoordinator) consumerDescribe(name string, version int16, withOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
+	sg := kmsg.NewConsumerGroupDescribeResponseGroup()
+	sg.Group = name
+	if withOps {
+		sg.AuthorizedOperations = allGroupOperations
+	}
+	fail := func(code int16, msg string) kmsg.ConsumerGroupDescribeResponseGroup {
+		sg.ErrorCode = code
+		sg.ErrorMessage = &msg
+		return sg
+	}
+	if name == "" {
+		return fail(kerr.InvalidGroupID.Code, "The group id is empty.")
+	}
+	g := c.lockGroup(name, false)
+	if g == nil {
+		return fail(kerr.GroupIDNotFound.Code, "Group "+name+" not found.")
+	}
+	defer g.mu.Unlock()
+	cg := g.mu.cg
+	if cg == nil {
+		return fail(kerr.GroupIDNotFound.Code, "Group "+name+" is not a consumer group.")
+	}
+	sg.State = cg.stateName()
+	sg.Epoch, sg.AssignmentEpoch, sg.AssignorName = cg.epoch, cg.assignmentEpoch, cg.assignor
+	nameOf := map[[16]byte]string{}
+	for n, rt := range cg.resolved {
+		nameOf[rt.id] = n
+	}
+	toAssignment := func(s partSet) kmsg.Assignment {
+		var a kmsg.Assignment
+		for _, ip := range s.sorted() {
+			a.TopicPartitions = append(a.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: ip.id, Topic: nameOf[ip.id], Partitions: ip.parts})
+		}
+		return a
+	}
+	ids := make([]string, 0, len(cg.members))
+	for id := range cg.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := cg.members[id]
+		sm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		sm.MemberID, sm.InstanceID, sm.RackID = m.id, m.instanceID, m.rackID
+		sm.MemberEpoch = m.epoch
+		sm.ClientID, sm.ClientHost = m.clientID, m.clientHost
+		sm.SubscribedTopics = slices.Clone(m.topics)
+		if sm.SubscribedTopics == nil {
+			sm.SubscribedTopics = []string{}
+		}
+		if m.regex != "" {
+			re := m.regex
+			sm.SubscribedTopicRegex = &re
+		}
+		sm.Assignment = toAssignment(m.assigned)
+		sm.TargetAssignment = toAssignment(m.target)
+		sm.MemberType = 1 // a consumer-protocol member
+		sg.Members = append(sg.Members, sm)
+	}
+	return sg
+}
+
+// newUUID is a random (version 4) UUID in its usual text form.
+func newUUID() string {
+	id := newMemberID("", nil)
+	return id[1:] // newMemberID with no prefix starts with the dash
+}
+
+func itoa32(n int32) string { return strconv.FormatInt(int64(n), 10) }
+
+func parseNonNegative(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err == nil && n < 0 {
+		err = strconv.ErrRange
+	}
+	return n, err
+}

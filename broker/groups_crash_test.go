@@ -1,0 +1,149 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// crashChildEnv names the data directory a child process serves from in
+// TestGroupCrashResume; the child writes its address to <dir>/addr and
+// runs until it is killed.
+const crashChildEnv = "SHOAL_GROUP_CRASH_CHILD"
+
+// TestGroupCrashResume: a group consumes and commits against a broker in
+// a child process, the child is killed with SIGKILL (no shutdown at all),
+// and a broker restarted on the same data directory lets the group resume
+// exactly from the committed offsets, metadata included.
+func TestGroupCrashResume(t *testing.T) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		cfg := DefaultConfig()
+		cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zap.NewNop()
+		b, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setBrokerConfigs(b, "group.initial.rebalance.delay.ms", "0", "group.min.session.timeout.ms", "1000")
+		if err := os.WriteFile(filepath.Join(dir, "addr.tmp"), []byte(b.Addr()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "addr.tmp"), filepath.Join(dir, "addr")); err != nil {
+			t.Fatal(err)
+		}
+		select {} // until SIGKILL
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	child := exec.Command(os.Args[0], "-test.run=^TestGroupCrashResume$")
+	child.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	require.NoError(t, child.Start())
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			child.Process.Kill()
+			child.Wait()
+		}
+	})
+	var addr string
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "addr"))
+		addr = string(b)
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("crash"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "crash")
+	require.NoError(t, err)
+	for i := 0; i < 300; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 3), Value: []byte(strconv.Itoa(i))}).FirstErr())
+	}
+	cl.Close()
+
+	// Consume part of the topic in a group, committing synchronously with
+	// metadata; what the broker acknowledged must survive the kill.
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("crash-group"), kgo.ConsumeTopics("crash"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(200*time.Millisecond))
+	require.NoError(t, err)
+	consumed := 0
+	for consumed < 150 {
+		fs := consumer.PollRecords(ctx, 150-consumed)
+		require.NoError(t, fs.Err0())
+		consumed += fs.NumRecords()
+	}
+	require.NoError(t, consumer.CommitUncommittedOffsets(ctx))
+	adm := kadm.NewClient(consumer)
+	before, err := adm.FetchOffsets(ctx, "crash-group")
+	require.NoError(t, err)
+	require.NoError(t, before.Error())
+	var sum int64
+	before.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	require.Equal(t, int64(150), sum)
+	simple := kadm.Offsets{}
+	simple.Add(kadm.Offset{Topic: "crash", Partition: 1, At: 42, LeaderEpoch: 0, Metadata: "simple-meta"})
+	_, err = adm.CommitOffsets(ctx, "simple-group", simple)
+	require.NoError(t, err)
+
+	require.NoError(t, child.Process.Kill()) // SIGKILL
+	child.Wait()
+	killed = true
+	consumer.Close()
+
+	cfg := DefaultConfig()
+	cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zaptest.NewLogger(t)
+	b, err := Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	setBrokerConfigs(b, "group.initial.rebalance.delay.ms", "0", "group.min.session.timeout.ms", "1000")
+
+	adm2 := kadm.NewClient(newClient(t, b))
+	after, err := adm2.FetchOffsets(ctx, "crash-group")
+	require.NoError(t, err)
+	require.Equal(t, before.Offsets(), after.Offsets())
+	s, err := adm2.FetchOffsets(ctx, "simple-group")
+	require.NoError(t, err)
+	o, ok := s.Lookup("crash", 1)
+	require.True(t, ok)
+	require.Equal(t, int64(42), o.At)
+	require.Equal(t, "simple-meta", o.Metadata)
+
+	// The group resumes exactly where it committed.
+	resumed := newClient(t, b, kgo.ConsumerGroup("crash-group"), kgo.ConsumeTopics("crash"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(200*time.Millisecond))
+	// Each partition holds 100 records; those committed to the end have
+	// nothing left to deliver.
+	pending := 0
+	before.Each(func(o kadm.OffsetResponse) {
+		if o.At < 100 {
+			pending++
+		}
+	})
+	require.Positive(t, pending)
+	first := map[int32]int64{}
+	for len(first) < pending {
+		fs := resumed.PollFetches(ctx)
+		require.NoError(t, fs.Err0())
+		fs.EachRecord(func(r *kgo.Record) {
+			if _, ok := first[r.Partition]; !ok {
+				first[r.Partition] = r.Offset
+			}
+		})
+	}
+	for p, off := range first {
+		c, ok := before.Lookup("crash", p)
+		require.True(t, ok)
+		require.Equal(t, c.At, off, "partition %d resumed at the committed offset", p)
+	}
+}

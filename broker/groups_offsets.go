@@ -1,0 +1,603 @@
+package broker
+
+// Committed offsets and the group-level admin operations: OffsetCommit,
+// OffsetFetch, OffsetDelete, DeleteGroups, DescribeGroups, ListGroups,
+// and the periodic expiry of offsets (offsets.retention.minutes).
+//
+// A commit is validated, written to badger in one transaction (badger
+// runs with SyncWrites, so it is on disk), and only then applied to the
+// group's in-memory offsets and answered. The group lock is held
+// throughout, so commits to one group apply in order and a fetch never
+// sees an offset that is not durable. A failed write changes nothing in
+// memory and answers NOT_COORDINATOR (Kafka's answer for a storage
+// failure of the coordinator), which every client retries.
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// utf16Len is the length Kafka (Java) measures offset metadata in.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// partitionExists reports whether topic has partition p.
+func (b *Broker) partitionExists(topic string, p int32) bool {
+	return b.topics.partition(topic, p) != nil
+}
+
+// commit handles an OffsetCommit. resp.Topics mirrors req.Topics in order
+// (clients match answers to requests by position).
+func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
+	now := time.Now()
+	st := c.settings()
+
+	// Per-partition checks first, as Kafka's request layer does: unknown
+	// topics and partitions, then metadata size.
+	type cand struct {
+		sp *kmsg.OffsetCommitResponseTopicPartition
+		tp groupTP
+		oc offsetCommit
+	}
+	var cands []cand
+	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st2 := &resp.Topics[i]
+		*st2 = kmsg.NewOffsetCommitResponseTopic()
+		st2.Topic, st2.TopicID = rt.Topic, rt.TopicID
+		name, topicCode := rt.Topic, int16(0)
+		if req.Version >= 10 {
+			if t := c.b.topics.getID(rt.TopicID); t != nil {
+				name = t.name
+			} else {
+				topicCode = kerr.UnknownTopicID.Code
+			}
+		}
+		st2.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			sp := &st2.Partitions[j]
+			*sp = kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			switch {
+			case topicCode != 0:
+				sp.ErrorCode = topicCode
+			case !c.b.partitionExists(name, rp.Partition):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				oc := offsetCommit{offset: rp.Offset, leaderEpoch: -1, commitTime: now}
+				if req.Version >= 6 {
+					oc.leaderEpoch = rp.LeaderEpoch
+				}
+				if rp.Metadata != nil {
+					oc.metadata = *rp.Metadata
+				}
+				if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
+					oc.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
+				}
+				cands = append(cands, cand{sp: sp, tp: groupTP{name, rp.Partition}, oc: oc})
+			}
+		}
+	}
+	fail := func(code int16) {
+		for _, cd := range cands {
+			cd.sp.ErrorCode = code
+		}
+	}
+	if req.Group == "" {
+		fail(kerr.InvalidGroupID.Code)
+		return
+	}
+	if c.b.isShareGroup(req.Group) {
+		fail(kerr.GroupIDNotFound.Code) // a share group holds no committed offsets
+		return
+	}
+	g := c.lockGroup(req.Group, req.Generation < 0)
+	if g == nil {
+		if req.Version >= 9 {
+			fail(kerr.GroupIDNotFound.Code)
+		} else {
+			fail(kerr.IllegalGeneration.Code)
+		}
+		return
+	}
+	defer func() {
+		g.dropIfUnusedLocked()
+		g.unlock(now)
+	}()
+	var code int16
+	var perPartition func(groupTP) int16
+	if g.mu.cg != nil {
+		code, perPartition = g.validateConsumerCommitLocked(req)
+	} else {
+		code = g.validateCommitLocked(req)
+	}
+	if code != 0 {
+		fail(code)
+		return
+	}
+	if m := g.mu.members[req.MemberID]; m != nil && (g.mu.state == groupStable || g.mu.state == groupPreparingRebalance) {
+		m.lastHeartbeat = now // a commit keeps the session alive, as in Kafka
+	}
+	var writes []offsetWrite
+	for _, cd := range cands {
+		if perPartition != nil {
+			if code := perPartition(cd.tp); code != 0 {
+				cd.sp.ErrorCode = code
+				continue
+			}
+		}
+		if utf16Len(cd.oc.metadata) > st.metadataMaxBytes {
+			cd.sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			continue
+		}
+		writes = append(writes, offsetWrite{tp: cd.tp, oc: cd.oc})
+	}
+	if len(writes) == 0 {
+		return
+	}
+	if err := c.b.meta.putOffsets(g.name, writes, nil); err != nil {
+		c.lg.Error("persisting offsets failed", zap.String("group", g.name), zap.Error(err))
+		for _, cd := range cands {
+			if cd.sp.ErrorCode == 0 {
+				cd.sp.ErrorCode = kerr.NotCoordinator.Code
+			}
+		}
+		return
+	}
+	for _, w := range writes {
+		g.mu.offsets[w.tp] = w.oc
+	}
+}
+
+// validateCommitLocked applies Kafka's rules for who may commit to a
+// classic group: anyone to an empty group with generation -1 (a "simple"
+// commit, e.g. from an admin client); otherwise a current member at the
+// current generation, and not while the group is completing a rebalance.
+func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
+	if req.Generation < 0 && g.mu.state == groupEmpty {
+		return 0
+	}
+	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
+		if code := g.validateMemberLocked(req.MemberID, req.InstanceID); code != 0 {
+			return code
+		}
+		if req.Generation != g.mu.generation {
+			return kerr.IllegalGeneration.Code
+		}
+	} else if g.mu.state != groupEmpty {
+		return kerr.UnknownMemberID.Code
+	}
+	if g.mu.state == groupCompletingRebalance {
+		return kerr.RebalanceInProgress.Code
+	}
+	return 0
+}
+
+// fetchOffsets answers one group of an OffsetFetch. Topics nil asks for
+// every committed offset. requireStable (v7+) needs no work: Shoal has no
+// transactional offset commits, so no offset is ever pending.
+func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16) kmsg.OffsetFetchResponseGroup {
+	sg := kmsg.NewOffsetFetchResponseGroup()
+	sg.Group = rg.Group
+	if rg.Group == "" {
+		sg.ErrorCode = kerr.InvalidGroupID.Code
+		return sg
+	}
+	// Resolve topic ids (v10) before taking the group lock.
+	names := make([]string, len(rg.Topics))
+	codes := make([]int16, len(rg.Topics))
+	for i, t := range rg.Topics {
+		names[i] = t.Topic
+		if version >= 10 {
+			if tt := c.b.topics.getID(t.TopicID); tt != nil {
+				names[i] = tt.name
+			} else {
+				codes[i] = kerr.UnknownTopicID.Code
+			}
+		}
+	}
+	offsets := map[groupTP]offsetCommit{}
+	if g := c.lockGroup(rg.Group, false); g != nil {
+		if g.mu.cg != nil && version >= 9 {
+			if code := g.validateConsumerFetchLocked(rg.MemberID, rg.MemberEpoch); code != 0 {
+				g.mu.Unlock()
+				sg.ErrorCode = code
+				return sg
+			}
+		}
+		if rg.Topics == nil {
+			for tp, oc := range g.mu.offsets {
+				offsets[tp] = oc
+			}
+		}
+		for i, t := range rg.Topics {
+			for _, p := range t.Partitions {
+				if oc, ok := g.mu.offsets[groupTP{names[i], p}]; ok {
+					offsets[groupTP{names[i], p}] = oc
+				}
+			}
+		}
+		g.mu.Unlock()
+	}
+	fill := func(sp *kmsg.OffsetFetchResponseGroupTopicPartition, oc offsetCommit, ok bool) {
+		if !ok {
+			sp.Offset, sp.LeaderEpoch = -1, -1
+			empty := ""
+			sp.Metadata = &empty
+			return
+		}
+		md := oc.metadata
+		sp.Offset, sp.LeaderEpoch, sp.Metadata = oc.offset, oc.leaderEpoch, &md
+	}
+	if rg.Topics == nil {
+		byTopic := map[string][]int32{}
+		for tp := range offsets {
+			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+		}
+		names := make([]string, 0, len(byTopic))
+		for n := range byTopic {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			st := kmsg.NewOffsetFetchResponseGroupTopic()
+			st.Topic = n
+			if version >= 10 {
+				t := c.b.topics.get(n)
+				if t == nil {
+					continue // the topic is gone: it has no id to report
+				}
+				st.TopicID = t.id
+			}
+			ps := byTopic[n]
+			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+			for _, p := range ps {
+				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				sp.Partition = p
+				fill(&sp, offsets[groupTP{n, p}], true)
+				st.Partitions = append(st.Partitions, sp)
+			}
+			sg.Topics = append(sg.Topics, st)
+		}
+		return sg
+	}
+	for i, t := range rg.Topics {
+		st := kmsg.NewOffsetFetchResponseGroupTopic()
+		st.Topic, st.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			sp.Partition = p
+			oc, ok := offsets[groupTP{names[i], p}]
+			fill(&sp, oc, ok && codes[i] == 0)
+			sp.ErrorCode = codes[i]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		sg.Topics = append(sg.Topics, st)
+	}
+	return sg
+}
+
+// deleteOffsets handles an OffsetDelete.
+func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse) {
+	if req.Group == "" {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return
+	}
+	g := c.lockGroup(req.Group, false)
+	if g == nil {
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return
+	}
+	now := time.Now()
+	defer g.unlock(now)
+	var subscribed map[string]bool
+	empty := g.emptyLocked()
+	switch {
+	case empty:
+	case g.mu.cg != nil:
+		subscribed = g.mu.cg.subscribedTopics()
+	case g.mu.protocolType != "consumer":
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+		return
+	default:
+		var known bool
+		if subscribed, known = g.subscribedTopicsLocked(); !known {
+			subscribed = nil // unknown subscriptions: every topic counts as subscribed
+		}
+	}
+	isSubscribed := func(topic string) bool {
+		if empty {
+			return false
+		}
+		return subscribed == nil || subscribed[topic]
+	}
+	var dels []groupTP
+	var ok []*kmsg.OffsetDeleteResponseTopicPartition
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.OffsetDeleteResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, st)
+		stp := &resp.Topics[len(resp.Topics)-1]
+		for j, rp := range rt.Partitions {
+			sp := &stp.Partitions[j]
+			*sp = kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition = rp.Partition
+			switch {
+			case !c.b.partitionExists(rt.Topic, rp.Partition):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case isSubscribed(rt.Topic):
+				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			default:
+				if hasKey(g.mu.offsets, groupTP{rt.Topic, rp.Partition}) {
+					dels = append(dels, groupTP{rt.Topic, rp.Partition})
+				}
+				ok = append(ok, sp)
+			}
+		}
+	}
+	if len(dels) == 0 {
+		return
+	}
+	if err := c.b.meta.putOffsets(g.name, nil, dels); err != nil {
+		c.lg.Error("deleting offsets failed", zap.String("group", g.name), zap.Error(err))
+		for _, sp := range ok {
+			sp.ErrorCode = kerr.NotCoordinator.Code
+		}
+		return
+	}
+	for _, tp := range dels {
+		delete(g.mu.offsets, tp)
+	}
+}
+
+// deleteGroup handles one group of a DeleteGroups: only an empty group
+// may be deleted; its metadata and offsets go in one step.
+func (c *groupCoordinator) deleteGroup(name string) (int16, string) {
+	if name == "" {
+		return kerr.InvalidGroupID.Code, "The group id is empty."
+	}
+	g := c.lockGroup(name, false)
+	if g == nil {
+		return kerr.GroupIDNotFound.Code, "Group " + name + " not found."
+	}
+	defer g.mu.Unlock()
+	if !g.emptyLocked() {
+		return kerr.NonEmptyGroup.Code, "The group is not empty."
+	}
+	if err := c.b.meta.deleteGroup(name); err != nil {
+		c.lg.Error("deleting group failed", zap.String("group", name), zap.Error(err))
+		return kerr.NotCoordinator.Code, err.Error()
+	}
+	g.removeLocked()
+	c.lg.Info("deleted group", zap.String("group", name))
+	return 0, ""
+}
+
+// describe answers one group of a DescribeGroups. An unknown group is
+// reported Dead (v6+: with GROUP_ID_NOT_FOUND), as Kafka does.
+func (c *groupCoordinator) describe(name string, version int16, withOps bool) kmsg.DescribeGroupsResponseGroup {
+	sg := kmsg.NewDescribeGroupsResponseGroup()
+	sg.Group = name
+	sg.AuthorizedOperations = -2147483648
+	if withOps {
+		sg.AuthorizedOperations = allGroupOperations
+	}
+	if name == "" {
+		sg.ErrorCode = kerr.InvalidGroupID.Code
+		return sg
+	}
+	g := c.lockGroup(name, false)
+	if g == nil {
+		sg.State = groupDead.String()
+		if version >= 6 {
+			sg.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := "Group " + name + " not found."
+			sg.ErrorMessage = &msg
+		}
+		return sg
+	}
+	defer g.mu.Unlock()
+	if g.mu.cg != nil {
+		// Kafka describes only classic groups here; consumer groups
+		// through ConsumerGroupDescribe.
+		sg.State = groupDead.String()
+		if version >= 6 {
+			sg.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := "Group " + name + " is not a classic group."
+			sg.ErrorMessage = &msg
+		}
+		return sg
+	}
+	sg.State = g.mu.state.String()
+	sg.ProtocolType = g.mu.protocolType
+	stable := g.mu.state == groupStable
+	if stable {
+		sg.Protocol = g.mu.protocol
+	}
+	for _, m := range g.sortedMembersLocked() {
+		sm := kmsg.NewDescribeGroupsResponseGroupMember()
+		sm.MemberID, sm.InstanceID = m.id, m.instanceID
+		sm.ClientID, sm.ClientHost = m.clientID, m.clientHost
+		sm.ProtocolMetadata, sm.MemberAssignment = []byte{}, []byte{}
+		if stable {
+			sm.ProtocolMetadata = m.metadataFor(g.mu.protocol)
+			sm.MemberAssignment = m.assignment
+		}
+		sg.Members = append(sg.Members, sm)
+	}
+	return sg
+}
+
+// allGroupOperations is the AuthorizedOperations bit set for a group:
+// READ, DELETE, DESCRIBE (ACL operation codes 3, 6, 8). Shoal has no ACLs.
+const allGroupOperations = 1<<3 | 1<<6 | 1<<8
+
+// list answers ListGroups: every group matching the state filter (v4,
+// case-insensitive) and type filter (v5, case-insensitive; an unknown
+// type matches nothing, as in Kafka).
+func (c *groupCoordinator) list(states, types []string) []kmsg.ListGroupsResponseGroup {
+	var out []kmsg.ListGroupsResponseGroup
+	for _, g := range c.all() {
+		g.mu.Lock()
+		if g.mu.state == groupDead {
+			g.mu.Unlock()
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group = g.name
+		lg.ProtocolType = g.mu.protocolType
+		if g.mu.cg != nil {
+			lg.ProtocolType = "consumer"
+		}
+		lg.GroupState = g.stateLocked()
+		lg.GroupType = g.typeLocked()
+		g.mu.Unlock()
+		if len(states) > 0 && !containsFold(states, lg.GroupState) || len(types) > 0 && !containsFold(types, lg.GroupType) {
+			continue
+		}
+		out = append(out, lg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(strings.TrimSpace(v), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// expireLoop runs the offset expiry every
+// offsets.retention.check.interval.ms until the broker closes.
+func (c *groupCoordinator) expireLoop() {
+	for {
+		t := time.NewTimer(c.settings().retentionCheckInterval)
+		select {
+		case <-c.b.ctx.Done():
+			t.Stop()
+			return
+		case now := <-t.C:
+			c.expireOffsets(now)
+		}
+	}
+}
+
+// expireOffsets removes expired offsets, following Kafka's rules:
+//   - an empty group with a protocol type (it had members): every offset
+//     once offsets.retention.minutes passed since the group became empty;
+//   - a group without protocol type (simple commits only): each offset
+//     retention after its commit;
+//   - a Stable "consumer" group: offsets of topics no member subscribes
+//     to, retention after their commit;
+//   - an offset committed with an explicit retention (v2-v4) expires at
+//     its own expiry time whenever one of the rules above applies.
+//
+// An empty group left without offsets is deleted. Each group is handled
+// under its own lock, one at a time.
+func (c *groupCoordinator) expireOffsets(now time.Time) {
+	retention := c.settings().offsetsRetention
+	for _, g := range c.all() {
+		g.mu.Lock()
+		if g.mu.state == groupDead || g.mu.stopped {
+			g.mu.Unlock()
+			continue
+		}
+		var base func(oc offsetCommit) time.Time
+		var subscribed map[string]bool
+		switch {
+		case g.mu.cg != nil:
+			subscribed = g.mu.cg.subscribedTopics()
+			base = func(oc offsetCommit) time.Time { return oc.commitTime }
+		case g.mu.protocolType == "":
+			base = func(oc offsetCommit) time.Time { return oc.commitTime }
+		case g.mu.state == groupEmpty:
+			base = func(oc offsetCommit) time.Time { return g.mu.stateTime }
+		case g.mu.state == groupStable && g.mu.protocolType == "consumer":
+			if s, ok := g.subscribedTopicsLocked(); ok {
+				subscribed = s
+				base = func(oc offsetCommit) time.Time { return oc.commitTime }
+			}
+		}
+		var dels []groupTP
+		if base != nil {
+			for tp, oc := range g.mu.offsets {
+				if subscribed != nil && subscribed[tp.topic] {
+					continue
+				}
+				if !oc.expireTime.IsZero() && !now.Before(oc.expireTime) ||
+					oc.expireTime.IsZero() && now.Sub(base(oc)) >= retention {
+					dels = append(dels, tp)
+				}
+			}
+		}
+		if len(dels) > 0 {
+			if err := c.b.meta.putOffsets(g.name, nil, dels); err != nil {
+				c.lg.Error("expiring offsets failed", zap.String("group", g.name), zap.Error(err))
+				g.mu.Unlock()
+				continue
+			}
+			for _, tp := range dels {
+				delete(g.mu.offsets, tp)
+			}
+			c.lg.Info("expired offsets", zap.String("group", g.name), zap.Int("partitions", len(dels)))
+		}
+		if g.emptyLocked() && len(g.mu.offsets) == 0 && len(g.mu.pending) == 0 {
+			if g.mu.persisted {
+				if err := c.b.meta.deleteGroup(g.name); err != nil {
+					c.lg.Error("deleting expired group failed", zap.String("group", g.name), zap.Error(err))
+					g.mu.Unlock()
+					continue
+				}
+			}
+			g.removeLocked()
+			c.lg.Info("removed empty group without offsets", zap.String("group", g.name))
+		}
+		g.mu.Unlock()
+	}
+}
+
+// dropTopicOffsets removes every group's committed offsets of a deleted
+// topic, as Kafka does, so a topic created again under the same name
+// starts without them. Meant to be called by topic deletion once the
+// topic is gone (it takes each group's lock in turn, no other lock).
+func (c *groupCoordinator) dropTopicOffsets(topic string) {
+	now := time.Now()
+	for _, g := range c.all() {
+		g.mu.Lock()
+		var dels []groupTP
+		for tp := range g.mu.offsets {
+			if tp.topic == topic {
+				dels = append(dels, tp)
+			}
+		}
+		if len(dels) > 0 {
+			if err := c.b.meta.putOffsets(g.name, nil, dels); err != nil {
+				c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", g.name), zap.String("topic", topic), zap.Error(err))
+			} else {
+				for _, tp := range dels {
+					delete(g.mu.offsets, tp)
+				}
+			}
+		}
+		g.unlock(now)
+	}
+}

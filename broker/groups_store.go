@@ -1,0 +1,466 @@
+package broker
+
+// Durable group state in the metadata store (badger, SyncWrites on).
+//
+// Two kinds of keys (declared in meta.go):
+//
+//	meta/group/<group>                       groupRecord, JSON
+//	meta/offset/<group>/<topic>/<partition>  offset value, binary
+//
+// <group> is url.PathEscape'd, so a group id containing "/" cannot reach
+// another group's keys; topic names never contain "/". A group record is
+// written when a rebalance completes (the leader's SyncGroup, before any
+// member gets its assignment), when the group becomes empty, and when a
+// static member is replaced without a rebalance. It holds what a restart
+// needs to let members carry on without rejoining: generation, protocol,
+// leader, and each member's protocols and assignment, as Kafka's
+// GroupMetadata record does. Members come back with a fresh session and
+// must heartbeat within it.
+//
+// The offset value (badger checksums values; the version byte allows a
+// later format):
+//
+//	+---------+----------+--------------+-------------+-------------+----------+
+//	| ver = 1 | offset   | leader epoch | commit (ms) | expire (ms) | metadata |
+//	| 1 byte  | int64 BE | int32 BE     | int64 BE    | int64 BE    | rest     |
+//	+---------+----------+--------------+-------------+-------------+----------+
+//
+// expire is -1 unless the commit (v2-v4) carried its own retention.
+// An offset commit is one badger transaction, split only when it is too
+// large for one (thousands of partitions with large metadata).
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// errCorruptGroupState marks a group or offset record that does not
+// decode; Start fails with it rather than silently dropping offsets.
+var errCorruptGroupState = errors.New("broker: corrupt group state")
+
+type groupRecord struct {
+	// Consumer holds a KIP-848 consumer group's state; nil for a
+	// classic group.
+	Consumer     *consumerRecord `json:"consumer,omitempty"`
+	ProtocolType string          `json:"protocol_type,omitempty"`
+	Protocol     string          `json:"protocol,omitempty"`
+	Generation   int32           `json:"generation"`
+	Leader       string          `json:"leader,omitempty"`
+	StateTimeMs  int64           `json:"state_time_ms"`
+	Members      []memberRecord  `json:"members,omitempty"`
+}
+
+type memberRecord struct {
+	ID                 string           `json:"id"`
+	InstanceID         *string          `json:"instance_id,omitempty"`
+	ClientID           string           `json:"client_id"`
+	ClientHost         string           `json:"client_host"`
+	SessionTimeoutMs   int64            `json:"session_timeout_ms"`
+	RebalanceTimeoutMs int64            `json:"rebalance_timeout_ms"`
+	ProtocolType       string           `json:"protocol_type"`
+	Protocols          []protocolRecord `json:"protocols"`
+	Assignment         []byte           `json:"assignment"`
+}
+
+type consumerRecord struct {
+	Epoch           int32                  `json:"epoch"`
+	AssignmentEpoch int32                  `json:"assignment_epoch"`
+	Assignor        string                 `json:"assignor"`
+	Members         []consumerMemberRecord `json:"members,omitempty"`
+}
+
+type consumerMemberRecord struct {
+	ID                 string        `json:"id"`
+	InstanceID         *string       `json:"instance_id,omitempty"`
+	RackID             *string       `json:"rack_id,omitempty"`
+	ClientID           string        `json:"client_id"`
+	ClientHost         string        `json:"client_host"`
+	RebalanceTimeoutMs int64         `json:"rebalance_timeout_ms"`
+	Topics             []string      `json:"topics,omitempty"`
+	Regex              string        `json:"regex,omitempty"`
+	Assignor           string        `json:"assignor,omitempty"`
+	Epoch              int32         `json:"epoch"`
+	PrevEpoch          int32         `json:"prev_epoch"`
+	State              memberState   `json:"state"`
+	Assigned           []partsRecord `json:"assigned,omitempty"`
+	PendingRevoke      []partsRecord `json:"pending_revoke,omitempty"`
+	Target             []partsRecord `json:"target,omitempty"`
+}
+
+// partsRecord is one topic of a partSet; Epochs parallels Partitions.
+type partsRecord struct {
+	TopicID    [16]byte `json:"topic_id"`
+	Partitions []int32  `json:"partitions"`
+	Epochs     []int32  `json:"epochs"`
+}
+
+func partsToRecord(s partSet) []partsRecord {
+	var out []partsRecord
+	for _, ip := range s.sorted() {
+		r := partsRecord{TopicID: ip.id, Partitions: ip.parts}
+		for _, p := range ip.parts {
+			r.Epochs = append(r.Epochs, s[ip.id][p])
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func partsFromRecord(rs []partsRecord) partSet {
+	s := partSet{}
+	for _, r := range rs {
+		for i, p := range r.Partitions {
+			var e int32
+			if i < len(r.Epochs) {
+				e = r.Epochs[i]
+			}
+			s.add(r.TopicID, p, e)
+		}
+	}
+	return s
+}
+
+func (cg *consumerGroup) record() *consumerRecord {
+	rec := &consumerRecord{Epoch: cg.epoch, AssignmentEpoch: cg.assignmentEpoch, Assignor: cg.assignor}
+	ids := make([]string, 0, len(cg.members))
+	for id := range cg.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := cg.members[id]
+		rec.Members = append(rec.Members, consumerMemberRecord{
+			ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
+			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
+			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state,
+			Assigned: partsToRecord(m.assigned), PendingRevoke: partsToRecord(m.pendingRevoke), Target: partsToRecord(m.target),
+		})
+	}
+	return rec
+}
+
+// consumerGroupFromRecord rebuilds a consumer group; members get a fresh
+// session starting at now.
+func consumerGroupFromRecord(rec *consumerRecord, now time.Time) *consumerGroup {
+	cg := newConsumerGroup()
+	cg.epoch, cg.assignmentEpoch, cg.assignor = rec.Epoch, rec.AssignmentEpoch, rec.Assignor
+	for _, mr := range rec.Members {
+		m := &consumerMember{
+			id: mr.ID, instanceID: mr.InstanceID, rackID: mr.RackID, clientID: mr.ClientID, clientHost: mr.ClientHost,
+			rebalanceTimeout: time.Duration(mr.RebalanceTimeoutMs) * time.Millisecond,
+			topics:           mr.Topics, regex: mr.Regex, re: compileSubscription(mr.Regex), assignor: mr.Assignor,
+			epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, state: mr.State,
+			assigned: partsFromRecord(mr.Assigned), pendingRevoke: partsFromRecord(mr.PendingRevoke), target: partsFromRecord(mr.Target),
+			lastHeartbeat: now,
+		}
+		if m.state == memberUnrevoked {
+			m.revokeDeadline = now.Add(m.rebalanceTimeout)
+		}
+		cg.members[m.id] = m
+		if m.instanceID != nil {
+			cg.static[*m.instanceID] = m.id
+		}
+		cg.setOwners(m)
+	}
+	return cg
+}
+
+type protocolRecord struct {
+	Name     string `json:"name"`
+	Metadata []byte `json:"metadata"`
+}
+
+type offsetWrite struct {
+	tp groupTP
+	oc offsetCommit
+}
+
+func groupKey(group string) []byte { return []byte(prefixGroup + url.PathEscape(group)) }
+
+func offsetGroupPrefix(group string) string { return prefixOffset + url.PathEscape(group) + "/" }
+
+func offsetKey(group string, tp groupTP) []byte {
+	return []byte(offsetGroupPrefix(group) + tp.topic + "/" + strconv.Itoa(int(tp.partition)))
+}
+
+// parseOffsetKey splits meta/offset/<group>/<topic>/<partition>.
+func parseOffsetKey(k string) (string, groupTP, bool) {
+	rest, ok := strings.CutPrefix(k, prefixOffset)
+	if !ok {
+		return "", groupTP{}, false
+	}
+	i := strings.IndexByte(rest, '/')
+	j := strings.LastIndexByte(rest, '/')
+	if i < 0 || j <= i {
+		return "", groupTP{}, false
+	}
+	group, err := url.PathUnescape(rest[:i])
+	if err != nil {
+		return "", groupTP{}, false
+	}
+	p, err := strconv.ParseInt(rest[j+1:], 10, 32)
+	if err != nil {
+		return "", groupTP{}, false
+	}
+	return group, groupTP{topic: rest[i+1 : j], partition: int32(p)}, true
+}
+
+func encodeOffset(oc offsetCommit) []byte {
+	b := make([]byte, 29, 29+len(oc.metadata))
+	b[0] = 1
+	binary.BigEndian.PutUint64(b[1:], uint64(oc.offset))
+	binary.BigEndian.PutUint32(b[9:], uint32(oc.leaderEpoch))
+	binary.BigEndian.PutUint64(b[13:], uint64(oc.commitTime.UnixMilli()))
+	exp := int64(-1)
+	if !oc.expireTime.IsZero() {
+		exp = oc.expireTime.UnixMilli()
+	}
+	binary.BigEndian.PutUint64(b[21:], uint64(exp))
+	return append(b, oc.metadata...)
+}
+
+func decodeOffset(b []byte) (offsetCommit, error) {
+	if len(b) < 29 || b[0] != 1 {
+		return offsetCommit{}, fmt.Errorf("%w: offset value of %d bytes, version %d", errCorruptGroupState, len(b), firstByte(b))
+	}
+	oc := offsetCommit{
+		offset:      int64(binary.BigEndian.Uint64(b[1:])),
+		leaderEpoch: int32(binary.BigEndian.Uint32(b[9:])),
+		commitTime:  time.UnixMilli(int64(binary.BigEndian.Uint64(b[13:]))),
+		metadata:    string(b[29:]),
+	}
+	if exp := int64(binary.BigEndian.Uint64(b[21:])); exp >= 0 {
+		oc.expireTime = time.UnixMilli(exp)
+	}
+	return oc, nil
+}
+
+func firstByte(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}
+
+// batchUpdate runs the operations in as few transactions as badger
+// allows: normally one; a transaction that grows too big is committed
+// and a new one started.
+func (m *metaStore) batchUpdate(ops []func(txn *badger.Txn) error) error {
+	txn := m.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for _, op := range ops {
+		err := op(txn)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err = txn.Commit(); err != nil {
+				return err
+			}
+			txn = m.db.NewTransaction(true)
+			err = op(txn)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return txn.Commit()
+}
+
+// putOffsets writes and deletes committed offsets of one group.
+func (m *metaStore) putOffsets(group string, set []offsetWrite, del []groupTP) error {
+	ops := make([]func(*badger.Txn) error, 0, len(set)+len(del))
+	for _, w := range set {
+		k, v := offsetKey(group, w.tp), encodeOffset(w.oc)
+		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, v) })
+	}
+	for _, tp := range del {
+		k := offsetKey(group, tp)
+		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
+	}
+	return m.batchUpdate(ops)
+}
+
+func (m *metaStore) putGroup(group string, rec *groupRecord) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return m.db.Update(func(txn *badger.Txn) error { return txn.Set(groupKey(group), v) })
+}
+
+// deleteGroup removes a group's record and all its offsets.
+func (m *metaStore) deleteGroup(group string) error {
+	var keys [][]byte
+	err := m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(offsetGroupPrefix(group))})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	keys = append(keys, groupKey(group))
+	ops := make([]func(*badger.Txn) error, len(keys))
+	for i, k := range keys {
+		ops[i] = func(txn *badger.Txn) error { return txn.Delete(k) }
+	}
+	return m.batchUpdate(ops)
+}
+
+// loadGroups reads every group record and committed offset.
+func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupTP]offsetCommit, error) {
+	recs := map[string]*groupRecord{}
+	offsets := map[string]map[groupTP]offsetCommit{}
+	err := m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixGroup), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := string(it.Item().Key())
+			name, err := url.PathUnescape(strings.TrimPrefix(k, prefixGroup))
+			if err != nil {
+				return fmt.Errorf("%w: key %q", errCorruptGroupState, k)
+			}
+			rec := &groupRecord{}
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, rec) }); err != nil {
+				return fmt.Errorf("%w: %s: %v", errCorruptGroupState, k, err)
+			}
+			recs[name] = rec
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixOffset), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := string(it.Item().Key())
+			group, tp, ok := parseOffsetKey(k)
+			if !ok {
+				return fmt.Errorf("%w: key %q", errCorruptGroupState, k)
+			}
+			var oc offsetCommit
+			if err := it.Item().Value(func(v []byte) error {
+				var err error
+				oc, err = decodeOffset(v)
+				return err
+			}); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			if offsets[group] == nil {
+				offsets[group] = map[groupTP]offsetCommit{}
+			}
+			offsets[group][tp] = oc
+		}
+		return nil
+	})
+	return recs, offsets, err
+}
+
+// persistLocked writes the group record for the group's current state.
+// g.mu held; this is the group's own I/O.
+func (g *group) persistLocked(now time.Time) error {
+	rec := &groupRecord{
+		ProtocolType: g.mu.protocolType,
+		Protocol:     g.mu.protocol,
+		Generation:   g.mu.generation,
+		Leader:       g.mu.leader,
+		StateTimeMs:  g.mu.stateTime.UnixMilli(),
+	}
+	if g.mu.cg != nil {
+		rec.Consumer = g.mu.cg.record()
+	}
+	if g.mu.state != groupEmpty {
+		for _, m := range g.sortedMembersLocked() {
+			mr := memberRecord{
+				ID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+				SessionTimeoutMs: m.sessionTimeout.Milliseconds(), RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(),
+				ProtocolType: m.protocolType, Assignment: m.assignment,
+			}
+			for _, p := range m.protocols {
+				mr.Protocols = append(mr.Protocols, protocolRecord{Name: p.Name, Metadata: p.Metadata})
+			}
+			rec.Members = append(rec.Members, mr)
+		}
+	}
+	if err := g.c.b.meta.putGroup(g.name, rec); err != nil {
+		return err
+	}
+	g.mu.persisted = true
+	return nil
+}
+
+// load rebuilds every group from the store. Groups with members come back
+// Stable at their stored generation, each member with a fresh session.
+// Called by Start before the listener accepts connections.
+func (c *groupCoordinator) load() error {
+	recs, offsets, err := c.b.meta.loadGroups()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for name, rec := range recs {
+		g := c.newGroup(name)
+		g.mu.persisted = true
+		g.mu.protocolType, g.mu.protocol = rec.ProtocolType, rec.Protocol
+		g.mu.generation, g.mu.leader = rec.Generation, rec.Leader
+		g.mu.stateTime = time.UnixMilli(rec.StateTimeMs)
+		for _, mr := range rec.Members {
+			g.mu.joinSeq++
+			m := &groupMember{
+				id: mr.ID, instanceID: mr.InstanceID, clientID: mr.ClientID, clientHost: mr.ClientHost,
+				protocolType:     mr.ProtocolType,
+				sessionTimeout:   time.Duration(mr.SessionTimeoutMs) * time.Millisecond,
+				rebalanceTimeout: time.Duration(mr.RebalanceTimeoutMs) * time.Millisecond,
+				assignment:       mr.Assignment,
+				lastHeartbeat:    now,
+				joinSeq:          g.mu.joinSeq,
+			}
+			for _, p := range mr.Protocols {
+				m.protocols = append(m.protocols, kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: p.Metadata})
+			}
+			g.mu.members[m.id] = m
+			if m.instanceID != nil {
+				g.mu.static[*m.instanceID] = m.id
+			}
+		}
+		if len(g.mu.members) > 0 {
+			g.mu.state = groupStable
+		}
+		if rec.Consumer != nil {
+			g.mu.cg = consumerGroupFromRecord(rec.Consumer, now)
+			// Topics were loaded first: resolve the subscriptions as
+			// they are now, without a new epoch; a topic that changed
+			// while we were down bumps it on the next check.
+			g.refreshConsumerMetadataLocked(now)
+		}
+		c.mu.groups[name] = g
+	}
+	for name, ocs := range offsets {
+		g := c.mu.groups[name]
+		if g == nil {
+			g = c.newGroup(name) // a group with simple commits only
+			c.mu.groups[name] = g
+		}
+		g.mu.offsets = ocs
+	}
+	for _, g := range c.mu.groups {
+		g.mu.Lock()
+		g.unlock(now)
+	}
+	c.lg.Info("loaded groups", zap.Int("groups", len(c.mu.groups)), zap.Int("with_offsets", len(offsets)))
+	return nil
+}

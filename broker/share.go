@@ -1,0 +1,645 @@
+package broker
+
+// Share groups (KIP-932): the broker side of queue-style consumption.
+// The rules live in package sharegroup (a pure state machine per
+// share-partition, and the "simple" assignor); this file wires them to
+// the logs, the clock and the disk. Companions: share_groups.go
+// (membership: ShareGroupHeartbeat, ShareGroupDescribe, ListGroups and
+// DeleteGroups hooks), share_sessions.go (share sessions of ShareFetch and
+// ShareAcknowledge, released on disconnect), share_configs.go (group and
+// broker-level configs), and api_76..79, api_90..92.
+//
+// # Share-partitions
+//
+// Each (group, topic id, partition) has exactly one owner, a sharePart:
+// a mutex around a *sharegroup.Partition. Every operation locks it,
+// calls the state machine with the current time, persists the returned
+// Effects.Records through sharegroup/store (badger, SyncWrites on), and
+// only then unlocks and answers ("persist, then answer"): an
+// acknowledgement is durable before its success is sent, so a restart
+// never redelivers an accepted record. Acquisitions and renewals write
+// nothing; after a crash the records they held come back Available.
+//
+// A share-partition is loaded lazily, on first use, from the store; one
+// without persisted state is created at the offset share.auto.offset.reset
+// names (latest = high watermark, earliest = log start, by_duration = the
+// first offset at or after now - duration), and its initial snapshot is
+// persisted before it is used. If a write fails the in-memory Partition is
+// discarded (the core never rolls back) and reloaded from what is durable
+// at the next use; the failed operation answers KAFKA_STORAGE_ERROR.
+//
+// Acknowledgements of one request that touch several share-partitions
+// are group-committed: their owners are locked in key order (so two
+// requests can never deadlock), the state machines run, one store.Write
+// (one badger transaction, one fsync) persists all records, then all
+// unlock. Concurrent requests are batched further by badger's own write
+// pipeline.
+//
+// Acquiring reads the log under the share-partition's lock, from
+// NextFetchOffset up to the high watermark, a chunk at a time, and hands
+// the batch headers to Acquire; Records in the response are the whole
+// log batches covering the acquired ranges, so the client never sees an
+// acquired offset without its record (it would GAP-acknowledge it).
+//
+// Each share-partition has a timer armed for the state machine's
+// NextDeadline; it calls ExpireLocks through the same owner, persists
+// the expiries and wakes long polls. Long polls (ShareFetch with nothing
+// to acquire) wait on the log partitions' append waiters and on the
+// share-partitions' own waiters, which acknowledgements, releases and
+// expiries signal.
+//
+// # Ownership and lock order
+//
+//	shareGroup.mu → shareSession.mu → sharePart.mu (several only in key
+//	order) → partition.mu (log waiters) / shareWaiters.mu
+//	shareCoordinator.mu, shareSessionCache.mu, shareConfigStore.mu and
+//	Broker.dyn are leaves: held only for map access, never during I/O.
+//
+// sharePart.mu is held during that share-partition's own disk I/O (its
+// store writes and its log reads), which blocks only users of that
+// share-partition; no lock shared across share-partitions is ever held
+// during I/O. shareGroup.mu is held while its record is persisted.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	slog "github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/protocol"
+	"github.com/shoal-mq/shoal/sharegroup"
+	"github.com/shoal-mq/shoal/sharegroup/store"
+)
+
+// errNoShareState is an acknowledgement for a share-partition that was
+// never initialized: nothing can have been acquired there
+// (INVALID_RECORD_STATE).
+var errNoShareState = errors.New("broker: share-partition has no state")
+
+// errShareClosed is an operation racing broker shutdown.
+var errShareClosed = errors.New("broker: share coordinator closed")
+
+// shareErrorCode maps share errors to Kafka codes: this file's sentinels,
+// then the broker's table (errorCode).
+func shareErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, errNoShareState):
+		return kerr.InvalidRecordState.Code
+	case errors.Is(err, errShareClosed):
+		return kerr.NotLeaderForPartition.Code
+	}
+	return errorCode(err)
+}
+
+func shareKey(group string, tp shareTP) store.Key {
+	return store.Key{Group: group, TopicID: tp.topicID, Partition: tp.partition}
+}
+
+// shareCoordinator owns share groups, share-partitions and share sessions.
+type shareCoordinator struct {
+	b        *Broker
+	lg       *zap.Logger
+	store    *store.Store
+	configs  shareConfigStore
+	sessions shareSessionCache
+
+	mu struct {
+		sync.Mutex
+		groups map[string]*shareGroup
+		parts  map[store.Key]*sharePart
+		closed bool
+	}
+}
+
+// newShareCoordinator loads the share groups and group configs from the
+// metadata store. Share-partition state is loaded lazily.
+func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
+	c := &shareCoordinator{
+		b:     b,
+		lg:    b.lg.Named("share"),
+		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups)}),
+	}
+	c.mu.groups = map[string]*shareGroup{}
+	c.mu.parts = map[store.Key]*sharePart{}
+	c.sessions.m = map[shareSessionKey]*shareSession{}
+	var err error
+	if c.configs.m, err = loadShareGroupConfigs(b.meta.db); err != nil {
+		return nil, err
+	}
+	if err := c.loadGroups(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// close stops every timer; no timer does work after it returns. Called by
+// Broker.Close once no connection is left, before the metadata store
+// closes.
+func (c *shareCoordinator) close() {
+	c.mu.Lock()
+	c.mu.closed = true
+	parts := make([]*sharePart, 0, len(c.mu.parts))
+	for _, sp := range c.mu.parts {
+		parts = append(parts, sp)
+	}
+	groups := make([]*shareGroup, 0, len(c.mu.groups))
+	for _, g := range c.mu.groups {
+		groups = append(groups, g)
+	}
+	c.mu.Unlock()
+	for _, sp := range parts {
+		sp.mu.Lock()
+		sp.mu.stopped = true
+		sp.stopTimerLocked()
+		sp.mu.Unlock()
+	}
+	for _, g := range groups {
+		g.mu.Lock()
+		g.mu.stopped = true
+		if g.mu.timer != nil {
+			g.mu.timer.Stop()
+		}
+		g.mu.Unlock()
+	}
+}
+
+// part returns the owner of a share-partition, creating it (unloaded).
+func (c *shareCoordinator) part(key store.Key) *sharePart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp := c.mu.parts[key]
+	if sp == nil {
+		sp = &sharePart{c: c, key: key}
+		sp.mu.stopped = c.mu.closed
+		c.mu.parts[key] = sp
+	}
+	return sp
+}
+
+// groupParts returns the owners of group's share-partitions that exist
+// in memory.
+func (c *shareCoordinator) groupParts(group string) []*sharePart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*sharePart
+	for k, sp := range c.mu.parts {
+		if k.Group == group {
+			out = append(out, sp)
+		}
+	}
+	sortParts(out)
+	return out
+}
+
+func compareKeys(a, b store.Key) int {
+	if c := strings.Compare(a.Group, b.Group); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+		return c
+	}
+	switch {
+	case a.Partition < b.Partition:
+		return -1
+	case a.Partition > b.Partition:
+		return 1
+	}
+	return 0
+}
+
+func sortParts(ps []*sharePart) {
+	sort.Slice(ps, func(i, j int) bool { return compareKeys(ps[i].key, ps[j].key) < 0 })
+}
+
+// partitionByID resolves a topic id and partition index.
+func (b *Broker) partitionByID(id [16]byte, idx int32) (*topic, *partition, int16) {
+	t := b.topics.getID(id)
+	if t == nil {
+		return nil, nil, kerr.UnknownTopicID.Code
+	}
+	p := b.topics.partition(t.name, idx)
+	if p == nil {
+		return t, nil, kerr.UnknownTopicOrPartition.Code
+	}
+	return t, p, 0
+}
+
+// topicPartitionCount returns the number of partitions of t.
+func (b *Broker) topicPartitionCount(t *topic) int32 {
+	b.topics.mu.RLock()
+	defer b.topics.mu.RUnlock()
+	return int32(len(t.partitions))
+}
+
+// shareWaiters are long polls waiting for a share-partition to have
+// something to acquire (a release, an expiry, an acknowledgement that
+// moved the window).
+type shareWaiters struct {
+	mu sync.Mutex
+	m  map[chan struct{}]struct{}
+}
+
+func (w *shareWaiters) add(ch chan struct{}) {
+	w.mu.Lock()
+	if w.m == nil {
+		w.m = map[chan struct{}]struct{}{}
+	}
+	w.m[ch] = struct{}{}
+	w.mu.Unlock()
+}
+
+func (w *shareWaiters) remove(ch chan struct{}) {
+	w.mu.Lock()
+	delete(w.m, ch)
+	w.mu.Unlock()
+}
+
+func (w *shareWaiters) notify() {
+	w.mu.Lock()
+	for ch := range w.m {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	w.mu.Unlock()
+}
+
+// sharePart owns one share-partition. See the file comment.
+type sharePart struct {
+	c       *shareCoordinator
+	key     store.Key
+	waiters shareWaiters
+
+	mu struct {
+		sync.Mutex
+		// p is nil until loaded, and again after a failed write or a
+		// deletion of the share-partition's state.
+		p       *sharegroup.Partition
+		timer   *time.Timer
+		timerAt time.Time
+		stopped bool
+	}
+}
+
+// prepareLocked makes sure the Partition is loaded with the settings st.
+// Without persisted state it is created (create set) from
+// share.auto.offset.reset, or errNoShareState is returned. mu held.
+func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create bool) error {
+	if sp.mu.stopped {
+		return errShareClosed
+	}
+	cfg := st.partitionConfig()
+	if p := sp.mu.p; p != nil {
+		if p.Config() != cfg {
+			return p.SetConfig(cfg)
+		}
+		return nil
+	}
+	p, found, err := sp.c.store.Load(sp.key, cfg)
+	if err != nil {
+		sp.c.lg.Error("loading share-partition failed", zapShareKey(sp.key), zap.Error(err))
+		return err
+	}
+	if found {
+		sp.mu.p = p
+		return nil
+	}
+	if !create {
+		return errNoShareState
+	}
+	start, err := sp.c.b.shareStartOffset(sp.key, st, now)
+	if err != nil {
+		return err
+	}
+	p, eff, err := sharegroup.New(cfg, 0, start)
+	if err != nil {
+		return err
+	}
+	if err := sp.c.store.Write([]store.PartitionRecords{{Key: sp.key, Records: eff.Records}}); err != nil {
+		sp.c.lg.Error("persisting new share-partition failed", zapShareKey(sp.key), zap.Error(err))
+		return err
+	}
+	sp.mu.p = p
+	return nil
+}
+
+// shareStartOffset resolves share.auto.offset.reset for a share-partition
+// being initialized.
+func (b *Broker) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
+	_, lp, code := b.partitionByID(key.TopicID, key.Partition)
+	if code != 0 {
+		return 0, fmt.Errorf("%w: topic id %x partition %d", errUnknownTopicID, key.TopicID, key.Partition)
+	}
+	hw := lp.log.HighWatermark()
+	switch reset := st.autoOffsetReset; {
+	case reset == "earliest":
+		return lp.log.LogStartOffset(), nil
+	case strings.HasPrefix(reset, "by_duration:"):
+		d, err := parseISODuration(strings.TrimPrefix(reset, "by_duration:"))
+		if err != nil {
+			return hw, nil // validated when set; unreachable
+		}
+		if off, _, found := lp.log.OffsetForTimestamp(now.Add(-d).UnixMilli()); found {
+			return off, nil
+		}
+		return hw, nil
+	default: // latest
+		return hw, nil
+	}
+}
+
+// writeLocked persists the records of this share-partition alone. On
+// failure the Partition is discarded. mu held.
+func (sp *sharePart) writeLocked(recs []sharegroup.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	err := sp.c.store.Write([]store.PartitionRecords{{Key: sp.key, Records: recs}})
+	if err != nil {
+		sp.c.lg.Error("persisting share-partition state failed; reloading from disk", zapShareKey(sp.key), zap.Error(err))
+		sp.discardLocked()
+	}
+	return err
+}
+
+// discardLocked drops the in-memory Partition; the next use reloads it.
+func (sp *sharePart) discardLocked() {
+	sp.mu.p = nil
+	sp.stopTimerLocked()
+}
+
+func (sp *sharePart) stopTimerLocked() {
+	if sp.mu.timer != nil {
+		sp.mu.timer.Stop()
+	}
+	sp.mu.timerAt = time.Time{}
+}
+
+// armLocked makes the lock timer fire no later than the Partition's next
+// lock deadline. An early firing finds nothing due and re-arms.
+func (sp *sharePart) armLocked(now time.Time) {
+	if sp.mu.stopped || sp.mu.p == nil {
+		sp.stopTimerLocked()
+		return
+	}
+	next := sp.mu.p.NextDeadline()
+	if next.IsZero() {
+		return // a pending timer finds nothing due and stops
+	}
+	if sp.mu.timer != nil && !sp.mu.timerAt.IsZero() && !next.Before(sp.mu.timerAt) {
+		return
+	}
+	// A millisecond of slack so the timer never fires a hair early.
+	d := max(next.Sub(now), 0) + time.Millisecond
+	sp.mu.timerAt = next
+	if sp.mu.timer == nil {
+		sp.mu.timer = time.AfterFunc(d, sp.fire)
+	} else {
+		sp.mu.timer.Reset(d)
+	}
+}
+
+// fire is the lock timer: it expires due locks through the owner.
+func (sp *sharePart) fire() {
+	sp.mu.Lock()
+	sp.mu.timerAt = time.Time{}
+	if sp.mu.stopped || sp.mu.p == nil {
+		sp.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	eff := sp.mu.p.ExpireLocks(now)
+	changed := len(eff.Records) > 0
+	_ = sp.writeLocked(eff.Records) // a failure discarded the Partition: the expiries reload as Available
+	sp.armLocked(now)
+	sp.mu.Unlock()
+	if changed {
+		sp.waiters.notify()
+	}
+}
+
+// releaseMember returns member's acquired records (session closed,
+// connection dropped), without counting a delivery.
+func (sp *sharePart) releaseMember(now time.Time, member string) {
+	sp.mu.Lock()
+	if sp.mu.stopped || sp.mu.p == nil {
+		sp.mu.Unlock()
+		return
+	}
+	eff := sp.mu.p.ReleaseMember(now, member)
+	_ = sp.writeLocked(eff.Records)
+	sp.armLocked(now)
+	sp.mu.Unlock()
+	sp.waiters.notify()
+}
+
+// shareAck is one partition's acknowledgements in a request, and the
+// result.
+type shareAck struct {
+	tp      shareTP
+	batches []sharegroup.AckBatch
+	code    int16 // set before processing for a refused partition
+	msg     string
+	sp      *sharePart
+}
+
+// acknowledge applies acks for member, group-committing the records of
+// every share-partition touched. Entries with a non-zero code are left
+// alone; the others get their result code.
+func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
+	var todo []*shareAck
+	for _, a := range acks {
+		if a.code != 0 {
+			continue
+		}
+		if _, _, code := c.b.partitionByID(a.tp.topicID, a.tp.partition); code != 0 {
+			a.code = code
+			continue
+		}
+		a.sp = c.part(shareKey(group, a.tp))
+		todo = append(todo, a)
+	}
+	if len(todo) == 0 {
+		return
+	}
+	sort.Slice(todo, func(i, j int) bool { return compareKeys(todo[i].sp.key, todo[j].sp.key) < 0 })
+	for _, a := range todo {
+		a.sp.mu.Lock()
+	}
+	var batch []store.PartitionRecords
+	var wrote []*shareAck
+	for _, a := range todo {
+		sp := a.sp
+		if err := sp.prepareLocked(now, st, false); err != nil {
+			a.code, a.msg = shareErrorCode(err), err.Error()
+			continue
+		}
+		eff, err := sp.mu.p.Acknowledge(now, member, a.batches)
+		if err != nil {
+			a.code, a.msg = shareErrorCode(err), err.Error()
+		}
+		if len(eff.Records) > 0 {
+			batch = append(batch, store.PartitionRecords{Key: sp.key, Records: eff.Records})
+			wrote = append(wrote, a)
+		}
+	}
+	if len(batch) > 0 {
+		if err := c.store.Write(batch); err != nil {
+			c.lg.Error("persisting acknowledgements failed; reloading share-partitions from disk", zap.Error(err))
+			for _, a := range wrote {
+				a.sp.discardLocked()
+				if a.code == 0 {
+					a.code, a.msg = kerr.KafkaStorageError.Code, err.Error()
+				}
+			}
+		}
+	}
+	for _, a := range todo {
+		a.sp.armLocked(now)
+		a.sp.mu.Unlock()
+	}
+	for _, a := range todo {
+		a.sp.waiters.notify()
+	}
+}
+
+// acquire hands member up to maxRecords records (mode) from this
+// share-partition, reading at most budget bytes of the log lp. It returns
+// the acquired ranges and the log batches covering them.
+func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int) ([]sharegroup.Acquired, []byte, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	now := time.Now()
+	if err := sp.prepareLocked(now, st, true); err != nil {
+		return nil, nil, err
+	}
+	defer sp.armLocked(now)
+	p := sp.mu.p
+	var (
+		out     []sharegroup.Acquired
+		data    []byte
+		pending []sharegroup.Record
+		got     int
+	)
+	flush := func() error {
+		err := sp.writeLocked(pending)
+		pending = nil
+		return err
+	}
+	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
+		pending = append(pending, p.AdvanceLogStart(ls).Records...)
+	}
+	// st.readCommitted: without transactions the last stable offset is
+	// the high watermark; aborted batches will be passed as Skip here.
+	hw := lp.log.HighWatermark()
+	for round := 0; round < 16 && got < maxRecords && budget > 0 && p.CanAcquire(); round++ {
+		off := p.NextFetchOffset()
+		if off >= hw {
+			break
+		}
+		raw, err := lp.log.Read(off, hw, min(budget, 1<<20), true)
+		if errors.Is(err, slog.ErrOffsetOutOfRange) {
+			if ls := lp.log.LogStartOffset(); off < ls {
+				pending = append(pending, p.AdvanceLogStart(ls).Records...)
+				continue
+			}
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return nil, nil, ferr
+			}
+			if len(out) > 0 {
+				return out, data, nil // the error shows at the next fetch
+			}
+			return nil, nil, err
+		}
+		batches, ends := parseLogBatches(raw)
+		if len(batches) == 0 {
+			break
+		}
+		acq, eff := p.Acquire(now, member, batches, maxRecords-got, mode)
+		pending = append(pending, eff.Records...)
+		if len(acq) > 0 {
+			first, last := acq[0].First, acq[len(acq)-1].Last
+			lo, hi := -1, 0
+			for i, b := range batches {
+				if b.Last >= first && b.First <= last {
+					if lo < 0 {
+						lo = i
+					}
+					hi = i
+				}
+			}
+			from := 0
+			if lo > 0 {
+				from = ends[lo-1]
+			}
+			chunk := raw[from:ends[hi]]
+			if data == nil {
+				data = chunk // raw is ours: no copy for the usual single read
+			} else {
+				data = append(data, chunk...)
+			}
+			budget -= len(chunk)
+			for _, a := range acq {
+				got += int(a.Last - a.First + 1)
+			}
+			out = appendAcquired(out, acq)
+		}
+		if p.NextFetchOffset() <= off && len(acq) == 0 {
+			break // no progress
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return out, data, nil
+}
+
+// appendAcquired appends ranges keeping the result sorted and merging
+// adjacent ranges with equal delivery counts.
+func appendAcquired(out, add []sharegroup.Acquired) []sharegroup.Acquired {
+	for _, a := range add {
+		if n := len(out); n > 0 && out[n-1].Last+1 == a.First && out[n-1].DeliveryCount == a.DeliveryCount {
+			out[n-1].Last = a.Last
+			continue
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	return out
+}
+
+// parseLogBatches lists the batches of raw log bytes with the byte offset
+// where each ends. Control batches are marked Skip (never delivered;
+// archived as Kafka GAP-acknowledges them). A truncated tail is ignored.
+func parseLogBatches(raw []byte) ([]sharegroup.LogBatch, []int) {
+	var out []sharegroup.LogBatch
+	var ends []int
+	for pos := 0; pos < len(raw); {
+		h, err := protocol.ParseBatchHeader(raw[pos:])
+		if err != nil || h.Validate() != nil {
+			break
+		}
+		size := int(h.Size())
+		if size <= 0 || pos+size > len(raw) {
+			break
+		}
+		out = append(out, sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: h.IsControl()})
+		pos += size
+		ends = append(ends, pos)
+	}
+	return out, ends
+}
+
+func zapShareKey(k store.Key) zap.Field {
+	return zap.String("share_partition", fmt.Sprintf("%s:%x:%d", k.Group, k.TopicID, k.Partition))
+}

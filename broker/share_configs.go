@@ -1,0 +1,524 @@
+package broker
+
+// Share-group configs (kip932.md §7), at two levels:
+//
+//   - broker level, group.share.*: the defaults of every share group and
+//     the bounds a group may choose within. They are read from the
+//     dynamic broker configs (Broker.dyn, set through
+//     IncrementalAlterConfigs/AlterConfigs on the BROKER resource once
+//     broker_configs.go lists them; see shareBrokerConfigDefs and
+//     validateShareBrokerConfig) and fall back to Kafka's defaults. A value
+//     that does not parse or is out of range is ignored (the default
+//     applies): validateShareBrokerConfig refuses it at the door.
+//   - group level, share.* (resource type GROUP = 32): per-group
+//     overrides, validated against the broker bounds (INVALID_CONFIG
+//     outside them), persisted in the metadata store as one JSON map per
+//     group under meta/group-config/<url.PathEscape(group)> before the
+//     answer, and applied to loaded share-partitions at their next
+//     operation.
+//
+// Shoal departs from Kafka in one default: the in-flight window per
+// share-partition (share.partition.max.record.locks) defaults to 120,000
+// records and may be raised to 1,000,000 (Kafka: 2,000 / 4,000), because
+// the state machine stores runs of offsets, not one entry per record.
+//
+// Tests shorten acquisition locks by lowering the broker-level
+// group.share.min.record.lock.duration.ms (Kafka's own range for it is
+// [1000, 30000]) and then setting share.record.lock.duration.ms on the
+// group.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+// shareBrokerConfigDef is one broker-level share-group config.
+type shareBrokerConfigDef struct {
+	name   string
+	def    int64
+	lo, hi int64 // valid range of the value itself
+	doc    string
+}
+
+// shareBrokerConfigDefs are the broker-level share-group configs with
+// Kafka's names, defaults and ranges (4.3 ShareGroupConfig,
+// GroupCoordinatorConfig), except the in-flight window (see above).
+var shareBrokerConfigDefs = []shareBrokerConfigDef{
+	{"group.share.delivery.count.limit", 5, 2, 25, "Default share.delivery.count.limit: deliveries of a record before it is archived."},
+	{"group.share.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Default share.heartbeat.interval.ms."},
+	{"group.share.max.delivery.count.limit", 10, 5, 25, "Upper bound of share.delivery.count.limit."},
+	{"group.share.max.heartbeat.interval.ms", 15000, 1, math.MaxInt32, "Upper bound of share.heartbeat.interval.ms."},
+	{"group.share.max.partition.max.record.locks", sharegroup.MaxMaxInFlight, 100, sharegroup.MaxMaxInFlight, "Upper bound of share.partition.max.record.locks."},
+	{"group.share.max.record.lock.duration.ms", 60000, 30000, 3600000, "Upper bound of share.record.lock.duration.ms."},
+	{"group.share.max.session.timeout.ms", 60000, 1, math.MaxInt32, "Upper bound of share.session.timeout.ms."},
+	{"group.share.max.share.sessions", 2000, 1, math.MaxInt32, "Share sessions this broker keeps; a new one beyond gets SHARE_SESSION_LIMIT_REACHED."},
+	{"group.share.max.size", 200, 1, 1000, "Members per share group; a new member beyond gets GROUP_MAX_SIZE_REACHED."},
+	{"group.share.min.delivery.count.limit", 2, 2, 5, "Lower bound of share.delivery.count.limit."},
+	{"group.share.min.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Lower bound of share.heartbeat.interval.ms."},
+	{"group.share.min.partition.max.record.locks", 100, 100, sharegroup.MaxMaxInFlight, "Lower bound of share.partition.max.record.locks."},
+	{"group.share.min.record.lock.duration.ms", 15000, 1000, 30000, "Lower bound of share.record.lock.duration.ms."},
+	{"group.share.min.session.timeout.ms", 45000, 1, math.MaxInt32, "Lower bound of share.session.timeout.ms."},
+	{"group.share.partition.max.record.locks", sharegroup.DefaultMaxInFlight, 100, sharegroup.MaxMaxInFlight, "Default share.partition.max.record.locks: the in-flight window of a share-partition (Shoal: 120000; Kafka: 2000)."},
+	{"group.share.record.lock.duration.ms", 30000, 1000, 3600000, "Default share.record.lock.duration.ms: the acquisition lock."},
+	{"group.share.session.timeout.ms", 45000, 1, math.MaxInt32, "Default share.session.timeout.ms."},
+}
+
+var shareBrokerConfigByName = func() map[string]*shareBrokerConfigDef {
+	m := make(map[string]*shareBrokerConfigDef, len(shareBrokerConfigDefs))
+	for i := range shareBrokerConfigDefs {
+		m[shareBrokerConfigDefs[i].name] = &shareBrokerConfigDefs[i]
+	}
+	return m
+}()
+
+// validateShareBrokerConfig checks a value for a broker-level share-group
+// config, for the BROKER resource handlers (broker_configs.go). It
+// reports ok false for names that are not share-group configs.
+func validateShareBrokerConfig(name, value string) (ok bool, err error) {
+	d := shareBrokerConfigByName[name]
+	if d == nil {
+		return false, nil
+	}
+	n, perr := strconv.ParseInt(value, 10, 64)
+	if perr != nil {
+		return true, fmt.Errorf("value %q is not an integer", value)
+	}
+	if n < d.lo || n > d.hi {
+		return true, fmt.Errorf("value %d is outside [%d, %d]", n, d.lo, d.hi)
+	}
+	return true, nil
+}
+
+// shareBrokerInt returns a broker-level share-group config: the dynamic
+// override if it is valid, else the default.
+func (b *Broker) shareBrokerInt(name string) int64 {
+	d := shareBrokerConfigByName[name]
+	if d == nil {
+		panic("broker: unknown share broker config " + name) // programming error
+	}
+	if v, ok := b.brokerConfig(name); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.lo && n <= d.hi {
+			return n
+		}
+	}
+	return d.def
+}
+
+// shareGroupConfigDef is one group-level share config.
+type shareGroupConfigDef struct {
+	name string
+	typ  kmsg.ConfigType
+	// brokerName is the broker config giving the default ("" = def).
+	brokerName string
+	def        string
+	// minName/maxName are the broker configs bounding the value ("" = none).
+	minName, maxName string
+	floor            int64 // absolute lower bound of an int value
+	doc              string
+	// check validates a non-int value.
+	check func(v string) error
+}
+
+var shareGroupConfigDefs = []shareGroupConfigDef{
+	{name: "share.acquire.mode", typ: kmsg.ConfigTypeString, def: "batch_optimized",
+		doc:   "batch_optimized (whole log batches, may exceed MaxRecords) or record_limit (at most MaxRecords per fetch, KIP-1206); record_limit applies even to requests asking batch_optimized.",
+		check: oneOf("batch_optimized", "record_limit")},
+	{name: "share.auto.offset.reset", typ: kmsg.ConfigTypeString, def: "latest",
+		doc:   "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>. Evaluated once, when the share-partition is initialized.",
+		check: checkAutoOffsetReset},
+	{name: "share.delivery.count.limit", typ: kmsg.ConfigTypeInt, brokerName: "group.share.delivery.count.limit",
+		minName: "group.share.min.delivery.count.limit", maxName: "group.share.max.delivery.count.limit", floor: 2,
+		doc: "Deliveries of a record before it is archived."},
+	{name: "share.heartbeat.interval.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.heartbeat.interval.ms",
+		minName: "group.share.min.heartbeat.interval.ms", maxName: "group.share.max.heartbeat.interval.ms", floor: 1,
+		doc: "The heartbeat interval given to members."},
+	{name: "share.isolation.level", typ: kmsg.ConfigTypeString, def: "read_uncommitted",
+		doc:   "read_uncommitted or read_committed (without transactions both read to the high watermark).",
+		check: oneOf("read_uncommitted", "read_committed")},
+	{name: "share.partition.max.record.locks", typ: kmsg.ConfigTypeInt, brokerName: "group.share.partition.max.record.locks",
+		minName: "group.share.min.partition.max.record.locks", maxName: "group.share.max.partition.max.record.locks", floor: 100,
+		doc: "The in-flight window of each share-partition (SPEO-SPSO)."},
+	{name: "share.record.lock.duration.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.record.lock.duration.ms",
+		minName: "group.share.min.record.lock.duration.ms", maxName: "group.share.max.record.lock.duration.ms", floor: 1000,
+		doc: "The acquisition lock duration."},
+	{name: "share.renew.acknowledge.enable", typ: kmsg.ConfigTypeBoolean, def: "true",
+		doc:   "Whether RENEW acknowledgements (KIP-1222) are accepted.",
+		check: isBool},
+	{name: "share.session.timeout.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.session.timeout.ms",
+		minName: "group.share.min.session.timeout.ms", maxName: "group.share.max.session.timeout.ms", floor: 1,
+		doc: "A member not heartbeating for this long is removed from the group."},
+}
+
+var shareGroupConfigByName = func() map[string]*shareGroupConfigDef {
+	m := make(map[string]*shareGroupConfigDef, len(shareGroupConfigDefs))
+	for i := range shareGroupConfigDefs {
+		m[shareGroupConfigDefs[i].name] = &shareGroupConfigDefs[i]
+	}
+	return m
+}()
+
+// bounds returns the broker bounds of an int group config.
+func (b *Broker) shareBounds(d *shareGroupConfigDef) (lo, hi int64) {
+	lo, hi = d.floor, math.MaxInt32
+	if d.minName != "" {
+		lo = max(lo, b.shareBrokerInt(d.minName))
+	}
+	if d.maxName != "" {
+		hi = b.shareBrokerInt(d.maxName)
+	}
+	return lo, hi
+}
+
+// shareGroupDefault is the default of a group config: its broker config
+// (clamped into the bounds) or the static default.
+func (b *Broker) shareGroupDefault(d *shareGroupConfigDef) string {
+	if d.brokerName == "" {
+		return d.def
+	}
+	lo, hi := b.shareBounds(d)
+	n := min(max(b.shareBrokerInt(d.brokerName), lo), hi)
+	return strconv.FormatInt(n, 10)
+}
+
+// checkShareGroupConfig validates one group config value against the
+// current broker bounds.
+func (b *Broker) checkShareGroupConfig(name, value string) error {
+	d := shareGroupConfigByName[name]
+	if d == nil {
+		return refuse(errInvalidConfig, "Unknown group config name: %s", name)
+	}
+	if d.check != nil {
+		if err := d.check(value); err != nil {
+			return refuse(errInvalidConfig, "Invalid value %s for configuration %s: %v", value, name, err)
+		}
+		return nil
+	}
+	n, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return refuse(errInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.typ.String())
+	}
+	lo, hi := b.shareBounds(d)
+	if n < lo || n > hi {
+		return refuse(errInvalidConfig, "Invalid value %d for configuration %s: must be in the range [%d, %d]", n, name, lo, hi)
+	}
+	return nil
+}
+
+// checkAutoOffsetReset accepts latest, earliest and
+// by_duration:<non-negative ISO-8601 duration>.
+func checkAutoOffsetReset(v string) error {
+	switch {
+	case v == "latest", v == "earliest":
+		return nil
+	case strings.HasPrefix(v, "by_duration:"):
+		_, err := parseISODuration(strings.TrimPrefix(v, "by_duration:"))
+		return err
+	}
+	return fmt.Errorf("value %q is not one of latest, earliest, by_duration:<duration>", v)
+}
+
+// parseISODuration parses the subset of ISO-8601 durations Java's
+// Duration.parse accepts: PnDTnHnMn.nS, each part optional, non-negative.
+func parseISODuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("%q is not an ISO-8601 duration (PnDTnHnMn.nS)", s)
+	if len(s) < 2 || (s[0] != 'P' && s[0] != 'p') {
+		return 0, bad
+	}
+	s = s[1:]
+	var total float64
+	inTime, seen := false, false
+	units := map[byte]float64{'D': 24 * 3600, 'H': 3600, 'M': 60, 'S': 1}
+	for len(s) > 0 {
+		if s[0] == 'T' || s[0] == 't' {
+			if inTime {
+				return 0, bad
+			}
+			inTime = true
+			s = s[1:]
+			continue
+		}
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		if i == 0 || i == len(s) {
+			return 0, bad
+		}
+		n, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil {
+			return 0, bad
+		}
+		u := s[i] &^ 0x20 // upper case
+		mult, ok := units[u]
+		if !ok || (u == 'D') == inTime || (u != 'S' && strings.Contains(s[:i], ".")) {
+			return 0, bad
+		}
+		total += n * mult
+		seen = true
+		s = s[i+1:]
+	}
+	if !seen || total > float64(math.MaxInt64)/1e9 {
+		return 0, bad
+	}
+	return time.Duration(total * 1e9), nil
+}
+
+// shareGroupSettings are the effective configs of one share group.
+type shareGroupSettings struct {
+	sessionTimeout    time.Duration
+	heartbeatInterval time.Duration
+	lockDuration      time.Duration
+	deliveryLimit     int
+	maxInFlight       int
+	autoOffsetReset   string
+	readCommitted     bool
+	recordLimit       bool
+	renewEnabled      bool
+}
+
+// partitionConfig is the share-partition state machine's configuration.
+func (s shareGroupSettings) partitionConfig() sharegroup.Config {
+	return sharegroup.Config{
+		RecordLockDuration: s.lockDuration,
+		DeliveryCountLimit: s.deliveryLimit,
+		MaxInFlight:        s.maxInFlight,
+		RenewDisabled:      !s.renewEnabled,
+	}
+}
+
+// shareConfigStore holds the group-level overrides. Readers take mu for
+// reading; writers serialise on writeMu, persist, then swap under mu.
+// Settings are resolved once per request (shareSettings) and handed to
+// each share-partition operation, which applies them if they differ from
+// the partition's current configuration, so a change of a group or a
+// broker-level config takes effect at the next request.
+type shareConfigStore struct {
+	writeMu sync.Mutex
+	mu      sync.RWMutex
+	m       map[string]map[string]string // group → name → value
+}
+
+func (s *shareConfigStore) overrides(group string) map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.m[group]
+}
+
+func loadShareGroupConfigs(db *badger.DB) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixGroupConfig), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := string(it.Item().Key())
+			group, err := url.PathUnescape(strings.TrimPrefix(key, prefixGroupConfig))
+			if err != nil {
+				return fmt.Errorf("broker: group config key %q: %w", key, err)
+			}
+			m := map[string]string{}
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }); err != nil {
+				return fmt.Errorf("broker: decode %s: %w", key, err)
+			}
+			out[group] = m
+		}
+		return nil
+	})
+	return out, err
+}
+
+// shareSettings resolves the effective configs of group: the override,
+// else the default. An int override outside the current broker bounds
+// (they were changed after it was set) is clamped into them.
+func (b *Broker) shareSettings(group string) shareGroupSettings {
+	over := b.shares.configs.overrides(group)
+	get := func(name string) string {
+		d := shareGroupConfigByName[name]
+		v, ok := over[name]
+		switch {
+		case !ok:
+		case d.check != nil:
+			if d.check(v) == nil {
+				return v
+			}
+		default:
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				lo, hi := b.shareBounds(d)
+				return strconv.FormatInt(min(max(n, lo), hi), 10)
+			}
+		}
+		return b.shareGroupDefault(d)
+	}
+	num := func(name string) int64 { n, _ := strconv.ParseInt(get(name), 10, 64); return n }
+	return shareGroupSettings{
+		sessionTimeout:    time.Duration(num("share.session.timeout.ms")) * time.Millisecond,
+		heartbeatInterval: time.Duration(num("share.heartbeat.interval.ms")) * time.Millisecond,
+		lockDuration:      time.Duration(num("share.record.lock.duration.ms")) * time.Millisecond,
+		deliveryLimit:     int(num("share.delivery.count.limit")),
+		maxInFlight:       int(num("share.partition.max.record.locks")),
+		autoOffsetReset:   get("share.auto.offset.reset"),
+		readCommitted:     get("share.isolation.level") == "read_committed",
+		recordLimit:       get("share.acquire.mode") == "record_limit",
+		renewEnabled:      get("share.renew.acknowledge.enable") == "true",
+	}
+}
+
+// checkGroupResource validates a GROUP resource name.
+func checkGroupResource(group string) error {
+	if group == "" {
+		return refuse(errInvalidRequest, "Group name must not be empty.")
+	}
+	return nil
+}
+
+// groupConfigEntries describes every share-group config of group
+// (DescribeConfigs, resource type GROUP): the override (GROUP_CONFIG),
+// else the dynamic broker default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
+// the default. The group need not exist, as in Kafka.
+func (b *Broker) groupConfigEntries(group string) ([]configEntry, error) {
+	if err := checkGroupResource(group); err != nil {
+		return nil, err
+	}
+	over := b.shares.configs.overrides(group)
+	out := make([]configEntry, 0, len(shareGroupConfigDefs))
+	for i := range shareGroupConfigDefs {
+		d := &shareGroupConfigDefs[i]
+		e := configEntry{name: d.name, typ: d.typ, doc: d.doc, source: kmsg.ConfigSourceDefaultConfig}
+		if v, ok := over[d.name]; ok {
+			v := v
+			e.value, e.source = &v, kmsg.ConfigSourceGroupConfig
+			e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceGroupConfig})
+		}
+		def := b.shareGroupDefault(d)
+		defName, defSource := d.name, kmsg.ConfigSourceDefaultConfig
+		if d.brokerName != "" {
+			defName = d.brokerName
+			if _, set := b.brokerConfig(d.brokerName); set {
+				defSource = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			}
+		}
+		if e.value == nil {
+			e.value, e.source = &def, defSource
+		}
+		e.synonyms = append(e.synonyms, configSynonym{defName, &def, defSource})
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// incrementalAlterGroupConfigs applies IncrementalAlterConfigs operations
+// to a GROUP resource, all or nothing: SET and DELETE; APPEND and
+// SUBTRACT are INVALID_CONFIG (no share config is a list); an unknown
+// name or a value outside the broker bounds is INVALID_CONFIG.
+func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
+	if err := checkGroupResource(group); err != nil {
+		return err
+	}
+	co := configOps{
+		lookup: func(name string) (kmsg.ConfigType, string, bool) {
+			d := shareGroupConfigByName[name]
+			if d == nil {
+				return 0, "", false
+			}
+			return d.typ, b.shareGroupDefault(d), true
+		},
+		check: func(name string, value *string) error {
+			if value == nil {
+				if shareGroupConfigByName[name] == nil {
+					return refuse(errInvalidConfig, "Unknown group config name: %s", name)
+				}
+				return nil
+			}
+			return b.checkShareGroupConfig(name, *value)
+		},
+		bad: errInvalidConfig,
+	}
+	return b.updateGroupConfigs(group, validateOnly, func(cur map[string]string) (map[string]string, error) {
+		return co.apply(cur, ops)
+	})
+}
+
+// alterGroupConfigs replaces a GROUP resource's overrides (AlterConfigs):
+// configs left out revert to their defaults. The caller has refused null
+// values and duplicate names.
+func (b *Broker) alterGroupConfigs(group string, configs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) error {
+	if err := checkGroupResource(group); err != nil {
+		return err
+	}
+	next := make(map[string]string, len(configs))
+	for _, c := range configs {
+		if c.Value == nil {
+			return refuse(errInvalidRequest, "Null value not supported for : %s", c.Name)
+		}
+		if err := b.checkShareGroupConfig(c.Name, *c.Value); err != nil {
+			return err
+		}
+		next[c.Name] = *c.Value
+	}
+	return b.updateGroupConfigs(group, validateOnly, func(map[string]string) (map[string]string, error) {
+		return next, nil
+	})
+}
+
+// updateGroupConfigs replaces group's overrides with update(copy of
+// current), checks cross-config rules, persists, then publishes them.
+func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	s := &b.shares.configs
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	cur := map[string]string{}
+	for k, v := range s.overrides(group) {
+		cur[k] = v
+	}
+	next, err := update(cur)
+	if err != nil {
+		return err
+	}
+	// Kafka's GroupConfig rule: the heartbeat interval must be below the
+	// session timeout.
+	hbv, sv := next["share.heartbeat.interval.ms"], next["share.session.timeout.ms"]
+	if hbv == "" {
+		hbv = b.shareGroupDefault(shareGroupConfigByName["share.heartbeat.interval.ms"])
+	}
+	if sv == "" {
+		sv = b.shareGroupDefault(shareGroupConfigByName["share.session.timeout.ms"])
+	}
+	if hb, s := parseInt(hbv, 0), parseInt(sv, 0); hb >= s {
+		return refuse(errInvalidConfig, "share.heartbeat.interval.ms must be less than share.session.timeout.ms")
+	}
+	if validateOnly {
+		return nil
+	}
+	key := []byte(prefixGroupConfig + url.PathEscape(group))
+	err = b.meta.db.Update(func(txn *badger.Txn) error {
+		if len(next) == 0 {
+			return txn.Delete(key)
+		}
+		v, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		return txn.Set(key, v)
+	})
+	if err != nil {
+		return fmt.Errorf("broker: persist group configs: %w", err)
+	}
+	s.mu.Lock()
+	if len(next) == 0 {
+		delete(s.m, group)
+	} else {
+		s.m[group] = next
+	}
+	s.mu.Unlock()
+	return nil
+}

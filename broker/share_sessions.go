@@ -1,0 +1,205 @@
+package broker
+
+// Share sessions (kip932.md §4): the set of share-partitions a member
+// fetches from this broker, with an epoch, like KIP-227 fetch sessions.
+//
+// Key (group, member id); at most group.share.max.share.sessions of them
+// (SHARE_SESSION_LIMIT_REACHED beyond, never an eviction). Epoch 0 opens
+// (replacing any session of the key without releasing its records: they
+// belong to the member, not to the session), -1 closes, anything else
+// must equal the session's next epoch, which every accepted ShareFetch
+// and ShareAcknowledge advances by one (MaxInt32 wraps to 1).
+//
+// A session remembers the connection that opened it. When that
+// connection closes, the session is dropped and the member's acquired
+// records on its share-partitions are released without counting a
+// delivery (Broker.connClosed → shareCoordinator.connClosed). A session
+// replaced by a newer one on another connection is not affected by the
+// old connection closing.
+//
+// Ownership: shareSessionCache.mu guards only the map. shareSession.mu is
+// held by the one request using the session, for the whole request
+// (including a long poll); removed is atomic so the cache can drop a
+// session without waiting for that request.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shoal-mq/shoal/sharegroup/store"
+)
+
+type shareSessionKey struct{ group, member string }
+
+// shareTP names a partition by topic id, as share requests do.
+type shareTP struct {
+	topicID   [16]byte
+	partition int32
+}
+
+type shareSessionPart struct {
+	tp shareTP
+	// requiresUpdate puts the partition in the next incremental
+	// response even without data: it was just added, or its last
+	// response carried an error.
+	requiresUpdate bool
+}
+
+type shareSession struct {
+	key     shareSessionKey
+	conn    *conn
+	removed atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		epoch int32 // the epoch the next request must carry
+		parts []*shareSessionPart
+		index map[shareTP]*shareSessionPart
+	}
+}
+
+// addLocked adds tp if it is not in the session yet.
+func (s *shareSession) addLocked(tp shareTP) {
+	if _, ok := s.mu.index[tp]; ok {
+		return
+	}
+	sp := &shareSessionPart{tp: tp, requiresUpdate: true}
+	s.mu.parts = append(s.mu.parts, sp)
+	s.mu.index[tp] = sp
+}
+
+// forgetLocked removes tp.
+func (s *shareSession) forgetLocked(tp shareTP) {
+	if _, ok := s.mu.index[tp]; !ok {
+		return
+	}
+	delete(s.mu.index, tp)
+	for i, sp := range s.mu.parts {
+		if sp.tp == tp {
+			s.mu.parts = append(s.mu.parts[:i], s.mu.parts[i+1:]...)
+			break
+		}
+	}
+}
+
+func (s *shareSession) partsLocked() []shareTP {
+	out := make([]shareTP, len(s.mu.parts))
+	for i, sp := range s.mu.parts {
+		out[i] = sp.tp
+	}
+	return out
+}
+
+// nextShareEpoch is the epoch after e: +1, MaxInt32 wraps to 1.
+func nextShareEpoch(e int32) int32 {
+	if e >= 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
+
+type shareSessionCache struct {
+	mu sync.Mutex
+	m  map[shareSessionKey]*shareSession
+}
+
+// open creates a session for key on cn, replacing any existing one, and
+// returns it locked. limit bounds the number of sessions.
+func (sc *shareSessionCache) open(key shareSessionKey, cn *conn, limit int) (*shareSession, int16) {
+	s := &shareSession{key: key, conn: cn}
+	s.mu.index = map[shareTP]*shareSessionPart{}
+	s.mu.Lock()
+	sc.mu.Lock()
+	old := sc.m[key]
+	delete(sc.m, key)
+	if len(sc.m) >= limit {
+		sc.mu.Unlock()
+		if old != nil {
+			old.removed.Store(true)
+		}
+		s.mu.Unlock()
+		return nil, kerr.ShareSessionLimitReached.Code
+	}
+	sc.m[key] = s
+	sc.mu.Unlock()
+	if old != nil {
+		old.removed.Store(true)
+	}
+	return s, 0
+}
+
+// get returns the session of key locked, or nil.
+func (sc *shareSessionCache) get(key shareSessionKey) *shareSession {
+	sc.mu.Lock()
+	s := sc.m[key]
+	sc.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if s.removed.Load() {
+		s.mu.Unlock()
+		return nil
+	}
+	return s
+}
+
+// remove drops s from the cache if it is still the session of its key.
+func (sc *shareSessionCache) remove(s *shareSession) {
+	sc.mu.Lock()
+	if sc.m[s.key] == s {
+		delete(sc.m, s.key)
+	}
+	sc.mu.Unlock()
+	s.removed.Store(true)
+}
+
+// count returns the number of sessions (tests, metrics).
+func (sc *shareSessionCache) count() int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return len(sc.m)
+}
+
+// connClosed drops the sessions opened on cn and releases their members'
+// acquired records on the sessions' share-partitions.
+func (c *shareCoordinator) connClosed(cn *conn) {
+	c.sessions.mu.Lock()
+	var gone []*shareSession
+	for k, s := range c.sessions.m {
+		if s.conn == cn {
+			gone = append(gone, s)
+			delete(c.sessions.m, k)
+		}
+	}
+	c.sessions.mu.Unlock()
+	for _, s := range gone {
+		s.removed.Store(true)
+		s.mu.Lock() // wait for a request still using it (on another connection)
+		tps := s.partsLocked()
+		s.mu.Unlock()
+		c.releaseMember(s.key.group, s.key.member, tps)
+	}
+}
+
+// releaseMember releases member's acquired records on the given
+// share-partitions of group.
+func (c *shareCoordinator) releaseMember(group, member string, tps []shareTP) {
+	now := time.Now()
+	seen := make(map[shareTP]bool, len(tps))
+	for _, tp := range tps {
+		if seen[tp] {
+			continue
+		}
+		seen[tp] = true
+		c.mu.Lock()
+		sp := c.mu.parts[store.Key{Group: group, TopicID: tp.topicID, Partition: tp.partition}]
+		c.mu.Unlock()
+		if sp != nil {
+			sp.releaseMember(now, member)
+		}
+	}
+}
