@@ -33,7 +33,6 @@ package broker
 import (
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -46,24 +45,15 @@ func handleAlterConfigs(c *conn, req *kmsg.AlterConfigsRequest) kmsg.Response {
 	for i, rr := range req.Resources {
 		keys[i] = resourceKey{rr.ResourceType, rr.ResourceName}
 	}
-	dup := duplicateResources(keys)
-	for i := range req.Resources {
-		rr := &req.Resources[i]
+	resp.Resources = make([]kmsg.AlterConfigsResponseResource, len(req.Resources))
+	b.alterResources("alter configs", keys, func(i int) error {
+		return b.alterConfigsResource(&req.Resources[i], req.ValidateOnly)
+	}, func(i int, code int16, msg *string) {
 		sr := kmsg.NewAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if dup[keys[i]] {
-			err = refuse(errInvalidRequest, "Each resource must appear at most once.")
-		} else {
-			err = b.alterConfigsResource(rr, req.ValidateOnly)
-		}
-		sr.ErrorCode = errorCode(err)
-		sr.ErrorMessage = errorMessage(err)
-		if sr.ErrorCode == kerr.KafkaStorageError.Code {
-			b.lg.Error("alter configs failed", zapErr(err))
-		}
-		resp.Resources = append(resp.Resources, sr)
-	}
+		sr.ResourceType, sr.ResourceName = keys[i].typ, keys[i].name
+		sr.ErrorCode, sr.ErrorMessage = code, msg
+		resp.Resources[i] = sr
+	})
 	return resp
 }
 

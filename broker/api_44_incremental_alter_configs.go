@@ -28,7 +28,6 @@ package broker
 // Version notes: v1 is flexible.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -41,24 +40,15 @@ func handleIncrementalAlterConfigs(c *conn, req *kmsg.IncrementalAlterConfigsReq
 	for i, rr := range req.Resources {
 		keys[i] = resourceKey{rr.ResourceType, rr.ResourceName}
 	}
-	dup := duplicateResources(keys)
-	for i := range req.Resources {
-		rr := &req.Resources[i]
+	resp.Resources = make([]kmsg.IncrementalAlterConfigsResponseResource, len(req.Resources))
+	b.alterResources("incremental alter configs", keys, func(i int) error {
+		return b.incrementalAlterResource(&req.Resources[i], req.ValidateOnly)
+	}, func(i int, code int16, msg *string) {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if dup[keys[i]] {
-			err = refuse(errInvalidRequest, "Each resource must appear at most once.")
-		} else {
-			err = b.incrementalAlterResource(rr, req.ValidateOnly)
-		}
-		sr.ErrorCode = errorCode(err)
-		sr.ErrorMessage = errorMessage(err)
-		if sr.ErrorCode == kerr.KafkaStorageError.Code {
-			b.lg.Error("incremental alter configs failed", zapErr(err))
-		}
-		resp.Resources = append(resp.Resources, sr)
-	}
+		sr.ResourceType, sr.ResourceName = keys[i].typ, keys[i].name
+		sr.ErrorCode, sr.ErrorMessage = code, msg
+		resp.Resources[i] = sr
+	})
 	return resp
 }
 

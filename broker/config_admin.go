@@ -12,6 +12,7 @@ package broker
 import (
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
@@ -282,4 +283,24 @@ func duplicateResources(keys []resourceKey) map[resourceKey]bool {
 // serve configs for (yet): BROKER_LOGGER, CLIENT_METRICS, GROUP.
 func unsupportedResource(typ kmsg.ConfigResourceType) error {
 	return refuse(errInvalidRequest, "Unsupported resource type: %s", typ.String())
+}
+
+// alterResources runs alter for each resource of an AlterConfigs or
+// IncrementalAlterConfigs request, refusing every resource named more
+// than once, and reports each outcome through set.
+func (b *Broker) alterResources(api string, keys []resourceKey, alter func(i int) error, set func(i int, code int16, msg *string)) {
+	dup := duplicateResources(keys)
+	for i := range keys {
+		var err error
+		if dup[keys[i]] {
+			err = refuse(errInvalidRequest, "Each resource must appear at most once.")
+		} else {
+			err = alter(i)
+		}
+		code := errorCode(err)
+		if code == kerr.KafkaStorageError.Code {
+			b.lg.Error(api+" failed", zapErr(err))
+		}
+		set(i, code, errorMessage(err))
+	}
 }
