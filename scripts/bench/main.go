@@ -1,11 +1,14 @@
 // Command bench is Shoal's load generator. It runs the same franz-go
 // workload (produce throughput, consume throughput, end-to-end latency at a
-// fixed rate) against Shoal and against franz-go's kfake, both started
+// fixed rate, a consumer group of 4 members draining with commits, 4 share
+// consumers draining with accepts) against Shoal and against franz-go's
+// kfake, both started
 // in-process with fsync before ack, alternating the order each round, and
 // prints side-by-side markdown tables of each round and of the medians.
 //
 //	go run ./scripts/bench                       # shoal vs kfake, 3 rounds, 1M records
 //	go run ./scripts/bench --records 100000 --rounds 1
+//	go run ./scripts/bench --records 100000 --rounds 1 --phases produce,group,share
 //	go run ./scripts/bench --out docs/BENCHMARKS.md --json bench.json
 //	go run ./scripts/bench --seeds 127.0.0.1:9092 # an external broker
 //
@@ -18,8 +21,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +48,11 @@ type options struct {
 	fetchMaxPartBytes int32
 	e2eRate           int
 	e2eDuration       time.Duration
+	groupMembers      int
+	groupBalancer     string
+	groupCommit       string
+	shareMembers      int
+	shareMaxRecords   int32
 	phases            map[string]bool
 	dir               string
 	out               string
@@ -60,12 +70,17 @@ const (
 	phaseProduce = "produce"
 	phaseConsume = "consume"
 	phaseE2E     = "e2e"
+	phaseGroup   = "group"
+	phaseShare   = "share"
 
 	targetShoal    = "shoal"
 	targetKfake    = "kfake"
 	targetCeiling  = "ceiling"
 	targetExternal = "external"
 )
+
+// allPhases are the phases in the order a round runs them.
+var allPhases = []string{phaseProduce, phaseConsume, phaseE2E, phaseGroup, phaseShare}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -88,7 +103,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fetchPart := fs.Int("fetch-max-partition-bytes", 1<<20, "kgo FetchMaxPartitionBytes (Kafka's max.partition.fetch.bytes default)")
 	fs.IntVar(&o.e2eRate, "e2e-rate", 5000, "records/s produced during the end-to-end latency phase")
 	fs.DurationVar(&o.e2eDuration, "e2e-duration", 10*time.Second, "length of the end-to-end latency phase")
-	fs.StringVar(&phases, "phases", "produce,consume,e2e", "phases to run: produce, consume (needs produce), e2e")
+	fs.IntVar(&o.groupMembers, "group-members", 4, "group phase: members of the consumer group, each its own kgo client")
+	fs.StringVar(&o.groupBalancer, "group-balancer", "cooperative-sticky", "group phase: kgo balancer: cooperative-sticky (kgo's default), sticky, range, roundrobin")
+	fs.StringVar(&o.groupCommit, "group-commit", groupCommitPoll, "group phase: poll (CommitUncommittedOffsets after every poll, BlockRebalanceOnPoll) or auto (kgo autocommit every 5s, one commit at the end)")
+	fs.IntVar(&o.shareMembers, "share-members", 4, "share phase: share consumers (kgo.ShareGroup), each its own kgo client")
+	shareMax := fs.Int("share-max-records", 0, "share phase: kgo ShareMaxRecords per ShareFetch (0: kgo's default, 500)")
+	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: produce, consume (needs produce), e2e, group (needs produce), share (needs produce)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the per-round data dirs (default: the system temp dir); each is removed afterwards")
 	fs.StringVar(&o.out, "out", "", "write the report into this markdown file (e.g. docs/BENCHMARKS.md), replacing the generated section")
 	fs.StringVar(&o.jsonPath, "json", "", "write raw results as JSON to this file")
@@ -133,13 +153,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.phases = map[string]bool{}
 	for _, p := range splitList(phases) {
-		if p != phaseProduce && p != phaseConsume && p != phaseE2E {
-			return nil, fmt.Errorf("--phases: unknown phase %q", p)
+		if !slices.Contains(allPhases, p) {
+			return nil, fmt.Errorf("--phases: unknown phase %q (want %s)", p, strings.Join(allPhases, ", "))
 		}
 		o.phases[p] = true
 	}
-	if o.phases[phaseConsume] && !o.phases[phaseProduce] {
-		return nil, errors.New("--phases: consume reads what produce wrote; add produce")
+	for _, p := range []string{phaseConsume, phaseGroup, phaseShare} {
+		if o.phases[p] && !o.phases[phaseProduce] {
+			return nil, fmt.Errorf("--phases: %s reads what produce wrote; add produce", p)
+		}
+	}
+	if _, err := balancer(o.groupBalancer); err != nil {
+		return nil, fmt.Errorf("--group-balancer: %w", err)
 	}
 	switch {
 	case o.rounds < 1:
@@ -154,6 +179,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--producers must be at least 1")
 	case o.e2eRate < 1 || o.e2eDuration <= 0:
 		return nil, errors.New("--e2e-rate and --e2e-duration must be positive")
+	case o.groupMembers < 1 || o.shareMembers < 1:
+		return nil, errors.New("--group-members and --share-members must be at least 1")
+	case o.groupCommit != groupCommitPoll && o.groupCommit != groupCommitAuto:
+		return nil, errors.New("--group-commit must be poll or auto")
+	case *shareMax < 0 || *shareMax > math.MaxInt32:
+		return nil, errors.New("--share-max-records must be between 0 and 2^31-1")
 	case o.shoalFsync != "always" && o.shoalFsync != "interval":
 		return nil, errors.New("--shoal-fsync must be always or interval")
 	}
@@ -172,6 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.batchMaxBytes = int32(*batch)
 	o.fetchMaxBytes = int32(*fetchMax)
 	o.fetchMaxPartBytes = int32(*fetchPart)
+	o.shareMaxRecords = int32(*shareMax)
 	return o, nil
 }
 

@@ -52,17 +52,22 @@ type benchConfig struct {
 	FetchMaxPartBytes int32  `json:"fetch_max_partition_bytes"`
 	E2ERate           int    `json:"e2e_rate"`
 	E2EDuration       string `json:"e2e_duration"`
+	GroupMembers      int    `json:"group_members,omitempty"`
+	GroupBalancer     string `json:"group_balancer,omitempty"`
+	GroupCommit       string `json:"group_commit,omitempty"`
+	ShareMembers      int    `json:"share_members,omitempty"`
+	ShareMaxRecords   int32  `json:"share_max_records,omitempty"` // 0: kgo's default
 	Rounds            int    `json:"rounds"`
 	Phases            string `json:"phases"`
 	ShoalFsync        string `json:"shoal_fsync"`
 	KfakeFsync        string `json:"kfake_fsync"`
 	Seeds             string `json:"seeds,omitempty"`
-	Defaults          bool   `json:"issue_defaults"` // the settings issue #2's targets are stated for
+	Defaults          bool   `json:"issue_defaults"` // the settings issues #2, #3 and #4 state their targets for
 }
 
 func configOf(o *options) benchConfig {
 	var phases []string
-	for _, p := range []string{phaseProduce, phaseConsume, phaseE2E} {
+	for _, p := range allPhases {
 		if o.phases[p] {
 			phases = append(phases, p)
 		}
@@ -73,15 +78,26 @@ func configOf(o *options) benchConfig {
 		Acks: "all", Idempotent: true, Linger: o.linger.String(),
 		MaxBuffered: o.maxBuffered, BatchMaxBytes: o.batchMaxBytes, Compression: o.compression,
 		FetchMaxBytes: o.fetchMaxBytes, FetchMaxPartBytes: o.fetchMaxPartBytes,
-		E2ERate: o.e2eRate, E2EDuration: o.e2eDuration.String(), Rounds: o.rounds,
+		E2ERate: o.e2eRate, E2EDuration: o.e2eDuration.String(),
+		GroupMembers: o.groupMembers, GroupBalancer: o.groupBalancer, GroupCommit: groupCommitText(o.groupCommit),
+		ShareMembers: o.shareMembers, ShareMaxRecords: o.shareMaxRecords,
+		Rounds: o.rounds,
 		Phases: strings.Join(phases, ","), ShoalFsync: o.shoalFsync,
 		KfakeFsync: "SyncWrites (fsync segment+index per batch)",
 		Seeds:      strings.Join(o.seeds, ","),
 	}
 	c.Defaults = o.records >= 1_000_000 && o.valueSize == 1024 && o.partitions == 6 &&
 		o.producers == 4 && o.e2eRate == 5000 && o.e2eDuration >= 10*time.Second &&
-		o.shoalFsync == "always" && len(phases) == 3
+		o.shoalFsync == "always" && len(phases) == len(allPhases) &&
+		o.groupMembers == 4 && o.groupCommit == groupCommitPoll && o.shareMembers == 4 && o.shareMaxRecords == 0
 	return c
+}
+
+func groupCommitText(mode string) string {
+	if mode == groupCommitAuto {
+		return "kgo autocommit (every 5 s) plus one CommitUncommittedOffsets per member when drained"
+	}
+	return "CommitUncommittedOffsets after every poll (DisableAutoCommit, BlockRebalanceOnPoll)"
 }
 
 func collectMachine(o *options) machineInfo {
@@ -154,7 +170,9 @@ type metric struct {
 	higherBetter bool
 	get          func(*targetRun) (float64, bool)
 	format       func(float64) string
-	goal         float64 // absolute goal for Shoal from issue #2; 0 for none
+	goal         float64 // absolute goal for Shoal from the issue; 0 for none
+	issue        int     // the issue stating the goals; 0 for none
+	ratio        float64 // goal for shoal vs kfake (advantage); 0 for none
 }
 
 func throughput(ph func(*targetRun) *phaseResult, mb bool) func(*targetRun) (float64, bool) {
@@ -183,6 +201,21 @@ func latency(ph func(*targetRun) *phaseResult, q func(*latencySummary) float64) 
 func produceOf(r *targetRun) *phaseResult { return r.Produce }
 func consumeOf(r *targetRun) *phaseResult { return r.Consume }
 func e2eOf(r *targetRun) *phaseResult     { return r.E2E }
+func groupOf(r *targetRun) *phaseResult   { return r.Group }
+
+// startup is a phase's time from creating its clients to the first record.
+func startup(ph func(*targetRun) *phaseResult) func(*targetRun) (float64, bool) {
+	return func(r *targetRun) (float64, bool) {
+		p := ph(r)
+		if p == nil || p.StartupSeconds == 0 {
+			return 0, false
+		}
+		return p.StartupSeconds, true
+	}
+}
+
+func fmtSec(v float64) string           { return fmt.Sprintf("%.2f", v) }
+func shareOf(r *targetRun) *phaseResult { return r.Share }
 
 func fmtRate(v float64) string { return commas(int64(math.Round(v))) }
 func fmtMB(v float64) string   { return fmt.Sprintf("%.1f", v) }
@@ -212,21 +245,43 @@ func commas(n int64) string {
 
 func metrics(c benchConfig) []metric {
 	rate := commas(int64(c.E2ERate))
+	group := "Group of 4"
+	if c.GroupMembers > 0 && c.GroupMembers != 4 {
+		group = fmt.Sprintf("Group of %d", c.GroupMembers)
+	}
+	share := "4 share consumers"
+	if c.ShareMembers > 0 && c.ShareMembers != 4 {
+		share = fmt.Sprintf("%d share consumers", c.ShareMembers)
+	}
+	p50 := func(l *latencySummary) float64 { return l.P50Ms }
+	p99 := func(l *latencySummary) float64 { return l.P99Ms }
+	p999 := func(l *latencySummary) float64 { return l.P999Ms }
 	return []metric{
-		{"produce_records_per_sec", "Produce, records/s", true, throughput(produceOf, false), fmtRate, 1_000_000},
-		{"produce_mb_per_sec", "Produce, MB/s", true, throughput(produceOf, true), fmtMB, 0},
-		{"produce_ack_p50_ms", "Produce ack latency p50, ms", false, latency(produceOf, func(l *latencySummary) float64 { return l.P50Ms }), fmtMs, 0},
-		{"produce_ack_p99_ms", "Produce ack latency p99, ms", false, latency(produceOf, func(l *latencySummary) float64 { return l.P99Ms }), fmtMs, 0},
-		{"consume_records_per_sec", "Consume, records/s", true, throughput(consumeOf, false), fmtRate, 1_500_000},
-		{"consume_mb_per_sec", "Consume, MB/s", true, throughput(consumeOf, true), fmtMB, 0},
-		{"e2e_p50_ms", "End-to-end p50 at " + rate + " rec/s, ms", false, latency(e2eOf, func(l *latencySummary) float64 { return l.P50Ms }), fmtMs, 0},
-		{"e2e_p99_ms", "End-to-end p99 at " + rate + " rec/s, ms", false, latency(e2eOf, func(l *latencySummary) float64 { return l.P99Ms }), fmtMs, 5},
-		{"e2e_p999_ms", "End-to-end p99.9 at " + rate + " rec/s, ms", false, latency(e2eOf, func(l *latencySummary) float64 { return l.P999Ms }), fmtMs, 0},
+		{"produce_records_per_sec", "Produce, records/s", true, throughput(produceOf, false), fmtRate, 1_000_000, 2, issue2Ratio},
+		{"produce_mb_per_sec", "Produce, MB/s", true, throughput(produceOf, true), fmtMB, 0, 2, issue2Ratio},
+		{"produce_ack_p50_ms", "Produce ack latency p50, ms", false, latency(produceOf, p50), fmtMs, 0, 2, issue2Ratio},
+		{"produce_ack_p99_ms", "Produce ack latency p99, ms", false, latency(produceOf, p99), fmtMs, 0, 2, issue2Ratio},
+		{"consume_records_per_sec", "Consume, records/s", true, throughput(consumeOf, false), fmtRate, 1_500_000, 2, issue2Ratio},
+		{"consume_mb_per_sec", "Consume, MB/s", true, throughput(consumeOf, true), fmtMB, 0, 2, issue2Ratio},
+		{"e2e_p50_ms", "End-to-end p50 at " + rate + " rec/s, ms", false, latency(e2eOf, p50), fmtMs, 0, 2, issue2Ratio},
+		{"e2e_p99_ms", "End-to-end p99 at " + rate + " rec/s, ms", false, latency(e2eOf, p99), fmtMs, 5, 2, issue2Ratio},
+		{"e2e_p999_ms", "End-to-end p99.9 at " + rate + " rec/s, ms", false, latency(e2eOf, p999), fmtMs, 0, 2, issue2Ratio},
+		{"group_records_per_sec", group + " with commits, records/s", true, throughput(groupOf, false), fmtRate, 0, 3, issue3Ratio},
+		{"group_mb_per_sec", group + " with commits, MB/s", true, throughput(groupOf, true), fmtMB, 0, 3, issue3Ratio},
+		{"group_startup_sec", group + ": clients created → first record, s", false, startup(groupOf), fmtSec, 0, 0, 0},
+		{"share_records_per_sec", share + " accepting, records/s", true, throughput(shareOf, false), fmtRate, 300_000, 4, issue4Ratio},
+		{"share_mb_per_sec", share + " accepting, MB/s", true, throughput(shareOf, true), fmtMB, 0, 4, issue4Ratio},
+		{"share_startup_sec", share + ": clients created → first record, s", false, startup(shareOf), fmtSec, 0, 0, 0},
 	}
 }
 
-// goalRatio is issue #2's "at least 1.2x kfake on each row".
-const goalRatio = 1.2
+// The issues' "at least N× kfake in the same run": #2 on each of its rows,
+// #3 for the consumer group, #4 for the share consumers.
+const (
+	issue2Ratio = 1.2
+	issue3Ratio = 1.2
+	issue4Ratio = 1.5
+)
 
 // advantage is how many times better a is than b for m (>1: a is better).
 func advantage(m metric, a, b float64) (float64, bool) {
@@ -256,7 +311,7 @@ func (rep *report) table(values func(target string, m metric) (float64, bool), w
 		fmt.Fprintf(&b, " %s vs %s |", ts[0], ts[1])
 	}
 	if withGoals && hasShoal {
-		b.WriteString(" Issue #2 goal | Met |")
+		b.WriteString(" Issue goal | Met |")
 	}
 	b.WriteString("\n|---|")
 	for range ts {
@@ -270,11 +325,18 @@ func (rep *report) table(values func(target string, m metric) (float64, bool), w
 	}
 	b.WriteString("\n")
 	for _, m := range metrics(rep.Config) {
-		fmt.Fprintf(&b, "| %s |", m.name)
 		vals := make([]float64, len(ts))
 		oks := make([]bool, len(ts))
+		ran := false
 		for i, t := range ts {
 			vals[i], oks[i] = values(t, m)
+			ran = ran || oks[i]
+		}
+		if !ran { // a phase that did not run
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", m.name)
+		for i := range ts {
 			if oks[i] {
 				fmt.Fprintf(&b, " %s |", m.format(vals[i]))
 			} else {
@@ -292,7 +354,9 @@ func (rep *report) table(values func(target string, m metric) (float64, bool), w
 				b.WriteString(" — |")
 			}
 		}
-		if withGoals && hasShoal {
+		if withGoals && hasShoal && m.issue == 0 {
+			b.WriteString(" | |")
+		} else if withGoals && hasShoal {
 			var goal []string
 			met := oks[0]
 			if m.goal != 0 {
@@ -304,15 +368,15 @@ func (rep *report) table(values func(target string, m metric) (float64, bool), w
 					met = met && vals[0] <= m.goal
 				}
 			}
-			if pair && ts[1] == targetKfake {
-				goal = append(goal, fmt.Sprintf("≥ %.1f× kfake", goalRatio))
-				met = met && ratioOK && ratio >= goalRatio
+			if m.ratio != 0 && pair && ts[1] == targetKfake {
+				goal = append(goal, fmt.Sprintf("≥ %.1f× kfake", m.ratio))
+				met = met && ratioOK && ratio >= m.ratio
 			}
 			verdict := "no"
 			if met {
 				verdict = "yes"
 			}
-			fmt.Fprintf(&b, " %s | %s |", strings.Join(goal, " and "), verdict)
+			fmt.Fprintf(&b, " #%d: %s | %s |", m.issue, strings.Join(goal, " and "), verdict)
 		}
 		b.WriteString("\n")
 	}
@@ -378,18 +442,51 @@ func (rep *report) roundMarkdown(round int) string {
 				mib(md.Before.RSSBytes), mib(md.PeakRSSBytes), mib(md.After.RSSBytes), signedMiB(md.After.RSSBytes-md.Before.RSSBytes),
 				mib(md.Before.HeapInuseBytes), mib(md.After.HeapInuseBytes), signedMiB(md.After.HeapInuseBytes-md.Before.HeapInuseBytes))
 		}
-		for _, ph := range []struct {
-			name string
-			p    *phaseResult
-		}{{phaseProduce, r.Produce}, {phaseConsume, r.Consume}, {phaseE2E, r.E2E}} {
-			if ph.p != nil {
-				row(ph.name, ph.p.Mem)
-			}
+		for _, ph := range r.phaseList() {
+			row(ph.name, ph.p.Mem)
 		}
 		row("whole run (start → closed)", r.Mem)
 	}
+	b.WriteString(rep.duplicates(func(r *targetRun) bool { return r.Round == round }))
 	b.WriteString(rep.problems(func(r *targetRun) bool { return r.Round == round }))
 	return b.String()
+}
+
+// phasedResult is a phase that ran, with its name.
+type phasedResult struct {
+	name string
+	p    *phaseResult
+}
+
+// phaseList is the phases of r that ran, in run order.
+func (r *targetRun) phaseList() []phasedResult {
+	var out []phasedResult
+	for _, name := range allPhases {
+		if p := r.phase(name); p != nil {
+			out = append(out, phasedResult{name, p})
+		}
+	}
+	return out
+}
+
+// duplicates notes records that group or share consumers received more
+// than once (allowed: both are at-least-once; counted, not timed apart).
+func (rep *report) duplicates(keep func(*targetRun) bool) string {
+	var notes []string
+	for _, r := range rep.Runs {
+		if !keep(r) {
+			continue
+		}
+		for _, ph := range r.phaseList() {
+			if ph.p.Duplicates > 0 {
+				notes = append(notes, fmt.Sprintf("%s round %d %s: %s", r.Target, r.Round, ph.name, commas(ph.p.Duplicates)))
+			}
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "\nRecords delivered more than once (at-least-once redeliveries, not counted in the rates): " + strings.Join(notes, "; ") + ".\n"
 }
 
 // problems lists target errors and phase errors.
@@ -402,11 +499,8 @@ func (rep *report) problems(keep func(*targetRun) bool) string {
 		if r.Error != "" {
 			fmt.Fprintf(&b, "- %s round %d: %s\n", r.Target, r.Round, r.Error)
 		}
-		for _, ph := range []struct {
-			name string
-			p    *phaseResult
-		}{{phaseProduce, r.Produce}, {phaseConsume, r.Consume}, {phaseE2E, r.E2E}} {
-			if ph.p != nil && ph.p.Errors > 0 {
+		for _, ph := range r.phaseList() {
+			if ph.p.Errors > 0 {
 				fmt.Fprintf(&b, "- %s round %d %s: %d errors: %s\n", r.Target, r.Round, ph.name, ph.p.Errors, strings.Join(ph.p.ErrorSamples, "; "))
 			}
 		}
@@ -435,7 +529,7 @@ func (rep *report) computeMedians() {
 				rep.Medians[t][m.key] = median(xs)
 			}
 		}
-		for _, ph := range []string{phaseProduce, phaseConsume, phaseE2E} {
+		for _, ph := range allPhases {
 			var rss, heap, peak []float64
 			for _, r := range rep.Runs {
 				if p := r.phase(ph); r.Target == t && p != nil && p.Mem != nil {
@@ -461,6 +555,10 @@ func (r *targetRun) phase(name string) *phaseResult {
 		return r.Consume
 	case phaseE2E:
 		return r.E2E
+	case phaseGroup:
+		return r.Group
+	case phaseShare:
+		return r.Share
 	}
 	return nil
 }
@@ -475,12 +573,13 @@ func (rep *report) summaryMarkdown() string {
 	}, true))
 	b.WriteString("\nMedian process memory per phase (MiB, process-wide; see the per-round tables):\n\n| Target | Phase | RSS peak | ΔRSS | ΔHeapInuse |\n|---|---|--:|--:|--:|\n")
 	for _, t := range rep.Targets {
-		for _, ph := range []string{phaseProduce, phaseConsume, phaseE2E} {
+		for _, ph := range allPhases {
 			if v, ok := rep.Medians[t][ph+"_rss_delta_bytes"]; ok {
 				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t, ph, mib(int64(rep.Medians[t][ph+"_peak_rss_bytes"])), signedMiB(int64(v)), signedMiB(int64(rep.Medians[t][ph+"_heap_inuse_delta_bytes"])))
 			}
 		}
 	}
+	b.WriteString(rep.duplicates(func(*targetRun) bool { return true }))
 	b.WriteString(rep.problems(func(*targetRun) bool { return true }))
 	return b.String()
 }
@@ -520,7 +619,7 @@ func (rep *report) generatedMarkdown() string {
 	m, c := rep.Machine, rep.Config
 	fmt.Fprintf(&b, "## Results (%s)\n\n", m.Date)
 	if !c.Defaults || c.Rounds < 3 {
-		b.WriteString("> **Not a full run**: these settings differ from the issue's benchmark (1,000,000 records of 1 KiB, 6 partitions, 4 producers, 5,000 rec/s end-to-end for 10 s, all phases, Shoal fsync always, 3 rounds); treat the numbers as a smoke test.\n\n")
+		b.WriteString("> **Not a full run**: these settings differ from the issues' benchmark (1,000,000 records of 1 KiB, 6 partitions, 4 producers, 5,000 rec/s end-to-end for 10 s, a group of 4, 4 share consumers, all phases, Shoal fsync always, 3 rounds); treat the numbers as a smoke test.\n\n")
 	}
 	b.WriteString("| Machine | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| CPUs (nproc / GOMAXPROCS) | %d / %d |\n", m.NumCPU, m.GOMAXPROCS)
@@ -544,6 +643,18 @@ func (rep *report) generatedMarkdown() string {
 	fmt.Fprintf(&b, "\nLoad: %s records of %s values (no key), %d partitions (replication factor %d), %d producer goroutines on one kgo client, acks=all, idempotent, linger %s, MaxBufferedRecords %s, batch max %s, compression %s; consumer FetchMaxBytes %s (%s per partition); end-to-end %s rec/s for %s. Shoal fsync: %s; kfake: %s. Rounds: %d, order alternating.",
 		commas(c.Records), byteSize(int64(c.ValueSize)), c.Partitions, c.ReplicationFactor, c.Producers, c.Linger, commas(int64(c.MaxBuffered)), byteSize(int64(c.BatchMaxBytes)), c.Compression,
 		byteSize(int64(c.FetchMaxBytes)), byteSize(int64(c.FetchMaxPartBytes)), commas(int64(c.E2ERate)), c.E2EDuration, c.ShoalFsync, c.KfakeFsync, c.Rounds)
+	if c.GroupMembers > 0 && strings.Contains(c.Phases, phaseGroup) {
+		fmt.Fprintf(&b, " Group: %d members (one kgo client each, classic protocol, %s balancer) drain the produce phase's topic with a fresh group id; commits: %s.",
+			c.GroupMembers, c.GroupBalancer, c.GroupCommit)
+	}
+	if c.ShareMembers > 0 && strings.Contains(c.Phases, phaseShare) {
+		maxRecords := "kgo's default ShareMaxRecords (500)"
+		if c.ShareMaxRecords > 0 {
+			maxRecords = "ShareMaxRecords " + commas(int64(c.ShareMaxRecords))
+		}
+		fmt.Fprintf(&b, " Share: %d kgo.ShareGroup consumers (one client each, %s) drain the same topic with a fresh share group (share.auto.offset.reset=earliest), accepting every record.",
+			c.ShareMembers, maxRecords)
+	}
 	if c.Seeds != "" {
 		fmt.Fprintf(&b, " External broker: %s.", c.Seeds)
 	}

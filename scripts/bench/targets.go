@@ -190,10 +190,34 @@ func runTarget(ctx context.Context, o *options, name string, round int, stderr i
 	if o.phases[phaseE2E] && name != targetCeiling { // nothing stored, nothing to see end to end
 		res.E2E = w.measure(ctx, phaseE2E, func(ctx context.Context, p *phaseResult) { w.endToEnd(ctx, e2eTopic, p) })
 	}
+	// The group and share phases drain the produce phase's topic, each
+	// with a fresh group. The ceiling target stores nothing and serves only
+	// Fetch synthetically, so there is nothing for them to drain.
+	drain := res.Produce != nil && res.Produce.Records > 0 && name != targetCeiling
+	if o.phases[phaseGroup] && drain {
+		w.produced = res.Produce.Records
+		res.Group = w.measure(ctx, phaseGroup, func(ctx context.Context, p *phaseResult) { w.group(ctx, topic, topic+"-group", p) })
+	}
+	if o.phases[phaseShare] && drain {
+		w.produced = res.Produce.Records
+		res.Share = w.measure(ctx, phaseShare, func(ctx context.Context, p *phaseResult) { w.share(ctx, topic, topic+"-share", p) })
+	}
 	if name == targetExternal { // in-process targets take their topics with their data dir
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if _, err := adm.DeleteTopics(dctx, topic, e2eTopic); err != nil {
 			fmt.Fprintf(stderr, "delete topics: %v\n", err)
+		}
+		var groups []string
+		if res.Group != nil {
+			groups = append(groups, topic+"-group")
+		}
+		if res.Share != nil {
+			groups = append(groups, topic+"-share")
+		}
+		if len(groups) > 0 {
+			if _, err := adm.DeleteGroups(dctx, groups...); err != nil {
+				fmt.Fprintf(stderr, "delete groups: %v\n", err)
+			}
 		}
 		cancel()
 	}
@@ -203,8 +227,8 @@ func runTarget(ctx context.Context, o *options, name string, round int, stderr i
 	res.Mem = &memDelta{Before: memStart, After: memEnd, PeakRSSBytes: -1}
 	if peakOK { // phases reset VmHWM: take the largest of their peaks too
 		res.Mem.PeakRSSBytes = procStatus("VmHWM:")
-		for _, p := range []*phaseResult{res.Produce, res.Consume, res.E2E} {
-			if p != nil && p.Mem != nil && p.Mem.PeakRSSBytes > res.Mem.PeakRSSBytes {
+		for _, ph := range res.phaseList() {
+			if p := ph.p; p.Mem != nil && p.Mem.PeakRSSBytes > res.Mem.PeakRSSBytes {
 				res.Mem.PeakRSSBytes = p.Mem.PeakRSSBytes
 			}
 		}

@@ -26,6 +26,8 @@ type targetRun struct {
 	Produce      *phaseResult `json:"produce,omitempty"`
 	Consume      *phaseResult `json:"consume,omitempty"`
 	E2E          *phaseResult `json:"e2e,omitempty"`
+	Group        *phaseResult `json:"group,omitempty"`
+	Share        *phaseResult `json:"share,omitempty"`
 	Mem          *memDelta    `json:"process_mem,omitempty"` // before start, after close
 	CloseSeconds float64      `json:"close_seconds"`
 	Error        string       `json:"error,omitempty"`
@@ -39,9 +41,16 @@ type phaseResult struct {
 	RecordsPerSec float64         `json:"records_per_sec"`
 	MBPerSec      float64         `json:"mb_per_sec"` // MB = 2^20 bytes, as Kafka's perf tools
 	Latency       *latencySummary `json:"latency,omitempty"`
-	Errors        int64           `json:"errors"`
-	ErrorSamples  []string        `json:"error_samples,omitempty"`
-	Mem           *memDelta       `json:"mem"`
+	// Duplicates counts records delivered again after their first
+	// delivery (group and share phases: at-least-once redeliveries).
+	Duplicates int64 `json:"duplicates,omitempty"`
+	// StartupSeconds is, for the group and share phases, the time from
+	// creating the clients to the first record delivered; Seconds starts
+	// there.
+	StartupSeconds float64   `json:"startup_seconds,omitempty"`
+	Errors         int64     `json:"errors"`
+	ErrorSamples   []string  `json:"error_samples,omitempty"`
+	Mem            *memDelta `json:"mem"`
 
 	errs *errSampler
 	prog *progress
@@ -98,6 +107,12 @@ func (w *workload) measure(ctx context.Context, phase string, fn func(context.Co
 	}
 	p.Mem.After = sampleMem()
 	fmt.Fprintf(w.stderr, "%s %s: done: %d records in %.2fs = %.0f rec/s, %.1f MB/s", w.label, phase, p.Records, p.Seconds, p.RecordsPerSec, p.MBPerSec)
+	if p.StartupSeconds > 0 {
+		fmt.Fprintf(w.stderr, " after %.2fs to the first record", p.StartupSeconds)
+	}
+	if p.Duplicates > 0 {
+		fmt.Fprintf(w.stderr, ", %d delivered more than once", p.Duplicates)
+	}
 	if p.Latency != nil {
 		fmt.Fprintf(w.stderr, ", p50 %.2fms p99 %.2fms p999 %.2fms", p.Latency.P50Ms, p.Latency.P99Ms, p.Latency.P999Ms)
 	}
