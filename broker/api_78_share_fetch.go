@@ -107,7 +107,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		}
 		g.mu.Unlock()
 		var code int16
-		if sess, code = sc.sessions.open(key, c, int(b.shareBrokerInt("group.share.max.share.sessions"))); code != 0 {
+		if sess, code = sc.sessions.open(key, c, int(b.groupBrokerInt("group.share.max.share.sessions"))); code != 0 {
 			return fail(code, "")
 		}
 	default:

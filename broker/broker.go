@@ -113,10 +113,12 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.all())), zap.Duration("took", time.Since(began)))
 	b.groups = newGroupCoordinator(b)
-	if err := b.groups.load(); err != nil {
+	// The share coordinator holds the group configs, which the loaded
+	// KIP-848 groups read (consumerSettings): it comes first.
+	if b.shares, err = newShareCoordinator(b); err != nil {
 		return fail(err)
 	}
-	if b.shares, err = newShareCoordinator(b); err != nil {
+	if err := b.groups.load(); err != nil {
 		return fail(err)
 	}
 	b.syncer = newSyncer(b)

@@ -244,18 +244,19 @@ func durationMs(d time.Duration) string { return strconv.FormatInt(d.Millisecond
 
 // groupBrokerConfigDefs are the consumer-group coordinator's broker
 // configs (groups.go, groups_consumer.go read them through
-// Broker.brokerConfig), with Kafka's names, defaults and ranges. They are
+// Broker.brokerConfig or Broker.groupBrokerInt), with Kafka's names,
+// defaults and ranges; group.consumer.{min,max}.* bound the group configs
+// consumer.* (share_configs.go). They are
 // dynamic here: Kafka reads most of them at startup only, but nothing in
 // Shoal depends on them being fixed.
-var groupBrokerConfigDefs = []struct {
-	name   string
-	def    int64
-	lo, hi int64
-	doc    string
-}{
-	{"group.consumer.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Heartbeat interval given to KIP-848 consumer group members."},
+var groupBrokerConfigDefs = []groupBrokerConfigDef{
+	{"group.consumer.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Heartbeat interval given to KIP-848 consumer group members: default of the group config consumer.heartbeat.interval.ms."},
+	{"group.consumer.max.heartbeat.interval.ms", 15000, 1, math.MaxInt32, "Upper bound of consumer.heartbeat.interval.ms."},
+	{"group.consumer.max.session.timeout.ms", 60000, 1, math.MaxInt32, "Upper bound of consumer.session.timeout.ms."},
 	{"group.consumer.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per KIP-848 consumer group; one more gets GROUP_MAX_SIZE_REACHED."},
-	{"group.consumer.session.timeout.ms", 45000, 1, math.MaxInt32, "A KIP-848 member that does not heartbeat for this long is fenced."},
+	{"group.consumer.min.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Lower bound of consumer.heartbeat.interval.ms."},
+	{"group.consumer.min.session.timeout.ms", 45000, 1, math.MaxInt32, "Lower bound of consumer.session.timeout.ms."},
+	{"group.consumer.session.timeout.ms", 45000, 1, math.MaxInt32, "A KIP-848 member that does not heartbeat for this long is fenced: default of the group config consumer.session.timeout.ms."},
 	{"group.initial.rebalance.delay.ms", 3000, 0, math.MaxInt32, "How long the first rebalance of an empty classic group waits for more members."},
 	{"group.max.session.timeout.ms", 1800000, 1, math.MaxInt32, "Largest session timeout a classic group member may ask for."},
 	{"group.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per classic group; one more gets GROUP_MAX_SIZE_REACHED."},

@@ -265,27 +265,23 @@ func (cg *consumerGroup) subscribedTopics() map[string]bool {
 	return out
 }
 
-// consumerSettings are the KIP-848 group configs (Kafka's names and
-// defaults), overridable as dynamic broker configs like groupSettings.
+// consumerSettings are the KIP-848 configs of one group (Kafka's names
+// and defaults): the group configs consumer.* (share_configs.go), whose
+// defaults are the dynamic broker configs group.consumer.*.
 type consumerSettings struct {
-	sessionTimeout    time.Duration // group.consumer.session.timeout.ms
-	heartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms
+	sessionTimeout    time.Duration // consumer.session.timeout.ms
+	heartbeatInterval time.Duration // consumer.heartbeat.interval.ms
 	maxSize           int           // group.consumer.max.size
 }
 
-func (c *groupCoordinator) consumerSettings() consumerSettings {
-	get := func(name string, def int64) int64 {
-		if v, ok := c.b.brokerConfig(name); ok {
-			if n, err := parseNonNegative(v); err == nil {
-				return n
-			}
-		}
-		return def
+func (c *groupCoordinator) consumerSettings(group string) consumerSettings {
+	ms := func(name string) time.Duration {
+		return time.Duration(c.b.groupConfigInt(group, name)) * time.Millisecond
 	}
 	return consumerSettings{
-		sessionTimeout:    time.Duration(get("group.consumer.session.timeout.ms", 45000)) * time.Millisecond,
-		heartbeatInterval: time.Duration(get("group.consumer.heartbeat.interval.ms", 5000)) * time.Millisecond,
-		maxSize:           int(get("group.consumer.max.size", 2147483647)),
+		sessionTimeout:    ms("consumer.session.timeout.ms"),
+		heartbeatInterval: ms("consumer.heartbeat.interval.ms"),
+		maxSize:           int(c.b.groupBrokerInt("group.consumer.max.size")),
 	}
 }
 
@@ -374,7 +370,7 @@ func (c *groupCoordinator) consumerHeartbeat(cn *conn, req *kmsg.ConsumerGroupHe
 		return
 	}
 	now := time.Now()
-	st := c.consumerSettings()
+	st := c.consumerSettings(req.Group)
 	g := c.lockGroup(req.Group, req.MemberEpoch == 0)
 	if g == nil {
 		heartbeatError(resp, kerr.GroupIDNotFound.Code, "Consumer group "+req.Group+" not found.")
@@ -921,7 +917,7 @@ func (g *group) nextAssignmentLocked(m *consumerMember, epoch int32, owned partS
 // consumerDeadlinesLocked feeds nextDeadlineLocked: sessions and
 // revocation timeouts.
 func (g *group) consumerDeadlinesLocked(at func(time.Time)) {
-	st := g.c.consumerSettings()
+	st := g.c.consumerSettings(g.name)
 	for _, m := range g.mu.cg.members {
 		at(m.lastHeartbeat.Add(st.sessionTimeout))
 		if m.state == memberUnrevoked {
@@ -934,7 +930,7 @@ func (g *group) consumerDeadlinesLocked(at func(time.Time)) {
 // revoke in time.
 func (g *group) consumerTickLocked(now time.Time) {
 	cg := g.mu.cg
-	st := g.c.consumerSettings()
+	st := g.c.consumerSettings(g.name)
 	fenced := false
 	for _, m := range cg.members {
 		switch {
@@ -1086,11 +1082,3 @@ func newUUID() string {
 }
 
 func itoa32(n int32) string { return strconv.FormatInt(int64(n), 10) }
-
-func parseNonNegative(v string) (int64, error) {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err == nil && n < 0 {
-		err = strconv.ErrRange
-	}
-	return n, err
-}

@@ -17,6 +17,16 @@ package broker
 //     answer, and applied to loaded share-partitions at their next
 //     operation.
 //
+// The GROUP resource also holds Kafka's KIP-848 consumer-group configs,
+// consumer.session.timeout.ms and consumer.heartbeat.interval.ms, in the
+// same way: their defaults and bounds are the broker configs
+// group.consumer.* (groupBrokerConfigDefs in broker_configs.go), and the
+// KIP-848 coordinator reads them per group at each use
+// (groupCoordinator.consumerSettings). Unlike Kafka, which refuses at
+// startup a group.consumer.{session.timeout,heartbeat.interval}.ms outside
+// its min/max, Shoal applies such a broker default as it is (tests
+// shorten it), and describes it so.
+//
 // Shoal departs from Kafka in one default: the in-flight window per
 // share-partition (share.partition.max.record.locks) defaults to 120,000
 // records and may be raised to 1,000,000 (Kafka: 2,000 / 4,000), because
@@ -43,8 +53,9 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
-// shareBrokerConfigDef is one broker-level share-group config.
-type shareBrokerConfigDef struct {
+// groupBrokerConfigDef is one broker-level integer config of the group
+// coordinators (share groups here, consumer groups in broker_configs.go).
+type groupBrokerConfigDef struct {
 	name   string
 	def    int64
 	lo, hi int64 // valid range of the value itself
@@ -54,7 +65,7 @@ type shareBrokerConfigDef struct {
 // shareBrokerConfigDefs are the broker-level share-group configs with
 // Kafka's names, defaults and ranges (4.3 ShareGroupConfig,
 // GroupCoordinatorConfig), except the in-flight window (see above).
-var shareBrokerConfigDefs = []shareBrokerConfigDef{
+var shareBrokerConfigDefs = []groupBrokerConfigDef{
 	{"group.share.delivery.count.limit", 5, 2, 25, "Default share.delivery.count.limit: deliveries of a record before it is archived."},
 	{"group.share.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Default share.heartbeat.interval.ms."},
 	{"group.share.max.delivery.count.limit", 10, 5, 25, "Upper bound of share.delivery.count.limit."},
@@ -74,10 +85,25 @@ var shareBrokerConfigDefs = []shareBrokerConfigDef{
 	{"group.share.session.timeout.ms", 45000, 1, math.MaxInt32, "Default share.session.timeout.ms."},
 }
 
-var shareBrokerConfigByName = func() map[string]*shareBrokerConfigDef {
-	m := make(map[string]*shareBrokerConfigDef, len(shareBrokerConfigDefs))
+var shareBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
+	m := make(map[string]*groupBrokerConfigDef, len(shareBrokerConfigDefs))
 	for i := range shareBrokerConfigDefs {
 		m[shareBrokerConfigDefs[i].name] = &shareBrokerConfigDefs[i]
+	}
+	return m
+}()
+
+// groupBrokerConfigByName indexes both tables of broker-level group
+// configs, for groupBrokerInt; a name is in one table only.
+var groupBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
+	m := make(map[string]*groupBrokerConfigDef, len(shareBrokerConfigDefs)+len(groupBrokerConfigDefs))
+	for _, defs := range [][]groupBrokerConfigDef{shareBrokerConfigDefs, groupBrokerConfigDefs} {
+		for i := range defs {
+			if m[defs[i].name] != nil {
+				panic("broker: group broker config " + defs[i].name + " defined twice") // programming error
+			}
+			m[defs[i].name] = &defs[i]
+		}
 	}
 	return m
 }()
@@ -100,12 +126,12 @@ func validateShareBrokerConfig(name, value string) (ok bool, err error) {
 	return true, nil
 }
 
-// shareBrokerInt returns a broker-level share-group config: the dynamic
-// override if it is valid, else the default.
-func (b *Broker) shareBrokerInt(name string) int64 {
-	d := shareBrokerConfigByName[name]
+// groupBrokerInt returns a broker-level group config (share or consumer
+// group): the dynamic override if it is valid, else the default.
+func (b *Broker) groupBrokerInt(name string) int64 {
+	d := groupBrokerConfigByName[name]
 	if d == nil {
-		panic("broker: unknown share broker config " + name) // programming error
+		panic("broker: unknown group broker config " + name) // programming error
 	}
 	if v, ok := b.brokerConfig(name); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.lo && n <= d.hi {
@@ -115,8 +141,8 @@ func (b *Broker) shareBrokerInt(name string) int64 {
 	return d.def
 }
 
-// shareGroupConfigDef is one group-level share config.
-type shareGroupConfigDef struct {
+// groupConfigDef is one group-level config (share.* or consumer.*).
+type groupConfigDef struct {
 	name string
 	typ  kmsg.ConfigType
 	// brokerName is the broker config giving the default ("" = def).
@@ -128,9 +154,18 @@ type shareGroupConfigDef struct {
 	doc              string
 	// check validates a non-int value.
 	check func(v string) error
+	// unclamped: the broker default applies as it is even outside the
+	// bounds (see the top of the file).
+	unclamped bool
 }
 
-var shareGroupConfigDefs = []shareGroupConfigDef{
+var groupConfigDefs = []groupConfigDef{
+	{name: "consumer.heartbeat.interval.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.consumer.heartbeat.interval.ms",
+		minName: "group.consumer.min.heartbeat.interval.ms", maxName: "group.consumer.max.heartbeat.interval.ms", floor: 1, unclamped: true,
+		doc: "The heartbeat interval given to KIP-848 consumer group members."},
+	{name: "consumer.session.timeout.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.consumer.session.timeout.ms",
+		minName: "group.consumer.min.session.timeout.ms", maxName: "group.consumer.max.session.timeout.ms", floor: 1, unclamped: true,
+		doc: "A KIP-848 consumer group member not heartbeating for this long is fenced."},
 	{name: "share.acquire.mode", typ: kmsg.ConfigTypeString, def: "batch_optimized",
 		doc:   "batch_optimized (whole log batches, may exceed MaxRecords) or record_limit (at most MaxRecords per fetch, KIP-1206); record_limit applies even to requests asking batch_optimized.",
 		check: oneOf("batch_optimized", "record_limit")},
@@ -160,41 +195,44 @@ var shareGroupConfigDefs = []shareGroupConfigDef{
 		doc: "A member not heartbeating for this long is removed from the group."},
 }
 
-var shareGroupConfigByName = func() map[string]*shareGroupConfigDef {
-	m := make(map[string]*shareGroupConfigDef, len(shareGroupConfigDefs))
-	for i := range shareGroupConfigDefs {
-		m[shareGroupConfigDefs[i].name] = &shareGroupConfigDefs[i]
+var groupConfigByName = func() map[string]*groupConfigDef {
+	m := make(map[string]*groupConfigDef, len(groupConfigDefs))
+	for i := range groupConfigDefs {
+		m[groupConfigDefs[i].name] = &groupConfigDefs[i]
 	}
 	return m
 }()
 
 // bounds returns the broker bounds of an int group config.
-func (b *Broker) shareBounds(d *shareGroupConfigDef) (lo, hi int64) {
+func (b *Broker) groupConfigBounds(d *groupConfigDef) (lo, hi int64) {
 	lo, hi = d.floor, math.MaxInt32
 	if d.minName != "" {
-		lo = max(lo, b.shareBrokerInt(d.minName))
+		lo = max(lo, b.groupBrokerInt(d.minName))
 	}
 	if d.maxName != "" {
-		hi = b.shareBrokerInt(d.maxName)
+		hi = b.groupBrokerInt(d.maxName)
 	}
 	return lo, hi
 }
 
-// shareGroupDefault is the default of a group config: its broker config
+// groupConfigDefault is the default of a group config: its broker config
 // (clamped into the bounds) or the static default.
-func (b *Broker) shareGroupDefault(d *shareGroupConfigDef) string {
+func (b *Broker) groupConfigDefault(d *groupConfigDef) string {
 	if d.brokerName == "" {
 		return d.def
 	}
-	lo, hi := b.shareBounds(d)
-	n := min(max(b.shareBrokerInt(d.brokerName), lo), hi)
+	n := b.groupBrokerInt(d.brokerName)
+	if !d.unclamped {
+		lo, hi := b.groupConfigBounds(d)
+		n = min(max(n, lo), hi)
+	}
 	return strconv.FormatInt(n, 10)
 }
 
-// checkShareGroupConfig validates one group config value against the
+// checkGroupConfig validates one group config value against the
 // current broker bounds.
-func (b *Broker) checkShareGroupConfig(name, value string) error {
-	d := shareGroupConfigByName[name]
+func (b *Broker) checkGroupConfig(name, value string) error {
+	d := groupConfigByName[name]
 	if d == nil {
 		return refuse(errInvalidConfig, "Unknown group config name: %s", name)
 	}
@@ -208,7 +246,7 @@ func (b *Broker) checkShareGroupConfig(name, value string) error {
 	if err != nil {
 		return refuse(errInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.typ.String())
 	}
-	lo, hi := b.shareBounds(d)
+	lo, hi := b.groupConfigBounds(d)
 	if n < lo || n > hi {
 		return refuse(errInvalidConfig, "Invalid value %d for configuration %s: must be in the range [%d, %d]", n, name, lo, hi)
 	}
@@ -337,28 +375,38 @@ func loadShareGroupConfigs(db *badger.DB) (map[string]map[string]string, error) 
 	return out, err
 }
 
-// shareSettings resolves the effective configs of group: the override,
-// else the default. An int override outside the current broker bounds
-// (they were changed after it was set) is clamped into them.
+// groupConfigValue is the effective value of a group config given the
+// group's overrides: the override, else the default. An int override
+// outside the current broker bounds (they were changed after it was set)
+// is clamped into them.
+func (b *Broker) groupConfigValue(over map[string]string, name string) string {
+	d := groupConfigByName[name]
+	v, ok := over[name]
+	switch {
+	case !ok:
+	case d.check != nil:
+		if d.check(v) == nil {
+			return v
+		}
+	default:
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			lo, hi := b.groupConfigBounds(d)
+			return strconv.FormatInt(min(max(n, lo), hi), 10)
+		}
+	}
+	return b.groupConfigDefault(d)
+}
+
+// groupConfigInt is the effective value of an int config of group.
+func (b *Broker) groupConfigInt(group, name string) int64 {
+	n, _ := strconv.ParseInt(b.groupConfigValue(b.shares.configs.overrides(group), name), 10, 64)
+	return n
+}
+
+// shareSettings resolves the effective share configs of group.
 func (b *Broker) shareSettings(group string) shareGroupSettings {
 	over := b.shares.configs.overrides(group)
-	get := func(name string) string {
-		d := shareGroupConfigByName[name]
-		v, ok := over[name]
-		switch {
-		case !ok:
-		case d.check != nil:
-			if d.check(v) == nil {
-				return v
-			}
-		default:
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				lo, hi := b.shareBounds(d)
-				return strconv.FormatInt(min(max(n, lo), hi), 10)
-			}
-		}
-		return b.shareGroupDefault(d)
-	}
+	get := func(name string) string { return b.groupConfigValue(over, name) }
 	num := func(name string) int64 { n, _ := strconv.ParseInt(get(name), 10, 64); return n }
 	return shareGroupSettings{
 		sessionTimeout:    time.Duration(num("share.session.timeout.ms")) * time.Millisecond,
@@ -381,7 +429,7 @@ func checkGroupResource(group string) error {
 	return nil
 }
 
-// groupConfigEntries describes every share-group config of group
+// groupConfigEntries describes every group config of group
 // (DescribeConfigs, resource type GROUP): the override (GROUP_CONFIG),
 // else the dynamic broker default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
 // the default. The group need not exist, as in Kafka.
@@ -390,16 +438,16 @@ func (b *Broker) groupConfigEntries(group string) ([]configEntry, error) {
 		return nil, err
 	}
 	over := b.shares.configs.overrides(group)
-	out := make([]configEntry, 0, len(shareGroupConfigDefs))
-	for i := range shareGroupConfigDefs {
-		d := &shareGroupConfigDefs[i]
+	out := make([]configEntry, 0, len(groupConfigDefs))
+	for i := range groupConfigDefs {
+		d := &groupConfigDefs[i]
 		e := configEntry{name: d.name, typ: d.typ, doc: d.doc, source: kmsg.ConfigSourceDefaultConfig}
 		if v, ok := over[d.name]; ok {
 			v := v
 			e.value, e.source = &v, kmsg.ConfigSourceGroupConfig
 			e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceGroupConfig})
 		}
-		def := b.shareGroupDefault(d)
+		def := b.groupConfigDefault(d)
 		defName, defSource := d.name, kmsg.ConfigSourceDefaultConfig
 		if d.brokerName != "" {
 			defName = d.brokerName
@@ -418,7 +466,7 @@ func (b *Broker) groupConfigEntries(group string) ([]configEntry, error) {
 
 // incrementalAlterGroupConfigs applies IncrementalAlterConfigs operations
 // to a GROUP resource, all or nothing: SET and DELETE; APPEND and
-// SUBTRACT are INVALID_CONFIG (no share config is a list); an unknown
+// SUBTRACT are INVALID_CONFIG (no group config is a list); an unknown
 // name or a value outside the broker bounds is INVALID_CONFIG.
 func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if err := checkGroupResource(group); err != nil {
@@ -426,20 +474,20 @@ func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.Increment
 	}
 	co := configOps{
 		lookup: func(name string) (kmsg.ConfigType, string, bool) {
-			d := shareGroupConfigByName[name]
+			d := groupConfigByName[name]
 			if d == nil {
 				return 0, "", false
 			}
-			return d.typ, b.shareGroupDefault(d), true
+			return d.typ, b.groupConfigDefault(d), true
 		},
 		check: func(name string, value *string) error {
 			if value == nil {
-				if shareGroupConfigByName[name] == nil {
+				if groupConfigByName[name] == nil {
 					return refuse(errInvalidConfig, "Unknown group config name: %s", name)
 				}
 				return nil
 			}
-			return b.checkShareGroupConfig(name, *value)
+			return b.checkGroupConfig(name, *value)
 		},
 		bad: errInvalidConfig,
 	}
@@ -460,7 +508,7 @@ func (b *Broker) alterGroupConfigs(group string, configs []kmsg.AlterConfigsRequ
 		if c.Value == nil {
 			return refuse(errInvalidRequest, "Null value not supported for : %s", c.Name)
 		}
-		if err := b.checkShareGroupConfig(c.Name, *c.Value); err != nil {
+		if err := b.checkGroupConfig(c.Name, *c.Value); err != nil {
 			return err
 		}
 		next[c.Name] = *c.Value
@@ -486,15 +534,18 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 	}
 	// Kafka's GroupConfig rule: the heartbeat interval must be below the
 	// session timeout.
-	hbv, sv := next["share.heartbeat.interval.ms"], next["share.session.timeout.ms"]
-	if hbv == "" {
-		hbv = b.shareGroupDefault(shareGroupConfigByName["share.heartbeat.interval.ms"])
-	}
-	if sv == "" {
-		sv = b.shareGroupDefault(shareGroupConfigByName["share.session.timeout.ms"])
-	}
-	if hb, s := parseInt(hbv, 0), parseInt(sv, 0); hb >= s {
-		return refuse(errInvalidConfig, "share.heartbeat.interval.ms must be less than share.session.timeout.ms")
+	for _, prefix := range []string{"consumer.", "share."} {
+		hbName, sName := prefix+"heartbeat.interval.ms", prefix+"session.timeout.ms"
+		hbv, sv := next[hbName], next[sName]
+		if hbv == "" {
+			hbv = b.groupConfigDefault(groupConfigByName[hbName])
+		}
+		if sv == "" {
+			sv = b.groupConfigDefault(groupConfigByName[sName])
+		}
+		if hb, s := parseInt(hbv, 0), parseInt(sv, 0); hb >= s {
+			return refuse(errInvalidConfig, "%s must be less than %s", hbName, sName)
+		}
 	}
 	if validateOnly {
 		return nil

@@ -402,7 +402,7 @@ func (c *shareCoordinator) heartbeat(cn *conn, req *kmsg.ShareGroupHeartbeatRequ
 	changed := false
 	if req.MemberEpoch == 0 {
 		if m == nil {
-			if len(g.mu.members) >= int(c.b.shareBrokerInt("group.share.max.size")) {
+			if len(g.mu.members) >= int(c.b.groupBrokerInt("group.share.max.size")) {
 				fail(kerr.GroupMaxSizeReached.Code, "The share group has reached its maximum size.")
 				return
 			}

@@ -461,6 +461,8 @@ func TestShareGroupConfigs(t *testing.T) {
 		vals[e.name] = *e.value
 	}
 	require.Equal(t, map[string]string{
+		"consumer.heartbeat.interval.ms":   "5000",
+		"consumer.session.timeout.ms":      "45000",
 		"share.acquire.mode":               "batch_optimized",
 		"share.auto.offset.reset":          "latest",
 		"share.delivery.count.limit":       "5",
