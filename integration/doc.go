@@ -21,7 +21,8 @@
 //
 // # Tools
 //
-// The kcat and kafka-python tests need `kcat` on PATH and the kafka module
+// The kcat tests (including a `kcat -G` balanced consumer group) and the
+// kafka-python test need `kcat` on PATH and the kafka module
 // importable by /usr/bin/python3 (Debian packages kcat and python3-kafka).
 // When the CI environment variable is set a missing tool fails the test;
 // otherwise the test is skipped.
@@ -35,4 +36,11 @@
 // original offset, offsets have no gaps and no value appears twice. The
 // number of kills is SHOAL_CRASH_CYCLES (default 25 when CI is set, 5
 // otherwise); SHOAL_CRASH_SEED replays a run's random schedule.
+//
+// share_crash_test.go does the same during share-group consumption: four
+// franz-go share consumers accept, release and reject records while the
+// broker is SIGKILLed as many times; no record whose accept was confirmed
+// is delivered again, none is lost, no delivery count exceeds the limit,
+// and at the end every share-partition start offset equals the log end.
+// Both crash tests run alone (not in parallel) and use the same variables.
 package integration
