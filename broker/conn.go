@@ -154,10 +154,19 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait}, true
 }
 
+// respBufs holds encoding buffers shared by every connection. A fetch
+// response is megabytes; encoding into a fresh slice grew it by doubling
+// (copying and zeroing each time) and was the largest cost of serving a
+// fetch. Pooled buffers keep their capacity without pinning memory to
+// idle connections.
+var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// maxPooledRespBuf bounds the buffers kept in respBufs.
+const maxPooledRespBuf = 64 << 20
+
 func (c *conn) writeLoop() {
 	defer close(c.done)
 	w := bufio.NewWriterSize(c.nc, 64<<10)
-	var buf []byte
 	broken := false
 	for p := range c.out {
 		if p.wait != nil {
@@ -166,8 +175,14 @@ func (c *conn) writeLoop() {
 		if broken {
 			continue // drain so the reader never blocks
 		}
-		buf = protocol.AppendResponse(buf[:0], p.corrID, p.resp)
-		if _, err := w.Write(buf); err != nil {
+		bp := respBufs.Get().(*[]byte)
+		buf := protocol.AppendResponse((*bp)[:0], p.corrID, p.resp)
+		_, err := w.Write(buf)
+		if cap(buf) <= maxPooledRespBuf {
+			*bp = buf[:0]
+			respBufs.Put(bp)
+		}
+		if err != nil {
 			broken = true
 			c.nc.Close()
 			continue
@@ -178,9 +193,6 @@ func (c *conn) writeLoop() {
 				broken = true
 				c.nc.Close()
 			}
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil
 		}
 	}
 	if !broken {
