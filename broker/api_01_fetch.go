@@ -22,6 +22,7 @@ package broker
 // epoch); v13 topic ids instead of names.
 
 import (
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -190,11 +191,30 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		parts[i] = p
 	}
 
+	// Every partition's records are read into one pooled buffer, returned
+	// once the response is encoded (conn.afterWrite).
+	bp := fetchBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	defer func() {
+		c.afterWrite(func() {
+			if cap(buf) <= maxPooledFetchBuf {
+				*bp = buf[:0]
+				fetchBufs.Put(bp)
+			}
+		})
+	}()
+	read := func() (int, bool) {
+		var total int
+		var anyErr bool
+		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, req.MaxBytes)
+		return total, anyErr
+	}
+
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	deadline := now.Add(maxWait)
 	var wake chan struct{}
 	for {
-		total, anyErr := b.fetchOnce(items, parts, req.MaxBytes)
+		total, anyErr := read()
 		if total >= int(req.MinBytes) || anyErr || maxWait <= 0 {
 			break
 		}
@@ -230,7 +250,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			maxWait = 0
 		}
 		if time.Now().After(deadline) {
-			b.fetchOnce(items, parts, req.MaxBytes)
+			read()
 			break
 		}
 	}
@@ -280,11 +300,19 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	return resp
 }
 
-// fetchOnce reads every item once, honouring MaxBytes across the
-// response (the first partition with data may exceed it by one batch)
-// and per-partition limits. It returns the bytes read and whether any
-// partition has an error (which completes a long poll at once).
-func (b *Broker) fetchOnce(items []*fetchItem, parts []*partition, maxBytes int32) (int, bool) {
+// fetchBufs pools the buffers fetches read records into.
+var fetchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+
+// maxPooledFetchBuf bounds the buffers kept in fetchBufs.
+const maxPooledFetchBuf = 64 << 20
+
+// fetchOnce reads every item once, appending records to buf (each item's
+// records are a sub-slice of the returned buffer), honouring MaxBytes
+// across the response (the first partition with data may exceed it by one
+// batch) and per-partition limits. It returns the buffer, the bytes read
+// and whether any partition has an error (which completes a long poll at
+// once).
+func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, maxBytes int32) ([]byte, int, bool) {
 	budget := int(maxBytes)
 	if budget <= 0 {
 		budget = 1
@@ -313,14 +341,19 @@ func (b *Broker) fetchOnce(items []*fetchItem, parts []*partition, maxBytes int3
 		if left := budget - total; left < limit {
 			limit = left
 		}
-		recs, err := p.log.Read(it.offset, it.hw, limit, total == 0)
+		start := len(buf)
+		var err error
+		buf, err = p.log.ReadAppend(buf, it.offset, it.hw, limit, total == 0)
 		if err != nil {
+			buf = buf[:start]
 			it.err = errorCode(err)
 			anyErr = true
 			continue
 		}
-		it.records = recs
-		total += len(recs)
+		if n := len(buf) - start; n > 0 {
+			it.records = buf[start:len(buf):len(buf)]
+			total += n
+		}
 	}
-	return total, anyErr
+	return buf, total, anyErr
 }

@@ -35,16 +35,28 @@ type conn struct {
 	out      chan *pending
 	done     chan struct{} // closed when writeLoop exits
 
+	// release, set by the handler of the request being processed (see
+	// afterWrite), moves into that request's pending. Reader goroutine
+	// only.
+	release func()
+
 	stopOnce sync.Once
 }
 
 // pending is one response on its way out. wait, if set, blocks until the
-// response may be sent and may fill in resp.
+// response may be sent and may fill in resp; release, if set, runs once
+// the response is encoded and written (or dropped).
 type pending struct {
-	corrID int32
-	resp   kmsg.Response
-	wait   func()
+	corrID  int32
+	resp    kmsg.Response
+	wait    func()
+	release func()
 }
+
+// afterWrite registers fn to run once the response of the request being
+// handled has been written, for buffers the response refers to. Handlers
+// call it from the reader goroutine.
+func (c *conn) afterWrite(fn func()) { c.release = fn }
 
 func newConn(b *Broker, nc net.Conn) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -147,11 +159,16 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 		c.clientID = h.ClientID
 	}
 	resp, wait := api.handle(c, req)
+	release := c.release
+	c.release = nil
 	if resp == nil {
+		if release != nil {
+			release()
+		}
 		return nil, true // acks=0 produce: no response at all
 	}
 	resp.SetVersion(req.GetVersion())
-	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait}, true
+	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release}, true
 }
 
 // respBufs holds encoding buffers shared by every connection. A fetch
@@ -173,10 +190,16 @@ func (c *conn) writeLoop() {
 			p.wait()
 		}
 		if broken {
+			if p.release != nil {
+				p.release()
+			}
 			continue // drain so the reader never blocks
 		}
 		bp := respBufs.Get().(*[]byte)
 		buf := protocol.AppendResponse((*bp)[:0], p.corrID, p.resp)
+		if p.release != nil {
+			p.release() // encoded: the response no longer needs its buffers
+		}
 		_, err := w.Write(buf)
 		if cap(buf) <= maxPooledRespBuf {
 			*bp = buf[:0]

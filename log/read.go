@@ -18,6 +18,18 @@ import (
 // or above the log end offset is ErrOffsetOutOfRange; an offset at or past
 // maxOffset returns nil, nil.
 func (p *Partition) Read(offset int64, maxOffset int64, maxBytes int, minOne bool) ([]byte, error) {
+	b, err := p.ReadAppend(nil, offset, maxOffset, maxBytes, minOne)
+	if len(b) == 0 {
+		b = nil
+	}
+	return b, err
+}
+
+// ReadAppend is Read appending to dst (which it may grow) instead of
+// allocating: the broker reads a whole fetch into one pooled buffer. It
+// returns the extended slice; the new bytes are its suffix past len(dst).
+// With nothing to read it returns dst unchanged.
+func (p *Partition) ReadAppend(dst []byte, offset int64, maxOffset int64, maxBytes int, minOne bool) ([]byte, error) {
 	p.segMu.RLock()
 	defer p.segMu.RUnlock()
 	if p.readClosed {
@@ -32,7 +44,7 @@ func (p *Partition) Read(offset int64, maxOffset int64, maxBytes int, minOne boo
 	}
 	maxOffset = min(maxOffset, leo)
 	if offset >= maxOffset {
-		return nil, nil
+		return dst, nil
 	}
 	segs := p.segs
 	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
@@ -49,9 +61,9 @@ func (p *Partition) Read(offset int64, maxOffset int64, maxBytes int, minOne boo
 		if pos < 0 {
 			continue
 		}
-		return s.readFrom(pos, &h, v.size, maxOffset, maxBytes, minOne)
+		return s.readFrom(dst, pos, &h, v.size, maxOffset, maxBytes, minOne)
 	}
-	return nil, nil
+	return dst, nil
 }
 
 // findBatch returns the position and header of the first batch whose last
@@ -82,9 +94,9 @@ func (s *segment) findBatch(offset, end int64) (int64, protocol.BatchHeader, err
 
 // readFrom reads whole batches from pos (where the batch h starts) up to
 // end, maxOffset and maxBytes.
-func (s *segment) readFrom(pos int64, h *protocol.BatchHeader, end, maxOffset int64, maxBytes int, minOne bool) ([]byte, error) {
+func (s *segment) readFrom(dst []byte, pos int64, h *protocol.BatchHeader, end, maxOffset int64, maxBytes int, minOne bool) ([]byte, error) {
 	if h.LastOffset() >= maxOffset {
-		return nil, nil
+		return dst, nil
 	}
 	limit := int64(max(maxBytes, 0))
 	if minOne && h.Size() > limit {
@@ -92,28 +104,31 @@ func (s *segment) readFrom(pos int64, h *protocol.BatchHeader, end, maxOffset in
 	}
 	limit = min(limit, end-pos)
 	if limit < h.Size() {
-		return nil, nil
+		return dst, nil
 	}
-	buf := make([]byte, limit)
+	base := len(dst)
+	if int64(cap(dst)-base) < limit {
+		grown := make([]byte, base, int64(base)+limit)
+		copy(grown, dst)
+		dst = grown
+	}
+	buf := dst[base : int64(base)+limit]
 	if _, err := s.log.ReadAt(buf, pos); err != nil {
-		return nil, fmt.Errorf("%w: read segment %d at %d: %w", ErrStorage, s.base, pos, err)
+		return dst, fmt.Errorf("%w: read segment %d at %d: %w", ErrStorage, s.base, pos, err)
 	}
 	n := int64(0)
 	for n+protocol.BatchHeaderSize <= int64(len(buf)) {
 		hh, _ := protocol.ParseBatchHeader(buf[n:])
 		size := hh.Size()
 		if hh.BatchLength < protocol.MinBatchLength {
-			return nil, fmt.Errorf("%w: invalid batch at position %d of segment %d", ErrCorruption, pos+n, s.base)
+			return dst, fmt.Errorf("%w: invalid batch at position %d of segment %d", ErrCorruption, pos+n, s.base)
 		}
 		if n+size > int64(len(buf)) || hh.LastOffset() >= maxOffset {
 			break
 		}
 		n += size
 	}
-	if n == 0 {
-		return nil, nil
-	}
-	return buf[:n:n], nil
+	return dst[:int64(base)+n], nil
 }
 
 // readBatch reads the whole batch h at pos.
