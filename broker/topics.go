@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,20 +192,52 @@ func (b *Broker) loadTopics() error {
 	if err != nil {
 		return err
 	}
+	// Partitions recover in parallel: after a crash each re-reads the
+	// unflushed tail of its newest segment, CPU (CRC) and disk bound.
 	known := map[string]bool{}
-	for _, rec := range recs {
+	topics := make([]*topic, len(recs))
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		errs  []error
+	)
+	sem := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+	for ti, rec := range recs {
 		t := &topic{name: rec.Name, id: rec.ID, configs: rec.Configs}
 		if t.configs == nil {
 			t.configs = map[string]string{}
 		}
+		t.partitions = make([]*partition, rec.Partitions)
+		topics[ti] = t
 		for i := int32(0); i < rec.Partitions; i++ {
-			p, err := b.openPartition(t, i, t.configs)
-			if err != nil {
-				return err
-			}
-			t.partitions = append(t.partitions, p)
 			known[filepath.Base(b.partitionDir(t.name, i))] = true
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				p, err := b.openPartition(t, i, t.configs)
+				if err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+					return
+				}
+				t.partitions[i] = p
+			}()
 		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		for _, t := range topics {
+			for _, p := range t.partitions {
+				if p != nil {
+					p.log.Close()
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, t := range topics {
 		b.topics.mu.byName[t.name] = t
 		b.topics.mu.byID[t.id] = t
 	}
