@@ -96,9 +96,9 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
 				sp.LogStartOffset = res.LogStartOffset
-				if res.Duplicate {
-					break // already appended (and fsynced or pending) earlier
-				}
+				// A duplicate (an idempotent retry) was appended earlier,
+				// maybe by a request still waiting for its fsync: it too is
+				// answered only once its records are durable.
 				if ch := b.syncer.appended(p, res.LastOffset+1, req.Acks != 0); ch != nil {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, rp: &st.Partitions[len(st.Partitions)-1]})
@@ -110,6 +110,15 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
+		// No response; as in Kafka, a failed acks=0 produce closes the
+		// connection so the client notices and refreshes its metadata.
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				if sp.ErrorCode != 0 {
+					c.closeAfterResponse = true
+				}
+			}
+		}
 		return nil, nil
 	}
 	if len(waits) == 0 {
@@ -118,7 +127,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	waitFn := func() {
 		for _, w := range waits {
 			if err := <-w.ch; err != nil {
-				w.rp.ErrorCode = kerr.KafkaStorageError.Code
+				w.rp.ErrorCode = errorCode(err)
 				w.rp.BaseOffset = -1
 				msg := err.Error()
 				w.rp.ErrorMessage = &msg

@@ -256,16 +256,17 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	}
 
 	// Assemble, skipping unchanged partitions in incremental responses.
-	served := 0
+	served, sessionPos := 0, 0 // in session order, for rotate
 	for i, it := range items {
 		if it.sp != nil {
+			sessionPos++
 			changed := len(it.records) > 0 || it.err != 0 || it.hw != it.sp.lastHW || it.logS != it.sp.lastLogStart || it.sp.lastErr != it.err
 			if incremental && !changed {
 				continue
 			}
 			it.sp.lastHW, it.sp.lastLogStart, it.sp.lastErr = it.hw, it.logS, it.err
 			if len(it.records) > 0 {
-				served = i + 1
+				served = sessionPos
 			}
 		}
 		var rt *kmsg.FetchResponseTopic
@@ -300,6 +301,10 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	return resp
 }
 
+// fetchMaxBytes is Kafka's fetch.max.bytes default (55 MiB): the most one
+// fetch response carries.
+const fetchMaxBytes = 57671680
+
 // fetchBufs pools the buffers fetches read records into.
 var fetchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
 
@@ -313,7 +318,9 @@ const maxPooledFetchBuf = 64 << 20
 // and whether any partition has an error (which completes a long poll at
 // once).
 func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, maxBytes int32) ([]byte, int, bool) {
-	budget := int(maxBytes)
+	// Kafka's fetch.max.bytes caps what one response may carry whatever
+	// the client asks, bounding the broker's memory per fetch.
+	budget := min(int(maxBytes), fetchMaxBytes)
 	if budget <= 0 {
 		budget = 1
 	}
@@ -342,14 +349,15 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 			limit = left
 		}
 		start := len(buf)
-		var err error
-		buf, err = p.log.ReadAppend(buf, it.offset, it.hw, limit, total == 0)
+		nb, err := p.log.ReadAppend(buf, it.offset, it.hw, limit, total == 0)
 		if err != nil {
-			buf = buf[:start]
+			// A deleted topic, a moved log start or a failed partition:
+			// this partition reports it, the others are served.
 			it.err = errorCode(err)
 			anyErr = true
 			continue
 		}
+		buf = nb
 		if n := len(buf) - start; n > 0 {
 			it.records = buf[start:len(buf):len(buf)]
 			total += n

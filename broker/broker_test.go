@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -157,4 +158,45 @@ func TestGracefulCloseLosesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFetchSurvivesFailedPartition: one partition failing mid-fetch (here
+// its log closed under the fetch, as a topic deletion does) is reported on
+// that partition while the others are served. It used to panic the whole
+// broker when an earlier partition of the same fetch had data.
+func TestFetchSurvivesFailedPartition(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	_, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "two")
+	require.NoError(t, err)
+	for p := int32(0); p < 2; p++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "two", Partition: p, Value: []byte("v")}).FirstErr())
+	}
+	require.NoError(t, b.topics.partition("two", 1).log.Close())
+
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes = 1 << 20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = "two", b.topics.get("two").id // kgo picks the version
+	for p := int32(0); p < 2; p++ {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes = p, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Len(t, resp.Topics[0].Partitions, 2)
+	got := map[int32]kmsg.FetchResponseTopicPartition{}
+	for _, p := range resp.Topics[0].Partitions {
+		got[p.Partition] = p
+	}
+	require.Zero(t, got[0].ErrorCode)
+	require.NotEmpty(t, got[0].RecordBatches)
+	require.NotZero(t, got[1].ErrorCode)
+	// The broker is still serving.
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "two", Partition: 0, Value: []byte("w")}).FirstErr())
 }

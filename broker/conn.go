@@ -39,6 +39,10 @@ type conn struct {
 	// afterWrite), moves into that request's pending. Reader goroutine
 	// only.
 	release func()
+	// closeAfterResponse, set by a handler, closes the connection once the
+	// responses before it are sent (a failed acks=0 produce). Reader
+	// goroutine only.
+	closeAfterResponse bool
 
 	stopOnce sync.Once
 }
@@ -158,12 +162,16 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 	if h.ClientID != "" {
 		c.clientID = h.ClientID
 	}
-	resp, wait := api.handle(c, req)
+	resp, wait := c.handleSafely(api, req)
 	release := c.release
 	c.release = nil
 	if resp == nil {
 		if release != nil {
 			release()
+		}
+		if c.closeAfterResponse {
+			c.lg.Info("closing connection: acks=0 produce failed")
+			return nil, false
 		}
 		return nil, true // acks=0 produce: no response at all
 	}
@@ -181,12 +189,34 @@ var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return 
 // maxPooledRespBuf bounds the buffers kept in respBufs.
 const maxPooledRespBuf = 64 << 20
 
+// handleSafely runs a handler; a panic (a bug) is logged and closes this
+// connection only, instead of the whole broker.
+func (c *conn) handleSafely(api *api, req kmsg.Request) (resp kmsg.Response, wait func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.lg.Error("handler panicked; closing the connection", zap.String("api", kmsg.NameForKey(api.key)),
+				zap.Any("panic", r), zap.Stack("stack"))
+			resp, wait = nil, nil
+			c.closeAfterResponse = true
+		}
+	}()
+	return api.handle(c, req)
+}
+
 func (c *conn) writeLoop() {
 	defer close(c.done)
 	w := bufio.NewWriterSize(c.nc, 64<<10)
 	broken := false
 	for p := range c.out {
 		if p.wait != nil {
+			// Responses already encoded go out before we block on this
+			// one's fsync.
+			if w.Buffered() > 0 && !broken {
+				if err := w.Flush(); err != nil {
+					broken = true
+					c.nc.Close()
+				}
+			}
 			p.wait()
 		}
 		if broken {

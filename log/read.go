@@ -28,19 +28,19 @@ func (p *Partition) Read(offset int64, maxOffset int64, maxBytes int, minOne boo
 // ReadAppend is Read appending to dst (which it may grow) instead of
 // allocating: the broker reads a whole fetch into one pooled buffer. It
 // returns the extended slice; the new bytes are its suffix past len(dst).
-// With nothing to read it returns dst unchanged.
+// With nothing to read, and on every error, it returns dst unchanged.
 func (p *Partition) ReadAppend(dst []byte, offset int64, maxOffset int64, maxBytes int, minOne bool) ([]byte, error) {
 	p.segMu.RLock()
 	defer p.segMu.RUnlock()
 	if p.readClosed {
-		return nil, ErrClosed
+		return dst, ErrClosed
 	}
 	if err := p.stickyErr(); err != nil { // the page cache may not match the disk
-		return nil, err
+		return dst, err
 	}
 	leo, logStart := p.leo.Load(), p.logStart.Load()
 	if offset < logStart || offset > leo {
-		return nil, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, logStart, leo)
+		return dst, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, logStart, leo)
 	}
 	maxOffset = min(maxOffset, leo)
 	if offset >= maxOffset {
@@ -56,7 +56,7 @@ func (p *Partition) ReadAppend(dst []byte, offset int64, maxOffset int64, maxByt
 		}
 		pos, h, err := s.findBatch(offset, v.size)
 		if err != nil {
-			return nil, err
+			return dst, err
 		}
 		if pos < 0 {
 			continue
@@ -108,7 +108,8 @@ func (s *segment) readFrom(dst []byte, pos int64, h *protocol.BatchHeader, end, 
 	}
 	base := len(dst)
 	if int64(cap(dst)-base) < limit {
-		grown := make([]byte, base, int64(base)+limit)
+		// Grow geometrically: a fetch appends partition after partition.
+		grown := make([]byte, base, max(int64(base)+limit, 2*int64(cap(dst))))
 		copy(grown, dst)
 		dst = grown
 	}

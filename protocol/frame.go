@@ -69,9 +69,9 @@ func PeekHeader(frame []byte) (RequestHeader, error) {
 }
 
 // ParseRequest decodes a whole request frame (without its size prefix).
-// The returned request has its version set. The body may alias frame
-// only where kmsg's UnsafeReadFrom would; we use ReadFrom, so the request
-// owns its memory except for raw record bytes, which are copied by kmsg.
+// The returned request has its version set. Its byte fields (record
+// batches, group metadata and assignments) alias frame: a caller that
+// reuses frame for the next request must copy any bytes it keeps.
 func ParseRequest(frame []byte) (RequestHeader, kmsg.Request, error) {
 	h, err := PeekHeader(frame)
 	if err != nil {
