@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,26 +22,37 @@ var (
 
 // ReadFrame reads one size-prefixed frame. It reuses buf when it is large
 // enough and returns the frame body (without the size). A size below the
-// smallest possible request header or above max is refused before any
-// allocation.
-func ReadFrame(r io.Reader, buf []byte, max int32) ([]byte, error) {
+// smallest possible request header or above limit is refused before any
+// allocation; a larger frame than buf holds is allocated as it arrives.
+func ReadFrame(r io.Reader, buf []byte, limit int32) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
-	if n < 0 || n > max {
-		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, max)
+	if n < 0 || n > limit {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, limit)
 	}
 	if n < 8 {
 		return nil, fmt.Errorf("%w: frame of %d bytes", ErrMalformed, n)
 	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
+	if int(n) <= cap(buf) {
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
 	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
+	// A large frame grows with the bytes that actually arrive, so a peer
+	// that declares 100 MiB and sends nothing costs us nothing.
+	buf = buf[:0]
+	for len(buf) < int(n) {
+		chunk := min(int(n)-len(buf), max(64<<10, len(buf)))
+		buf = slices.Grow(buf, chunk)
+		if _, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk]); err != nil {
+			return nil, err
+		}
+		buf = buf[:len(buf)+chunk]
 	}
 	return buf, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -107,6 +108,22 @@ func TestReadFrameLimit(t *testing.T) {
 	f, err := ReadFrame(&b, nil, 100)
 	require.NoError(t, err)
 	require.Len(t, f, 9)
+
+	// A large frame arrives whole across the growth steps.
+	body := bytes.Repeat([]byte("0123456789"), 50_000)
+	b.Reset()
+	b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(body))))
+	b.Write(body)
+	f, err = ReadFrame(&b, make([]byte, 0, 16), 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, body, f)
+
+	// Declared large but cut short: an error, not a huge allocation.
+	b.Reset()
+	b.Write([]byte{0, 0x10, 0, 0})
+	b.Write(body[:1000])
+	_, err = ReadFrame(&b, nil, 100<<20)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
 }
 
 func TestAppendResponseHeaders(t *testing.T) {
