@@ -9,36 +9,45 @@ import (
 
 // syncer makes appended records durable and moves high watermarks.
 //
-// Under FsyncAlways, producers append, mark their partition dirty and wait
-// for a durability ticket. The syncer loop takes every dirty partition at
-// once, fsyncs them in parallel, advances each high watermark to what is
-// now durable, wakes fetchers, and completes the tickets: one fsync per
-// partition serves every request that arrived while the previous round
-// ran (group commit). Under FsyncInterval the high watermark moves at
-// append time and the loop fsyncs dirty partitions every FlushInterval.
+// Under FsyncAlways each partition commits on its own: an append marks the
+// partition dirty and, if no fsync of that partition is running, starts a
+// sync loop for it. The loop fsyncs, advances the high watermark to what
+// is now durable, wakes fetchers and completes every waiter covered, then
+// runs again while appends arrived meanwhile: one fsync serves every
+// request that arrived during the previous one (group commit). Partitions
+// do not wait for each other's fsyncs, so one slow partition does not
+// delay acknowledgements on the others. Under FsyncInterval the high
+// watermark moves at append time and the run loop fsyncs every dirty
+// partition every FlushInterval.
 //
 // A failed fsync leaves the log sticky-failed (log package contract):
 // waiters get the error, and later appends to that partition fail.
 type syncer struct {
-	b    *Broker
-	kick chan struct{}
+	b     *Broker
+	loops sync.WaitGroup // per-partition sync loops (FsyncAlways)
 
 	mu struct {
 		sync.Mutex
-		dirty   map[*partition]struct{}
-		waiters []syncWaiter
+		parts map[*partition]*partSync
 	}
 }
 
+// partSync is one partition's pending durability work, guarded by
+// syncer.mu.
+type partSync struct {
+	dirty   bool // appended since the running fsync captured its end
+	running bool // a sync loop owns this partition
+	waiters []syncWaiter
+}
+
 type syncWaiter struct {
-	p      *partition
 	offset int64 // wait until durable end > offset
 	done   chan error
 }
 
 func newSyncer(b *Broker) *syncer {
-	s := &syncer{b: b, kick: make(chan struct{}, 1)}
-	s.mu.dirty = map[*partition]struct{}{}
+	s := &syncer{b: b}
+	s.mu.parts = map[*partition]*partSync{}
 	return s
 }
 
@@ -49,26 +58,90 @@ func (s *syncer) appended(p *partition, end int64, wait bool) <-chan error {
 	if s.b.cfg.Fsync == FsyncInterval {
 		p.log.SetHighWatermark(end)
 		p.notify()
-		s.mu.Lock()
-		s.mu.dirty[p] = struct{}{}
-		s.mu.Unlock()
-		return nil
 	}
 	var ch chan error
 	s.mu.Lock()
-	s.mu.dirty[p] = struct{}{}
-	if wait {
+	ps := s.mu.parts[p]
+	if ps == nil {
+		ps = &partSync{}
+		s.mu.parts[p] = ps
+	}
+	ps.dirty = true
+	if wait && s.b.cfg.Fsync == FsyncAlways {
 		ch = make(chan error, 1)
-		s.mu.waiters = append(s.mu.waiters, syncWaiter{p: p, offset: end - 1, done: ch})
+		ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
+	}
+	start := s.b.cfg.Fsync == FsyncAlways && !ps.running
+	if start {
+		ps.running = true
+		s.loops.Add(1)
 	}
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	if start {
+		go s.loop(p)
 	}
 	return ch
 }
 
+// loop fsyncs p until no append is left unsynced (FsyncAlways).
+func (s *syncer) loop(p *partition) {
+	defer s.loops.Done()
+	for {
+		s.mu.Lock()
+		ps := s.mu.parts[p]
+		if !ps.dirty && len(ps.waiters) == 0 {
+			ps.running = false
+			delete(s.mu.parts, p)
+			s.mu.Unlock()
+			return
+		}
+		ps.dirty = false
+		waiters := ps.waiters
+		ps.waiters = nil
+		s.mu.Unlock()
+
+		end, err := s.syncOne(p)
+		var again []syncWaiter
+		for _, w := range waiters {
+			switch {
+			case err != nil:
+				w.done <- err
+			case end > w.offset:
+				w.done <- nil
+			default:
+				// Cannot happen: a waiter is registered after its append
+				// and Sync captures the end after that. Keep it for the
+				// next pass rather than answer early.
+				again = append(again, w)
+			}
+		}
+		if len(again) > 0 {
+			s.mu.Lock()
+			ps.dirty = true
+			ps.waiters = append(again, ps.waiters...)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// syncOne fsyncs p and, under FsyncAlways, moves its high watermark.
+func (s *syncer) syncOne(p *partition) (int64, error) {
+	end, err := p.log.Sync()
+	if err != nil {
+		s.b.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
+		return end, err
+	}
+	if s.b.cfg.Fsync == FsyncAlways {
+		p.log.SetHighWatermark(end)
+		p.notify()
+	}
+	return end, nil
+}
+
+// run drives FsyncInterval flushes and, at shutdown, waits for the
+// per-partition loops. Close stops it (syncStop) only after every
+// connection has finished, so no produce waits for an fsync that never
+// comes.
 func (s *syncer) run() {
 	var tick <-chan time.Time
 	if s.b.cfg.Fsync == FsyncInterval {
@@ -78,71 +151,34 @@ func (s *syncer) run() {
 	}
 	for {
 		select {
-		case <-s.kick:
 		case <-tick:
+			s.flushDirty()
 		case <-s.b.syncStop:
-			// Every connection has finished: a final round completes the
-			// last waiters; Close then closes (and fsyncs) every log.
-			s.round()
+			s.loops.Wait()
+			if s.b.cfg.Fsync == FsyncInterval {
+				s.flushDirty()
+			}
 			return
 		}
-		s.round()
 	}
 }
 
-// round fsyncs every dirty partition and completes waiters.
-func (s *syncer) round() {
+// flushDirty fsyncs every dirty partition in parallel (FsyncInterval).
+func (s *syncer) flushDirty() {
 	s.mu.Lock()
-	dirty := s.mu.dirty
-	waiters := s.mu.waiters
-	s.mu.dirty = make(map[*partition]struct{}, len(dirty))
-	s.mu.waiters = nil
+	var dirty []*partition
+	for p := range s.mu.parts {
+		dirty = append(dirty, p)
+	}
+	clear(s.mu.parts)
 	s.mu.Unlock()
-	if len(dirty) == 0 {
-		return
-	}
-	type result struct {
-		end int64
-		err error
-	}
-	results := make(map[*partition]result, len(dirty))
-	var rmu sync.Mutex
 	var wg sync.WaitGroup
-	for p := range dirty {
+	for _, p := range dirty {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			end, err := p.log.Sync()
-			if err != nil {
-				s.b.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
-			} else if s.b.cfg.Fsync == FsyncAlways {
-				p.log.SetHighWatermark(end)
-				p.notify()
-			}
-			rmu.Lock()
-			results[p] = result{end, err}
-			rmu.Unlock()
+			s.syncOne(p)
 		}()
 	}
 	wg.Wait()
-	for _, w := range waiters {
-		r := results[w.p]
-		switch {
-		case r.err != nil:
-			w.done <- r.err
-		case r.end > w.offset:
-			w.done <- nil
-		default:
-			// Cannot happen: a waiter is registered after its append and
-			// the sync captured the end after that. Requeue defensively.
-			s.mu.Lock()
-			s.mu.dirty[w.p] = struct{}{}
-			s.mu.waiters = append(s.mu.waiters, w)
-			s.mu.Unlock()
-			select {
-			case s.kick <- struct{}{}:
-			default:
-			}
-		}
-	}
 }
