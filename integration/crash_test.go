@@ -81,23 +81,7 @@ func TestCrashRecovery(t *testing.T) {
 	t.Logf("crash test: %d kills, SHOAL_CRASH_SEED=%d", cycles, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5ea1))
 
-	bin := buildShoal(t, t.TempDir())
-	work := filepath.Join(t.TempDir(), "run")
-	require.NoError(t, os.Mkdir(work, 0o755))
-	child := &childBroker{
-		t:       t,
-		bin:     bin,
-		addr:    freeAddr(t),
-		dataDir: filepath.Join(work, "data"),
-		logPath: filepath.Join(work, "shoal.log"),
-	}
-	t.Cleanup(func() {
-		child.stopQuietly()
-		if t.Failed() {
-			child.dumpLog(100)
-			child.keepDataDir(seed)
-		}
-	})
+	child := newCrashChild(t, seed)
 	child.start()
 	child.waitReady()
 
@@ -685,4 +669,29 @@ func shortErr(err error) string {
 		s = s[:80]
 	}
 	return s
+}
+
+// newCrashChild builds cmd/shoal and returns a child broker on a free
+// port with its own data dir. Cleanup stops it and, if the test failed,
+// prints its log and keeps the data dir for SHOAL_CRASH_SEED=seed.
+func newCrashChild(t *testing.T, seed uint64) *childBroker {
+	t.Helper()
+	bin := buildShoal(t, t.TempDir())
+	work := filepath.Join(t.TempDir(), "run")
+	require.NoError(t, os.Mkdir(work, 0o755))
+	child := &childBroker{
+		t:       t,
+		bin:     bin,
+		addr:    freeAddr(t),
+		dataDir: filepath.Join(work, "data"),
+		logPath: filepath.Join(work, "shoal.log"),
+	}
+	t.Cleanup(func() {
+		child.stopQuietly()
+		if t.Failed() {
+			child.dumpLog(100)
+			child.keepDataDir(seed)
+		}
+	})
+	return child
 }

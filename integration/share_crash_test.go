@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -123,23 +121,7 @@ func TestShareCrashRecovery(t *testing.T) {
 	t.Logf("share crash test: %d kills, SHOAL_CRASH_SEED=%d", cycles, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5a4e))
 
-	bin := buildShoal(t, t.TempDir())
-	work := filepath.Join(t.TempDir(), "run")
-	require.NoError(t, os.Mkdir(work, 0o755))
-	child := &childBroker{
-		t:       t,
-		bin:     bin,
-		addr:    freeAddr(t),
-		dataDir: filepath.Join(work, "data"),
-		logPath: filepath.Join(work, "shoal.log"),
-	}
-	t.Cleanup(func() {
-		child.stopQuietly()
-		if t.Failed() {
-			child.dumpLog(100)
-			child.keepDataDir(seed)
-		}
-	})
+	child := newCrashChild(t, seed)
 	h := newShareCrashHistory(seed)
 	h.start(child)
 	child.waitReady()
