@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -199,4 +201,29 @@ func TestFetchSurvivesFailedPartition(t *testing.T) {
 	require.NotZero(t, got[1].ErrorCode)
 	// The broker is still serving.
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "two", Partition: 0, Value: []byte("w")}).FirstErr())
+}
+
+// TestIdleConnectionClosed: a connection that sends nothing for
+// IdleTimeout is closed (Kafka connections.max.idle.ms); an active one is
+// not.
+func TestIdleConnectionClosed(t *testing.T) {
+	t.Parallel()
+	b := startTest(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	idle, err := net.Dial("tcp", b.Addr())
+	require.NoError(t, err)
+	defer idle.Close()
+	idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	began := time.Now()
+	_, err = idle.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the broker should close the idle connection")
+	require.Less(t, time.Since(began), 3*time.Second)
+
+	// A client that keeps talking stays connected past the timeout.
+	cl := newClient(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 6; i++ {
+		require.NoError(t, cl.Ping(ctx))
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -57,6 +57,10 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
+	// IdleTimeout closes a connection that sends no request for this long
+	// (Kafka connections.max.idle.ms, default 10 minutes). Closing it
+	// ends its share sessions, releasing their records.
+	IdleTimeout time.Duration
 	// Logger receives structured logs. Nil means zap.NewNop().
 	Logger *zap.Logger
 }
@@ -74,6 +78,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:        100 << 20,
 		RetentionCheckInterval: 5 * time.Minute,
 		ShutdownTimeout:        10 * time.Second,
+		IdleTimeout:            10 * time.Minute,
 	}
 }
 
@@ -92,6 +97,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: fsync policy %q is not one of always, interval", c.Fsync)
 	case c.Fsync == FsyncInterval && c.FlushInterval <= 0:
 		return fmt.Errorf("broker: flush interval %v must be positive", c.FlushInterval)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("broker: idle timeout %v must be positive", c.IdleTimeout)
 	case c.MaxRequestBytes < 1024:
 		return fmt.Errorf("broker: max request bytes %d is below 1024", c.MaxRequestBytes)
 	}

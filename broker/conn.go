@@ -93,9 +93,18 @@ func (c *conn) serve() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var buf []byte
 	for {
+		// Idle connections close after IdleTimeout. Set the deadline, then
+		// check for shutdown: Close cancels ctx before it sets an
+		// immediate deadline (stopReading), so one of the two wins.
+		c.nc.SetReadDeadline(time.Now().Add(c.b.cfg.IdleTimeout))
+		if c.b.ctx.Err() != nil {
+			return
+		}
 		frame, err := protocol.ReadFrame(r, buf, c.b.cfg.MaxRequestBytes)
 		if err != nil {
 			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded) && c.b.ctx.Err() == nil:
+				c.lg.Debug("closing idle connection", zap.Duration("idle", c.b.cfg.IdleTimeout))
 			case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, net.ErrClosed):
 			case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, protocol.ErrMalformed):
 				c.lg.Warn("closing connection: bad frame", zap.Error(err))

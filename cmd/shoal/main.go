@@ -46,6 +46,7 @@ func run(args []string) error {
 	maxReq := fs.Int("max-request-bytes", int(cfg.MaxRequestBytes), "largest request frame accepted; larger ones close the connection (Kafka socket.request.max.bytes)")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention runs (Kafka log.retention.check.interval.ms)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close connections idle this long (Kafka connections.max.idle.ms)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "console", "log format: console or json")
 
