@@ -113,9 +113,11 @@ func (c *conn) serve() {
 			}
 			return
 		}
-		// Frames above 1 MiB are not kept for reuse so one large request
-		// does not pin memory for the connection's lifetime.
-		if cap(frame) <= 1<<20 {
+		// The frame buffer is reused for the next request (produce frames
+		// are several MiB: growing a fresh one each time cost a quarter
+		// of produce throughput); above 16 MiB it is dropped so one huge
+		// request does not pin memory for the connection's lifetime.
+		if cap(frame) <= 16<<20 {
 			buf = frame
 		} else {
 			buf = nil

@@ -43,11 +43,12 @@ func ReadFrame(r io.Reader, buf []byte, limit int32) ([]byte, error) {
 		}
 		return buf, nil
 	}
-	// A large frame grows with the bytes that actually arrive, so a peer
-	// that declares 100 MiB and sends nothing costs us nothing.
+	// A large frame grows with the bytes that actually arrive (1 MiB, then
+	// doubling), so a peer that declares 100 MiB and sends nothing costs
+	// us at most 1 MiB.
 	buf = buf[:0]
 	for len(buf) < int(n) {
-		chunk := min(int(n)-len(buf), max(64<<10, len(buf)))
+		chunk := min(int(n)-len(buf), max(1<<20, len(buf)))
 		buf = slices.Grow(buf, chunk)
 		if _, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk]); err != nil {
 			return nil, err
