@@ -51,7 +51,6 @@ package broker
 
 import (
 	"math"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -78,11 +77,10 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	group, member := derefString(req.GroupID), derefString(req.MemberID)
 	renew := req.Version >= 2 && req.IsRenewAck
+	if code, msg := checkShareIDs(group, member); code != 0 {
+		return fail(code, msg)
+	}
 	switch {
-	case strings.TrimSpace(group) == "":
-		return fail(kerr.InvalidRequest.Code, "GroupId must be set.")
-	case strings.TrimSpace(member) == "":
-		return fail(kerr.InvalidRequest.Code, "MemberId must be set.")
 	case renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0):
 		return fail(kerr.InvalidRequest.Code, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck.")
 	case b.classicGroupExists(group):

@@ -24,7 +24,6 @@ package broker
 // share.renew.acknowledge.enable) and AcquisitionLockTimeoutMillis.
 
 import (
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,11 +44,10 @@ func handleShareAcknowledge(c *conn, req *kmsg.ShareAcknowledgeRequest) kmsg.Res
 	}
 	group, member := derefString(req.GroupID), derefString(req.MemberID)
 	renew := req.Version >= 2 && req.IsRenewAck
+	if code, msg := checkShareIDs(group, member); code != 0 {
+		return fail(code, msg)
+	}
 	switch {
-	case strings.TrimSpace(group) == "":
-		return fail(kerr.InvalidRequest.Code, "GroupId must be set.")
-	case strings.TrimSpace(member) == "":
-		return fail(kerr.InvalidRequest.Code, "MemberId must be set.")
 	case req.ShareSessionEpoch == 0:
 		return fail(kerr.InvalidShareSessionEpoch.Code, "ShareAcknowledge cannot open a share session (epoch 0).")
 	}

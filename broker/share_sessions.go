@@ -23,6 +23,7 @@ package broker
 // session without waiting for that request.
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,4 +203,17 @@ func (c *shareCoordinator) releaseMember(group, member string, tps []shareTP) {
 			sp.releaseMember(now, member)
 		}
 	}
+}
+
+// checkShareIDs applies the rules ShareFetch and ShareAcknowledge share
+// for the group and member ids: both must be set (KIP-932; member ids are
+// otherwise opaque). It returns a Kafka error code and message, or 0.
+func checkShareIDs(group, member string) (int16, string) {
+	switch {
+	case strings.TrimSpace(group) == "":
+		return kerr.InvalidRequest.Code, "GroupId must be set."
+	case strings.TrimSpace(member) == "":
+		return kerr.InvalidRequest.Code, "MemberId must be set."
+	}
+	return 0, ""
 }
