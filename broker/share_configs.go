@@ -5,11 +5,11 @@ package broker
 //   - broker level, group.share.*: the defaults of every share group and
 //     the bounds a group may choose within. They are read from the
 //     dynamic broker configs (Broker.dyn, set through
-//     IncrementalAlterConfigs/AlterConfigs on the BROKER resource once
-//     broker_configs.go lists them; see shareBrokerConfigDefs and
-//     validateShareBrokerConfig) and fall back to Kafka's defaults. A value
-//     that does not parse or is out of range is ignored (the default
-//     applies): validateShareBrokerConfig refuses it at the door.
+//     IncrementalAlterConfigs/AlterConfigs on the BROKER resource, where
+//     broker_configs.go lists shareBrokerConfigDefs with their ranges) and
+//     fall back to Kafka's defaults. A value that does not parse or is out
+//     of range is ignored (the default applies); the BROKER resource
+//     handlers refuse it at the door.
 //   - group level, share.* (resource type GROUP = 32): per-group
 //     overrides, validated against the broker bounds (INVALID_CONFIG
 //     outside them), persisted in the metadata store as one JSON map per
@@ -85,14 +85,6 @@ var shareBrokerConfigDefs = []groupBrokerConfigDef{
 	{"group.share.session.timeout.ms", 45000, 1, math.MaxInt32, "Default share.session.timeout.ms."},
 }
 
-var shareBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
-	m := make(map[string]*groupBrokerConfigDef, len(shareBrokerConfigDefs))
-	for i := range shareBrokerConfigDefs {
-		m[shareBrokerConfigDefs[i].name] = &shareBrokerConfigDefs[i]
-	}
-	return m
-}()
-
 // groupBrokerConfigByName indexes both tables of broker-level group
 // configs, for groupBrokerInt; a name is in one table only.
 var groupBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
@@ -107,24 +99,6 @@ var groupBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
 	}
 	return m
 }()
-
-// validateShareBrokerConfig checks a value for a broker-level share-group
-// config, for the BROKER resource handlers (broker_configs.go). It
-// reports ok false for names that are not share-group configs.
-func validateShareBrokerConfig(name, value string) (ok bool, err error) {
-	d := shareBrokerConfigByName[name]
-	if d == nil {
-		return false, nil
-	}
-	n, perr := strconv.ParseInt(value, 10, 64)
-	if perr != nil {
-		return true, fmt.Errorf("value %q is not an integer", value)
-	}
-	if n < d.lo || n > d.hi {
-		return true, fmt.Errorf("value %d is outside [%d, %d]", n, d.lo, d.hi)
-	}
-	return true, nil
-}
 
 // groupBrokerInt returns a broker-level group config (share or consumer
 // group): the dynamic override if it is valid, else the default.
