@@ -51,10 +51,12 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
 		t := b.topics.get(rt.Topic)
 		minISR := int64(1)
+		var dedup dedupSettings // window 0: off
 		if t != nil {
 			_, cfgs := b.topics.snapshot(t)
 			v, _ := b.topicConfigValue(cfgs, "min.insync.replicas")
 			minISR = parseInt(v, 1)
+			dedup = b.dedupSettingsFor(cfgs)
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -83,7 +85,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				msg := "transactions are not supported by this broker yet"
 				sp.ErrorMessage = &msg
 			default:
-				res, err := p.log.Append(rp.Records, now)
+				res, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 					msg := err.Error()

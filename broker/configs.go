@@ -56,7 +56,7 @@ func isBool(v string) error {
 // topicConfigDefs are the topic configs Shoal implements. A name outside
 // this table is refused with INVALID_CONFIG rather than stored and
 // silently ignored.
-var topicConfigDefs = []configDef{
+var topicConfigDefs = append([]configDef{
 	{name: "cleanup.policy", brokerName: "log.cleanup.policy", typ: kmsg.ConfigTypeList, def: "delete",
 		doc:   "Only delete is supported: Shoal does not compact logs, so compact is refused rather than ignored.",
 		check: oneOf("delete")},
@@ -87,7 +87,7 @@ var topicConfigDefs = []configDef{
 		doc: "Shoal is a single replica: with a value above 1, acks=all produce fails with NOT_ENOUGH_REPLICAS, as on Kafka.", check: intRange(1, math.MaxInt32)},
 	{name: "unclean.leader.election.enable", brokerName: "unclean.leader.election.enable", typ: kmsg.ConfigTypeBoolean, def: "false",
 		doc: "Accepted for compatibility; meaningless on a single replica.", check: isBool},
-}
+}, dedupTopicConfigDefs...) // dedup.go
 
 var topicConfigByName = func() map[string]*configDef {
 	m := make(map[string]*configDef, len(topicConfigDefs))

@@ -26,10 +26,10 @@ var decompressor = kgo.DefaultDecompressor()
 
 // batchRecords decodes one whole batch (header, then its records,
 // decompressed if needed) and calls fn for each record with its absolute
-// offset and timestamp. The record's slices alias the batch or the
-// decompressed buffer and are valid only during fn. fn returns false to
-// stop.
-func batchRecords(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record) bool) error {
+// offset and timestamp, and the record's wire bytes. The record's slices
+// and raw alias the batch or the decompressed buffer and are valid only
+// during fn. fn returns false to stop.
+func batchRecords(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record, raw []byte) bool) error {
 	var rb kmsg.RecordBatch
 	if err := rb.UnsafeReadFrom(batch); err != nil {
 		return fmt.Errorf("%w: %v", errBadBatch, err)
@@ -52,8 +52,9 @@ func batchRecords(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record)
 		if err := r.UnsafeReadFrom(raw[:size]); err != nil {
 			return fmt.Errorf("%w: record %d: %v", errBadBatch, i, err)
 		}
+		rec := raw[:size]
 		raw = raw[size:]
-		if !fn(rb.FirstOffset+int64(r.OffsetDelta), rb.FirstTimestamp+r.TimestampDelta64, &r) {
+		if !fn(rb.FirstOffset+int64(r.OffsetDelta), rb.FirstTimestamp+r.TimestampDelta64, &r, rec) {
 			return nil
 		}
 	}

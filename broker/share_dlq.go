@@ -676,7 +676,7 @@ func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTo
 		next := off
 		err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 			next = h.LastOffset() + 1
-			return batchRecords(batch, func(_, _ int64, r *kmsg.Record) bool {
+			return batchRecords(batch, func(_, _ int64, r *kmsg.Record, _ []byte) bool {
 				var g, t, p, o string
 				for _, hd := range r.Headers {
 					switch hd.Key {
@@ -776,7 +776,7 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 				}
 				progressed := false
 				err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
-					return batchRecords(batch, func(off, _ int64, r *kmsg.Record) bool {
+					return batchRecords(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
 						if off < next || off > rg.Last {
 							return true
 						}

@@ -67,6 +67,7 @@ type topic struct {
 	id         [16]byte
 	configs    map[string]string // explicit topic overrides
 	partitions []*partition
+	dedup      dedupTable // the dedup window's ids (dedup.go)
 }
 
 func (t *topic) record() topicRecord {

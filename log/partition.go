@@ -112,6 +112,20 @@ func (p *Partition) stickyErr() error {
 // must not be used concurrently; Append does not keep records after it
 // returns. All-or-nothing: on a validation error nothing is written.
 func (p *Partition) Append(records []byte, now time.Time) (AppendResult, error) {
+	return p.append(records, now, false)
+}
+
+// AppendCompacted is Append for batches the broker itself rewrote to drop
+// records (the dedup window): a batch keeps its header (offset span,
+// producer id, epoch and sequence) but may hold fewer records than its
+// span, even none, as a batch compacted by Kafka's log cleaner does
+// (KAFKA-5443); the dropped offsets are holes. Its records must be
+// uncompressed, with increasing offset deltas within the span.
+func (p *Partition) AppendCompacted(records []byte, now time.Time) (AppendResult, error) {
+	return p.append(records, now, true)
+}
+
+func (p *Partition) append(records []byte, now time.Time, compacted bool) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if p.closed {
@@ -154,14 +168,19 @@ func (p *Partition) Append(records []byte, now time.Time) (AppendResult, error) 
 		if !protocol.VerifyBatchCRC(rest[:size]) {
 			return AppendResult{}, fmt.Errorf("%w: batch %d crc mismatch", ErrCorruptMessage, nBatches)
 		}
-		if h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+		if !compacted && (h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount)) ||
+			compacted && (h.RecordCount < 0 || h.LastOffsetDelta < 0 || int64(h.RecordCount) > int64(h.LastOffsetDelta)+1) {
 			return AppendResult{}, fmt.Errorf("%w: batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, nBatches, h.RecordCount, h.LastOffsetDelta)
 		}
 		if h.IsControl() {
 			// Only the broker writes control records (transaction markers).
 			return AppendResult{}, fmt.Errorf("%w: batch %d is a control batch", ErrInvalidRecord, nBatches)
 		}
-		if err := protocol.ValidateRecords(rest[:size]); err != nil {
+		validate := protocol.ValidateRecords
+		if compacted {
+			validate = protocol.ValidateCompactedRecords
+		}
+		if err := validate(rest[:size]); err != nil {
 			return AppendResult{}, fmt.Errorf("%w: batch %d: %w", ErrInvalidRecord, nBatches, err)
 		}
 		if nBatches == 0 {

@@ -364,7 +364,9 @@ func (p *Partition) scanSegment(s *segment, fileSize int64, interval int32) (int
 		}
 		valid := protocol.VerifyBatchCRC(batch) &&
 			h.BaseOffset == s.next &&
-			h.RecordCount > 0 && h.LastOffsetDelta >= 0 && int64(h.LastOffsetDelta)+1 == int64(h.RecordCount) &&
+			// Fewer records than offsets: a batch the broker rewrote
+			// without duplicates (AppendCompacted).
+			h.RecordCount >= 0 && h.LastOffsetDelta >= 0 && int64(h.RecordCount) <= int64(h.LastOffsetDelta)+1 &&
 			h.BaseOffset <= math.MaxInt64-int64(h.LastOffsetDelta)-1 &&
 			h.LastOffset()-s.base <= math.MaxUint32 &&
 			pos+h.Size() <= math.MaxUint32

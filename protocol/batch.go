@@ -334,7 +334,15 @@ func WalkRecords(batch []byte, fn func(offsetDelta int32, timestampDelta int64) 
 // 1, 2, … in order. Compressed batches are not inspected (it returns nil):
 // their records are only reachable by decompressing, which Shoal leaves to
 // consumers.
-func ValidateRecords(batch []byte) error {
+func ValidateRecords(batch []byte) error { return validateRecords(batch, false) }
+
+// ValidateCompactedRecords is ValidateRecords for a batch with holes (a
+// broker-rewritten or compacted batch): RecordCount records, possibly
+// fewer than the offset span, with strictly increasing offset deltas no
+// larger than LastOffsetDelta.
+func ValidateCompactedRecords(batch []byte) error { return validateRecords(batch, true) }
+
+func validateRecords(batch []byte, holes bool) error {
 	h, err := ParseBatchHeader(batch)
 	if err != nil {
 		return err
@@ -348,6 +356,7 @@ func ValidateRecords(batch []byte) error {
 	}
 	b := batch[BatchHeaderSize:size]
 	var i int32
+	prev := int64(-1)
 	for ; len(b) > 0; i++ {
 		if i >= h.RecordCount {
 			return fmt.Errorf("%w: bytes after the %d records the header declares", ErrBadRecord, h.RecordCount)
@@ -363,9 +372,14 @@ func ValidateRecords(batch []byte) error {
 			return fmt.Errorf("%w: record %d timestamp", ErrBadRecord, i)
 		}
 		offDelta, n := binary.Varint(rec[n:])
-		if n <= 0 || offDelta != int64(i) {
+		switch {
+		case n <= 0:
+			return fmt.Errorf("%w: record %d offset delta", ErrBadRecord, i)
+		case !holes && offDelta != int64(i),
+			holes && (offDelta <= prev || offDelta > int64(h.LastOffsetDelta)):
 			return fmt.Errorf("%w: record %d has offset delta %d", ErrBadRecord, i, offDelta)
 		}
+		prev = offDelta
 	}
 	if i != h.RecordCount {
 		return fmt.Errorf("%w: %d records, the header declares %d", ErrBadRecord, i, h.RecordCount)

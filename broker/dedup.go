@@ -1,0 +1,401 @@
+package broker
+
+// The dedup window (issue 5): topic configs that make Produce drop a
+// record whose dedup id was already appended to the topic within the
+// last dedup.window.ms, while answering the producer with success.
+//
+//   - dedup.window.ms: 0 (the default) turns it off; SQS FIFO queues use
+//     5 minutes (300000). At most 7 days.
+//   - dedup.key: header:NAME (default header:dedup-id) takes the id from
+//     the record's first header NAME (records without it are never
+//     duplicates); content takes a SHA-256 of the record's key and value.
+//   - dedup.scope: topic (default): one id space per topic, across its
+//     partitions; message-group: ids are compared within the message
+//     group named by the header dedup.message.group.header (default
+//     message-group-id; records without it share the empty group).
+//
+// # How
+//
+// Each topic has one dedup table (topic.dedup): id → expiry, plus a FIFO
+// of insertions for expiry. A produce to a topic with a window decodes its
+// batches (decompressing them), looks every id up and inserts the new
+// ones under the table's mutex, so two concurrent produces of one id,
+// even to different partitions, keep exactly one. A batch without
+// duplicates is appended verbatim. A batch with duplicates is rewritten
+// without them: same header (offset span, producer id, epoch, sequence,
+// timestamps), uncompressed, fewer records than its span (a batch with
+// every record dropped keeps none), appended with log.AppendCompacted.
+// The dropped offsets are holes, exactly like offsets removed by Kafka's
+// log compaction (KAFKA-5443), which every client already skips; keeping
+// the span keeps idempotent producers' sequence numbers intact, so a
+// retried batch is still recognised by the producer state. If the
+// append fails, the ids it inserted are removed again.
+//
+// The live window is measured on the broker's clock at append time. The
+// table is not persisted: it is rebuilt from the log, lazily at the first
+// produce after a start or a config change, by reading every partition
+// from the first record whose timestamp is within the window
+// (OffsetForTimestamp) to its end and giving each id the expiry
+// record timestamp + window. After a restart the window therefore
+// follows the records' timestamps (CreateTime, set by producers).
+//
+// # Cost
+//
+// Topics without a window pay one config lookup per produce partition;
+// their batches stay zero-copy. With a window every batch is decoded
+// (compressed ones decompressed) and hashed in content mode; a batch with
+// duplicates is re-encoded uncompressed; the table holds every id of the
+// window in memory (roughly 60 bytes plus the id per record), and the
+// first produce after a restart or config change reads the window back
+// from the log. A produce that is acknowledged but then lost to a failed
+// fsync leaves its ids in the table until they expire or the broker
+// restarts.
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	slog "github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+const (
+	dedupWindowConfig      = "dedup.window.ms"
+	dedupKeyConfig         = "dedup.key"
+	dedupScopeConfig       = "dedup.scope"
+	dedupGroupHeaderConfig = "dedup.message.group.header"
+
+	dedupMaxWindowMs = 7 * 24 * 3600 * 1000
+)
+
+// dedupTopicConfigDefs are the topic configs of the dedup window
+// (appended to topicConfigDefs).
+var dedupTopicConfigDefs = []configDef{
+	{name: dedupWindowConfig, typ: kmsg.ConfigTypeLong, def: "0", check: intRange(0, dedupMaxWindowMs),
+		doc: "Drop a produced record whose dedup id was appended within this many milliseconds (0: off)."},
+	{name: dedupKeyConfig, typ: kmsg.ConfigTypeString, def: "header:dedup-id", check: checkDedupKey,
+		doc: "Where a record's dedup id comes from: header:NAME (the first header NAME) or content (a hash of key and value)."},
+	{name: dedupScopeConfig, typ: kmsg.ConfigTypeString, def: "topic", check: oneOf("topic", "message-group"),
+		doc: "topic: one dedup id space per topic; message-group: per message group (dedup.message.group.header)."},
+	{name: dedupGroupHeaderConfig, typ: kmsg.ConfigTypeString, def: "message-group-id", check: nonEmpty,
+		doc: "The header naming a record's message group for dedup.scope=message-group."},
+}
+
+func checkDedupKey(v string) error {
+	if v == "content" || strings.HasPrefix(v, "header:") && len(v) > len("header:") {
+		return nil
+	}
+	return fmt.Errorf("value %q is not header:<name> or content", v)
+}
+
+func nonEmpty(v string) error {
+	if v == "" {
+		return fmt.Errorf("value must not be empty")
+	}
+	return nil
+}
+
+// dedupSettings are a topic's effective dedup configs; window 0 is off.
+type dedupSettings struct {
+	windowMs    int64
+	header      string // the id header; "" with content
+	content     bool
+	groupScope  bool
+	groupHeader string
+}
+
+// dedupSettingsFor resolves the dedup configs of a topic's overrides.
+func (b *Broker) dedupSettingsFor(configs map[string]string) dedupSettings {
+	v, _ := b.topicConfigValue(configs, dedupWindowConfig)
+	ms := parseInt(v, 0)
+	if ms <= 0 {
+		return dedupSettings{}
+	}
+	key, _ := b.topicConfigValue(configs, dedupKeyConfig)
+	scope, _ := b.topicConfigValue(configs, dedupScopeConfig)
+	gh, _ := b.topicConfigValue(configs, dedupGroupHeaderConfig)
+	s := dedupSettings{windowMs: ms, groupScope: scope == "message-group", groupHeader: gh}
+	if key == "content" {
+		s.content = true
+	} else {
+		s.header = strings.TrimPrefix(key, "header:")
+	}
+	return s
+}
+
+// id returns r's dedup id, "" for none.
+func (s *dedupSettings) id(r *kmsg.Record) string {
+	var id []byte
+	if s.content {
+		h := sha256.New()
+		var n [8]byte
+		klen := uint64(math.MaxUint64) // null key
+		if r.Key != nil {
+			klen = uint64(len(r.Key))
+		}
+		binary.BigEndian.PutUint64(n[:], klen)
+		h.Write(n[:])
+		h.Write(r.Key)
+		h.Write(r.Value)
+		id = h.Sum(nil)
+	} else {
+		found := false
+		for _, hd := range r.Headers {
+			if hd.Key == s.header {
+				id, found = hd.Value, true
+				break
+			}
+		}
+		if !found {
+			return ""
+		}
+	}
+	if !s.groupScope {
+		return string(id)
+	}
+	var group []byte
+	for _, hd := range r.Headers {
+		if hd.Key == s.groupHeader {
+			group = hd.Value
+			break
+		}
+	}
+	// Length-prefixed so no (group, id) pair collides with another.
+	return strconv.Itoa(len(group)) + ":" + string(group) + string(id)
+}
+
+// dedupTable is one topic's ids within the window. mu guards everything;
+// it is held during a produce's lookup and insertion and during a
+// rebuild (which reads the topic's logs: only that topic's produces
+// wait).
+type dedupTable struct {
+	mu       sync.Mutex
+	settings dedupSettings // what the table was built for
+	built    bool
+	ids      map[string]int64 // id → expiry, unix ms
+	queue    []dedupEntry     // insertions, expiry order
+	head     int
+}
+
+type dedupEntry struct {
+	id  string
+	exp int64
+}
+
+// expireLocked drops ids whose expiry is at or before nowMs.
+func (d *dedupTable) expireLocked(nowMs int64) {
+	for d.head < len(d.queue) && d.queue[d.head].exp <= nowMs {
+		e := d.queue[d.head]
+		if d.ids[e.id] == e.exp {
+			delete(d.ids, e.id)
+		}
+		d.queue[d.head] = dedupEntry{}
+		d.head++
+	}
+	if d.head > 1024 && d.head > len(d.queue)/2 {
+		d.queue = append(d.queue[:0], d.queue[d.head:]...)
+		d.head = 0
+	}
+}
+
+func (d *dedupTable) insertLocked(id string, exp int64) {
+	d.ids[id] = exp
+	d.queue = append(d.queue, dedupEntry{id, exp})
+}
+
+// forget removes ids inserted by a produce whose append failed.
+func (d *dedupTable) forget(ids []string, exp int64) {
+	if len(ids) == 0 {
+		return
+	}
+	d.mu.Lock()
+	for _, id := range ids {
+		if d.ids[id] == exp {
+			delete(d.ids, id)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// rebuildLocked fills the table from the last window of every partition
+// of t.
+func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now time.Time) error {
+	d.settings, d.built = s, false
+	d.ids, d.queue, d.head = map[string]int64{}, nil, 0
+	nowMs := now.UnixMilli()
+	parts, _ := b.topics.snapshot(t)
+	for _, p := range parts {
+		off, _, found := p.log.OffsetForTimestamp(nowMs - s.windowMs)
+		if !found {
+			continue
+		}
+		for end := p.log.LogEndOffset(); off < end; {
+			raw, err := p.log.Read(off, end, 1<<20, true)
+			if err != nil {
+				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.name, p.index, err)
+			}
+			if len(raw) == 0 {
+				break
+			}
+			next := off
+			err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+				next = h.LastOffset() + 1
+				if h.IsControl() {
+					return nil
+				}
+				return batchRecords(batch, func(_, ts int64, r *kmsg.Record, _ []byte) bool {
+					if exp := ts + s.windowMs; exp > nowMs {
+						if id := s.id(r); id != "" {
+							if cur, ok := d.ids[id]; !ok || cur < exp {
+								d.insertLocked(id, exp)
+							}
+						}
+					}
+					return true
+				})
+			})
+			if err != nil {
+				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.name, p.index, err)
+			}
+			if next <= off {
+				break
+			}
+			off = next
+		}
+	}
+	sort.SliceStable(d.queue, func(i, j int) bool { return d.queue[i].exp < d.queue[j].exp })
+	d.built = true
+	b.lg.Debug("rebuilt dedup table", zap.String("topic", t.name), zap.Int("ids", len(d.ids)))
+	return nil
+}
+
+// appendDeduped appends a produce partition's records to p, first
+// dropping the records whose dedup id is within t's window (s from
+// dedupSettingsFor). Without a window it is p.log.Append.
+func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, error) {
+	if s.windowMs <= 0 {
+		return p.log.Append(records, now)
+	}
+	d := &t.dedup
+	nowMs := now.UnixMilli()
+	exp := nowMs + s.windowMs
+	d.mu.Lock()
+	if !d.built || d.settings != s {
+		if err := d.rebuildLocked(b, t, s, now); err != nil {
+			d.mu.Unlock()
+			return slog.AppendResult{}, err
+		}
+	}
+	d.expireLocked(nowMs)
+	out, rewritten, added, err := d.filterLocked(s, records, exp)
+	d.mu.Unlock()
+	if err != nil {
+		return slog.AppendResult{}, err
+	}
+	var res slog.AppendResult
+	if rewritten {
+		res, err = p.log.AppendCompacted(out, now)
+	} else {
+		res, err = p.log.Append(records, now)
+	}
+	if err != nil {
+		d.forget(added, exp)
+	}
+	return res, err
+}
+
+// filterLocked looks up and inserts the ids of records' batches. It
+// returns the records to append (a new buffer only if some batch lost
+// records) and the ids it inserted. mu held.
+func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (out []byte, rewritten bool, added []string, err error) {
+	var keep [][]byte // wire records of the current batch
+	for pos := 0; pos < len(records); {
+		batch, _, err := protocol.NextBatch(records[pos:])
+		if err != nil {
+			return nil, false, added, fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
+		}
+		start := pos
+		pos += len(batch)
+		h, _ := protocol.ParseBatchHeader(batch)
+		if !protocol.VerifyBatchCRC(batch) {
+			return nil, false, added, fmt.Errorf("%w: batch crc mismatch", slog.ErrCorruptMessage)
+		}
+		if h.IsControl() || h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+			// The log refuses these; let it say why.
+			if rewritten {
+				out = append(out, batch...)
+			}
+			continue
+		}
+		keep = keep[:0]
+		dups, i := 0, int64(0)
+		var recErr error
+		err = batchRecords(batch, func(off, _ int64, r *kmsg.Record, raw []byte) bool {
+			if off-h.BaseOffset != i {
+				recErr = fmt.Errorf("%w: record %d has offset delta %d", slog.ErrInvalidRecord, i, off-h.BaseOffset)
+				return false
+			}
+			i++
+			if id := s.id(r); id != "" {
+				if _, seen := d.ids[id]; seen {
+					dups++
+					return true
+				}
+				d.insertLocked(id, exp)
+				added = append(added, id)
+			}
+			keep = append(keep, raw)
+			return true
+		})
+		switch {
+		case err != nil:
+			err = fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
+		case recErr != nil:
+			err = recErr
+		case i != int64(h.RecordCount):
+			err = fmt.Errorf("%w: %d records, the header declares %d", slog.ErrInvalidRecord, i, h.RecordCount)
+		}
+		if err != nil {
+			return nil, false, added, err
+		}
+		if dups == 0 {
+			if rewritten {
+				out = append(out, batch...)
+			}
+			continue
+		}
+		if !rewritten {
+			rewritten = true
+			out = append(make([]byte, 0, len(records)), records[:start]...)
+		}
+		out = appendRewritten(out, batch, keep)
+	}
+	return out, rewritten, added, nil
+}
+
+// appendRewritten appends batch rewritten to hold only the wire records
+// keep (with their original offset and timestamp deltas), uncompressed.
+func appendRewritten(dst, batch []byte, keep [][]byte) []byte {
+	at := len(dst)
+	dst = append(dst, batch[:protocol.BatchHeaderSize]...)
+	for _, r := range keep {
+		dst = append(dst, r...)
+	}
+	b := dst[at:]
+	be := binary.BigEndian
+	be.PutUint32(b[8:], uint32(len(b)-protocol.BatchLengthPrefix))
+	be.PutUint16(b[21:], be.Uint16(b[21:])&^uint16(protocol.AttrCompressionMask)) // attributes
+	be.PutUint32(b[57:], uint32(len(keep)))                                       // record count
+	protocol.SetBatchCRC(b)
+	return dst
+}

@@ -1,0 +1,169 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// dedupTopic creates topic with configs (name, value pairs).
+func dedupTopic(t *testing.T, b *Broker, topic string, partitions int32, kv ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfgs := map[string]*string{}
+	for i := 0; i < len(kv); i += 2 {
+		cfgs[kv[i]] = kadm.StringPtr(kv[i+1])
+	}
+	r, err := kadm.NewClient(newClient(t, b)).CreateTopic(ctx, partitions, 1, cfgs, topic)
+	require.NoError(t, err)
+	require.NoError(t, r.Err, r.ErrMessage)
+}
+
+// rec is a record with value v and, if id != "", header dedup-id=id
+// (plus extra header pairs).
+func rec(topic, v, id string, hdrs ...string) *kgo.Record {
+	r := &kgo.Record{Topic: topic, Value: []byte(v)}
+	if id != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: "dedup-id", Value: []byte(id)})
+	}
+	for i := 0; i < len(hdrs); i += 2 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: hdrs[i], Value: []byte(hdrs[i+1])})
+	}
+	return r
+}
+
+// produceAll produces recs in one ProduceSync (one batch per partition)
+// and requires success for every record.
+func produceAll(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+}
+
+// values reads topic from the start and returns the values in offset
+// order per partition (partitions concatenated).
+func values(t *testing.T, b *Broker, topic string, want int) []string {
+	t.Helper()
+	var out []string
+	for _, r := range dlqConsume(t, b, topic, want) {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
+
+func TestDedupAcrossBatchesAndCompression(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"idempotent-none", nil},
+		{"idempotent-zstd", []kgo.Opt{kgo.ProducerBatchCompression(kgo.ZstdCompression())}},
+		{"plain-gzip", []kgo.Opt{kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.GzipCompression())}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "dd-" + tc.name
+			dedupTopic(t, b, topic, 1, dedupWindowConfig, "60000")
+			cl := newClient(t, b, tc.opts...)
+			produceAll(t, cl, rec(topic, "a1", "a"), rec(topic, "b1", "b"), rec(topic, "a2", "a"), rec(topic, "n1", ""))
+			produceAll(t, cl, rec(topic, "b2", "b"))
+			produceAll(t, cl, rec(topic, "c1", "c"), rec(topic, "a3", "a"), rec(topic, "n2", ""))
+			produceAll(t, cl, rec(topic, "a4", "a"), rec(topic, "b3", "b")) // every record a duplicate
+			produceAll(t, cl, rec(topic, "d1", "d"))
+			require.Equal(t, []string{"a1", "b1", "n1", "c1", "n2", "d1"}, values(t, b, topic, 6))
+		})
+	}
+}
+
+func TestDedupSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := startTest(t, func(c *Config) { c.DataDir = dir })
+	dedupTopic(t, b, "ddr", 2, dedupWindowConfig, "600000")
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	r := rec("ddr", "x1", "x")
+	produceAll(t, cl, r)
+	cl.Close()
+	require.NoError(t, b.Close())
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
+	cl2 := newClient(t, b2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	r2 := rec("ddr", "x2", "x")
+	r2.Partition = 1 // topic scope: across partitions too
+	produceAll(t, cl2, rec("ddr", "x3", "x"), r2, rec("ddr", "y1", "y"))
+	require.ElementsMatch(t, []string{"x1", "y1"}, values(t, b2, "ddr", 2))
+}
+
+func TestDedupWindowExpires(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	dedupTopic(t, b, "dde", 1, dedupWindowConfig, "300")
+	cl := newClient(t, b)
+	produceAll(t, cl, rec("dde", "e1", "e"))
+	produceAll(t, cl, rec("dde", "e2", "e"))
+	time.Sleep(400 * time.Millisecond)
+	produceAll(t, cl, rec("dde", "e3", "e"))
+	require.Equal(t, []string{"e1", "e3"}, values(t, b, "dde", 2))
+}
+
+func TestDedupContent(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	dedupTopic(t, b, "ddc", 1, dedupWindowConfig, "60000", dedupKeyConfig, "content")
+	cl := newClient(t, b)
+	kv := func(k, v string) *kgo.Record { return &kgo.Record{Topic: "ddc", Key: []byte(k), Value: []byte(v)} }
+	produceAll(t, cl, kv("k", "v"), kv("k", "w"), &kgo.Record{Topic: "ddc", Value: []byte("v")})
+	produceAll(t, cl, kv("k", "v"), kv("", "v"), &kgo.Record{Topic: "ddc", Value: []byte("v")})
+	var got []string
+	for _, r := range dlqConsume(t, b, "ddc", 4) {
+		got = append(got, strconv.Quote(string(r.Key))+"="+string(r.Value))
+	}
+	// Null and empty keys differ.
+	require.Equal(t, []string{`"k"=v`, `"k"=w`, `""=v`, `""=v`}, got)
+}
+
+func TestDedupMessageGroupScope(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	dedupTopic(t, b, "ddg", 1, dedupWindowConfig, "60000", dedupScopeConfig, "message-group", dedupKeyConfig, "header:id",
+		dedupGroupHeaderConfig, "grp")
+	cl := newClient(t, b)
+	r := func(v, id, g string) *kgo.Record {
+		return &kgo.Record{Topic: "ddg", Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}, {Key: "grp", Value: []byte(g)}}}
+	}
+	produceAll(t, cl, r("1", "m", "g1"), r("2", "m", "g2"), r("3", "m", "g1"))
+	produceAll(t, cl, r("4", "m", "g2"), r("5", "n", "g2"), r("6", "m", "g3"))
+	require.Equal(t, []string{"1", "2", "5", "6"}, values(t, b, "ddg", 4))
+}
+
+func TestDedupConfigValidation(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b))
+	for _, kv := range [][2]string{
+		{dedupWindowConfig, "-1"}, {dedupWindowConfig, "x"}, {dedupWindowConfig, "604800001"},
+		{dedupKeyConfig, "header:"}, {dedupKeyConfig, "key"}, {dedupKeyConfig, ""},
+		{dedupScopeConfig, "queue"}, {dedupGroupHeaderConfig, ""},
+	} {
+		_, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{kv[0]: kadm.StringPtr(kv[1])}, "ddv")
+		require.ErrorIs(t, err, kerr.InvalidConfig, "%s=%q", kv[0], kv[1])
+	}
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{dedupWindowConfig: kadm.StringPtr("300000"),
+		dedupKeyConfig: kadm.StringPtr("content"), dedupScopeConfig: kadm.StringPtr("message-group")}, "ddv")
+	require.NoError(t, err)
+	require.NoError(t, r.Err, r.ErrMessage)
+	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dedupScopeConfig, Value: kadm.StringPtr("partition")}}, "ddv")
+	require.NoError(t, err)
+	require.ErrorIs(t, alt[0].Err, kerr.InvalidConfig)
+}
