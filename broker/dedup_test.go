@@ -167,3 +167,33 @@ func TestDedupConfigValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, alt[0].Err, kerr.InvalidConfig)
 }
+
+// TestDedupHolesWithShareGroup: the holes duplicates leave (including a
+// batch left with no record) are skipped by a franz-go share consumer,
+// and the share-partition's SPSO still reaches the end of the log.
+func TestDedupHolesWithShareGroup(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	dedupTopic(t, b, "ddh", 1, dedupWindowConfig, "60000")
+	cl := newClient(t, b)
+	produceAll(t, cl, rec("ddh", "a1", "a"), rec("ddh", "b1", "b"), rec("ddh", "a2", "a"))
+	produceAll(t, cl, rec("ddh", "a3", "a"), rec("ddh", "b2", "b")) // a batch of holes only
+	produceAll(t, cl, rec("ddh", "c1", "c"))
+	end := b.topics.partition("ddh", 0).log.HighWatermark()
+	require.Equal(t, int64(6), end)
+	setShareGroupConfigs(t, b, "hg", "share.auto.offset.reset", "earliest")
+	sc := newShareClient(t, b, "hg", kgo.ConsumeTopics("ddh"))
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for spso(t, b, "hg", "ddh", 0) < end {
+		require.True(t, time.Now().Before(deadline), "SPSO stuck at %d, got %v", spso(t, b, "hg", "ddh", 0), got)
+		for _, r := range pollShare(t, sc, time.Second) {
+			got = append(got, string(r.Value))
+			r.Ack(kgo.AckAccept)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		require.NoError(t, sc.FlushAcks(ctx))
+		cancel()
+	}
+	require.Equal(t, []string{"a1", "b1", "c1"}, got)
+}
