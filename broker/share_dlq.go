@@ -29,7 +29,8 @@ package broker
 // in the records it has just persisted (or finds them when it loads the
 // Partition) and starts one writer goroutine for that share-partition,
 // never more than one at a time. The writer works outside the owner's
-// lock, so fetches and acknowledgements go on meanwhile; each attempt
+// lock, so fetches and acknowledgements go on meanwhile; at most
+// dlqConcurrency attempts run at once broker-wide, and each attempt
 // takes at most dlqMaxRecords Archiving offsets, reads their source
 // records from the log, appends one DLQ record per offset to partition
 // sourcePartition % numDlqPartitions of the dead-letter topic (uncompressed
@@ -123,6 +124,9 @@ const (
 	dlqMaxRecords = 500
 	// dlqReadBytes bounds one read of the source log.
 	dlqReadBytes = 1 << 20
+	// dlqConcurrency bounds the attempts running at once, broker-wide
+	// (each holds at most dlqMaxRecords records).
+	dlqConcurrency = 8
 
 	dlqHeaderTopic         = "__dlq.errors.topic"
 	dlqHeaderPartition     = "__dlq.errors.partition"
@@ -232,6 +236,7 @@ type dlqCoordinator struct {
 	closed  bool
 	wg      sync.WaitGroup
 	stop    chan struct{} // closed by close
+	sem     chan struct{} // dlqConcurrency slots, made with stop
 	attempt struct {      // retry policy; zero = defaults (tests shorten it)
 		max                int
 		backoff, maxBackof time.Duration
@@ -256,6 +261,7 @@ func (d *dlqCoordinator) start() bool {
 	}
 	if d.stop == nil {
 		d.stop = make(chan struct{})
+		d.sem = make(chan struct{}, dlqConcurrency)
 	}
 	d.wg.Add(1)
 	return true
@@ -359,7 +365,14 @@ func (sp *sharePart) runDLQ() {
 
 		var done []sharegroup.StateRange
 		if err == nil {
+			select {
+			case c.dlq.sem <- struct{}{}:
+			case <-c.dlq.stop:
+				sp.stopDLQ()
+				return
+			}
 			done, err = c.writeDLQ(sp.key, st, ranges)
+			<-c.dlq.sem
 		}
 		if errors.Is(err, errDLQCrashed) {
 			sp.stopDLQ()
