@@ -219,12 +219,16 @@ func (d *dedupTable) forget(ids []string, exp int64) {
 		return
 	}
 	d.mu.Lock()
+	d.forgetLocked(ids, exp)
+	d.mu.Unlock()
+}
+
+func (d *dedupTable) forgetLocked(ids []string, exp int64) {
 	for _, id := range ids {
 		if d.ids[id] == exp {
 			delete(d.ids, id)
 		}
 	}
-	d.mu.Unlock()
 }
 
 // rebuildLocked fills the table from the last window of every partition
@@ -298,10 +302,12 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 	}
 	d.expireLocked(nowMs)
 	out, rewritten, added, err := d.filterLocked(s, records, exp)
-	d.mu.Unlock()
 	if err != nil {
+		d.forgetLocked(added, exp)
+		d.mu.Unlock()
 		return slog.AppendResult{}, err
 	}
+	d.mu.Unlock()
 	var res slog.AppendResult
 	if rewritten {
 		res, err = p.log.AppendCompacted(out, now)
@@ -330,12 +336,13 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (o
 		if !protocol.VerifyBatchCRC(batch) {
 			return nil, false, added, fmt.Errorf("%w: batch crc mismatch", slog.ErrCorruptMessage)
 		}
-		if h.IsControl() || h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
-			// The log refuses these; let it say why.
-			if rewritten {
-				out = append(out, batch...)
-			}
-			continue
+		// Refused here as the log's Append would: AppendCompacted must
+		// only ever see holes this filter made.
+		switch {
+		case h.IsControl():
+			return nil, false, added, fmt.Errorf("%w: control batch", slog.ErrInvalidRecord)
+		case h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
+			return nil, false, added, fmt.Errorf("%w: batch has %d records and lastOffsetDelta %d", slog.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
 		}
 		keep = keep[:0]
 		dups, i := 0, int64(0)
@@ -378,7 +385,13 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (o
 			rewritten = true
 			out = append(make([]byte, 0, len(records)), records[:start]...)
 		}
+		at := len(out)
 		out = appendRewritten(out, batch, keep)
+		// kmsg decodes leniently; the rewritten batch must pass the
+		// log's framing checks, as the client's would have.
+		if err := protocol.ValidateCompactedRecords(out[at:]); err != nil {
+			return nil, false, added, fmt.Errorf("%w: %v", slog.ErrInvalidRecord, err)
+		}
 	}
 	return out, rewritten, added, nil
 }
