@@ -314,7 +314,9 @@ func TestShareDLQRestartMidWrite(t *testing.T) {
 			setShareGroupConfigs(t, b, "cg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.csrc")
 			cl := newShareClient(t, b, "cg", kgo.ConsumeTopics("csrc"))
 			got := 0
+			deadline := time.Now().Add(30 * time.Second)
 			for got < n {
+				require.True(t, time.Now().Before(deadline), "delivered %d of %d", got, n)
 				for _, r := range pollShare(t, cl, time.Second) {
 					r.Ack(kgo.AckReject)
 					got++
