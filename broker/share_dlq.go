@@ -393,6 +393,12 @@ func (sp *sharePart) runDLQ() {
 					return
 				}
 			}
+			if ranges == nil {
+				// It never loaded: its next load restarts the writer.
+				c.lg.Error("dead-letter writer gives up: share-partition does not load", zapShareKey(sp.key), zap.Error(err))
+				sp.stopDLQ()
+				return
+			}
 			c.lg.Error("dead-letter write failed; archiving the records without a dead-letter copy", zapShareKey(sp.key),
 				zap.String("topic", st.dlqTopic), zap.Int("attempts", failures), zap.Any("offsets", ranges), zap.Error(err))
 			done = ranges
