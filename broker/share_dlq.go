@@ -238,8 +238,8 @@ type dlqCoordinator struct {
 	stop    chan struct{} // closed by close
 	sem     chan struct{} // dlqConcurrency slots, made with stop
 	attempt struct {      // retry policy; zero = defaults (tests shorten it)
-		max                int
-		backoff, maxBackof time.Duration
+		max                 int
+		backoff, maxBackoff time.Duration
 	}
 	// crashAt, set by tests before any write, is asked at the crash
 	// points "durable" (the DLQ append is fsynced, not yet marked
@@ -290,8 +290,8 @@ func (d *dlqCoordinator) policy() (attempts int, backoff, maxBackoff time.Durati
 	if d.attempt.backoff > 0 {
 		backoff = d.attempt.backoff
 	}
-	if d.attempt.maxBackof > 0 {
-		maxBackoff = d.attempt.maxBackof
+	if d.attempt.maxBackoff > 0 {
+		maxBackoff = d.attempt.maxBackoff
 	}
 	return
 }
@@ -733,15 +733,15 @@ func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTo
 // maxBytes.
 func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
 	var (
-		out     [][]byte
-		recs    []byte
-		count   int32
-		nowMs   = time.Now().UnixMilli()
-		group   = []byte(k.Group)
-		topicB  = []byte(srcTopic)
-		partB   = []byte(strconv.Itoa(int(k.Partition)))
-		limit   = st.deliveryLimit
-		overhea = 61 // batch header
+		out           [][]byte
+		recs          []byte
+		count         int32
+		nowMs         = time.Now().UnixMilli()
+		group         = []byte(k.Group)
+		topicB        = []byte(srcTopic)
+		partB         = []byte(strconv.Itoa(int(k.Partition)))
+		limit         = st.deliveryLimit
+		batchOverhead = 61 // batch header
 	)
 	flush := func() {
 		if count > 0 {
@@ -771,13 +771,13 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 			r.Headers = append(append([]kmsg.Header(nil), orig.Headers...), ctx...)
 		}
 		enc := appendRecord(nil, &r)
-		if overhea+len(enc) > maxBytes && st.dlqCopy {
+		if batchOverhead+len(enc) > maxBytes && st.dlqCopy {
 			// Too large for the DLQ topic even alone: a pointer record.
 			c.lg.Warn("source record too large for the dead-letter topic; writing headers only", zapShareKey(k), zap.Int64("offset", off))
 			r.Key, r.Value, r.Headers = nil, nil, ctx
 			enc = appendRecord(nil, &r)
 		}
-		if count > 0 && overhea+len(recs)+len(enc) > maxBytes {
+		if count > 0 && batchOverhead+len(recs)+len(enc) > maxBytes {
 			flush()
 			r.OffsetDelta = 0
 			enc = appendRecord(nil, &r)
