@@ -150,6 +150,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.expireLoop)
 	b.goroutine(b.acceptLoop)
+	b.goroutine(b.shares.resumeDLQ) // dead-letter writes pending at a crash (share_dlq.go)
 	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
 	return b, nil

@@ -128,6 +128,7 @@ var brokerConfigDefs = func() []brokerConfigDef {
 		defs = append(defs, brokerConfigDef{name: sd.name, typ: kmsg.ConfigTypeLong, doc: sd.doc,
 			def: strconv.FormatInt(sd.def, 10), check: intRange(sd.lo, sd.hi)})
 	}
+	defs = append(defs, dlqBrokerConfigDefs...) // share_dlq.go
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
 	return defs
 }()

@@ -75,6 +75,8 @@ var topicConfigDefs = []configDef{
 		doc: "Largest record batch accepted; larger ones get MESSAGE_TOO_LARGE.", check: intRange(0, math.MaxInt32)},
 	{name: "index.interval.bytes", brokerName: "log.index.interval.bytes", typ: kmsg.ConfigTypeInt, def: "4096",
 		doc: "Bytes between entries of the sparse offset index.", check: intRange(0, math.MaxInt32)},
+	{name: "errors.deadletterqueue.group.enable", typ: kmsg.ConfigTypeBoolean, def: "false",
+		doc: "Whether share groups may use this topic as their dead-letter topic (KIP-1191).", check: isBool},
 	{name: "flush.messages", brokerName: "log.flush.interval.messages", typ: kmsg.ConfigTypeLong, def: "9223372036854775807",
 		doc: "Accepted for compatibility; under the always fsync policy every acknowledged write is already fsynced.", check: intRange(1, math.MaxInt64)},
 	{name: "flush.ms", brokerName: "log.flush.interval.ms", typ: kmsg.ConfigTypeLong, def: "9223372036854775807",

@@ -28,6 +28,10 @@ import (
 //	                           a committed offset (binary, groups_store.go)
 //	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped
 //	meta/group-config/<group>  JSON map of group config overrides (share_configs.go); path-escaped
+//	meta/dlq/pending/<group>/<topic id hex>/<partition>
+//	                           JSON dlqIntent: a dead-letter write in progress (share_dlq.go)
+//	meta/dlq/count/<group>/<topic id hex>/<partition>
+//	                           uint64 big-endian: dead-letter records written (share_dlq.go)
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID       = "meta/cluster-id"
@@ -38,6 +42,8 @@ const (
 	prefixOffset       = "meta/offset/"
 	prefixShareGroup   = "meta/share-group/"
 	prefixGroupConfig  = "meta/group-config/"
+	prefixDLQPending   = "meta/dlq/pending/"
+	prefixDLQCount     = "meta/dlq/count/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )

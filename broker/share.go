@@ -109,6 +109,7 @@ type shareCoordinator struct {
 	store    *store.Store
 	configs  shareConfigStore
 	sessions shareSessionCache
+	dlq      dlqCoordinator // dead-letter writers (share_dlq.go)
 
 	mu struct {
 		sync.Mutex
@@ -143,6 +144,7 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 // Broker.Close once no connection is left, before the metadata store
 // closes.
 func (c *shareCoordinator) close() {
+	c.dlq.close()
 	c.mu.Lock()
 	c.mu.closed = true
 	parts := make([]*sharePart, 0, len(c.mu.parts))
@@ -286,6 +288,7 @@ type sharePart struct {
 		timer   *time.Timer
 		timerAt time.Time
 		stopped bool
+		dlq     dlqPartState // share_dlq.go
 	}
 }
 
@@ -310,6 +313,7 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 	}
 	if found {
 		sp.mu.p = p
+		sp.kickDLQLocked() // resume dead-letter writes pending at a crash
 		return nil
 	}
 	if !create {
@@ -366,6 +370,8 @@ func (sp *sharePart) writeLocked(recs []sharegroup.Record) error {
 	if err != nil {
 		sp.c.lg.Error("persisting share-partition state failed; reloading from disk", zapShareKey(sp.key), zap.Error(err))
 		sp.discardLocked()
+	} else if hasArchiving(recs) {
+		sp.kickDLQLocked()
 	}
 	return err
 }
@@ -498,6 +504,12 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 				a.sp.discardLocked()
 				if a.code == 0 {
 					a.code, a.msg = kerr.KafkaStorageError.Code, err.Error()
+				}
+			}
+		} else {
+			for i, a := range wrote {
+				if hasArchiving(batch[i].Records) {
+					a.sp.kickDLQLocked()
 				}
 			}
 		}

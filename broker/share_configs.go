@@ -140,6 +140,12 @@ var groupConfigDefs = []groupConfigDef{
 	{name: "consumer.session.timeout.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.consumer.session.timeout.ms",
 		minName: "group.consumer.min.session.timeout.ms", maxName: "group.consumer.max.session.timeout.ms", floor: 1, unclamped: true,
 		doc: "A KIP-848 consumer group member not heartbeating for this long is fenced."},
+	{name: dlqCopyRecordConfig, typ: kmsg.ConfigTypeBoolean, def: "false",
+		doc:   "Copy the original key, value and headers into dead-letter records (KIP-1191); false writes headers only.",
+		check: isBool},
+	{name: dlqTopicNameConfig, typ: kmsg.ConfigTypeString, def: "",
+		doc:   "The share group's dead-letter topic (KIP-1191): rejected records and records reaching the delivery count limit are copied there before they are archived. Blank: none.",
+		check: func(string) error { return nil }}, // checkDLQTopicName needs the broker
 	{name: "share.acquire.mode", typ: kmsg.ConfigTypeString, def: "batch_optimized",
 		doc:   "batch_optimized (whole log batches, may exceed MaxRecords) or record_limit (at most MaxRecords per fetch, KIP-1206); record_limit applies even to requests asking batch_optimized.",
 		check: oneOf("batch_optimized", "record_limit")},
@@ -213,6 +219,9 @@ func (b *Broker) checkGroupConfig(name, value string) error {
 	if d.check != nil {
 		if err := d.check(value); err != nil {
 			return refuse(errInvalidConfig, "Invalid value %s for configuration %s: %v", value, name, err)
+		}
+		if name == dlqTopicNameConfig {
+			return b.checkDLQTopicName(value)
 		}
 		return nil
 	}
@@ -297,6 +306,8 @@ type shareGroupSettings struct {
 	readCommitted     bool
 	recordLimit       bool
 	renewEnabled      bool
+	dlqTopic          string // errors.deadletterqueue.topic.name ("" = none)
+	dlqCopy           bool   // errors.deadletterqueue.copy.record.enable
 }
 
 // partitionConfig is the share-partition state machine's configuration.
@@ -306,6 +317,7 @@ func (s shareGroupSettings) partitionConfig() sharegroup.Config {
 		DeliveryCountLimit: s.deliveryLimit,
 		MaxInFlight:        s.maxInFlight,
 		RenewDisabled:      !s.renewEnabled,
+		DeadLetter:         s.dlqTopic != "",
 	}
 }
 
@@ -392,6 +404,8 @@ func (b *Broker) shareSettings(group string) shareGroupSettings {
 		readCommitted:     get("share.isolation.level") == "read_committed",
 		recordLimit:       get("share.acquire.mode") == "record_limit",
 		renewEnabled:      get("share.renew.acknowledge.enable") == "true",
+		dlqTopic:          get(dlqTopicNameConfig),
+		dlqCopy:           get(dlqCopyRecordConfig) == "true",
 	}
 }
 

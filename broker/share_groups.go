@@ -632,7 +632,7 @@ func (c *shareCoordinator) deleteState(group string, topics map[[16]byte]bool) e
 		sp := c.part(k)
 		sp.mu.Lock()
 		sp.discardLocked()
-		errs = append(errs, c.store.Delete(k))
+		errs = append(errs, c.store.Delete(k), c.deleteDLQState(k))
 		sp.mu.Unlock()
 	}
 	return errors.Join(errs...)

@@ -461,17 +461,19 @@ func TestShareGroupConfigs(t *testing.T) {
 		vals[e.name] = *e.value
 	}
 	require.Equal(t, map[string]string{
-		"consumer.heartbeat.interval.ms":   "5000",
-		"consumer.session.timeout.ms":      "45000",
-		"share.acquire.mode":               "batch_optimized",
-		"share.auto.offset.reset":          "latest",
-		"share.delivery.count.limit":       "5",
-		"share.heartbeat.interval.ms":      "5000",
-		"share.isolation.level":            "read_uncommitted",
-		"share.partition.max.record.locks": "120000",
-		"share.record.lock.duration.ms":    "30000",
-		"share.renew.acknowledge.enable":   "true",
-		"share.session.timeout.ms":         "45000",
+		"consumer.heartbeat.interval.ms":            "5000",
+		"consumer.session.timeout.ms":               "45000",
+		"errors.deadletterqueue.copy.record.enable": "false",
+		"errors.deadletterqueue.topic.name":         "",
+		"share.acquire.mode":                        "batch_optimized",
+		"share.auto.offset.reset":                   "latest",
+		"share.delivery.count.limit":                "5",
+		"share.heartbeat.interval.ms":               "5000",
+		"share.isolation.level":                     "read_uncommitted",
+		"share.partition.max.record.locks":          "120000",
+		"share.record.lock.duration.ms":             "30000",
+		"share.renew.acknowledge.enable":            "true",
+		"share.session.timeout.ms":                  "45000",
 	}, vals)
 
 	set := func(name, value string) error {

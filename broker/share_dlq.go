@@ -1,0 +1,919 @@
+package broker
+
+// Dead-letter topics for share groups (KIP-1191; kip932.md §8).
+//
+// # Configs
+//
+// A share group gets a dead-letter topic with the group config
+// errors.deadletterqueue.topic.name (blank: none) and copies the original
+// key, value and headers into it with
+// errors.deadletterqueue.copy.record.enable=true (default: a "pointer"
+// record, headers only). The name is validated as KIP-1191 does, when it
+// is set and again before every write: it must be a valid topic name, must
+// not start with "__", must start with the broker config
+// errors.deadletterqueue.topic.name.prefix (default "dlq."; empty allows
+// any name), and an existing topic must have opted in with the topic
+// config errors.deadletterqueue.group.enable=true; a missing one is
+// created (num.partitions partitions, opted in) at the first write only if
+// the broker config errors.deadletterqueue.auto.create.topics.enable is
+// true. A refusal is INVALID_CONFIG. Why: the broker writes with its own
+// rights; the opt-in and the prefix keep an application from writing
+// into topics it has no business in.
+//
+// # Write path
+//
+// With a dead-letter topic the state machine (sharegroup) moves a
+// rejected record, and one released or expired at the delivery limit,
+// Acquired → Archiving, which is persisted and not terminal (the SPSO
+// stops there). The share-partition's owner notices new Archiving ranges
+// in the records it has just persisted (or finds them when it loads the
+// Partition) and starts one writer goroutine for that share-partition,
+// never more than one at a time. The writer works outside the owner's
+// lock, so fetches and acknowledgements go on meanwhile; each attempt
+// takes at most dlqMaxRecords Archiving offsets, reads their source
+// records from the log, appends one DLQ record per offset to partition
+// sourcePartition % numDlqPartitions of the dead-letter topic (uncompressed
+// batches within its max.message.bytes; timestamp = now), waits until
+// that append is fsynced, then takes the lock, calls CompleteArchiving and
+// persists the result. A failed attempt (topic missing or refused, log
+// failure) is retried with exponential backoff (1 s doubling to 30 s,
+// jittered) up to dlqMaxAttempts attempts, logged with zap; after the
+// last one the records are archived without a dead-letter copy, as
+// KIP-1191 does, so a broken dead-letter topic never stalls the group.
+//
+// Headers, after the original headers when copying (UTF-8 strings):
+// __dlq.errors.topic, __dlq.errors.partition, __dlq.errors.offset,
+// __dlq.errors.group, __dlq.errors.delivery.count and
+// __dlq.errors.message. The state machine does not record why a record
+// was archived, so the message says "rejected" below the delivery limit
+// and "rejected or delivery count limit reached" at it.
+//
+// # Exactly once across crashes
+//
+// The DLQ append (a log) and the Archived state (badger) cannot commit
+// together, so each attempt writes an intent to badger first:
+//
+//	meta/dlq/pending/<group>/<topic id>/<partition> =
+//	    {DLQ topic id, DLQ partition, From: its log end offset before the
+//	     append, Ranges: the offsets being written, Written: false}
+//
+// then appends, waits for the fsync, and in one badger transaction sets
+// Written and adds len(Ranges) to the durable count
+// meta/dlq/count/<group>/<topic id>/<partition>. Then CompleteArchiving is
+// persisted and the intent deleted. Every attempt starts by reading the
+// intent of its share-partition:
+//
+//   - Written: the records are in the DLQ and counted; only the
+//     CompleteArchiving (and the intent's deletion) may be missing: do
+//     that, write nothing.
+//   - pending: an earlier attempt (or run, before a crash) may have
+//     appended some or all of Ranges. The writer scans the DLQ partition
+//     from From to its end for records whose __dlq.errors.group, .topic,
+//     .partition name this share-partition and whose .offset is in
+//     Ranges, skips those offsets, and keeps From in its new intent so a
+//     second crash still sees them. The scan is bounded by what was
+//     appended to that DLQ partition since the intent was written.
+//
+// So a crash anywhere loses no record (it stays Archiving until its DLQ
+// copy is durable and the Written mark persisted) and never writes one
+// twice into the same DLQ partition. If the group's dead-letter topic
+// changes while a write is pending, the new topic gets its own copy.
+// After a restart the writers resume when a share-partition with
+// Archiving records is loaded: at startup for every share-partition of a
+// group that has a dead-letter topic (resumeDLQ), otherwise at its next
+// use.
+//
+// # Counts
+//
+// The count keys are durable per (group, topic, partition); ShareDLQCounts
+// and ShareDLQTotals expose them (for shoal_share_dlq_records_total{group}).
+// Deleting the share-partition's state deletes them.
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/protocol"
+	"github.com/shoal-mq/shoal/sharegroup"
+	"github.com/shoal-mq/shoal/sharegroup/store"
+)
+
+const (
+	dlqTopicNameConfig  = "errors.deadletterqueue.topic.name"
+	dlqCopyRecordConfig = "errors.deadletterqueue.copy.record.enable"
+	dlqPrefixConfig     = "errors.deadletterqueue.topic.name.prefix"
+	dlqAutoCreateConfig = "errors.deadletterqueue.auto.create.topics.enable"
+	dlqGroupEnableTopic = "errors.deadletterqueue.group.enable"
+
+	// dlqMaxRecords bounds one attempt (and the memory it holds).
+	dlqMaxRecords = 500
+	// dlqReadBytes bounds one read of the source log.
+	dlqReadBytes = 1 << 20
+
+	dlqHeaderTopic         = "__dlq.errors.topic"
+	dlqHeaderPartition     = "__dlq.errors.partition"
+	dlqHeaderOffset        = "__dlq.errors.offset"
+	dlqHeaderGroup         = "__dlq.errors.group"
+	dlqHeaderDeliveryCount = "__dlq.errors.delivery.count"
+	dlqHeaderMessage       = "__dlq.errors.message"
+)
+
+// Defaults of the retry policy (Kafka's ShareGroupDLQStateManager: 5
+// attempts, 1 s to 30 s).
+const (
+	dlqDefaultAttempts   = 5
+	dlqDefaultBackoff    = time.Second
+	dlqDefaultMaxBackoff = 30 * time.Second
+)
+
+var (
+	// errDLQUnavailable is a dead-letter topic that cannot be written now
+	// (missing without auto-create, not opted in, refused by the prefix).
+	errDLQUnavailable = errors.New("broker: dead-letter topic unavailable")
+)
+
+// dlqBrokerConfigDefs are the broker configs of KIP-1191 (dynamic).
+var dlqBrokerConfigDefs = []brokerConfigDef{
+	{name: dlqAutoCreateConfig, typ: kmsg.ConfigTypeBoolean, def: "false", check: isBool,
+		doc: "Create a share group's missing dead-letter topic at its first write (num.partitions partitions, opted in)."},
+	{name: dlqPrefixConfig, typ: kmsg.ConfigTypeString, def: "dlq.", check: func(string) error { return nil },
+		doc: "Names of share-group dead-letter topics must start with this prefix (empty: any name)."},
+}
+
+// dlqBrokerValue is the effective value of a KIP-1191 broker config.
+func (b *Broker) dlqBrokerValue(name string) string {
+	if v, ok := b.brokerConfig(name); ok {
+		return v
+	}
+	for i := range dlqBrokerConfigDefs {
+		if dlqBrokerConfigDefs[i].name == name {
+			return dlqBrokerConfigDefs[i].def
+		}
+	}
+	panic("broker: unknown dead-letter broker config " + name) // programming error
+}
+
+// checkDLQTopicName validates a group's errors.deadletterqueue.topic.name
+// (KIP-1191's ShareGroupDLQValidator rules; see the file comment).
+func (b *Broker) checkDLQTopicName(name string) error {
+	if name == "" {
+		return nil
+	}
+	_, err := b.dlqTopicCheck(name)
+	return err
+}
+
+// dlqTopicCheck applies the rules and returns the topic if it exists.
+func (b *Broker) dlqTopicCheck(name string) (*topic, error) {
+	bad := func(format string, args ...any) (*topic, error) {
+		return nil, refuse(errInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
+	}
+	if err := validTopicName(name); err != nil {
+		return bad("not a valid topic name")
+	}
+	if strings.HasPrefix(name, "__") {
+		return bad("dead-letter topic names must not start with __")
+	}
+	if prefix := b.dlqBrokerValue(dlqPrefixConfig); !strings.HasPrefix(name, prefix) {
+		return bad("dead-letter topic names must start with %q (%s)", prefix, dlqPrefixConfig)
+	}
+	t := b.topics.get(name)
+	if t == nil {
+		if b.dlqBrokerValue(dlqAutoCreateConfig) != "true" {
+			return bad("topic does not exist and %s is false", dlqAutoCreateConfig)
+		}
+		return nil, nil
+	}
+	_, cfgs := b.topics.snapshot(t)
+	if cfgs[dlqGroupEnableTopic] != "true" {
+		return bad("topic has not opted in with %s=true", dlqGroupEnableTopic)
+	}
+	return t, nil
+}
+
+// dlqTarget resolves (creating if allowed) the dead-letter topic for a
+// write. Failures wrap errDLQUnavailable.
+func (b *Broker) dlqTarget(name string) (*topic, error) {
+	t, err := b.dlqTopicCheck(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errDLQUnavailable, err)
+	}
+	if t != nil {
+		return t, nil
+	}
+	t, err = b.createTopic(name, b.cfg.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
+	if errors.Is(err, errTopicExists) {
+		return b.dlqTopicCheck(name) // raced with another creation: check it again
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: create %s: %v", errDLQUnavailable, name, err)
+	}
+	b.lg.Info("created dead-letter topic", zap.String("topic", name))
+	return t, nil
+}
+
+// dlqCoordinator tracks the writer goroutines. Close waits for them.
+type dlqCoordinator struct {
+	mu      sync.Mutex
+	closed  bool
+	wg      sync.WaitGroup
+	stop    chan struct{} // closed by close
+	attempt struct {      // retry policy; zero = defaults (tests shorten it)
+		max                int
+		backoff, maxBackof time.Duration
+	}
+	// crashAt, set by tests before any write, is asked at the crash
+	// points "durable" (the DLQ append is fsynced, not yet marked
+	// written) and "written" (marked, not yet archived); true stops the
+	// writer there as a crash would (a SIGKILL test kills the process).
+	crashAt func(stage string) bool
+}
+
+func (d *dlqCoordinator) crashed(stage string) bool {
+	return d.crashAt != nil && d.crashAt(stage)
+}
+
+// start registers a writer; false once closing.
+func (d *dlqCoordinator) start() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	if d.stop == nil {
+		d.stop = make(chan struct{})
+	}
+	d.wg.Add(1)
+	return true
+}
+
+// close stops new writers and waits for the running ones (they stop at
+// their next wait).
+func (d *dlqCoordinator) close() {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		if d.stop == nil {
+			d.stop = make(chan struct{})
+		}
+		close(d.stop)
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+func (d *dlqCoordinator) policy() (attempts int, backoff, maxBackoff time.Duration) {
+	attempts, backoff, maxBackoff = dlqDefaultAttempts, dlqDefaultBackoff, dlqDefaultMaxBackoff
+	if d.attempt.max > 0 {
+		attempts = d.attempt.max
+	}
+	if d.attempt.backoff > 0 {
+		backoff = d.attempt.backoff
+	}
+	if d.attempt.maxBackof > 0 {
+		maxBackoff = d.attempt.maxBackof
+	}
+	return
+}
+
+// dlqPartState is a share-partition's writer state, guarded by
+// sharePart.mu.
+type dlqPartState struct {
+	running bool // a writer goroutine owns this share-partition's DLQ work
+}
+
+// hasArchiving reports whether persisted records put offsets into
+// Archiving (a cheap test on what the owner just wrote).
+func hasArchiving(recs []sharegroup.Record) bool {
+	for i := range recs {
+		for _, b := range recs[i].Batches {
+			if b.State == sharegroup.StateArchiving {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// kickDLQLocked starts the writer if the Partition has Archiving records
+// and none runs. mu held.
+func (sp *sharePart) kickDLQLocked() {
+	if sp.mu.stopped || sp.mu.p == nil || sp.mu.dlq.running {
+		return
+	}
+	if len(sp.mu.p.Archiving()) == 0 {
+		return
+	}
+	if !sp.c.dlq.start() {
+		return
+	}
+	sp.mu.dlq.running = true
+	go sp.runDLQ()
+}
+
+// runDLQ is the writer: attempts until no Archiving record is left.
+func (sp *sharePart) runDLQ() {
+	c := sp.c
+	defer c.dlq.wg.Done()
+	maxAttempts, backoff, maxBackoff := c.dlq.policy()
+	failures := 0
+	for {
+		// Snapshot the work under the owner's lock.
+		sp.mu.Lock()
+		now := time.Now()
+		st := c.b.shareSettings(sp.key.Group)
+		var ranges []sharegroup.StateRange
+		var epoch int32
+		err := sp.prepareLocked(now, st, false)
+		switch {
+		case err == nil:
+			ranges = capRanges(sp.mu.p.Archiving(), dlqMaxRecords)
+			epoch = sp.mu.p.StateEpoch()
+			if len(ranges) == 0 {
+				sp.mu.dlq.running = false
+				sp.mu.Unlock()
+				return
+			}
+		case errors.Is(err, errNoShareState), errors.Is(err, errShareClosed):
+			sp.mu.dlq.running = false
+			sp.mu.Unlock()
+			return
+		default:
+			err = fmt.Errorf("loading share-partition: %w", err) // retried below
+		}
+		sp.mu.Unlock()
+
+		var done []sharegroup.StateRange
+		if err == nil {
+			done, err = c.writeDLQ(sp.key, st, ranges)
+		}
+		if errors.Is(err, errDLQCrashed) {
+			sp.stopDLQ()
+			return
+		}
+		if err != nil {
+			failures++
+			if failures < maxAttempts {
+				d := min(backoff<<(failures-1), maxBackoff)
+				d = d/2 + rand.N(d/2+1) // jitter
+				c.lg.Warn("dead-letter write failed; retrying", zapShareKey(sp.key), zap.String("topic", st.dlqTopic),
+					zap.Int("attempt", failures), zap.Duration("retry_in", d), zap.Error(err))
+				select {
+				case <-time.After(d):
+					continue
+				case <-c.dlq.stop:
+					sp.stopDLQ()
+					return
+				}
+			}
+			c.lg.Error("dead-letter write failed; archiving the records without a dead-letter copy", zapShareKey(sp.key),
+				zap.String("topic", st.dlqTopic), zap.Int("attempts", failures), zap.Any("offsets", ranges), zap.Error(err))
+			done = ranges
+		}
+		failures = 0
+		if !sp.completeDLQ(epoch, done) {
+			sp.stopDLQ()
+			return
+		}
+		select {
+		case <-c.dlq.stop:
+			sp.stopDLQ()
+			return
+		default:
+		}
+	}
+}
+
+func (sp *sharePart) stopDLQ() {
+	sp.mu.Lock()
+	sp.mu.dlq.running = false
+	sp.mu.Unlock()
+}
+
+// completeDLQ marks done Archived and persists it, then drops the
+// intent. It returns false when the writer should stop (share-partition
+// gone or its write failed: the next load restarts the writer).
+func (sp *sharePart) completeDLQ(epoch int32, done []sharegroup.StateRange) bool {
+	sp.mu.Lock()
+	p := sp.mu.p
+	if p == nil || sp.mu.stopped {
+		// Not loaded (a failed write or load): the next load restarts
+		// the writer, which finds the intent.
+		sp.mu.Unlock()
+		return false
+	}
+	if p.StateEpoch() != epoch {
+		// Reset meanwhile (AlterShareGroupOffsets): the intent no longer
+		// describes this state.
+		sp.mu.Unlock()
+		_ = sp.c.deleteDLQIntent(sp.key)
+		return false
+	}
+	var recs []sharegroup.Record
+	for _, r := range done {
+		recs = append(recs, p.CompleteArchiving(r.First, r.Last).Records...)
+	}
+	now := time.Now()
+	err := sp.writeLocked(recs)
+	sp.armLocked(now)
+	sp.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	sp.waiters.notify() // the SPSO may have moved: room to acquire
+	if err := sp.c.deleteDLQIntent(sp.key); err != nil {
+		sp.c.lg.Warn("deleting dead-letter intent failed", zapShareKey(sp.key), zap.Error(err))
+	}
+	return true
+}
+
+// capRanges keeps the first max offsets of ranges.
+func capRanges(ranges []sharegroup.StateRange, max int) []sharegroup.StateRange {
+	var out []sharegroup.StateRange
+	for _, r := range ranges {
+		if max <= 0 {
+			break
+		}
+		if n := r.Last - r.First + 1; n > int64(max) {
+			r.Last = r.First + int64(max) - 1
+		}
+		max -= int(r.Last - r.First + 1)
+		out = append(out, r)
+	}
+	return out
+}
+
+// dlqRange is a persisted range of an intent.
+type dlqRange struct {
+	First         int64 `json:"first"`
+	Last          int64 `json:"last"`
+	DeliveryCount int16 `json:"delivery_count"`
+}
+
+// dlqIntent is the persisted record of a dead-letter write in progress
+// (see the file comment).
+type dlqIntent struct {
+	TopicID   [16]byte   `json:"topic_id"`
+	Partition int32      `json:"partition"`
+	From      int64      `json:"from"`
+	Ranges    []dlqRange `json:"ranges"`
+	Written   bool       `json:"written"`
+}
+
+func dlqKeySuffix(k store.Key) string {
+	return url.PathEscape(k.Group) + "/" + hex.EncodeToString(k.TopicID[:]) + "/" + strconv.Itoa(int(k.Partition))
+}
+
+func dlqIntentKey(k store.Key) []byte { return []byte(prefixDLQPending + dlqKeySuffix(k)) }
+func dlqCountKey(k store.Key) []byte  { return []byte(prefixDLQCount + dlqKeySuffix(k)) }
+
+func (c *shareCoordinator) loadDLQIntent(k store.Key) (*dlqIntent, error) {
+	var in *dlqIntent
+	err := c.b.meta.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(dlqIntentKey(k))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			in = &dlqIntent{}
+			return json.Unmarshal(v, in)
+		})
+	})
+	return in, err
+}
+
+func (c *shareCoordinator) putDLQIntent(k store.Key, in *dlqIntent) error {
+	v, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.b.meta.db.Update(func(txn *badger.Txn) error { return txn.Set(dlqIntentKey(k), v) })
+}
+
+// markDLQWritten sets the intent Written and adds n to the count, in one
+// transaction.
+func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) error {
+	in.Written = true
+	v, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.b.meta.db.Update(func(txn *badger.Txn) error {
+		var cur uint64
+		item, err := txn.Get(dlqCountKey(k))
+		switch {
+		case err == nil:
+			if err := item.Value(func(b []byte) error {
+				if len(b) != 8 {
+					return fmt.Errorf("broker: dead-letter count %q has %d bytes", dlqCountKey(k), len(b))
+				}
+				cur = binary.BigEndian.Uint64(b)
+				return nil
+			}); err != nil {
+				return err
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		var buf [8]byte
+		binary.BigEndian.PutUint64(buf[:], cur+uint64(n))
+		if err := txn.Set(dlqCountKey(k), buf[:]); err != nil {
+			return err
+		}
+		return txn.Set(dlqIntentKey(k), v)
+	})
+}
+
+func (c *shareCoordinator) deleteDLQIntent(k store.Key) error {
+	return c.b.meta.db.Update(func(txn *badger.Txn) error { return txn.Delete(dlqIntentKey(k)) })
+}
+
+// deleteDLQState deletes a share-partition's intent and count (its state
+// is being deleted).
+func (c *shareCoordinator) deleteDLQState(k store.Key) error {
+	return c.b.meta.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(dlqIntentKey(k)); err != nil {
+			return err
+		}
+		return txn.Delete(dlqCountKey(k))
+	})
+}
+
+// writeDLQ performs one attempt for ranges (all Archiving) and returns
+// the ranges whose DLQ copies are durable and counted.
+func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange) ([]sharegroup.StateRange, error) {
+	b := c.b
+	in, err := c.loadDLQIntent(k)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil && in.Written {
+		out := make([]sharegroup.StateRange, 0, len(in.Ranges))
+		for _, r := range in.Ranges {
+			out = append(out, sharegroup.StateRange{First: r.First, Last: r.Last, State: sharegroup.StateArchiving, DeliveryCount: r.DeliveryCount})
+		}
+		return out, nil
+	}
+	if st.dlqTopic == "" {
+		c.lg.Warn("share group no longer has a dead-letter topic; archiving without a copy", zapShareKey(k), zap.Any("offsets", ranges))
+		return ranges, nil
+	}
+	src, srcPart, code := b.partitionByID(k.TopicID, k.Partition)
+	if code != 0 {
+		return ranges, nil // the source is gone; its share state goes with it
+	}
+	dt, err := b.dlqTarget(st.dlqTopic)
+	if err != nil {
+		return nil, err
+	}
+	dparts, _ := b.topics.snapshot(dt)
+	if len(dparts) == 0 {
+		return nil, fmt.Errorf("%w: %s has no partitions", errDLQUnavailable, dt.name)
+	}
+	dp := dparts[int(k.Partition)%len(dparts)]
+
+	// Offsets an earlier attempt may already have appended.
+	var found map[int64]bool
+	from := dp.log.LogEndOffset()
+	if in != nil && in.TopicID == dt.id && in.Partition == dp.index {
+		from = in.From
+		if found, err = c.scanDLQ(dp, from, k, src.name, in.Ranges); err != nil {
+			return nil, err
+		}
+	}
+	next := &dlqIntent{TopicID: dt.id, Partition: dp.index, From: from}
+	var n int64
+	for _, r := range ranges {
+		next.Ranges = append(next.Ranges, dlqRange{First: r.First, Last: r.Last, DeliveryCount: r.DeliveryCount})
+		n += r.Last - r.First + 1
+	}
+	if err := c.putDLQIntent(k, next); err != nil {
+		return nil, err
+	}
+	batches, err := c.buildDLQBatches(k, st, src.name, srcPart, ranges, found, int(dp.log.Config().MaxMessageBytes))
+	if err != nil {
+		return nil, err
+	}
+	end := int64(0)
+	now := time.Now()
+	for _, batch := range batches {
+		res, err := dp.log.Append(batch, now)
+		if err != nil {
+			return nil, fmt.Errorf("append to %s-%d: %w", dp.topic, dp.index, err)
+		}
+		end = res.LastOffset + 1
+	}
+	if end == 0 {
+		end = dp.log.LogEndOffset()
+	}
+	if err := b.waitDurable(dp, end); err != nil {
+		return nil, fmt.Errorf("fsync %s-%d: %w", dp.topic, dp.index, err)
+	}
+	if c.dlq.crashed("durable") {
+		return nil, errDLQCrashed
+	}
+	if err := c.markDLQWritten(k, next, n); err != nil {
+		return nil, err
+	}
+	if c.dlq.crashed("written") {
+		return nil, errDLQCrashed
+	}
+	return ranges, nil
+}
+
+// errDLQCrashed stops a writer at a test's simulated crash point.
+var errDLQCrashed = errors.New("broker: simulated crash in dead-letter write")
+
+// waitDurable returns once p is durable up to end (exclusive) and its
+// high watermark covers it.
+func (b *Broker) waitDurable(p *partition, end int64) error {
+	if b.cfg.Fsync == FsyncAlways {
+		return <-b.syncer.appended(p, end, true)
+	}
+	b.syncer.appended(p, end, false) // moves the high watermark
+	_, err := p.log.Sync()
+	return err
+}
+
+// scanDLQ lists the offsets of ranges that dp already holds DLQ records
+// for (written for share-partition k from offset from on).
+func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
+	in := func(off int64) bool {
+		for _, r := range ranges {
+			if off >= r.First && off <= r.Last {
+				return true
+			}
+		}
+		return false
+	}
+	found := map[int64]bool{}
+	group, part := k.Group, strconv.Itoa(int(k.Partition))
+	for off := max(from, dp.log.LogStartOffset()); off < dp.log.LogEndOffset(); {
+		raw, err := dp.log.Read(off, dp.log.LogEndOffset(), dlqReadBytes, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(raw) == 0 {
+			break
+		}
+		next := off
+		err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+			next = h.LastOffset() + 1
+			return batchRecords(batch, func(_, _ int64, r *kmsg.Record) bool {
+				var g, t, p, o string
+				for _, hd := range r.Headers {
+					switch hd.Key {
+					case dlqHeaderGroup:
+						g = string(hd.Value)
+					case dlqHeaderTopic:
+						t = string(hd.Value)
+					case dlqHeaderPartition:
+						p = string(hd.Value)
+					case dlqHeaderOffset:
+						o = string(hd.Value)
+					}
+				}
+				if g == group && t == srcTopic && p == part {
+					if n, err := strconv.ParseInt(o, 10, 64); err == nil && in(n) {
+						found[n] = true
+					}
+				}
+				return true
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	return found, nil
+}
+
+// buildDLQBatches reads the source records of ranges (skipping found
+// offsets) and encodes one DLQ record per offset, in batches of at most
+// maxBytes.
+func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
+	var (
+		out     [][]byte
+		recs    []byte
+		count   int32
+		nowMs   = time.Now().UnixMilli()
+		group   = []byte(k.Group)
+		topicB  = []byte(srcTopic)
+		partB   = []byte(strconv.Itoa(int(k.Partition)))
+		limit   = st.deliveryLimit
+		overhea = 61 // batch header
+	)
+	flush := func() {
+		if count > 0 {
+			out = append(out, encodeBatch(recs, count, nowMs, nowMs))
+			recs, count = nil, 0
+		}
+	}
+	add := func(off int64, dc int16, orig *kmsg.Record) {
+		if found[off] {
+			return
+		}
+		msg := "rejected"
+		if int(dc) >= limit {
+			msg = "rejected or delivery count limit reached"
+		}
+		ctx := []kmsg.Header{
+			{Key: dlqHeaderTopic, Value: topicB},
+			{Key: dlqHeaderPartition, Value: partB},
+			{Key: dlqHeaderOffset, Value: []byte(strconv.FormatInt(off, 10))},
+			{Key: dlqHeaderGroup, Value: group},
+			{Key: dlqHeaderDeliveryCount, Value: []byte(strconv.Itoa(int(dc)))},
+			{Key: dlqHeaderMessage, Value: []byte(msg)},
+		}
+		r := kmsg.Record{OffsetDelta: count, Headers: ctx}
+		if st.dlqCopy && orig != nil {
+			r.Key, r.Value = orig.Key, orig.Value
+			r.Headers = append(append([]kmsg.Header(nil), orig.Headers...), ctx...)
+		}
+		enc := appendRecord(nil, &r)
+		if overhea+len(enc) > maxBytes && st.dlqCopy {
+			// Too large for the DLQ topic even alone: a pointer record.
+			c.lg.Warn("source record too large for the dead-letter topic; writing headers only", zapShareKey(k), zap.Int64("offset", off))
+			r.Key, r.Value, r.Headers = nil, nil, ctx
+			enc = appendRecord(nil, &r)
+		}
+		if count > 0 && overhea+len(recs)+len(enc) > maxBytes {
+			flush()
+			r.OffsetDelta = 0
+			enc = appendRecord(nil, &r)
+		}
+		recs = append(recs, enc...)
+		count++
+	}
+	for _, rg := range ranges {
+		next := rg.First // first offset of rg not yet added
+		if st.dlqCopy {
+			for next <= rg.Last {
+				raw, err := src.log.Read(next, src.log.HighWatermark(), dlqReadBytes, true)
+				if err != nil || len(raw) == 0 {
+					break // gone (retention): pointer records below
+				}
+				progressed := false
+				err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+					return batchRecords(batch, func(off, _ int64, r *kmsg.Record) bool {
+						if off < next || off > rg.Last {
+							return true
+						}
+						for ; next < off; next++ {
+							add(next, rg.DeliveryCount, nil) // absent from the log
+						}
+						add(off, rg.DeliveryCount, r)
+						next, progressed = off+1, true
+						return true
+					})
+				})
+				if err != nil {
+					return nil, err
+				}
+				if !progressed {
+					break
+				}
+			}
+		}
+		for ; next <= rg.Last; next++ {
+			add(next, rg.DeliveryCount, nil)
+		}
+	}
+	flush()
+	return out, nil
+}
+
+// resumeDLQ loads, at startup, every share-partition of the groups that
+// have a dead-letter topic, so writers pending at a crash resume without
+// waiting for a consumer.
+func (c *shareCoordinator) resumeDLQ() {
+	c.configs.mu.RLock()
+	var groups []string
+	for g, m := range c.configs.m {
+		if m[dlqTopicNameConfig] != "" {
+			groups = append(groups, g)
+		}
+	}
+	c.configs.mu.RUnlock()
+	sort.Strings(groups)
+	for _, g := range groups {
+		keys, err := c.store.Keys(g)
+		if err != nil {
+			c.lg.Warn("listing share-partitions for dead-letter recovery failed", zap.String("group", g), zap.Error(err))
+			continue
+		}
+		st := c.b.shareSettings(g)
+		for _, k := range keys {
+			if c.b.ctx.Err() != nil {
+				return
+			}
+			sp := c.part(k)
+			sp.mu.Lock()
+			if err := sp.prepareLocked(time.Now(), st, false); err == nil {
+				sp.kickDLQLocked()
+			}
+			sp.mu.Unlock()
+		}
+	}
+}
+
+// DLQCount is the number of records a share group's share-partition has
+// written to its dead-letter topic.
+type DLQCount struct {
+	Group     string
+	Topic     string // "" if the topic was deleted
+	Partition int32
+	Records   int64
+}
+
+// ShareDLQCounts returns the durable dead-letter counts of group (every
+// group if group is ""), sorted.
+func (b *Broker) ShareDLQCounts(group string) ([]DLQCount, error) {
+	prefix := prefixDLQCount
+	if group != "" {
+		prefix += url.PathEscape(group) + "/"
+	}
+	var out []DLQCount
+	err := b.meta.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			parts := strings.Split(strings.TrimPrefix(string(it.Item().Key()), prefixDLQCount), "/")
+			if len(parts) != 3 {
+				continue
+			}
+			g, err := url.PathUnescape(parts[0])
+			if err != nil {
+				continue
+			}
+			var id [16]byte
+			if raw, err := hex.DecodeString(parts[1]); err != nil || len(raw) != 16 {
+				continue
+			} else {
+				copy(id[:], raw)
+			}
+			p, err := strconv.Atoi(parts[2])
+			if err != nil {
+				continue
+			}
+			var n uint64
+			if err := it.Item().Value(func(v []byte) error {
+				if len(v) == 8 {
+					n = binary.BigEndian.Uint64(v)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			dc := DLQCount{Group: g, Partition: int32(p), Records: int64(n)}
+			if t := b.topics.getID(id); t != nil {
+				dc.Topic = t.name
+			}
+			out = append(out, dc)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool {
+		a, c := out[i], out[j]
+		if a.Group != c.Group {
+			return a.Group < c.Group
+		}
+		if a.Topic != c.Topic {
+			return a.Topic < c.Topic
+		}
+		return a.Partition < c.Partition
+	})
+	return out, err
+}
+
+// ShareDLQTotals returns the dead-letter records written per share group
+// (the metric shoal_share_dlq_records_total{group}).
+func (b *Broker) ShareDLQTotals() (map[string]int64, error) {
+	counts, err := b.ShareDLQCounts("")
+	out := map[string]int64{}
+	for _, c := range counts {
+		out[c.Group] += c.Records
+	}
+	return out, err
+}

@@ -1,0 +1,464 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// dlqSetup creates src (partitions) and, if dlqParts > 0, the opted-in
+// dead-letter topic dlq.<src>, then produces n records to every source
+// partition with key k<i>, value <i> and header h=<i>.
+func dlqSetup(t *testing.T, b *Broker, src string, partitions int32, dlqParts int32, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	r, err := adm.CreateTopic(ctx, partitions, 1, nil, src)
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	if dlqParts > 0 {
+		r, err := adm.CreateTopic(ctx, dlqParts, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "dlq."+src)
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+	}
+	for p := int32(0); p < partitions; p++ {
+		var recs []*kgo.Record
+		for i := 0; i < n; i++ {
+			s := strconv.Itoa(i)
+			recs = append(recs, &kgo.Record{Topic: src, Partition: p, Key: []byte("k" + s), Value: []byte(s),
+				Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(s)}}})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	}
+}
+
+// dlqConsume reads every record of topic from the start until want
+// records arrived (and a little longer, to catch extras).
+func dlqConsume(t *testing.T, b *Broker, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	var out []*kgo.Record
+	deadline := time.Now().Add(20 * time.Second)
+	extra := time.Time{}
+	for time.Now().Before(deadline) {
+		if len(out) >= want {
+			if extra.IsZero() {
+				extra = time.Now().Add(500 * time.Millisecond)
+			} else if time.Now().After(extra) {
+				break
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func headerMap(r *kgo.Record) map[string]string {
+	m := map[string]string{}
+	for _, h := range r.Headers {
+		m[h.Key] = string(h.Value)
+	}
+	return m
+}
+
+// drainShare consumes group on src with action deciding each delivery
+// until every share-partition's SPSO reaches n.
+func drainShare(t *testing.T, b *Broker, group, src string, partitions int32, n int, action func(v int, count int32) kgo.AckStatus) {
+	t.Helper()
+	cl := newShareClient(t, b, group, kgo.ConsumeTopics(src))
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range pollShare(t, cl, time.Second) {
+			v, err := strconv.Atoi(string(r.Value))
+			require.NoError(t, err)
+			r.Ack(action(v, r.DeliveryCount()))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		require.NoError(t, cl.FlushAcks(ctx))
+		cancel()
+		done := true
+		for p := int32(0); p < partitions; p++ {
+			if spso(t, b, group, src, p) < int64(n) {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+	}
+	t.Fatalf("share group %s did not finish %s", group, src)
+}
+
+// spso reads a share-partition's SPSO through the owner.
+func spso(t *testing.T, b *Broker, group, topicName string, p int32) int64 {
+	t.Helper()
+	tp := b.topics.get(topicName)
+	require.NotNil(t, tp)
+	sp := b.shares.part(shareKey(group, shareTP{topicID: tp.id, partition: p}))
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.mu.p == nil {
+		return -1
+	}
+	return sp.mu.p.SPSO()
+}
+
+func dlqAction(v int, _ int32) kgo.AckStatus {
+	switch v % 5 {
+	case 0:
+		return kgo.AckReject
+	case 1:
+		return kgo.AckRelease // until the delivery limit
+	}
+	return kgo.AckAccept
+}
+
+// TestShareDLQRejectAndDeliveryLimit: rejected records and records
+// released up to share.delivery.count.limit land in the dead-letter topic
+// exactly once, on partition sourcePartition % numDlqPartitions, with
+// KIP-1191's headers and (copy.record.enable) the original key, value and
+// headers; the durable count matches.
+func TestShareDLQRejectAndDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	const n = 40
+	dlqSetup(t, b, "dsrc", 3, 2, n)
+	setShareGroupConfigs(t, b, "dg", "share.auto.offset.reset", "earliest", "share.delivery.count.limit", "2",
+		dlqTopicNameConfig, "dlq.dsrc", dlqCopyRecordConfig, "true")
+	drainShare(t, b, "dg", "dsrc", 3, n, dlqAction)
+
+	const perPart = 2 * n / 5
+	recs := dlqConsume(t, b, "dlq.dsrc", 3*perPart)
+	require.Len(t, recs, 3*perPart)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		h := headerMap(r)
+		src, err := strconv.Atoi(h[dlqHeaderPartition])
+		require.NoError(t, err)
+		require.Equal(t, int32(src%2), r.Partition, "DLQ partition = source partition %% 2")
+		id := h[dlqHeaderPartition] + "/" + h[dlqHeaderOffset]
+		require.False(t, seen[id], "duplicate DLQ record %s", id)
+		seen[id] = true
+		off, err := strconv.Atoi(h[dlqHeaderOffset])
+		require.NoError(t, err)
+		require.Equal(t, "dsrc", h[dlqHeaderTopic])
+		require.Equal(t, "dg", h[dlqHeaderGroup])
+		require.Equal(t, strconv.Itoa(off), string(r.Value), "value copied")
+		require.Equal(t, "k"+strconv.Itoa(off), string(r.Key), "key copied")
+		require.Equal(t, strconv.Itoa(off), h["h"], "original header copied")
+		require.Equal(t, "h", r.Headers[0].Key, "original headers first")
+		switch off % 5 {
+		case 0:
+			require.Equal(t, "1", h[dlqHeaderDeliveryCount])
+			require.Equal(t, "rejected", h[dlqHeaderMessage])
+		case 1:
+			require.Equal(t, "2", h[dlqHeaderDeliveryCount])
+			require.Equal(t, "rejected or delivery count limit reached", h[dlqHeaderMessage])
+		default:
+			t.Fatalf("accepted record %d in the DLQ", off)
+		}
+	}
+	counts, err := b.ShareDLQCounts("dg")
+	require.NoError(t, err)
+	require.Len(t, counts, 3)
+	for i, c := range counts {
+		require.Equal(t, DLQCount{Group: "dg", Topic: "dsrc", Partition: int32(i), Records: perPart}, c)
+	}
+	totals, err := b.ShareDLQTotals()
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"dg": 3 * perPart}, totals)
+}
+
+// TestShareDLQPointerRecords: without copy.record.enable the DLQ record
+// has no key or value and only the __dlq headers; a missing topic is
+// created at the first write when auto-create is enabled.
+func TestShareDLQPointerRecords(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	setShareBrokerConfig(b, dlqAutoCreateConfig, "true")
+	const n = 10
+	dlqSetup(t, b, "psrc", 1, 0, n)
+	setShareGroupConfigs(t, b, "pg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.auto")
+	drainShare(t, b, "pg", "psrc", 1, n, func(v int, _ int32) kgo.AckStatus {
+		if v%2 == 0 {
+			return kgo.AckReject
+		}
+		return kgo.AckAccept
+	})
+	dt := b.topics.get("dlq.auto")
+	require.NotNil(t, dt, "auto-created")
+	_, cfgs := b.topics.snapshot(dt)
+	require.Equal(t, "true", cfgs[dlqGroupEnableTopic])
+	recs := dlqConsume(t, b, "dlq.auto", n/2)
+	require.Len(t, recs, n/2)
+	var offs []int
+	for _, r := range recs {
+		require.Nil(t, r.Key)
+		require.Nil(t, r.Value)
+		require.Len(t, r.Headers, 6)
+		o, _ := strconv.Atoi(headerMap(r)[dlqHeaderOffset])
+		offs = append(offs, o)
+	}
+	sort.Ints(offs)
+	require.Equal(t, []int{0, 2, 4, 6, 8}, offs)
+}
+
+// TestShareDLQUnavailableDoesNotStall: a dead-letter topic deleted after
+// it was configured fails every attempt; after the retries the records
+// are archived without a copy and the group goes on.
+func TestShareDLQUnavailableDoesNotStall(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
+	const n = 10
+	dlqSetup(t, b, "usrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "ug", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.usrc")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := kadm.NewClient(newClient(t, b)).DeleteTopics(ctx, "dlq.usrc")
+	require.NoError(t, err)
+	drainShare(t, b, "ug", "usrc", 1, n, func(int, int32) kgo.AckStatus { return kgo.AckReject })
+	require.Nil(t, b.topics.get("dlq.usrc"), "not re-created without auto-create")
+	counts, err := b.ShareDLQCounts("ug")
+	require.NoError(t, err)
+	require.Empty(t, counts)
+}
+
+// TestShareDLQConfigValidation: KIP-1191's rules refuse bad dead-letter
+// topic names with INVALID_CONFIG through IncrementalAlterConfigs.
+func TestShareDLQConfigValidation(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+	_, err := adm.CreateTopic(ctx, 1, 1, nil, "dlq.closed")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "dlq.open")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "other.open")
+	require.NoError(t, err)
+
+	set := func(name, value string) int16 {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "vg"
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Value = name, kmsg.StringPtr(value)
+		res.Configs = append(res.Configs, op)
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		return resp.Resources[0].ErrorCode
+	}
+	bad := kerr.InvalidConfig.Code
+	require.Equal(t, bad, set(dlqTopicNameConfig, "__dlq.x"), "__ prefix")
+	require.Equal(t, bad, set(dlqTopicNameConfig, "other.open"), "outside the dlq. prefix")
+	require.Equal(t, bad, set(dlqTopicNameConfig, "dlq.closed"), "not opted in")
+	require.Equal(t, bad, set(dlqTopicNameConfig, "dlq.missing"), "missing without auto-create")
+	require.Equal(t, bad, set(dlqTopicNameConfig, "dlq.bad/name"), "invalid topic name")
+	require.Equal(t, bad, set(dlqCopyRecordConfig, "yes"))
+	require.Equal(t, int16(0), set(dlqTopicNameConfig, "dlq.open"))
+	require.Equal(t, int16(0), set(dlqTopicNameConfig, ""), "blank: no DLQ")
+	require.Equal(t, int16(0), set(dlqCopyRecordConfig, "true"))
+
+	// Broker configs: the prefix and auto-create.
+	alt, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: dlqAutoCreateConfig, Value: kadm.StringPtr("maybe")}})
+	require.NoError(t, err)
+	require.Error(t, alt[0].Err)
+	alt, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: dlqAutoCreateConfig, Value: kadm.StringPtr("true")}, {Name: dlqPrefixConfig, Value: kadm.StringPtr("")}})
+	require.NoError(t, err)
+	require.NoError(t, alt[0].Err)
+	require.Equal(t, int16(0), set(dlqTopicNameConfig, "dlq.missing"), "missing with auto-create")
+	require.Equal(t, int16(0), set(dlqTopicNameConfig, "other.open"), "empty prefix allows any name")
+	require.Equal(t, bad, set(dlqTopicNameConfig, "__x"), "__ is refused even with an empty prefix")
+	// Topic config: a boolean.
+	ac, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dlqGroupEnableTopic, Value: kadm.StringPtr("1")}}, "dlq.open")
+	require.NoError(t, err)
+	require.Error(t, ac[0].Err)
+}
+
+// TestShareDLQRestartMidWrite stops the writer at each crash point (the
+// DLQ append durable but not marked written; marked but not archived) —
+// the process state a crash leaves — restarts the broker on the same
+// data, and checks every record reaches the DLQ exactly once, is
+// archived, and is counted once.
+func TestShareDLQRestartMidWrite(t *testing.T) {
+	for _, stage := range []string{"durable", "written"} {
+		t.Run(stage, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			b := startShareTest(t, func(c *Config) { c.DataDir = dir })
+			b.shares.dlq.crashAt = func(s string) bool { return s == stage }
+			const n = 20
+			dlqSetup(t, b, "csrc", 1, 1, n)
+			setShareGroupConfigs(t, b, "cg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.csrc")
+			cl := newShareClient(t, b, "cg", kgo.ConsumeTopics("csrc"))
+			got := 0
+			for got < n {
+				for _, r := range pollShare(t, cl, time.Second) {
+					r.Ack(kgo.AckReject)
+					got++
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			require.NoError(t, cl.FlushAcks(ctx))
+			cancel()
+			cl.Close()
+			// The writer stopped at the crash point: nothing archived.
+			require.Eventually(t, func() bool {
+				sp := b.shares.part(shareKey("cg", shareTP{topicID: b.topics.get("csrc").id, partition: 0}))
+				sp.mu.Lock()
+				defer sp.mu.Unlock()
+				return !sp.mu.dlq.running
+			}, 10*time.Second, 10*time.Millisecond)
+			require.Less(t, spso(t, b, "cg", "csrc", 0), int64(n))
+			require.Positive(t, b.topics.partition("dlq.csrc", 0).log.HighWatermark(), "DLQ append durable")
+			require.NoError(t, b.Close())
+
+			b2 := startShareTest(t, func(c *Config) { c.DataDir = dir })
+			require.Eventually(t, func() bool { return spso(t, b2, "cg", "csrc", 0) == n }, 10*time.Second, 10*time.Millisecond,
+				"resumed at startup without a consumer")
+			recs := dlqConsume(t, b2, "dlq.csrc", n)
+			require.Len(t, recs, n, "exactly once")
+			counts, err := b2.ShareDLQCounts("cg")
+			require.NoError(t, err)
+			require.Equal(t, []DLQCount{{Group: "cg", Topic: "csrc", Partition: 0, Records: n}}, counts)
+		})
+	}
+}
+
+// dlqKillChildEnv names the data directory a TestShareDLQSigkill child
+// serves from; the child SIGKILLs itself right after its first DLQ
+// append is fsynced.
+const dlqKillChildEnv = "SHOAL_DLQ_KILL_CHILD"
+
+// TestShareDLQSigkill: a child broker is SIGKILLed between a durable DLQ
+// append and the records' Archived state; a broker restarted on the same
+// data writes no second copy and archives them.
+func TestShareDLQSigkill(t *testing.T) {
+	if dir := os.Getenv(dlqKillChildEnv); dir != "" {
+		cfg := DefaultConfig()
+		cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zap.NewNop()
+		b, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.shares.dlq.crashAt = func(stage string) bool {
+			if stage == "durable" {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			return false
+		}
+		if err := os.WriteFile(filepath.Join(dir, "addr.tmp"), []byte(b.Addr()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "addr.tmp"), filepath.Join(dir, "addr")); err != nil {
+			t.Fatal(err)
+		}
+		select {} // until SIGKILL
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	child := exec.Command(os.Args[0], "-test.run=^TestShareDLQSigkill$")
+	child.Env = append(os.Environ(), dlqKillChildEnv+"="+dir)
+	require.NoError(t, child.Start())
+	exited := make(chan struct{})
+	go func() { child.Wait(); close(exited) }()
+	t.Cleanup(func() { child.Process.Kill(); <-exited })
+	var addr string
+	require.Eventually(t, func() bool {
+		raw, err := os.ReadFile(filepath.Join(dir, "addr"))
+		addr = string(raw)
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "ksrc")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "dlq.ksrc")
+	require.NoError(t, err)
+	const n = 10
+	for i := 0; i < n; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "ksrc", Value: []byte(strconv.Itoa(i))}).FirstErr())
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "kg"
+	for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {dlqTopicNameConfig, "dlq.ksrc"}} {
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Value = kv[0], kmsg.StringPtr(kv[1])
+		res.Configs = append(res.Configs, op)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, int16(0), resp.Resources[0].ErrorCode)
+	cl.Close()
+
+	sc, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("kg"), kgo.ConsumeTopics("ksrc"), kgo.FetchMaxWait(200*time.Millisecond))
+	require.NoError(t, err)
+	defer sc.Close()
+	// Reject until the child kills itself at its first durable DLQ append.
+	for killed := false; !killed; {
+		select {
+		case <-exited:
+			killed = true
+			continue
+		case <-ctx.Done():
+			t.Fatal("child was not killed by its DLQ crash hook")
+		default:
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		recs := sc.PollRecords(pctx, -1).Records()
+		pcancel()
+		for _, r := range recs {
+			r.Ack(kgo.AckReject)
+		}
+		fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
+		sc.FlushAcks(fctx) // fails once the child is dead
+		fcancel()
+	}
+	sc.Close()
+
+	// Restarted: the pending write resumes; records never acknowledged
+	// before the kill are delivered again and rejected.
+	b := startShareTest(t, func(c *Config) { c.DataDir = dir })
+	drainShare(t, b, "kg", "ksrc", 1, n, func(int, int32) kgo.AckStatus { return kgo.AckReject })
+	recs := dlqConsume(t, b, "dlq.ksrc", n)
+	offs := map[string]int{}
+	for _, r := range recs {
+		offs[headerMap(r)[dlqHeaderOffset]]++
+	}
+	require.Len(t, offs, n, "every rejected record is in the DLQ")
+	for o, c := range offs {
+		require.Equal(t, 1, c, "offset %s written %d times", o, c)
+	}
+	counts, err := b.ShareDLQCounts("kg")
+	require.NoError(t, err)
+	require.Equal(t, []DLQCount{{Group: "kg", Topic: "ksrc", Partition: 0, Records: n}}, counts)
+}
