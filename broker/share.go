@@ -423,13 +423,12 @@ func (sp *sharePart) fire() {
 	}
 	now := time.Now()
 	eff := sp.mu.p.ExpireLocks(now)
-	changed := len(eff.Records) > 0
 	_ = sp.writeLocked(eff.Records) // a failure discarded the Partition: the expiries reload as Available
 	sp.armLocked(now)
 	sp.mu.Unlock()
-	if changed {
-		sp.waiters.notify()
-	}
+	// Expiries (and ended redelivery backoffs, which persist nothing) may
+	// have made records available.
+	sp.waiters.notify()
 }
 
 // releaseMember returns member's acquired records (session closed,
@@ -548,6 +547,13 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 	}
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
+	}
+	if p.Config().Groups != sharegroup.GroupsNone {
+		out, data, err := sp.acquireGroupsLocked(now, st, member, lp, maxRecords, budget, &pending)
+		if ferr := flush(); ferr != nil {
+			return nil, nil, ferr
+		}
+		return out, data, err
 	}
 	// st.readCommitted: without transactions the last stable offset is
 	// the high watermark; aborted batches will be passed as Skip here.

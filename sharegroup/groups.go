@@ -442,3 +442,27 @@ func ceilDiv(a, b int64) int64 {
 	}
 	return (a + b - 1) / b
 }
+
+// Unacquire gives back records member just acquired that the broker could
+// not send (the response reached its size limit): Acquired → Available
+// with the delivery count decremented, as if never fetched. Their durable
+// view does not change, so the Effects carry no record.
+func (p *Partition) Unacquire(member string, ranges []Acquired) Effects {
+	start := p.begin()
+	if h, ok := p.members.lookup(member); ok {
+		for _, r := range ranges {
+			lo, hi := max(r.First, p.spso), min(r.Last, p.speo-1)
+			if lo > hi {
+				continue
+			}
+			p.rewrite(lo, hi, func(e *emitter, ps, pe int64, old meta) {
+				if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h {
+					e.emit(ps, pe, pack(StateAvailable, old.count()-1, 0))
+				} else {
+					e.emit(ps, pe, old)
+				}
+			})
+		}
+	}
+	return p.finish(start)
+}
