@@ -527,11 +527,15 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 // the acquired ranges and the log batches covering them.
 func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int) ([]sharegroup.Acquired, []byte, error) {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
+		sp.mu.Unlock()
 		return nil, nil, err
 	}
+	if sp.mu.p.Config().Groups != sharegroup.GroupsNone {
+		return sp.acquireGroups(now, st, member, lp, maxRecords, budget) // unlocks
+	}
+	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p
 	var (
@@ -547,13 +551,6 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 	}
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
-	}
-	if p.Config().Groups != sharegroup.GroupsNone {
-		out, data, err := sp.acquireGroupsLocked(now, st, member, lp, maxRecords, budget, &pending)
-		if ferr := flush(); ferr != nil {
-			return nil, nil, ferr
-		}
-		return out, data, err
 	}
 	// st.readCommitted: without transactions the last stable offset is
 	// the high watermark; aborted batches will be passed as Skip here.

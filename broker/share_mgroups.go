@@ -125,10 +125,16 @@ func classifyBatches(raw []byte, src messageGroupSource) []sharegroup.LogBatch {
 	return out
 }
 
-// acquireGroupsLocked is acquire for a group mode. sp.mu held; pending
-// are records the caller must persist.
-func (sp *sharePart) acquireGroupsLocked(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords, budget int, pending *[]sharegroup.Record) ([]sharegroup.Acquired, []byte, error) {
+// acquireGroups is acquire for a group mode, entered with sp.mu held
+// (the Partition prepared); it unlocks. The log bytes of the picked
+// records are read after unlocking: the records are this member's, and
+// other members' fetches and acknowledgements need not wait for the read.
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords, budget int) ([]sharegroup.Acquired, []byte, error) {
 	p := sp.mu.p
+	var pending []sharegroup.Record
+	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
+		pending = append(pending, p.AdvanceLogStart(ls).Records...)
+	}
 	hw := lp.log.HighWatermark()
 	for read := 0; read < classifyBudget && p.CanClassify(); {
 		off := p.ClassifyOffset()
@@ -138,7 +144,7 @@ func (sp *sharePart) acquireGroupsLocked(now time.Time, st shareGroupSettings, m
 		raw, err := lp.log.Read(off, hw, 1<<20, true)
 		if errors.Is(err, slog.ErrOffsetOutOfRange) {
 			if ls := lp.log.LogStartOffset(); off < ls {
-				*pending = append(*pending, p.AdvanceLogStart(ls).Records...)
+				pending = append(pending, p.AdvanceLogStart(ls).Records...)
 				continue
 			}
 		}
@@ -150,22 +156,33 @@ func (sp *sharePart) acquireGroupsLocked(now time.Time, st shareGroupSettings, m
 		if len(batches) == 0 {
 			break
 		}
-		*pending = append(*pending, p.Classify(batches).Records...)
+		pending = append(pending, p.Classify(batches).Records...)
 		if p.ClassifyOffset() <= off {
 			break // no progress (window cost limit)
 		}
 	}
 	acq, eff := p.AcquireGroups(now, member, maxRecords)
-	*pending = append(*pending, eff.Records...)
+	pending = append(pending, eff.Records...)
+	err := sp.writeLocked(pending)
+	sp.armLocked(now)
+	sp.mu.Unlock()
+	if err != nil {
+		return nil, nil, err // the Partition was discarded: the acquisitions are gone with it
+	}
 	if len(acq) == 0 {
 		return nil, nil, nil
 	}
-	data, sent, unsent, err := readAcquired(lp, acq, hw, budget)
+	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget)
 	if len(unsent) > 0 {
-		*pending = append(*pending, p.Unacquire(member, unsent).Records...)
+		sp.mu.Lock()
+		if sp.mu.p == p { // else reloaded: the acquisitions are gone anyway
+			_ = sp.writeLocked(p.Unacquire(member, unsent).Records) // persists nothing
+		}
+		sp.mu.Unlock()
+		sp.waiters.notify()
 	}
 	if len(sent) == 0 {
-		return nil, nil, err
+		return nil, nil, rerr
 	}
 	return sent, data, nil
 }
@@ -227,3 +244,15 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 
 // errStopRead ends an eachBatch walk early.
 var errStopRead = errors.New("broker: stop reading")
+
+// blocksOwnGroups reports whether member holds records of this
+// share-partition in ordered mode: nothing else may be acquirable until it
+// acknowledges them, so its long poll must not wait (the client piggybacks
+// those acknowledgements on its next ShareFetch; franz-go does not send
+// them while a fetch is outstanding).
+func (sp *sharePart) blocksOwnGroups(member string) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	p := sp.mu.p
+	return p != nil && p.Config().Groups == sharegroup.GroupsOrdered && p.Holds(member)
+}

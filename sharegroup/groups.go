@@ -466,3 +466,12 @@ func (p *Partition) Unacquire(member string, ranges []Acquired) Effects {
 	}
 	return p.finish(start)
 }
+
+// Holds reports whether member has records acquired here (lock not yet
+// expired). In ordered mode a long poll by such a member should not wait:
+// its own pending acknowledgements are what releases its groups' next
+// records, and the client sends them with its next request.
+func (p *Partition) Holds(member string) bool {
+	_, ok := p.members.lookup(member)
+	return ok
+}

@@ -3,6 +3,7 @@ package sharegroup
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -403,4 +404,50 @@ func TestRedeliveryBackoff(t *testing.T) {
 	keep(eff)
 	require.NotEmpty(t, got)
 	checkRecovery(t, p, persisted)
+}
+
+// BenchmarkAcquireGroups: 8 members take turns acquiring 500 records and
+// accepting them, 1,000 groups interleaved record by record (the worst
+// case for spans), with the window full of classified records.
+func BenchmarkAcquireGroups(b *testing.B) {
+	for _, mode := range []GroupMode{GroupsFair, GroupsOrdered} {
+		b.Run(mode.String(), func(b *testing.B) {
+			const n = 2_000_000
+			groups := make([]string, n)
+			for i := range groups {
+				groups[i] = "g" + strconv.Itoa(i%1000)
+			}
+			log := &groupLog{groups: groups, batchSize: 500}
+			cfg := DefaultConfig()
+			cfg.Groups = mode
+			p, _, err := New(cfg, 0, 0)
+			require.NoError(b, err)
+			now := t0
+			held := make([][]Acquired, 8)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m := i % 8
+				member := "m" + strconv.Itoa(m)
+				for _, a := range held[m] {
+					if _, err := p.Acknowledge(now, member, []AckBatch{{First: a.First, Last: a.Last, Types: []AckType{AckAccept}}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for p.CanClassify() && p.ClassifyOffset() < n {
+					off := p.ClassifyOffset()
+					p.Classify(log.read(off, 2000))
+					if p.ClassifyOffset() == off {
+						break
+					}
+				}
+				held[m], _ = p.AcquireGroups(now, member, 500)
+				if len(held[m]) == 0 && p.SPSO() >= n-10_000 {
+					b.StopTimer()
+					p, _, _ = New(cfg, 0, 0)
+					clear(held)
+					b.StartTimer()
+				}
+			}
+		})
+	}
 }
