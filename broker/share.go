@@ -423,13 +423,12 @@ func (sp *sharePart) fire() {
 	}
 	now := time.Now()
 	eff := sp.mu.p.ExpireLocks(now)
-	changed := len(eff.Records) > 0
 	_ = sp.writeLocked(eff.Records) // a failure discarded the Partition: the expiries reload as Available
 	sp.armLocked(now)
 	sp.mu.Unlock()
-	if changed {
-		sp.waiters.notify()
-	}
+	// Expiries (and ended redelivery backoffs, which persist nothing) may
+	// have made records available.
+	sp.waiters.notify()
 }
 
 // releaseMember returns member's acquired records (session closed,
@@ -528,11 +527,15 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 // the acquired ranges and the log batches covering them.
 func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int) ([]sharegroup.Acquired, []byte, error) {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
+		sp.mu.Unlock()
 		return nil, nil, err
 	}
+	if sp.mu.p.Config().Groups != sharegroup.GroupsNone {
+		return sp.acquireGroups(now, st, member, lp, maxRecords, budget) // unlocks
+	}
+	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p
 	var (

@@ -161,12 +161,25 @@ var groupConfigDefs = []groupConfigDef{
 	{name: "share.isolation.level", typ: kmsg.ConfigTypeString, def: "read_uncommitted",
 		doc:   "read_uncommitted or read_committed (without transactions both read to the high watermark).",
 		check: oneOf("read_uncommitted", "read_committed")},
+	{name: "share.message.group.fair", typ: kmsg.ConfigTypeBoolean, def: "false",
+		doc:   "Deliver message groups round-robin, so a group with many records cannot delay the others (needs share.message.group.source).",
+		check: isBool},
+	{name: "share.message.group.ordered", typ: kmsg.ConfigTypeBoolean, def: "false",
+		doc:   "Deliver each message group's records strictly in offset order, one in flight per group at a time, groups in parallel (SQS FIFO; needs share.message.group.source).",
+		check: isBool},
+	{name: "share.message.group.source", typ: kmsg.ConfigTypeString, def: "none",
+		doc:   "Where a record's message-group id comes from: none, key (the record key) or header:NAME (that header's value). Records without one are each a group of their own.",
+		check: checkMessageGroupSource},
 	{name: "share.partition.max.record.locks", typ: kmsg.ConfigTypeInt, brokerName: "group.share.partition.max.record.locks",
 		minName: "group.share.min.partition.max.record.locks", maxName: "group.share.max.partition.max.record.locks", floor: 100,
 		doc: "The in-flight window of each share-partition (SPEO-SPSO)."},
 	{name: "share.record.lock.duration.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.record.lock.duration.ms",
 		minName: "group.share.min.record.lock.duration.ms", maxName: "group.share.max.record.lock.duration.ms", floor: 1000,
 		doc: "The acquisition lock duration."},
+	{name: "share.redelivery.backoff.max.ms", typ: kmsg.ConfigTypeInt, def: "60000", floor: 0,
+		doc: "The cap of share.redelivery.backoff.ms's doubling."},
+	{name: "share.redelivery.backoff.ms", typ: kmsg.ConfigTypeInt, def: "0", floor: 0,
+		doc: "Delay before a released or lock-expired record is delivered again, doubling per delivery up to share.redelivery.backoff.max.ms; 0 = none. Not persisted: after a restart such records are available at once."},
 	{name: "share.renew.acknowledge.enable", typ: kmsg.ConfigTypeBoolean, def: "true",
 		doc:   "Whether RENEW acknowledgements (KIP-1222) are accepted.",
 		check: isBool},
@@ -308,16 +321,23 @@ type shareGroupSettings struct {
 	renewEnabled      bool
 	dlqTopic          string // errors.deadletterqueue.topic.name ("" = none)
 	dlqCopy           bool   // errors.deadletterqueue.copy.record.enable
+	groupSource       messageGroupSource
+	groupMode         sharegroup.GroupMode
+	backoff           time.Duration
+	backoffMax        time.Duration
 }
 
 // partitionConfig is the share-partition state machine's configuration.
 func (s shareGroupSettings) partitionConfig() sharegroup.Config {
 	return sharegroup.Config{
-		RecordLockDuration: s.lockDuration,
-		DeliveryCountLimit: s.deliveryLimit,
-		MaxInFlight:        s.maxInFlight,
-		RenewDisabled:      !s.renewEnabled,
-		DeadLetter:         s.dlqTopic != "",
+		RecordLockDuration:   s.lockDuration,
+		DeliveryCountLimit:   s.deliveryLimit,
+		MaxInFlight:          s.maxInFlight,
+		RenewDisabled:        !s.renewEnabled,
+		DeadLetter:           s.dlqTopic != "",
+		Groups:               s.groupMode,
+		RedeliveryBackoff:    s.backoff,
+		RedeliveryBackoffMax: s.backoffMax,
 	}
 }
 
@@ -406,6 +426,10 @@ func (b *Broker) shareSettings(group string) shareGroupSettings {
 		renewEnabled:      get("share.renew.acknowledge.enable") == "true",
 		dlqTopic:          get(dlqTopicNameConfig),
 		dlqCopy:           get(dlqCopyRecordConfig) == "true",
+		groupSource:       parseMessageGroupSource(get("share.message.group.source")),
+		groupMode:         messageGroupMode(get),
+		backoff:           time.Duration(num("share.redelivery.backoff.ms")) * time.Millisecond,
+		backoffMax:        time.Duration(num("share.redelivery.backoff.max.ms")) * time.Millisecond,
 	}
 }
 

@@ -214,6 +214,10 @@ func checkShareIDs(group, member string) (int16, string) {
 		return kerr.InvalidRequest.Code, "GroupId must be set."
 	case strings.TrimSpace(member) == "":
 		return kerr.InvalidRequest.Code, "MemberId must be set."
+	case strings.ContainsRune(member, 0):
+		// NUL is reserved for the broker's internal holders (the
+		// redelivery backoff of sharegroup).
+		return kerr.InvalidRequest.Code, "MemberId must not contain NUL."
 	}
 	return 0, ""
 }

@@ -470,8 +470,13 @@ func TestShareGroupConfigs(t *testing.T) {
 		"share.delivery.count.limit":                "5",
 		"share.heartbeat.interval.ms":               "5000",
 		"share.isolation.level":                     "read_uncommitted",
+		"share.message.group.fair":                  "false",
+		"share.message.group.ordered":               "false",
+		"share.message.group.source":                "none",
 		"share.partition.max.record.locks":          "120000",
 		"share.record.lock.duration.ms":             "30000",
+		"share.redelivery.backoff.max.ms":           "60000",
+		"share.redelivery.backoff.ms":               "0",
 		"share.renew.acknowledge.enable":            "true",
 		"share.session.timeout.ms":                  "45000",
 	}, vals)

@@ -39,6 +39,45 @@ type Config struct {
 	// instead of Archived, and the broker completes them with
 	// CompleteArchiving once the dead-letter write is durable.
 	DeadLetter bool
+	// Groups is the message-group delivery mode (share.message.group.fair,
+	// share.message.group.ordered; GroupsNone when
+	// share.message.group.source=none). In a group mode the broker passes
+	// log batches with their group ids to Classify and acquires with
+	// AcquireGroups; see doc.go.
+	Groups GroupMode
+	// RedeliveryBackoff is share.redelivery.backoff.ms: a record released
+	// or whose lock expired becomes Available again only after
+	// RedeliveryBackoff * 2^(deliveries-1), capped at RedeliveryBackoffMax
+	// (share.redelivery.backoff.max.ms). Zero disables it. The delay is
+	// transient: after a restart such records are Available at once.
+	RedeliveryBackoff, RedeliveryBackoffMax time.Duration
+}
+
+// GroupMode is how records of different message groups are delivered.
+type GroupMode uint8
+
+const (
+	// GroupsNone ignores message groups: offset order (Kafka's behaviour).
+	GroupsNone GroupMode = iota
+	// GroupsFair interleaves message groups round-robin, so a group with
+	// many records cannot delay the others.
+	GroupsFair
+	// GroupsOrdered delivers each message group's records strictly in
+	// offset order, one acquired record per group at a time (SQS FIFO);
+	// different groups proceed in parallel, interleaved fairly.
+	GroupsOrdered
+)
+
+func (m GroupMode) String() string {
+	switch m {
+	case GroupsNone:
+		return "none"
+	case GroupsFair:
+		return "fair"
+	case GroupsOrdered:
+		return "ordered"
+	}
+	return fmt.Sprintf("GroupMode(%d)", uint8(m))
 }
 
 // DefaultConfig returns Kafka's defaults with Shoal's larger window.
@@ -59,6 +98,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: delivery count limit %d outside [2, %d]", ErrInvalidConfig, c.DeliveryCountLimit, MaxDeliveryCountLimit)
 	case c.MaxInFlight < 1 || c.MaxInFlight > MaxMaxInFlight:
 		return fmt.Errorf("%w: max in-flight %d outside [1, %d]", ErrInvalidConfig, c.MaxInFlight, MaxMaxInFlight)
+	case c.Groups > GroupsOrdered:
+		return fmt.Errorf("%w: message group mode %v", ErrInvalidConfig, c.Groups)
+	case c.RedeliveryBackoff < 0 || c.RedeliveryBackoffMax < 0:
+		return fmt.Errorf("%w: negative redelivery backoff", ErrInvalidConfig)
 	}
 	return nil
 }

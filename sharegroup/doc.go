@@ -92,45 +92,65 @@
 // redelivered and everything else at or above the SPSO comes back Available
 // with its last persisted count. Record encoding: see Record.AppendBinary.
 //
-// # Plan for issue 5 (message groups, DLQ, backoff)
+// # Dead-letter queues (KIP-1191)
 //
-// Dead-letter queues (KIP-1191) are in: with Config.DeadLetter, REJECT and
-// the delivery limit go Acquired → Archiving (persisted, not terminal, so
-// the SPSO waits); the broker lists them with Archiving(), writes the DLQ
-// record idempotently (keyed by group/topic/partition/offset) and calls
+// With Config.DeadLetter, REJECT and the delivery limit go Acquired →
+// Archiving (persisted, not terminal, so the SPSO waits); the broker lists
+// them with Archiving(), writes the DLQ record idempotently and calls
 // CompleteArchiving once the write is durable. After a crash the Archiving
 // ranges are still there and the writes resume.
 //
-// Message groups (share.message.group.source) will be added without
-// changing the run representation:
+// # Message groups (Config.Groups)
 //
-//   - LogBatch gains per-record group ids (Groups []GroupSpan{First, Last,
-//     ID}); the broker parses keys/headers only when a source is configured.
-//     The core interns ids to handles and keeps a second compacted
-//     structure, group spans (offset range → group handle), next to the
-//     runs: group ids never change, states do, so the two are not mixed and
-//     plain mode pays nothing.
-//   - Fair mode: per group a queue of Available ranges; Acquire takes from
-//     groups in round-robin instead of in offset order, still returning
-//     sorted Acquired ranges.
-//   - Ordered mode: per group the offset of its single Acquired record;
-//     Acquire skips groups that have one, and a group's next record becomes
-//     eligible only when the previous one is terminal or Archiving; release
-//     or expiry redelivers the same record first (it is the group's lowest
-//     non-terminal offset).
-//   - Starvation: the seed design's window limit (SPEO-SPSO) lets one huge
-//     group at the SPSO block every other group. In ordered and fair mode
-//     the limit will instead bound what costs memory — the number of runs
-//     plus Acquired records — not the offset span: a blocked group's
-//     120,000 consecutive never-delivered records are one Available(0) run
-//     and one group span, so the window can keep extending past them to
-//     reach other groups (span < 2^31 offsets, see maxSpan). They are
+// In a group mode the broker reads the log from ClassifyOffset and passes
+// the batches with per-record group ids (LogBatch.Groups, from the key or
+// a header) to Classify; AcquireGroups then picks from what is known. The
+// group of every offset in [SPSO, known) is kept as compacted spans (start
+// offset, group handle: 16 bytes per change of group) beside the runs:
+// group ids never change, states do, so the two are not mixed and plain
+// mode pays nothing. Ids are interned to handles that live while a span
+// references them. Spans are transient: after a restart (or a switch into
+// a group mode) known starts at the SPSO and the broker classifies the
+// window again; persistence is unchanged.
+//
+//   - Fair (GroupsFair): AcquireGroups visits the spans round-robin from
+//     the span after where the previous call stopped, giving each group at
+//     most ceil(maxRecords/groups) records, raising the share in up to 8
+//     further passes while some groups have more and the request is not
+//     full. A group with 100x the records of the others therefore takes
+//     the same share per call as each of them.
+//   - Ordered (GroupsOrdered): a scan from the SPSO takes, per group, the
+//     group's first offset that is neither terminal nor Archiving, and only
+//     if it is Available; a group with a record Acquired (or backing off)
+//     is skipped. So at most one record per group is in flight, the next is
+//     delivered only after the previous is acknowledged, archived or
+//     dead-lettered, and a released or expired record is redelivered
+//     first. Records without a group are not ordered. The scan stops when
+//     every live group's head is found; its worst case is the whole window
+//     (groups whose records are all terminal but not yet below the SPSO).
+//   - No starvation: in Kafka's design (and the seed's) the window limit
+//     bounds SPEO-SPSO, so one group occupying 120,000 consecutive records
+//     at the SPSO blocks every other group. In a group mode the limit
+//     bounds what the window costs instead — runs plus spans up to
+//     MaxInFlight (CanClassify) — and SPEO-SPSO only by maxSpan/2. A
+//     blocked group's never-delivered records are one Available(0) run and
+//     one span however many there are, so the window extends past them to
+//     the other groups (TestGroupsHugeGroupDoesNotStarveOthers). They are
 //     implicit on disk (Available, count 0), so persistence is unchanged.
-//     The broker keeps reading from SPEO while NextFetchOffset reports it.
+//     Acquisition pauses while the runs alone exceed 2 x MaxInFlight (a
+//     window of millions of records acknowledged one by one in a scattered
+//     order), which bounds memory at ~24 B per record of budget.
 //
-// Redelivery backoff needs a "not before" time on Available records: the
-// 23-bit handle of a run is only meaningful for Acquired runs today, so an
-// Available run can carry a handle into a backoff table the same way
-// (deadline shared per release), keeping runs at 8 bytes. Like
-// acquisitions it is transient (documented as lost on restart).
+// # Redelivery backoff
+//
+// With Config.RedeliveryBackoff, a RELEASE or a lock expiry below the
+// delivery limit makes the record wait backoff * 2^(count-1), capped by
+// RedeliveryBackoffMax, before it is Available. The waiting records are
+// Acquired by a reserved internal member (backoffMember) with their count
+// plus one, sharing one acquisition per deadline: runs stay 8 bytes, their
+// durable view is exactly Available(count), they block their group in
+// ordered mode (so FIFO holds), other records are not delayed, and the
+// lock heap wakes them: their "expiry" returns them Available without
+// counting a delivery. The delay is transient: after a restart they are
+// Available at once.
 package sharegroup

@@ -73,7 +73,10 @@ func checkInternal(p *Partition) error {
 			return fmt.Errorf("member %q handle %d refs %d/%d", id, h, p.members.refs[h], memberRefs[h])
 		}
 	}
-	if p.available > 0 {
+	if err := checkGroups(p); err != nil {
+		return err
+	}
+	if p.available > 0 && !p.groupMode() {
 		if off := p.NextFetchOffset(); p.runs[p.find(off)].meta.state() != StateAvailable {
 			return fmt.Errorf("next fetch offset %d not available", off)
 		}
@@ -105,4 +108,48 @@ func normalize(r Record) Record {
 		r.Batches = nil
 	}
 	return r
+}
+
+// checkGroups verifies the message-group spans: ascending, covering
+// [SPSO, known) when any exist, reference counts matching.
+func checkGroups(p *Partition) error {
+	m := &p.mg
+	if !p.groupMode() {
+		if len(m.spans) != 0 {
+			return fmt.Errorf("%d group spans in plain mode", len(m.spans))
+		}
+		return nil
+	}
+	if len(m.spans) > 0 && m.spans[0].start != p.spso {
+		return fmt.Errorf("first group span at %d, spso %d", m.spans[0].start, p.spso)
+	}
+	if m.known > p.speo {
+		return fmt.Errorf("groups known to %d past speo %d", m.known, p.speo)
+	}
+	refs := map[uint32]int32{}
+	for i, s := range m.spans {
+		if p.spanEnd(i) <= s.start {
+			return fmt.Errorf("group span %d empty or unordered", i)
+		}
+		if i > 0 && m.spans[i-1].g == s.g {
+			return fmt.Errorf("group spans %d and %d not merged", i-1, i)
+		}
+		refs[s.g]++
+	}
+	live := 0
+	for g, n := range refs {
+		if m.refs[g] != n {
+			return fmt.Errorf("group %d refs %d, spans %d", g, m.refs[g], n)
+		}
+		if g != 0 {
+			live++
+			if m.ids[m.names[g]] != g {
+				return fmt.Errorf("group %d name %q not interned", g, m.names[g])
+			}
+		}
+	}
+	if live != m.live || len(m.ids) != live {
+		return fmt.Errorf("live groups %d, counted %d, interned %d", m.live, live, len(m.ids))
+	}
+	return nil
 }

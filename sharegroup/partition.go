@@ -30,6 +30,13 @@ type Partition struct {
 
 	acqs    acquisitions
 	members members
+	mg      msgGroups // group modes only; see groups.go
+
+	// opNow is the time of the operation in progress (set by expire), for
+	// redelivery backoff deadlines; backoffs caches this operation's
+	// backoff acquisitions by deadline.
+	opNow    int64
+	backoffs []backoffHandle
 
 	// touched collects, during one operation, the ranges whose persisted
 	// view changed; finish turns them into the operation's Record.
@@ -40,6 +47,19 @@ type Partition struct {
 }
 
 type span struct{ lo, hi int64 }
+
+type backoffHandle struct {
+	deadline int64
+	h        uint32
+}
+
+// backoffMember holds records waiting out a redelivery backoff: they are
+// Acquired by it with their delivery count plus one, so their durable view
+// is Available with their count, they block their message group in ordered
+// mode, and its lock expiry returns them Available without counting a
+// delivery (as ReleaseMember does). A NUL byte keeps it apart from client
+// member ids, which the broker checks are printable.
+const backoffMember = "\x00redelivery-backoff"
 
 // LogBatch describes one log batch the broker read for Acquire. The broker
 // passes the batches it read starting at NextFetchOffset(), in log order;
@@ -52,8 +72,9 @@ type LogBatch struct {
 	// archived (Kafka: control records are GAP-acked, aborted batches
 	// archived) and excluded from Acquired ranges.
 	Skip bool
-	// Future (issue 5): per-record message-group ids ride here, e.g.
-	// Groups []GroupSpan{First, Last int64; ID []byte}. See doc.go.
+	// Groups lists the message groups of the batch's records, ascending,
+	// in a group mode (Config.Groups); ignored otherwise.
+	Groups []GroupSpan
 }
 
 // Acquired is one AcquiredRecords entry of a ShareFetch response.
@@ -139,7 +160,11 @@ func (p *Partition) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	switchGroups := (cfg.Groups == GroupsNone) != (p.cfg.Groups == GroupsNone)
 	p.cfg = cfg
+	if switchGroups {
+		p.resetGroups()
+	}
 	return nil
 }
 
@@ -165,8 +190,12 @@ func (p *Partition) Lag(endOffset int64) int64 {
 func (p *Partition) InFlight() int64 { return p.speo - p.spso }
 
 // NextFetchOffset is where the broker reads the log for the next Acquire:
-// the first Available offset inside the window, else SPEO.
+// the first Available offset inside the window, else SPEO. In a group mode
+// it is ClassifyOffset.
 func (p *Partition) NextFetchOffset() int64 {
+	if p.groupMode() {
+		return p.ClassifyOffset()
+	}
 	if p.available == 0 {
 		return p.speo
 	}
@@ -185,6 +214,9 @@ func (p *Partition) NextFetchOffset() int64 {
 // records in the window, or room to extend it. The broker skips the log
 // read (and long-polls) when false.
 func (p *Partition) CanAcquire() bool {
+	if p.groupMode() {
+		return p.available > 0 || p.CanClassify()
+	}
 	return p.available > 0 || p.speo-p.spso < int64(p.cfg.MaxInFlight)
 }
 
@@ -199,6 +231,7 @@ func (p *Partition) NextDeadline() time.Time {
 // begin starts an operation that may produce a Record.
 func (p *Partition) begin() (startSPSO int64) {
 	p.touched = p.touched[:0]
+	p.backoffs = p.backoffs[:0]
 	return p.spso
 }
 
@@ -206,6 +239,9 @@ func (p *Partition) begin() (startSPSO int64) {
 // delta Record.
 func (p *Partition) finish(startSPSO int64) Effects {
 	p.advance()
+	if p.groupMode() {
+		p.trimGroups()
+	}
 	var eff Effects
 	if batches := p.touchedBatches(); len(batches) > 0 || p.spso != startSPSO {
 		eff.Records = []Record{{
@@ -287,11 +323,43 @@ func (p *Partition) archivedMeta(count int) meta {
 
 // releasedMeta is the state after a RELEASE or lock expiry: Available, or
 // archived once the record has been delivered DeliveryCountLimit times.
+// With a redelivery backoff the record waits, held by backoffMember.
 func (p *Partition) releasedMeta(count int) meta {
 	if count >= p.cfg.DeliveryCountLimit {
 		return p.archivedMeta(count)
 	}
+	if p.cfg.RedeliveryBackoff > 0 && !p.administrative {
+		return pack(StateAcquired, count+1, p.backoffAcquisition(count))
+	}
 	return pack(StateAvailable, count, 0)
+}
+
+// backoffAcquisition returns the backoff holding records released after
+// count deliveries: RedeliveryBackoff * 2^(count-1), capped.
+func (p *Partition) backoffAcquisition(count int) uint32 {
+	d := p.cfg.RedeliveryBackoff
+	for i := 1; i < count && d < p.cfg.RedeliveryBackoffMax; i++ {
+		d *= 2
+	}
+	if p.cfg.RedeliveryBackoffMax > 0 {
+		d = min(d, p.cfg.RedeliveryBackoffMax)
+	}
+	deadline := p.opNow + int64(d)
+	for _, b := range p.backoffs {
+		if b.deadline == deadline {
+			return b.h
+		}
+	}
+	mh := p.members.intern(backoffMember)
+	p.members.ref(mh)
+	h := p.acqs.alloc(mh, deadline)
+	p.backoffs = append(p.backoffs, backoffHandle{deadline, h})
+	return h
+}
+
+// isBackoff reports whether acquisition h is a redelivery backoff.
+func (p *Partition) isBackoff(h uint32) bool {
+	return p.members.names[p.acqs.entries[h].member] == backoffMember
 }
 
 // Acquire hands records to member. batches are the log batches the broker
@@ -305,6 +373,13 @@ func (p *Partition) releasedMeta(count int) meta {
 // input. Acquisitions are never persisted; Effects carries records only for
 // expired locks and offsets found absent from the log.
 func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, maxRecords int, mode AcquireMode) ([]Acquired, Effects) {
+	if p.groupMode() { // Classify, then AcquireGroups (always record-limited)
+		eff := p.Classify(batches)
+		acq, eff2 := p.AcquireGroups(now, member, maxRecords)
+		eff.Records = append(eff.Records, eff2.Records...)
+		eff.NextDeadline = eff2.NextDeadline
+		return acq, eff
+	}
 	start := p.begin()
 	nowNS := now.UnixNano()
 	p.expire(nowNS)
@@ -438,7 +513,11 @@ func (p *Partition) archiveAbsent(lo, hi int64) bool {
 		p.dropBelow(hi + 1)
 		return true
 	}
-	end := min(hi, p.spso+int64(p.cfg.MaxInFlight)-1)
+	limit := p.spso + int64(p.cfg.MaxInFlight) - 1
+	if p.groupMode() { // bounded by cost, see CanClassify
+		limit = p.spso + maxSpan/2 - 1
+	}
+	end := min(hi, limit)
 	if end >= lo {
 		p.extendTo(end + 1)
 		p.rewrite(lo, end, func(e *emitter, ps, pe int64, old meta) {
@@ -555,6 +634,9 @@ func (p *Partition) checkAcks(member string, acks []AckBatch) error {
 }
 
 func (p *Partition) describe(m meta) string {
+	if m.state() == StateAcquired && p.isBackoff(m.acq()) {
+		return "waiting for its redelivery backoff"
+	}
 	if m.state() == StateAcquired {
 		return "acquired by another member"
 	}
@@ -573,13 +655,18 @@ func (p *Partition) ExpireLocks(now time.Time) Effects {
 // expire releases every lock due at now, then advances the window so the
 // operation that follows sees the SPSO those expiries produce.
 func (p *Partition) expire(now int64) {
+	p.opNow = now
 	defer p.advance()
 	for {
 		h := p.acqs.earliest()
 		if h == 0 || p.acqs.entries[h].deadline > now {
 			return
 		}
-		p.releaseAcquisition(h, func(c int) meta { return p.releasedMeta(c) })
+		if p.isBackoff(h) { // backoff over: Available, not a delivery
+			p.releaseAcquisition(h, func(c int) meta { return pack(StateAvailable, c-1, 0) })
+		} else {
+			p.releaseAcquisition(h, func(c int) meta { return p.releasedMeta(c) })
+		}
 		if p.acqs.earliest() == h {
 			panic("sharegroup: expired acquisition still referenced") // programming error
 		}
@@ -770,6 +857,9 @@ func (p *Partition) Ranges() []StateRange {
 			a := p.acqs.entries[m.acq()]
 			r.Member = p.members.names[a.member]
 			r.Deadline = time.Unix(0, a.deadline)
+			if r.Member == backoffMember { // Available again at Deadline
+				r.State, r.DeliveryCount, r.Member = StateAvailable, r.DeliveryCount-1, ""
+			}
 		}
 		out = append(out, r)
 	}

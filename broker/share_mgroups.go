@@ -1,0 +1,258 @@
+package broker
+
+// Message groups on share groups (issue 5): where a record's group id comes
+// from (share.message.group.source), and the acquisition path of the fair
+// and ordered modes. The state machine side is sharegroup/groups.go; its
+// doc.go explains the design. Plain share groups never come here.
+//
+// In a group mode acquiring has three steps, under the share-partition's
+// lock like the plain path:
+//
+//  1. Classify: read the log from ClassifyOffset (up to classifyBudget
+//     bytes per fetch, and only while the window's cost allows), decode
+//     each batch's records (decompressing if needed) to find their group
+//     ids, and hand the batches to Classify.
+//  2. AcquireGroups picks records among everything classified.
+//  3. Read the log batches covering the picked records, in offset order,
+//     each batch once. Records the response budget cannot carry are given
+//     back with Unacquire (never sent, so never counted as delivered):
+//     a client must never receive an acquired offset without its record,
+//     which it would GAP-acknowledge (archive).
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	slog "github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/protocol"
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+// classifyBudget bounds the log bytes one fetch reads to learn message
+// groups; a backlog is classified over several fetches.
+const classifyBudget = 16 << 20
+
+// messageGroupSource is a parsed share.message.group.source.
+type messageGroupSource struct {
+	key    bool
+	header string // header name; "" with key false = none
+}
+
+func (s messageGroupSource) none() bool { return !s.key && s.header == "" }
+
+func parseMessageGroupSource(v string) messageGroupSource {
+	switch {
+	case v == "key":
+		return messageGroupSource{key: true}
+	case strings.HasPrefix(v, "header:"):
+		return messageGroupSource{header: strings.TrimPrefix(v, "header:")}
+	}
+	return messageGroupSource{}
+}
+
+func checkMessageGroupSource(v string) error {
+	switch {
+	case v == "none", v == "key":
+		return nil
+	case strings.HasPrefix(v, "header:") && len(v) > len("header:"):
+		return nil
+	}
+	return errors.New("must be none, key or header:<name>")
+}
+
+// messageGroupMode resolves the delivery mode from the group configs:
+// ordered wins over fair; without a source there are no groups.
+func messageGroupMode(get func(string) string) sharegroup.GroupMode {
+	switch {
+	case parseMessageGroupSource(get("share.message.group.source")).none():
+		return sharegroup.GroupsNone
+	case get("share.message.group.ordered") == "true":
+		return sharegroup.GroupsOrdered
+	case get("share.message.group.fair") == "true":
+		return sharegroup.GroupsFair
+	}
+	return sharegroup.GroupsNone
+}
+
+// groupID returns the message-group id of r under src ("" = none). A null
+// or empty key or header value is no group.
+func (s messageGroupSource) groupID(r *kmsg.Record) []byte {
+	if s.key {
+		return r.Key
+	}
+	var id []byte
+	for i := range r.Headers {
+		if r.Headers[i].Key == s.header {
+			id = r.Headers[i].Value // the last one wins, as for Kafka headers lookups
+		}
+	}
+	return id
+}
+
+// classifyBatches lists the batches of raw log bytes with their records'
+// message groups. A batch whose records do not decode is classified as
+// records without a group (it is still delivered; the client sees what it
+// sees for any record).
+func classifyBatches(raw []byte, src messageGroupSource) []sharegroup.LogBatch {
+	var out []sharegroup.LogBatch
+	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: h.IsControl()}
+		if !b.Skip {
+			var last []byte
+			_ = batchRecords(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
+				id := src.groupID(r)
+				if len(id) == 0 {
+					last = nil
+					return true
+				}
+				if n := len(b.Groups); n > 0 && last != nil && b.Groups[n-1].Last == off-1 && bytes.Equal(last, id) {
+					b.Groups[n-1].Last = off
+					return true
+				}
+				b.Groups = append(b.Groups, sharegroup.GroupSpan{First: off, Last: off, ID: string(id)})
+				last = id
+				return true
+			})
+		}
+		out = append(out, b)
+		return nil
+	})
+	return out
+}
+
+// acquireGroups is acquire for a group mode, entered with sp.mu held
+// (the Partition prepared); it unlocks. The log bytes of the picked
+// records are read after unlocking: the records are this member's, and
+// other members' fetches and acknowledgements need not wait for the read.
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords, budget int) ([]sharegroup.Acquired, []byte, error) {
+	p := sp.mu.p
+	var pending []sharegroup.Record
+	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
+		pending = append(pending, p.AdvanceLogStart(ls).Records...)
+	}
+	hw := lp.log.HighWatermark()
+	for read := 0; read < classifyBudget && p.CanClassify(); {
+		off := p.ClassifyOffset()
+		if off >= hw {
+			break
+		}
+		raw, err := lp.log.Read(off, hw, 1<<20, true)
+		if errors.Is(err, slog.ErrOffsetOutOfRange) {
+			if ls := lp.log.LogStartOffset(); off < ls {
+				pending = append(pending, p.AdvanceLogStart(ls).Records...)
+				continue
+			}
+		}
+		if err != nil {
+			break // acquire from what is known; the error shows again at the next read
+		}
+		read += len(raw)
+		batches := classifyBatches(raw, st.groupSource)
+		if len(batches) == 0 {
+			break
+		}
+		pending = append(pending, p.Classify(batches).Records...)
+		if p.ClassifyOffset() <= off {
+			break // no progress (window cost limit)
+		}
+	}
+	acq, eff := p.AcquireGroups(now, member, maxRecords)
+	pending = append(pending, eff.Records...)
+	err := sp.writeLocked(pending)
+	sp.armLocked(now)
+	sp.mu.Unlock()
+	if err != nil {
+		return nil, nil, err // the Partition was discarded: the acquisitions are gone with it
+	}
+	if len(acq) == 0 {
+		return nil, nil, nil
+	}
+	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget)
+	if len(unsent) > 0 {
+		sp.mu.Lock()
+		if sp.mu.p == p { // else reloaded: the acquisitions are gone anyway
+			_ = sp.writeLocked(p.Unacquire(member, unsent).Records) // persists nothing
+		}
+		sp.mu.Unlock()
+		sp.waiters.notify()
+	}
+	if len(sent) == 0 {
+		return nil, nil, rerr
+	}
+	return sent, data, nil
+}
+
+// readAcquired reads, in offset order and each once, the log batches
+// covering the acquired ranges, until budget bytes are used (the first
+// range is always covered). It returns the bytes, the ranges they cover
+// and the ranges (or parts) they do not.
+func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+	covered := int64(-1) // offsets < covered have their batch in data
+	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {
+		a := acq[i]
+		if covered <= a.First {
+			return acq[:i], acq[i:]
+		}
+		head := append(acq[:i:i], sharegroup.Acquired{First: a.First, Last: covered - 1, DeliveryCount: a.DeliveryCount})
+		rest := append([]sharegroup.Acquired{{First: covered, Last: a.Last, DeliveryCount: a.DeliveryCount}}, acq[i+1:]...)
+		return head, rest
+	}
+	for i := 0; i < len(acq); i++ {
+		a := acq[i]
+		for covered <= a.Last {
+			if len(data) > 0 && len(data) >= budget {
+				sent, unsent = split(i)
+				return data, sent, unsent, nil
+			}
+			from := max(a.First, covered)
+			raw, rerr := lp.log.Read(from, hw, 1<<20, true)
+			if rerr != nil {
+				sent, unsent = split(i)
+				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)
+			}
+			progressed := false
+			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+				if h.LastOffset() < from {
+					return nil
+				}
+				for j := i; j < len(acq) && acq[j].First <= h.LastOffset(); j++ {
+					if acq[j].Last >= h.BaseOffset { // the batch holds an acquired offset
+						data = append(data, batch...)
+						break
+					}
+				}
+				covered = h.LastOffset() + 1
+				progressed = true
+				if covered > a.Last && len(data) >= budget {
+					return errStopRead
+				}
+				return nil
+			})
+			if !progressed {
+				sent, unsent = split(i)
+				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: no batch", from)
+			}
+		}
+	}
+	return data, acq, nil, nil
+}
+
+// errStopRead ends an eachBatch walk early.
+var errStopRead = errors.New("broker: stop reading")
+
+// blocksOwnGroups reports whether member holds records of this
+// share-partition in ordered mode: nothing else may be acquirable until it
+// acknowledges them, so its long poll must not wait (the client piggybacks
+// those acknowledgements on its next ShareFetch; franz-go does not send
+// them while a fetch is outstanding).
+func (sp *sharePart) blocksOwnGroups(member string) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	p := sp.mu.p
+	return p != nil && p.Config().Groups == sharegroup.GroupsOrdered && p.Holds(member)
+}

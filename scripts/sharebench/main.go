@@ -1,0 +1,284 @@
+// Command sharebench measures share-group delivery with message groups
+// (issue 5): plain share groups against the fair and ordered modes, on the
+// same topic, in one run.
+//
+// It starts Shoal in this process (fsync before every ack, as the main
+// bench does), produces --records records of --value-size bytes to one
+// topic of --partitions partitions, keyed by message group (--groups
+// groups, round-robin), then for each round drains the whole topic once
+// per mode (uncompressed unless --compression says otherwise), each time with a fresh share group of --consumers franz-go
+// share consumers accepting every record. The clock runs from the first
+// record delivered until every record has been accepted and every
+// consumer's FlushAcks returned. The order of the modes rotates per round
+// so each is measured early and late; the medians of --rounds rounds are
+// printed as a markdown table with the ratio to plain.
+//
+//	go run ./scripts/sharebench --records 300000 --rounds 3
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker"
+)
+
+type options struct {
+	records    int
+	valueSize  int
+	partitions int
+	groups     int
+	consumers  int
+	maxRecords int
+	rounds     int
+	modes      string
+	compress   string
+	cpuprofile string
+}
+
+var modes = []string{"plain", "fair", "ordered"}
+
+func main() {
+	var o options
+	flag.IntVar(&o.records, "records", 300_000, "records to produce")
+	flag.IntVar(&o.valueSize, "value-size", 1024, "value bytes per record")
+	flag.IntVar(&o.partitions, "partitions", 6, "topic partitions")
+	flag.IntVar(&o.groups, "groups", 1000, "message groups (record keys)")
+	flag.IntVar(&o.consumers, "consumers", 8, "share consumers per mode")
+	flag.IntVar(&o.maxRecords, "share-max-records", 500, "kgo.ShareMaxRecords")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds (medians are reported)")
+	flag.StringVar(&o.modes, "modes", strings.Join(modes, ","), "modes to run: plain, fair, ordered")
+	flag.StringVar(&o.compress, "compression", "none", "producer compression: none, gzip, snappy, lz4, zstd (group modes decompress each batch once to read keys)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (broker and clients) here")
+	flag.Parse()
+	modes = strings.Split(o.modes, ",")
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "sharebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	dir, err := os.MkdirTemp("", "sharebench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := broker.DefaultConfig()
+	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.DataDir = dir
+	cfg.Logger = zap.NewNop()
+	b, err := broker.Start(cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	seeds := []string{b.Addr()}
+	ctx := context.Background()
+
+	codec := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
+		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}[o.compress]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000),
+		kgo.ProducerBatchCompression(codec))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic = "sharebench"
+	if _, err := adm.CreateTopic(ctx, int32(o.partitions), 1, nil, topic); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "producing %d records of %d bytes in %d groups to %d partitions\n", o.records, o.valueSize, o.groups, o.partitions)
+	value := make([]byte, o.valueSize)
+	var wg sync.WaitGroup
+	var perr atomic.Value
+	for i := range o.records {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("group-" + strconv.Itoa(i%o.groups)), Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				perr.Store(err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if err, _ := perr.Load().(error); err != nil {
+		return fmt.Errorf("produce: %w", err)
+	}
+
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	results := map[string][]float64{}
+	for round := range o.rounds {
+		for k := range modes {
+			mode := modes[(k+round)%len(modes)]
+			group := fmt.Sprintf("sharebench-%s-%d", mode, round)
+			rate, err := drain(ctx, o, seeds, cl, topic, group, mode)
+			if err != nil {
+				return fmt.Errorf("round %d %s: %w", round+1, mode, err)
+			}
+			fmt.Fprintf(os.Stderr, "round %d %-8s %10.0f records/s\n", round+1, mode, rate)
+			results[mode] = append(results[mode], rate)
+		}
+	}
+	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s) | records/s, median of %d | vs plain |\n|---|--:|--:|\n",
+		o.consumers, o.groups, o.records, o.valueSize, o.partitions, o.compress, o.rounds)
+	plain := median(results["plain"])
+	for _, m := range modes {
+		med := median(results[m])
+		ratio := "—"
+		if plain > 0 {
+			ratio = fmt.Sprintf("%.2f×", med/plain)
+		}
+		fmt.Printf("| %s | %.0f | %s |\n", m, med, ratio)
+	}
+	return nil
+}
+
+// drain consumes the whole topic with a fresh share group in mode and
+// returns records/s from the first delivery to the last acknowledgement.
+func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, topic, group, mode string) (float64, error) {
+	kv := []string{"share.auto.offset.reset", "earliest"}
+	if mode != "plain" {
+		kv = append(kv, "share.message.group.source", "key", "share.message.group."+mode, "true")
+	}
+	if err := setGroupConfigs(ctx, admin, group, kv...); err != nil {
+		return 0, err
+	}
+	var (
+		seen     = make([][]bool, o.partitions)
+		mu       sync.Mutex
+		left     = o.records
+		first    time.Time
+		ackErr   atomic.Value
+		done     = make(chan struct{})
+		doneOnce sync.Once
+	)
+	for p := range seen {
+		seen[p] = make([]bool, o.records) // generous: offsets per partition < records
+	}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var clients []*kgo.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for range o.consumers {
+		c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ShareMaxRecords(int32(o.maxRecords)), kgo.FetchMaxBytes(64<<20),
+			kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+				for _, r := range rs {
+					if r.Err != nil {
+						ackErr.Store(r.Err)
+					}
+				}
+			}))
+		if err != nil {
+			return 0, err
+		}
+		clients = append(clients, c)
+	}
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for pctx.Err() == nil {
+				fs := c.PollRecords(pctx, -1)
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) {
+					r.Ack(kgo.AckAccept)
+					if first.IsZero() {
+						first = time.Now()
+					}
+					if !seen[r.Partition][r.Offset] {
+						seen[r.Partition][r.Offset] = true
+						left--
+					}
+				})
+				finished := left == 0
+				mu.Unlock()
+				if finished {
+					doneOnce.Do(func() { close(done) })
+				}
+			}
+		})
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		stop()
+		wg.Wait()
+		return 0, fmt.Errorf("timed out with %d records left", left)
+	}
+	stop()
+	wg.Wait()
+	for _, c := range clients {
+		if err := c.FlushAcks(ctx); err != nil {
+			return 0, fmt.Errorf("flush acks: %w", err)
+		}
+	}
+	elapsed := time.Since(first)
+	if err, _ := ackErr.Load().(error); err != nil {
+		return 0, fmt.Errorf("ack: %w", err)
+	}
+	return float64(o.records) / elapsed.Seconds(), nil
+}
+
+func setGroupConfigs(ctx context.Context, cl *kgo.Client, group string, kv ...string) error {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = group
+	for i := 0; i+1 < len(kv); i += 2 {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return fmt.Errorf("IncrementalAlterConfigs GROUP %s: %w", group, err)
+		}
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

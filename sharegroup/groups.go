@@ -1,0 +1,477 @@
+package sharegroup
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// GroupSpan names the message group of offsets [First, Last] of a LogBatch.
+// Offsets of a batch not covered by any span have no group: each such
+// record is a group of its own.
+type GroupSpan struct {
+	First, Last int64
+	ID          string
+}
+
+// gspan starts a stretch of offsets of one message group; it ends where the
+// next one starts (the last one at msgGroups.known).
+type gspan struct {
+	start int64
+	g     uint32 // group handle; 0 = no group (every record its own)
+}
+
+// msgGroups is the message-group state of a Partition in a group mode: the
+// group of every offset in [SPSO, known), as compacted spans. Group ids
+// never change, states do, so the spans are kept beside the runs instead of
+// widening them; plain mode leaves this empty.
+type msgGroups struct {
+	spans []gspan
+	known int64 // first offset whose group is not known yet
+	ids   map[string]uint32
+	names []string // index = handle; 0 = no group
+	refs  []int32  // spans per handle
+	free  []uint32
+	live  int // handles > 0 with spans
+
+	cursor int64 // fair mode: the next acquisition starts at the span here
+
+	taken []int64  // scratch: records taken (or "head seen") per handle
+	dirty []uint32 // scratch: handles with taken != 0
+}
+
+func (m *msgGroups) intern(id string) uint32 {
+	if id == "" {
+		return 0
+	}
+	if h, ok := m.ids[id]; ok {
+		return h
+	}
+	if m.ids == nil {
+		m.ids = make(map[string]uint32)
+	}
+	if len(m.names) == 0 {
+		m.names, m.refs = []string{""}, []int32{0}
+	}
+	var h uint32
+	if n := len(m.free); n > 0 {
+		h = m.free[n-1]
+		m.free = m.free[:n-1]
+		m.names[h] = id
+	} else {
+		h = uint32(len(m.names))
+		m.names = append(m.names, id)
+		m.refs = append(m.refs, 0)
+	}
+	m.ids[id] = h
+	return h
+}
+
+func (m *msgGroups) ref(g uint32) {
+	if len(m.refs) == 0 {
+		m.names, m.refs = []string{""}, []int32{0}
+	}
+	if m.refs[g] == 0 && g != 0 {
+		m.live++
+	}
+	m.refs[g]++
+}
+
+func (m *msgGroups) unref(g uint32) {
+	m.refs[g]--
+	if m.refs[g] == 0 && g != 0 {
+		m.live--
+		delete(m.ids, m.names[g])
+		m.names[g] = ""
+		m.free = append(m.free, g)
+	}
+}
+
+// groupMode reports whether message groups are tracked.
+func (p *Partition) groupMode() bool { return p.cfg.Groups != GroupsNone }
+
+// resetGroups forgets every known group (tracking switched on or off):
+// the broker classifies the window again from the SPSO.
+func (p *Partition) resetGroups() { p.mg = msgGroups{known: p.spso} }
+
+// spanEnd returns the exclusive end of spans[i].
+func (p *Partition) spanEnd(i int) int64 {
+	if i+1 < len(p.mg.spans) {
+		return p.mg.spans[i+1].start
+	}
+	return p.mg.known
+}
+
+// addSpan records that [lo, hi] (starting at known) belong to group g.
+func (p *Partition) addSpan(lo, hi int64, g uint32) {
+	m := &p.mg
+	lo = max(lo, m.known, p.spso)
+	if hi < lo {
+		return
+	}
+	if n := len(m.spans); n == 0 || m.spans[n-1].g != g {
+		m.spans = append(m.spans, gspan{start: lo, g: g})
+		m.ref(g)
+	}
+	m.known = hi + 1
+}
+
+// trimGroups drops the spans below the SPSO.
+func (p *Partition) trimGroups() {
+	m := &p.mg
+	if m.known < p.spso {
+		m.known = p.spso
+	}
+	k := 0
+	for k < len(m.spans) && p.spanEnd(k) <= p.spso {
+		m.unref(m.spans[k].g)
+		k++
+	}
+	if k > 0 {
+		m.spans = m.spans[k:]
+		if c := cap(m.spans); c > 256 && c > 4*len(m.spans) {
+			m.spans = append(make([]gspan, 0, len(m.spans)+len(m.spans)/8+16), m.spans...)
+		}
+	}
+	if len(m.spans) > 0 && m.spans[0].start < p.spso {
+		m.spans[0].start = p.spso
+	}
+}
+
+// ClassifyOffset is where the broker reads the log for Classify in a group
+// mode: the first offset whose message group is not known yet.
+func (p *Partition) ClassifyOffset() int64 { return max(p.mg.known, p.spso) }
+
+// CanClassify reports whether Classify would accept more records: offsets
+// inside the window whose group is unknown (after a restart or a mode
+// change), or room to extend the window. In a group mode the window is
+// bounded by what it costs — runs plus group spans up to MaxInFlight — not
+// by SPEO-SPSO, so a message group blocked at the SPSO with any number of
+// records behind it cannot stop other groups' records from entering.
+func (p *Partition) CanClassify() bool {
+	if !p.groupMode() {
+		return false
+	}
+	if p.ClassifyOffset() < p.speo {
+		return true
+	}
+	return len(p.runs)+len(p.mg.spans) < p.cfg.MaxInFlight && p.speo-p.spso < maxSpan/2
+}
+
+// Classify takes log batches read from ClassifyOffset(), in log order, with
+// their message-group ids, and makes their records known to a group mode:
+// offsets beyond SPEO join the window as never delivered (Available, count
+// 0), offsets inside it get their group. Offsets absent from the log (gaps
+// before or between batches) and Skip batches are archived, as Acquire
+// does. It stops at the first batch that would overrun the cost limit (see
+// CanClassify) or is malformed. Effects carry the archived offsets.
+func (p *Partition) Classify(batches []LogBatch) Effects {
+	start := p.begin()
+	if p.groupMode() {
+		p.trimGroups()
+		p.classify(batches)
+	}
+	return p.finish(start)
+}
+
+func (p *Partition) classify(batches []LogBatch) {
+	cursor, prev := p.ClassifyOffset(), int64(-1)
+	for _, b := range batches {
+		if b.First > b.Last || b.First <= prev || b.First < 0 {
+			return
+		}
+		prev = b.Last
+		if b.Last < cursor {
+			continue
+		}
+		if b.Last >= p.speo && !p.CanClassify() {
+			return
+		}
+		lo := max(b.First, cursor)
+		if lo > cursor {
+			if !p.archiveAbsent(cursor, lo-1) {
+				return
+			}
+			p.addSpan(cursor, lo-1, 0)
+		}
+		if b.Skip {
+			if !p.archiveAbsent(lo, b.Last) {
+				return
+			}
+			p.addSpan(lo, b.Last, 0)
+			cursor = b.Last + 1
+			continue
+		}
+		p.extendTo(b.Last + 1)
+		at := lo
+		for _, gs := range b.Groups {
+			f, l := max(gs.First, at), min(gs.Last, b.Last)
+			if l < f {
+				continue
+			}
+			if f > at {
+				p.addSpan(at, f-1, 0)
+			}
+			p.addSpan(f, l, p.mg.intern(gs.ID))
+			at = l + 1
+		}
+		p.addSpan(at, b.Last, 0)
+		cursor = b.Last + 1
+	}
+}
+
+// AcquireGroups is Acquire for a group mode: it hands member up to
+// maxRecords Available records whose group is known (see Classify), never
+// more than maxRecords (maxRecords <= 0: no limit).
+//
+// GroupsOrdered takes, per message group, only the group's lowest offset
+// that is neither terminal nor Archiving, and only if it is Available: a
+// group's next record waits until the previous one is acknowledged,
+// archived or dead-lettered, and a released or expired record is the
+// group's next delivery again. Records without a group are not ordered.
+//
+// GroupsFair visits the groups round-robin from where the previous
+// acquisition stopped, giving each at most a fair share of maxRecords
+// (raised in further passes while records are left), so a group with
+// 100x the records of the others takes no more than they do.
+func (p *Partition) AcquireGroups(now time.Time, member string, maxRecords int) ([]Acquired, Effects) {
+	start := p.begin()
+	nowNS := now.UnixNano()
+	p.expire(nowNS)
+	if maxRecords <= 0 {
+		maxRecords = math.MaxInt
+	}
+	var out []Acquired
+	// Fragmentation guard: a group mode's window may hold far more records
+	// than MaxInFlight (one huge group costs one run); acknowledging them
+	// one by one could split the runs without bound, so acquisitions pause
+	// while the runs alone exceed twice the budget, until the SPSO moves.
+	if p.groupMode() && p.available > 0 && len(p.runs) < 2*p.cfg.MaxInFlight {
+		p.trimGroups()
+		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords)}
+		if p.cfg.Groups == GroupsOrdered {
+			a.ordered()
+		} else {
+			a.fair()
+		}
+		a.reset()
+		out = a.out
+		slices.SortFunc(out, func(x, y Acquired) int { return cmp.Compare(x.First, y.First) })
+		out = mergeAcquired(out)
+	}
+	return out, p.finish(start)
+}
+
+func mergeAcquired(in []Acquired) []Acquired {
+	out := in[:0]
+	for _, a := range in {
+		if n := len(out); n > 0 && out[n-1].Last+1 == a.First && out[n-1].DeliveryCount == a.DeliveryCount {
+			out[n-1].Last = a.Last
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// groupAcquirer is one AcquireGroups call.
+type groupAcquirer struct {
+	p      *Partition
+	member string
+	nowNS  int64
+	max    int64
+	got    int64
+	handle uint32
+	picks  []span
+	out    []Acquired
+}
+
+func (a *groupAcquirer) mark(g uint32, n int64) {
+	m := &a.p.mg
+	if len(m.taken) < len(m.names) {
+		m.taken = append(m.taken, make([]int64, len(m.names)-len(m.taken))...)
+	}
+	if m.taken[g] == 0 {
+		m.dirty = append(m.dirty, g)
+	}
+	m.taken[g] += n
+}
+
+func (a *groupAcquirer) taken(g uint32) int64 {
+	if m := &a.p.mg; int(g) < len(m.taken) {
+		return m.taken[g]
+	}
+	return 0
+}
+
+func (a *groupAcquirer) reset() {
+	m := &a.p.mg
+	for _, g := range m.dirty {
+		m.taken[g] = 0
+	}
+	m.dirty = m.dirty[:0]
+}
+
+// pick notes [lo, hi] (Available) for acquisition.
+func (a *groupAcquirer) pick(lo, hi int64) {
+	a.picks = append(a.picks, span{lo, hi})
+	a.got += hi - lo + 1
+}
+
+// apply acquires the picked ranges; called between span visits so the runs
+// are never rewritten while pieces() walks them.
+func (a *groupAcquirer) apply() {
+	p := a.p
+	for _, pk := range a.picks {
+		p.rewrite(pk.lo, pk.hi, func(e *emitter, ps, pe int64, old meta) {
+			if old.state() != StateAvailable {
+				panic("sharegroup: picked a record that is not available") // programming error
+			}
+			if a.handle == 0 {
+				mh := p.members.intern(a.member)
+				p.members.ref(mh)
+				a.handle = p.acqs.alloc(mh, a.nowNS+int64(p.cfg.RecordLockDuration))
+			}
+			c := old.count() + 1
+			e.emit(ps, pe, pack(StateAcquired, c, a.handle))
+			a.out = append(a.out, Acquired{First: ps, Last: pe, DeliveryCount: int16(c)})
+		})
+	}
+	a.picks = a.picks[:0]
+}
+
+func (a *groupAcquirer) ordered() {
+	p, m := a.p, &a.p.mg
+	seen := 0
+	for i := 0; i < len(m.spans) && a.got < a.max; i++ {
+		g := m.spans[i].g
+		if g != 0 && a.taken(g) != 0 {
+			continue // the group's head is further back
+		}
+		p.pieces(m.spans[i].start, p.spanEnd(i)-1, func(lo, hi int64, mt meta) bool {
+			switch mt.state() {
+			case StateAvailable:
+				if g == 0 { // no group: no order to keep
+					a.pick(lo, min(hi, lo+a.max-a.got-1))
+					return a.got < a.max
+				}
+				a.pick(lo, lo)
+				a.mark(g, 1)
+				seen++
+				return false
+			case StateAcquired:
+				if g != 0 { // in flight (or backing off): the group waits
+					a.mark(g, 1)
+					seen++
+					return false
+				}
+			}
+			return true // terminal or Archiving: the group's next record decides
+		})
+		a.apply()
+		if seen == m.live && (len(m.refs) == 0 || m.refs[0] == 0) {
+			break // every group's head found, no ungrouped records left
+		}
+	}
+}
+
+func (a *groupAcquirer) fair() {
+	p, m := a.p, &a.p.mg
+	n := len(m.spans)
+	if n == 0 {
+		return
+	}
+	first, _ := slices.BinarySearchFunc(m.spans, m.cursor, func(s gspan, c int64) int { return cmp.Compare(s.start, c) })
+	if first >= n {
+		first = 0
+	}
+	slots := int64(m.live)
+	if m.refs[0] > 0 {
+		slots++
+	}
+	quota := ceilDiv(a.max, max(slots, 1))
+	last := first
+	for pass := 0; pass < 8 && a.got < a.max; pass++ {
+		capped := int64(0)
+		for k := 0; k < n && a.got < a.max; k++ {
+			i := (first + k) % n
+			g := m.spans[i].g
+			room := a.max - a.got
+			if g != 0 {
+				room = min(room, quota-a.taken(g))
+			}
+			more := false
+			p.pieces(m.spans[i].start, p.spanEnd(i)-1, func(lo, hi int64, mt meta) bool {
+				if mt.state() != StateAvailable {
+					return true
+				}
+				if room <= 0 {
+					more = true
+					return false
+				}
+				take := min(hi-lo+1, room)
+				a.pick(lo, lo+take-1)
+				room -= take
+				if g != 0 {
+					a.mark(g, take)
+				}
+				if lo+take-1 < hi {
+					more = true
+					return false
+				}
+				return true
+			})
+			a.apply()
+			last = i
+			if more && g != 0 {
+				capped++
+			}
+		}
+		if capped == 0 {
+			break
+		}
+		quota += ceilDiv(a.max-a.got, capped)
+	}
+	m.cursor = p.spanEnd(last) // the next acquisition starts with the next group
+}
+
+func ceilDiv(a, b int64) int64 {
+	if a >= math.MaxInt64-b {
+		return a / b
+	}
+	return (a + b - 1) / b
+}
+
+// Unacquire gives back records member just acquired that the broker could
+// not send (the response reached its size limit): Acquired → Available
+// with the delivery count decremented, as if never fetched. Their durable
+// view does not change, so the Effects carry no record.
+func (p *Partition) Unacquire(member string, ranges []Acquired) Effects {
+	start := p.begin()
+	if h, ok := p.members.lookup(member); ok {
+		for _, r := range ranges {
+			lo, hi := max(r.First, p.spso), min(r.Last, p.speo-1)
+			if lo > hi {
+				continue
+			}
+			p.rewrite(lo, hi, func(e *emitter, ps, pe int64, old meta) {
+				if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h {
+					e.emit(ps, pe, pack(StateAvailable, old.count()-1, 0))
+				} else {
+					e.emit(ps, pe, old)
+				}
+			})
+		}
+	}
+	return p.finish(start)
+}
+
+// Holds reports whether member has records acquired here (lock not yet
+// expired). In ordered mode a long poll by such a member should not wait:
+// its own pending acknowledgements are what releases its groups' next
+// records, and the client sends them with its next request.
+func (p *Partition) Holds(member string) bool {
+	_, ok := p.members.lookup(member)
+	return ok
+}

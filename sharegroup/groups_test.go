@@ -1,0 +1,453 @@
+package sharegroup
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// groupLog is a simulated log: the message group of every offset ("" = no
+// group), cut into batches of batchSize records as a producer would write.
+type groupLog struct {
+	groups    []string
+	batchSize int64
+}
+
+// read returns the batches from the one holding off, up to maxRecords
+// records, as the broker hands them to Classify/Acquire.
+func (l *groupLog) read(off int64, maxRecords int64) []LogBatch {
+	var out []LogBatch
+	end := int64(len(l.groups))
+	first := off - off%l.batchSize
+	for n := int64(0); first < end && n < maxRecords; first += l.batchSize {
+		last := min(first+l.batchSize, end) - 1
+		b := LogBatch{First: first, Last: last}
+		for o := first; o <= last; o++ {
+			id := l.groups[o]
+			if id == "" {
+				continue
+			}
+			if k := len(b.Groups); k > 0 && b.Groups[k-1].ID == id && b.Groups[k-1].Last == o-1 {
+				b.Groups[k-1].Last = o
+			} else {
+				b.Groups = append(b.Groups, GroupSpan{First: o, Last: o, ID: id})
+			}
+		}
+		out = append(out, b)
+		n += last - first + 1
+	}
+	return out
+}
+
+// groupHarness drives a Partition like the broker does and checks the
+// bookkeeping and the durability contract after every step.
+type groupHarness struct {
+	t         *testing.T
+	p         *Partition
+	log       *groupLog
+	persisted []Record
+	now       time.Time
+}
+
+func newGroupHarness(t *testing.T, log *groupLog, mut ...func(*Config)) *groupHarness {
+	cfg := DefaultConfig()
+	for _, m := range mut {
+		m(&cfg)
+	}
+	p, eff, err := New(cfg, 0, 0)
+	require.NoError(t, err)
+	return &groupHarness{t: t, p: p, log: log, persisted: eff.Records, now: t0}
+}
+
+func (h *groupHarness) keep(eff Effects) {
+	h.persisted = append(h.persisted, eff.Records...)
+	require.NoError(h.t, checkInternal(h.p))
+}
+
+// acquire classifies what the window allows, then acquires for member.
+func (h *groupHarness) acquire(member string, maxRecords int) []Acquired {
+	for h.p.CanClassify() && h.p.ClassifyOffset() < int64(len(h.log.groups)) {
+		before := h.p.ClassifyOffset()
+		h.keep(h.p.Classify(h.log.read(before, 4096)))
+		if h.p.ClassifyOffset() == before {
+			break
+		}
+	}
+	got, eff := h.p.AcquireGroups(h.now, member, maxRecords)
+	h.keep(eff)
+	return got
+}
+
+func (h *groupHarness) ack(member string, first, last int64, t AckType) {
+	eff, err := h.p.Acknowledge(h.now, member, []AckBatch{{First: first, Last: last, Types: []AckType{t}}})
+	require.NoError(h.t, err)
+	h.keep(eff)
+}
+
+func offsets(acq []Acquired) []int64 {
+	var out []int64
+	for _, a := range acq {
+		for o := a.First; o <= a.Last; o++ {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// The fairness test: one group with 100,000 records, 50 groups
+// with 100 each, all produced before consumption; every small group is
+// fully delivered within the first 20% of deliveries.
+func TestFairSmallGroupsNotDelayedByBigGroup(t *testing.T) {
+	t.Parallel()
+	for _, layout := range []string{"big-first", "interleaved"} {
+		t.Run(layout, func(t *testing.T) {
+			var groups []string
+			small := func() {
+				for g := range 50 {
+					for range 100 {
+						groups = append(groups, fmt.Sprintf("small-%d", g))
+					}
+				}
+			}
+			if layout == "big-first" {
+				for range 100_000 {
+					groups = append(groups, "big")
+				}
+				small()
+			} else { // the small groups' records land in the middle
+				for range 50_000 {
+					groups = append(groups, "big")
+				}
+				small()
+				for range 50_000 {
+					groups = append(groups, "big")
+				}
+			}
+			h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 200}, func(c *Config) { c.Groups = GroupsFair })
+			total := len(groups)
+			left := map[string]int{}
+			for _, g := range groups {
+				left[g]++
+			}
+			done := map[string]int{} // group -> deliveries when it finished
+			delivered := 0
+			seen := make([]bool, total)
+			for round := 0; delivered < total; round++ {
+				member := fmt.Sprintf("m%d", round%8)
+				got := h.acquire(member, 500)
+				require.NotEmpty(t, got, "round %d: nothing acquired with %d left", round, total-delivered)
+				for _, o := range offsets(got) {
+					require.False(t, seen[o], "offset %d delivered twice", o)
+					seen[o] = true
+					delivered++
+					g := groups[o]
+					if left[g]--; left[g] == 0 {
+						done[g] = delivered
+					}
+				}
+				for _, a := range got {
+					h.ack(member, a.First, a.Last, AckAccept)
+				}
+			}
+			limit := total / 5
+			for g := range 50 {
+				name := fmt.Sprintf("small-%d", g)
+				require.LessOrEqual(t, done[name], limit, "%s finished after %d of %d deliveries", name, done[name], total)
+			}
+			require.Equal(t, int64(total), h.p.SPSO())
+			checkRecovery(t, h.p, h.persisted)
+		})
+	}
+}
+
+// Ordered mode with 8 consumers and 1,000 groups: each group's records
+// are processed in offset order, none twice after an accept, and never
+// two records of a group in flight at once — through releases, lock
+// expiries, member departures and a restart.
+func TestOrderedPerGroupFIFO(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 7))
+	const nGroups, nRecords = 1000, 10_000
+	groups := make([]string, nRecords)
+	for i := range groups {
+		if rng.IntN(50) == 0 {
+			continue // no group: unordered
+		}
+		groups[i] = fmt.Sprintf("g%d", rng.IntN(nGroups))
+	}
+	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 100}, func(c *Config) {
+		c.Groups = GroupsOrdered
+		c.RecordLockDuration = 10 * time.Second
+	})
+	accepted := make([]bool, nRecords)
+	lastAccepted := map[string]int64{}
+	held := map[string][]Acquired{}
+	nAccepted := 0
+	for step := 0; h.p.SPSO() < nRecords; step++ {
+		if step >= 100_000 {
+			t.Fatalf("no progress: %d accepted; SPSO %d SPEO %d known %d available %d ranges %v", nAccepted, h.p.SPSO(), h.p.SPEO(), h.p.mg.known, h.p.available, h.p.Ranges()[:min(5, len(h.p.Ranges()))])
+		}
+		member := fmt.Sprintf("m%d", rng.IntN(8))
+		switch r := rng.IntN(100); {
+		case r < 55: // fetch
+			got := h.acquire(member, 1+rng.IntN(300))
+			held[member] = append(held[member], got...)
+		case r < 90: // process what we hold
+			for _, a := range held[member] {
+				for o := a.First; o <= a.Last; o++ {
+					typ := AckAccept
+					if rng.IntN(10) == 0 {
+						typ = AckRelease
+					}
+					h.ack(member, o, o, typ)
+					if typ == AckAccept {
+						require.False(t, accepted[o], "offset %d accepted twice", o)
+						accepted[o] = true
+						nAccepted++
+						if g := groups[o]; g != "" {
+							prev, ok := lastAccepted[g]
+							require.True(t, !ok || prev < o, "group %s: %d accepted after %d", g, o, prev)
+							lastAccepted[g] = o
+						}
+					}
+				}
+			}
+			held[member] = nil
+		case r < 93: // the member's locks expire
+			h.now = h.now.Add(11 * time.Second)
+			clear(held)
+			h.keep(h.p.ExpireLocks(h.now))
+		case r < 96: // the member leaves
+			h.keep(h.p.ReleaseMember(h.now, member))
+			held[member] = nil
+		default: // restart: acquisitions are lost, acknowledgements are not
+			q, err := Recover(h.p.Config(), h.persisted)
+			require.NoError(t, err)
+			h.p = q
+			clear(held)
+		}
+		if step%4 != 0 {
+			continue
+		}
+		// At most one record per group in flight.
+		inFlight := map[string]int64{}
+		for _, r := range h.p.Ranges() {
+			if r.State != StateAcquired {
+				continue
+			}
+			for o := r.First; o <= r.Last; o++ {
+				if g := groups[o]; g != "" {
+					prev, dup := inFlight[g]
+					require.False(t, dup, "group %s has %d and %d in flight", g, prev, o)
+					inFlight[g] = o
+				}
+			}
+		}
+	}
+	require.Greater(t, nAccepted, nRecords*9/10)
+	checkRecovery(t, h.p, h.persisted)
+}
+
+// The seed design's limit: one message group filling the whole in-flight
+// window (more than MaxInFlight consecutive records) must not starve the
+// groups behind it, in ordered mode (its head held by a stuck consumer)
+// and in fair mode.
+func TestGroupsHugeGroupDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []GroupMode{GroupsOrdered, GroupsFair} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var groups []string
+			for range 130_000 {
+				groups = append(groups, "huge")
+			}
+			for g := range 100 {
+				for range 10 {
+					groups = append(groups, fmt.Sprintf("g%d", g))
+				}
+			}
+			h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 500}, func(c *Config) {
+				c.Groups = mode
+				c.MaxInFlight = 120_000
+			})
+			stuck := h.acquire("stuck", 1)
+			require.Equal(t, []Acquired{{0, 0, 1}}, stuck)
+			delivered := map[string]int{}
+			for round := 0; round < 10_000; round++ {
+				got := h.acquire("worker", 500)
+				for _, o := range offsets(got) {
+					delivered[groups[o]]++
+				}
+				for _, a := range got {
+					h.ack("worker", a.First, a.Last, AckAccept)
+				}
+				small := 0
+				for g, n := range delivered {
+					if g != "huge" {
+						small += n
+					}
+				}
+				if len(got) == 0 || small == 1000 {
+					break
+				}
+			}
+			for g := range 100 {
+				require.Equal(t, 10, delivered[fmt.Sprintf("g%d", g)], "group g%d", g)
+			}
+			require.Equal(t, int64(0), h.p.SPSO(), "the stuck record holds the SPSO")
+			require.Greater(t, h.p.SPEO(), int64(130_000), "the window extends past the huge group")
+			require.Less(t, len(h.p.runs)+len(h.p.mg.spans), 1000, "the window costs runs and spans, not offsets")
+			checkRecovery(t, h.p, h.persisted)
+		})
+	}
+}
+
+// After a restart the groups are unknown until the broker classifies the
+// window again; acknowledged records are never redelivered and the
+// order holds.
+func TestOrderedRecoverReclassifies(t *testing.T) {
+	t.Parallel()
+	groups := []string{"a", "b", "a", "b", "a", "b"}
+	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 6}, func(c *Config) { c.Groups = GroupsOrdered })
+	require.Equal(t, []int64{0, 1}, offsets(h.acquire("m", 10)))
+	h.ack("m", 0, 0, AckAccept)
+	h.ack("m", 1, 1, AckRelease)
+	require.Equal(t, []int64{1, 2}, offsets(h.acquire("m", 10)), "b's released record first, a's next")
+	q, err := Recover(h.p.Config(), h.persisted)
+	require.NoError(t, err)
+	h.p = q
+	require.Equal(t, int64(1), h.p.ClassifyOffset())
+	got := h.acquire("n", 10)
+	require.Equal(t, []Acquired{{1, 1, 2}, {2, 2, 1}}, got, "acquisitions were lost: redelivered in order")
+	checkRecovery(t, h.p, h.persisted)
+}
+
+func TestGroupsSwitchModes(t *testing.T) {
+	t.Parallel()
+	groups := []string{"a", "a", "a", "b", "b", "b"}
+	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 3})
+	got, eff := h.p.Acquire(h.now, "m", h.log.read(0, 3), 3, RecordLimit)
+	h.keep(eff)
+	require.Equal(t, []Acquired{{0, 2, 1}}, got)
+	cfg := h.p.Config()
+	cfg.Groups = GroupsOrdered
+	require.NoError(t, h.p.SetConfig(cfg))
+	require.Equal(t, int64(0), h.p.ClassifyOffset(), "switching on reclassifies the window")
+	require.Equal(t, []int64{3}, offsets(h.acquire("n", 10)), "a is blocked by its record in flight")
+	h.ack("m", 0, 2, AckAccept)
+	h.ack("n", 3, 3, AckAccept)
+	require.Equal(t, []int64{4}, offsets(h.acquire("n", 10)))
+	cfg.Groups = GroupsNone
+	require.NoError(t, h.p.SetConfig(cfg))
+	got, eff = h.p.Acquire(h.now, "n", h.log.read(h.p.NextFetchOffset(), 10), 10, RecordLimit)
+	h.keep(eff)
+	require.Equal(t, []Acquired{{5, 5, 1}}, got)
+	checkRecovery(t, h.p, h.persisted)
+}
+
+// Redelivery backoff: released or expired records wait backoff *
+// 2^(deliveries-1) (capped) before they are Available again; others are
+// not blocked; the delay is transient.
+func TestRedeliveryBackoff(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.RedeliveryBackoff = time.Second
+	cfg.RedeliveryBackoffMax = 3 * time.Second
+	cfg.DeliveryCountLimit = 10
+	p, eff0, err := New(cfg, 0, 0)
+	require.NoError(t, err)
+	persisted := eff0.Records
+	keep := func(eff Effects) { persisted = append(persisted, eff.Records...); require.NoError(t, checkInternal(p)) }
+	got, eff := p.Acquire(at(0), "a", batch(0, 1), 500, BatchOptimized)
+	keep(eff)
+	require.Equal(t, []Acquired{{0, 1, 1}}, got)
+	keep(mustAck(t, p, at(0), "a", ack(0, 0, AckRelease)))
+	require.Equal(t, at(1), p.Ranges()[0].Deadline, "available again after 1 s")
+	require.Equal(t, StateAvailable, p.Ranges()[0].State)
+	_, err = p.Acknowledge(at(0), "a", []AckBatch{ack(0, 0, AckAccept)})
+	require.ErrorIs(t, err, ErrInvalidRecordState, "a released record is no longer the member's")
+
+	got, eff = p.Acquire(at(0), "b", batch(0, 2), 500, BatchOptimized)
+	keep(eff)
+	require.Equal(t, []Acquired{{2, 2, 1}}, got, "the backing-off record is skipped, later ones are not")
+	got, eff = p.Acquire(at(1), "b", batch(0, 2), 500, BatchOptimized)
+	keep(eff)
+	require.Equal(t, []Acquired{{0, 0, 2}}, got, "after the backoff, redelivered with its count")
+
+	// Lock expiry backs off too, doubling: 2 s after the 2nd delivery.
+	keep(p.ExpireLocks(at(31)))
+	r := p.Ranges()[0]
+	require.Equal(t, StateAvailable, r.State)
+	require.Equal(t, int16(2), r.DeliveryCount)
+	require.Equal(t, at(33), r.Deadline)
+	// The backoff is transient: a restart makes the record Available now.
+	checkRecovery(t, p, persisted)
+	q, err := Recover(p.Config(), persisted)
+	require.NoError(t, err)
+	got, _ = q.Acquire(at(31), "c", batch(0, 0), 500, BatchOptimized)
+	require.Equal(t, []Acquired{{0, 0, 3}}, got)
+	// Capped at 3 s: the 3rd delivery's release would be 4 s.
+	got, eff = p.Acquire(at(33), "b", batch(0, 2), 500, BatchOptimized)
+	keep(eff)
+	require.Equal(t, int16(3), got[0].DeliveryCount)
+	keep(mustAck(t, p, at(33), "b", ack(0, 0, AckRelease)))
+	require.Equal(t, at(36), p.Ranges()[0].Deadline)
+	// Session close returns records at once, without a backoff.
+	got, eff = p.Acquire(at(36), "d", batch(0, 2), 500, BatchOptimized)
+	keep(eff)
+	require.NotEmpty(t, got)
+	keep(p.ReleaseMember(at(36), "d"))
+	got, eff = p.Acquire(at(36), "e", batch(0, 2), 500, BatchOptimized)
+	keep(eff)
+	require.NotEmpty(t, got)
+	checkRecovery(t, p, persisted)
+}
+
+// BenchmarkAcquireGroups: 8 members take turns acquiring 500 records and
+// accepting them, 1,000 groups interleaved record by record (the worst
+// case for spans), with the window full of classified records.
+func BenchmarkAcquireGroups(b *testing.B) {
+	for _, mode := range []GroupMode{GroupsFair, GroupsOrdered} {
+		b.Run(mode.String(), func(b *testing.B) {
+			const n = 2_000_000
+			groups := make([]string, n)
+			for i := range groups {
+				groups[i] = "g" + strconv.Itoa(i%1000)
+			}
+			log := &groupLog{groups: groups, batchSize: 500}
+			cfg := DefaultConfig()
+			cfg.Groups = mode
+			p, _, err := New(cfg, 0, 0)
+			require.NoError(b, err)
+			now := t0
+			held := make([][]Acquired, 8)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m := i % 8
+				member := "m" + strconv.Itoa(m)
+				for _, a := range held[m] {
+					if _, err := p.Acknowledge(now, member, []AckBatch{{First: a.First, Last: a.Last, Types: []AckType{AckAccept}}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for p.CanClassify() && p.ClassifyOffset() < n {
+					off := p.ClassifyOffset()
+					p.Classify(log.read(off, 2000))
+					if p.ClassifyOffset() == off {
+						break
+					}
+				}
+				held[m], _ = p.AcquireGroups(now, member, 500)
+				if len(held[m]) == 0 && p.SPSO() >= n-10_000 {
+					b.StopTimer()
+					p, _, _ = New(cfg, 0, 0)
+					clear(held)
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
