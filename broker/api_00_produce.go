@@ -93,6 +93,10 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 					}
 					break
 				}
+				if !res.Duplicate {
+					p.m.bytesIn.Add(float64(len(rp.Records)))
+					p.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
+				}
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
 				sp.LogStartOffset = res.LogStartOffset

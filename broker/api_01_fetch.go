@@ -361,6 +361,7 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 		if n := len(buf) - start; n > 0 {
 			it.records = buf[start:len(buf):len(buf)]
 			total += n
+			p.m.bytesOut.Add(float64(n))
 		}
 	}
 	return buf, total, anyErr

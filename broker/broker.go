@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +31,13 @@ type Broker struct {
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
+
+	metrics *metrics // Prometheus collectors, metrics.go
+	http    *httpServer
+	// ready is set once recovery has finished and the listener serves
+	// (/readyz), and cleared when Close begins. Everything Start builds
+	// is visible to whoever loads it true.
+	ready atomic.Bool
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -85,12 +93,25 @@ func Start(cfg Config) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.syncStop = make(chan struct{})
 	b.conns.m = map[*conn]struct{}{}
+	b.metrics = newMetrics(b)
+	// The HTTP server comes up before recovery, so /healthz answers and
+	// /readyz says "not ready" while the logs and metadata recover.
+	if err := b.startHTTP(); err != nil {
+		b.cancel()
+		return nil, err
+	}
+	if cfg.beforeRecovery != nil {
+		cfg.beforeRecovery(b)
+	}
 	var err error
 	if b.meta, err = openMeta(cfg.DataDir, lg); err != nil {
+		b.cancel()
+		b.stopHTTP()
 		return nil, err
 	}
 	fail := func(err error) (*Broker, error) {
 		b.cancel()
+		b.stopHTTP()
 		if b.groups != nil {
 			b.groups.close()
 		}
@@ -150,6 +171,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.expireLoop)
 	b.goroutine(b.acceptLoop)
+	b.ready.Store(true)
 	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
 	return b, nil
@@ -226,6 +248,8 @@ func (b *Broker) acceptLoop() {
 			return
 		}
 		b.conns.m[c] = struct{}{}
+		b.metrics.connections.Inc()
+		b.metrics.connectionsAccepted.Inc()
 		// Under conns so Close, which takes conns after cancelling ctx,
 		// never waits on connWG while an Add can still happen.
 		b.connGoroutine(c.serve)
@@ -237,6 +261,7 @@ func (b *Broker) removeConn(c *conn) {
 	b.conns.Lock()
 	delete(b.conns.m, c)
 	b.conns.Unlock()
+	b.metrics.connections.Dec()
 }
 
 // Close shuts down gracefully: stop accepting, let every connection
@@ -245,6 +270,7 @@ func (b *Broker) removeConn(c *conn) {
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.lg.Info("shutting down")
+		b.ready.Store(false)
 		b.cancel()
 		b.ln.Close()
 		b.conns.Lock()
@@ -269,6 +295,7 @@ func (b *Broker) Close() error {
 			<-done
 		}
 		close(b.syncStop)
+		b.stopHTTP()
 		b.wg.Wait()
 		b.groups.close()
 		b.shares.close()

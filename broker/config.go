@@ -61,8 +61,20 @@ type Config struct {
 	// (Kafka connections.max.idle.ms, default 10 minutes). Closing it
 	// ends its share sessions, releasing their records.
 	IdleTimeout time.Duration
+	// HTTPAddr is the host:port of the operations HTTP server: /metrics
+	// (Prometheus), /healthz, /readyz and, with Pprof, /debug/pprof/.
+	// Empty means no HTTP server: DefaultConfig leaves it empty so that
+	// tests and programs embedding several brokers do not collide;
+	// cmd/shoal defaults it to 127.0.0.1:9644 (shoal.http.listen).
+	HTTPAddr string
+	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
+	Pprof bool
 	// Logger receives structured logs. Nil means zap.NewNop().
 	Logger *zap.Logger
+
+	// beforeRecovery, if set, runs in Start after the HTTP server is up
+	// and before the metadata store and logs recover (tests of /readyz).
+	beforeRecovery func(*Broker)
 }
 
 // DefaultConfig returns the configuration `go run ./cmd/shoal` uses.
