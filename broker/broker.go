@@ -343,16 +343,25 @@ func (b *Broker) enforceRetention(now time.Time) {
 	}
 }
 
-// brokerConfig returns the effective value of a broker config: the
-// dynamic override if any, else the static default.
+// brokerConfig returns the effective value of a dynamic broker config
+// when one is set: the dynamic override, else the static value from
+// Config.BrokerConfigs. ok false means Kafka's default applies.
 func (b *Broker) brokerConfig(name string) (string, bool) {
+	v, ok, _ := b.brokerConfigSource(name)
+	return v, ok
+}
+
+// brokerConfigSource is brokerConfig, also saying whether the value is
+// the dynamic override (true) or the static one.
+func (b *Broker) brokerConfigSource(name string) (v string, ok, dynamic bool) {
 	b.dyn.RLock()
-	v, ok := b.dyn.m[name]
+	v, ok = b.dyn.m[name]
 	b.dyn.RUnlock()
 	if ok {
-		return v, true
+		return v, true, true
 	}
-	return "", false
+	v, ok = b.cfg.BrokerConfigs[name]
+	return v, ok, false
 }
 
 // topicConfigValue resolves a topic config: topic override, then the
@@ -366,7 +375,10 @@ func (b *Broker) topicConfigValue(configs map[string]string, name string) (strin
 		return "", sourceDefault
 	}
 	if d.brokerName != "" {
-		if v, ok := b.brokerConfig(d.brokerName); ok {
+		if v, ok, dynamic := b.brokerConfigSource(d.brokerName); ok {
+			if !dynamic {
+				return v, sourceStaticBroker
+			}
 			return v, sourceDynamicBroker
 		}
 	}
@@ -379,6 +391,7 @@ const (
 	sourceDefault configSourceKind = iota
 	sourceTopic
 	sourceDynamicBroker
+	sourceStaticBroker
 )
 
 func parseInt(v string, def int64) int64 {

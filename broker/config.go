@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"go.uber.org/zap"
@@ -69,6 +70,13 @@ type Config struct {
 	HTTPAddr string
 	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
 	Pprof bool
+	// BrokerConfigs are static values of dynamic broker configs (the
+	// names of brokerConfigDefs, e.g. log.retention.ms), as Kafka reads
+	// them from server.properties: a dynamic override set through
+	// IncrementalAlterConfigs wins over them, and deleting the override
+	// reverts to them. DescribeConfigs reports them as
+	// STATIC_BROKER_CONFIG.
+	BrokerConfigs map[string]string
 	// Logger receives structured logs. Nil means zap.NewNop().
 	Logger *zap.Logger
 
@@ -113,6 +121,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: idle timeout %v must be positive", c.IdleTimeout)
 	case c.MaxRequestBytes < 1024:
 		return fmt.Errorf("broker: max request bytes %d is below 1024", c.MaxRequestBytes)
+	}
+	names := make([]string, 0, len(c.BrokerConfigs))
+	for name := range c.BrokerConfigs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := c.BrokerConfigs[name]
+		if err := validateBrokerConfig(name, &v); err != nil {
+			return fmt.Errorf("broker: static broker config %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -65,8 +65,10 @@ type metrics struct {
 
 	requests       *prometheus.CounterVec
 	requestSeconds *prometheus.HistogramVec
-	// byAPI[key][version-min] is resolved once in newMetrics.
-	byAPI [kmsg.MaxKey + 1][]requestMetrics
+	// byAPI[key][version-min] is resolved on the first request of that
+	// API and version (so the scrape lists only the pairs in use), then
+	// loaded with one atomic read.
+	byAPI [kmsg.MaxKey + 1][]atomic.Pointer[requestMetrics]
 
 	bytesIn, bytesOut, recordsIn, recordsOut *prometheus.CounterVec
 
@@ -106,16 +108,7 @@ func newMetrics(b *Broker) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
 	}, []string{"api", "version"})
 	for _, a := range servedAPIs() {
-		name := kmsg.NameForKey(a.key)
-		rms := make([]requestMetrics, a.max-a.min+1)
-		for v := a.min; v <= a.max; v++ {
-			vs := strconv.Itoa(int(v))
-			rms[v-a.min] = requestMetrics{
-				count:   m.requests.WithLabelValues(name, vs),
-				seconds: m.requestSeconds.WithLabelValues(name, vs),
-			}
-		}
-		m.byAPI[a.key] = rms
+		m.byAPI[a.key] = make([]atomic.Pointer[requestMetrics], a.max-a.min+1)
 	}
 	topicCounter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"topic"})
@@ -171,7 +164,16 @@ func newMetrics(b *Broker) *metrics {
 // request returns the children for a served (key, version); the caller
 // has checked the version against the API's range.
 func (m *metrics) request(a *api, version int16) *requestMetrics {
-	return &m.byAPI[a.key][version-a.min]
+	slot := &m.byAPI[a.key][version-a.min]
+	if rm := slot.Load(); rm != nil {
+		return rm
+	}
+	name, vs := kmsg.NameForKey(a.key), strconv.Itoa(int(version))
+	rm := &requestMetrics{count: m.requests.WithLabelValues(name, vs), seconds: m.requestSeconds.WithLabelValues(name, vs)}
+	if !slot.CompareAndSwap(nil, rm) {
+		return slot.Load() // the same children: WithLabelValues returns the existing ones
+	}
+	return rm
 }
 
 // topic returns the children of a topic (once per opened partition).
