@@ -103,7 +103,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.appended(p, res.LastOffset+1, req.Acks != 0); ch != nil {
+				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue

@@ -202,3 +202,46 @@ func TestDescribeLogDirsRealSizes(t *testing.T) {
 	require.Equal(t, onDisk(), reported(adm), "after DeleteRecords dropped segments")
 	_ = b
 }
+
+// Under --fsync=interval, flush.messages and flush.ms (and their dynamic
+// broker defaults) decide when a partition is fsynced, without a restart.
+func TestIntervalFlushConfigsTakeEffect(t *testing.T) {
+	t.Parallel()
+	b := startTest(t, withHTTP, func(c *Config) { c.Fsync, c.FlushInterval = FsyncInterval, time.Hour })
+	cl := newClient(t, b, kgo.ProducerLinger(0))
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	_, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"flush.messages": kadm.StringPtr("10")}, "fl")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "fm")
+	require.NoError(t, err)
+	fsyncs := func() float64 { return scrapeMetrics(t, b).value("shoal_fsync_duration_seconds") }
+	for range 5 {
+		require.NoError(t, produceSized(cl, "fl", 10))
+		require.NoError(t, produceSized(cl, "fm", 10))
+	}
+	time.Sleep(300 * time.Millisecond)
+	require.Zero(t, fsyncs(), "nothing is due within the hour")
+	for range 5 {
+		require.NoError(t, produceSized(cl, "fl", 10))
+	}
+	require.Eventually(t, func() bool { return fsyncs() == 1 }, 5*time.Second, 20*time.Millisecond, "the 10th unsynced record of fl fsyncs it")
+
+	ar, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.flush.interval.ms", Value: kadm.StringPtr("200")}})
+	require.NoError(t, err)
+	require.NoError(t, ar[0].Err)
+	require.Eventually(t, func() bool { return fsyncs() >= 2 }, 5*time.Second, 20*time.Millisecond, "fm's records are older than log.flush.interval.ms")
+}
+
+// Under --fsync=interval without flush.* configs, a partition is fsynced
+// once its oldest unsynced record is FlushInterval old.
+func TestIntervalFsyncFollowsFlushInterval(t *testing.T) {
+	t.Parallel()
+	b := startTest(t, withHTTP, func(c *Config) { c.Fsync, c.FlushInterval = FsyncInterval, 150*time.Millisecond })
+	cl := newClient(t, b)
+	_, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, "fi")
+	require.NoError(t, err)
+	require.NoError(t, produceSized(cl, "fi", 10))
+	require.Eventually(t, func() bool { return scrapeMetrics(t, b).value("shoal_fsync_duration_seconds") >= 1 },
+		5*time.Second, 20*time.Millisecond)
+}
