@@ -101,6 +101,27 @@ func TestMetricsProduceConsume(t *testing.T) {
 	defer cancel()
 	s0 := scrapeMetrics(t, b)
 	require.Equal(t, 1.0, s0.value("shoal_ready"))
+	// Scrape all along, so the race detector sees the collector next to
+	// the hot paths.
+	stop := make(chan struct{})
+	scraped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { scraped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := http.Get("http://" + b.HTTPAddr() + "/metrics")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				n++
+			}
+		}
+	}()
 
 	const n = 200
 	produceValues(t, b, "m", n)
@@ -131,6 +152,8 @@ func TestMetricsProduceConsume(t *testing.T) {
 		got += fs.NumRecords()
 	}
 	require.Equal(t, n, got)
+	close(stop)
+	require.Positive(t, <-scraped)
 	s2 := scrapeMetrics(t, b)
 	require.Equal(t, bytesIn, s2.value("shoal_topic_bytes_out_total", "topic", "m"))
 	require.Positive(t, s2.value("shoal_requests_total", "api", "Fetch"))
