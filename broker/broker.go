@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -69,13 +70,15 @@ type Broker struct {
 	}
 }
 
-// Start opens the data directory (running log recovery), binds the
+// Start starts the operations HTTP server (Config.HTTPAddr, /readyz not
+// ready yet), opens the data directory (running log recovery), binds the
 // listener and begins serving. It returns once the broker accepts
 // connections.
 func Start(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.BrokerConfigs = maps.Clone(cfg.BrokerConfigs) // read without a lock from now on
 	lg := cfg.Logger
 	if lg == nil {
 		lg = zap.NewNop()
