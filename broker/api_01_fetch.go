@@ -287,6 +287,11 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		}
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = it.records
+		if len(it.records) > 0 {
+			// Counted here, once per response: a long poll may read a
+			// partition several times before it answers.
+			parts[i].m.bytesOut.Add(float64(len(it.records)))
+		}
 		if rp.RecordBatches == nil {
 			// Empty, not null: librdkafka rejects a null record set
 			// ("invalid MessageSetSize -1").
@@ -361,7 +366,6 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 		if n := len(buf) - start; n > 0 {
 			it.records = buf[start:len(buf):len(buf)]
 			total += n
-			p.m.bytesOut.Add(float64(n))
 		}
 	}
 	return buf, total, anyErr

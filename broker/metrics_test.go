@@ -158,6 +158,22 @@ func TestMetricsProduceConsume(t *testing.T) {
 	require.Equal(t, bytesIn, s2.value("shoal_topic_bytes_out_total", "topic", "m"))
 	require.Positive(t, s2.value("shoal_requests_total", "api", "Fetch"))
 
+	// A long poll that cannot reach MinBytes reads the partition several
+	// times; what it returns is counted once.
+	fr := kmsg.NewPtrFetchRequest()
+	fr.MaxWaitMillis, fr.MinBytes, fr.MaxBytes = 200, 100<<20, 100<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = "m", b.topics.get("m").id // v13+ names topics by id
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 100 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fr.Topics = append(fr.Topics, ft)
+	fresp, err := fr.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, bytesIn, float64(len(fresp.Topics[0].Partitions[0].RecordBatches)))
+	require.Equal(t, 2*bytesIn, scrapeMetrics(t, b).value("shoal_topic_bytes_out_total", "topic", "m"))
+	s2 = scrapeMetrics(t, b)
+
 	// Three DescribeCluster requests: nothing else sends them.
 	before := s2.value("shoal_requests_total", "api", "DescribeCluster")
 	for range 3 {
