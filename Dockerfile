@@ -13,10 +13,12 @@ COPY --from=build /out/shoal /usr/local/bin/shoal
 COPY --from=build --chown=65532:65532 /out/data /var/lib/shoal
 # Data lives on a volume so it survives container replacement.
 VOLUME ["/var/lib/shoal"]
-EXPOSE 9092
+# 9092: Kafka; 9644: /metrics, /healthz, /readyz.
+EXPOSE 9092 9644
 USER nonroot:nonroot
 ENV SHOAL_DATA_DIR=/var/lib/shoal \
-    SHOAL_LISTEN=0.0.0.0:9092
+    SHOAL_LISTEN=0.0.0.0:9092 \
+    SHOAL_HTTP_ADDR=0.0.0.0:9644
 # Clients must be told an address they can reach: set SHOAL_ADVERTISED_ADDR
 # (for example localhost:9092 with `docker run -p 9092:9092`).
 ENTRYPOINT ["/usr/local/bin/shoal"]

@@ -95,13 +95,17 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 					}
 					break
 				}
+				if !res.Duplicate {
+					p.m.bytesIn.Add(float64(len(rp.Records)))
+					p.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
+				}
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
 				sp.LogStartOffset = res.LogStartOffset
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.appended(p, res.LastOffset+1, req.Acks != 0); ch != nil {
+				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue

@@ -207,9 +207,14 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			}
 			results[t.tp] = &result{acq, data}
 			budget -= len(data)
+			n := 0
 			for _, a := range acq {
-				got += int(a.Last - a.First + 1)
+				n += int(a.Last - a.First + 1)
 			}
+			got += n
+			t.lp.m.bytesOut.Add(float64(len(data)))
+			t.lp.m.recordsOut.Add(float64(n))
+			b.metrics.acquired(acq)
 		}
 		return got, failed
 	}

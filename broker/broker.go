@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +32,13 @@ type Broker struct {
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
+
+	metrics *metrics // Prometheus collectors, metrics.go
+	http    *httpServer
+	// ready is set once recovery has finished and the listener serves
+	// (/readyz), and cleared when Close begins. Everything Start builds
+	// is visible to whoever loads it true.
+	ready atomic.Bool
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -61,13 +70,15 @@ type Broker struct {
 	}
 }
 
-// Start opens the data directory (running log recovery), binds the
+// Start starts the operations HTTP server (Config.HTTPAddr, /readyz not
+// ready yet), opens the data directory (running log recovery), binds the
 // listener and begins serving. It returns once the broker accepts
 // connections.
 func Start(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.BrokerConfigs = maps.Clone(cfg.BrokerConfigs) // read without a lock from now on
 	lg := cfg.Logger
 	if lg == nil {
 		lg = zap.NewNop()
@@ -85,12 +96,25 @@ func Start(cfg Config) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.syncStop = make(chan struct{})
 	b.conns.m = map[*conn]struct{}{}
+	b.metrics = newMetrics(b)
+	// The HTTP server comes up before recovery, so /healthz answers and
+	// /readyz says "not ready" while the logs and metadata recover.
+	if err := b.startHTTP(); err != nil {
+		b.cancel()
+		return nil, err
+	}
+	if cfg.beforeRecovery != nil {
+		cfg.beforeRecovery(b)
+	}
 	var err error
 	if b.meta, err = openMeta(cfg.DataDir, lg); err != nil {
+		b.cancel()
+		b.stopHTTP()
 		return nil, err
 	}
 	fail := func(err error) (*Broker, error) {
 		b.cancel()
+		b.stopHTTP()
 		if b.groups != nil {
 			b.groups.close()
 		}
@@ -151,6 +175,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.groups.expireLoop)
 	b.goroutine(b.acceptLoop)
 	b.goroutine(b.shares.resumeDLQ) // dead-letter writes pending at a crash (share_dlq.go)
+	b.ready.Store(true)
 	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
 	return b, nil
@@ -227,6 +252,8 @@ func (b *Broker) acceptLoop() {
 			return
 		}
 		b.conns.m[c] = struct{}{}
+		b.metrics.connections.Inc()
+		b.metrics.connectionsAccepted.Inc()
 		// Under conns so Close, which takes conns after cancelling ctx,
 		// never waits on connWG while an Add can still happen.
 		b.connGoroutine(c.serve)
@@ -238,6 +265,7 @@ func (b *Broker) removeConn(c *conn) {
 	b.conns.Lock()
 	delete(b.conns.m, c)
 	b.conns.Unlock()
+	b.metrics.connections.Dec()
 }
 
 // Close shuts down gracefully: stop accepting, let every connection
@@ -246,6 +274,7 @@ func (b *Broker) removeConn(c *conn) {
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.lg.Info("shutting down")
+		b.ready.Store(false)
 		b.cancel()
 		b.ln.Close()
 		b.conns.Lock()
@@ -270,6 +299,7 @@ func (b *Broker) Close() error {
 			<-done
 		}
 		close(b.syncStop)
+		b.stopHTTP()
 		b.wg.Wait()
 		b.groups.close()
 		b.shares.close()
@@ -317,16 +347,25 @@ func (b *Broker) enforceRetention(now time.Time) {
 	}
 }
 
-// brokerConfig returns the effective value of a broker config: the
-// dynamic override if any, else the static default.
+// brokerConfig returns the effective value of a dynamic broker config
+// when one is set: the dynamic override, else the static value from
+// Config.BrokerConfigs. ok false means Kafka's default applies.
 func (b *Broker) brokerConfig(name string) (string, bool) {
+	v, ok, _ := b.brokerConfigSource(name)
+	return v, ok
+}
+
+// brokerConfigSource is brokerConfig, also saying whether the value is
+// the dynamic override (true) or the static one.
+func (b *Broker) brokerConfigSource(name string) (v string, ok, dynamic bool) {
 	b.dyn.RLock()
-	v, ok := b.dyn.m[name]
+	v, ok = b.dyn.m[name]
 	b.dyn.RUnlock()
 	if ok {
-		return v, true
+		return v, true, true
 	}
-	return "", false
+	v, ok = b.cfg.BrokerConfigs[name]
+	return v, ok, false
 }
 
 // topicConfigValue resolves a topic config: topic override, then the
@@ -340,7 +379,10 @@ func (b *Broker) topicConfigValue(configs map[string]string, name string) (strin
 		return "", sourceDefault
 	}
 	if d.brokerName != "" {
-		if v, ok := b.brokerConfig(d.brokerName); ok {
+		if v, ok, dynamic := b.brokerConfigSource(d.brokerName); ok {
+			if !dynamic {
+				return v, sourceStaticBroker
+			}
 			return v, sourceDynamicBroker
 		}
 	}
@@ -353,6 +395,7 @@ const (
 	sourceDefault configSourceKind = iota
 	sourceTopic
 	sourceDynamicBroker
+	sourceStaticBroker
 )
 
 func parseInt(v string, def int64) int64 {

@@ -73,7 +73,7 @@ var brokerConfigDefs = func() []brokerConfigDef {
 				return "PLAINTEXT://" + c.AdvertisedAddr, true
 			}},
 		{name: "auto.create.topics.enable", typ: kmsg.ConfigTypeBoolean,
-			doc:    "Create unknown topics on Metadata and Produce (--auto-create).",
+			doc:    "Create unknown topics on Metadata and Produce (--auto-create-topics).",
 			static: func(c *Config) (string, bool) { return str(strconv.FormatBool(c.AutoCreateTopics)) }},
 		{name: "broker.id", typ: kmsg.ConfigTypeInt,
 			doc:    "This broker's id; the same as node.id.",
@@ -91,9 +91,9 @@ var brokerConfigDefs = func() []brokerConfigDef {
 			doc:    "The address the Kafka listener binds (--listen).",
 			static: func(c *Config) (string, bool) { return str("PLAINTEXT://" + c.ListenAddr) }},
 		{name: "log.dirs", typ: kmsg.ConfigTypeString,
-			doc: "The directory holding the partition logs: <data dir>/logs.",
+			doc: "The data directory (--data-dir): partition logs in <dir>/logs, metadata in <dir>/meta.",
 			static: func(c *Config) (string, bool) {
-				dir := filepath.Join(c.DataDir, "logs")
+				dir := c.DataDir
 				if abs, err := filepath.Abs(dir); err == nil {
 					dir = abs
 				}
@@ -202,11 +202,18 @@ func (b *Broker) brokerConfigEntries(all bool) []configEntry {
 				continue
 			}
 			def := d.def
-			if set {
+			sv, static := b.cfg.BrokerConfigs[d.name]
+			switch {
+			case set:
 				e.value, e.source = &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
 				e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
-			} else {
+			case static:
+				e.value, e.source = &sv, kmsg.ConfigSourceStaticBrokerConfig
+			default:
 				e.value, e.source = &def, kmsg.ConfigSourceDefaultConfig
+			}
+			if static {
+				e.synonyms = append(e.synonyms, configSynonym{d.name, &sv, kmsg.ConfigSourceStaticBrokerConfig})
 			}
 			e.synonyms = append(e.synonyms, configSynonym{d.name, &def, kmsg.ConfigSourceDefaultConfig})
 		} else {

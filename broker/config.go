@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,8 +62,27 @@ type Config struct {
 	// (Kafka connections.max.idle.ms, default 10 minutes). Closing it
 	// ends its share sessions, releasing their records.
 	IdleTimeout time.Duration
+	// HTTPAddr is the host:port of the operations HTTP server: /metrics
+	// (Prometheus), /healthz, /readyz and, with Pprof, /debug/pprof/.
+	// Empty means no HTTP server: DefaultConfig leaves it empty so that
+	// tests and programs embedding several brokers do not collide;
+	// cmd/shoal defaults it to 127.0.0.1:9644 (shoal.http.listen).
+	HTTPAddr string
+	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
+	Pprof bool
+	// BrokerConfigs are static values of dynamic broker configs (the
+	// names of brokerConfigDefs, e.g. log.retention.ms), as Kafka reads
+	// them from server.properties: a dynamic override set through
+	// IncrementalAlterConfigs wins over them, and deleting the override
+	// reverts to them. DescribeConfigs reports them as
+	// STATIC_BROKER_CONFIG.
+	BrokerConfigs map[string]string
 	// Logger receives structured logs. Nil means zap.NewNop().
 	Logger *zap.Logger
+
+	// beforeRecovery, if set, runs in Start after the HTTP server is up
+	// and before the metadata store and logs recover (tests of /readyz).
+	beforeRecovery func(*Broker)
 }
 
 // DefaultConfig returns the configuration `go run ./cmd/shoal` uses.
@@ -101,6 +121,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: idle timeout %v must be positive", c.IdleTimeout)
 	case c.MaxRequestBytes < 1024:
 		return fmt.Errorf("broker: max request bytes %d is below 1024", c.MaxRequestBytes)
+	}
+	names := make([]string, 0, len(c.BrokerConfigs))
+	for name := range c.BrokerConfigs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := c.BrokerConfigs[name]
+		if err := validateBrokerConfig(name, &v); err != nil {
+			return fmt.Errorf("broker: static broker config %s: %w", name, err)
+		}
 	}
 	return nil
 }

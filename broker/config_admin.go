@@ -47,6 +47,8 @@ func (b *Broker) topicConfigEntries(overrides map[string]string) []configEntry {
 		switch kind {
 		case sourceTopic:
 			e.source = kmsg.ConfigSourceDynamicTopicConfig
+		case sourceStaticBroker:
+			e.source = kmsg.ConfigSourceStaticBrokerConfig
 		case sourceDynamicBroker:
 			e.source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 		default:
@@ -58,8 +60,14 @@ func (b *Broker) topicConfigEntries(overrides map[string]string) []configEntry {
 		defName := name
 		if d.brokerName != "" {
 			defName = d.brokerName
-			if bv, ok := b.brokerConfig(d.brokerName); ok {
+			b.dyn.RLock()
+			bv, ok := b.dyn.m[d.brokerName]
+			b.dyn.RUnlock()
+			if ok {
 				e.synonyms = append(e.synonyms, configSynonym{d.brokerName, &bv, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+			}
+			if sv, ok := b.cfg.BrokerConfigs[d.brokerName]; ok {
+				e.synonyms = append(e.synonyms, configSynonym{d.brokerName, &sv, kmsg.ConfigSourceStaticBrokerConfig})
 			}
 		}
 		def := d.def
@@ -193,6 +201,12 @@ func (b *Broker) updateBrokerConfigs(validateOnly bool, update func(cur map[stri
 	b.dyn.Lock()
 	b.dyn.m = next
 	b.dyn.Unlock()
+	if _, ok := changes["offsets.retention.check.interval.ms"]; ok {
+		select {
+		case b.groups.retentionWake <- struct{}{}:
+		default:
+		}
+	}
 	for _, t := range b.topics.all() {
 		parts, configs := b.topics.snapshot(t)
 		lc := b.logConfig(configs)

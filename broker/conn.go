@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -55,6 +56,10 @@ type pending struct {
 	resp    kmsg.Response
 	wait    func()
 	release func()
+	// began is when the request was decoded; seconds observes the time
+	// until its response is written (nil: not measured).
+	began   time.Time
+	seconds prometheus.Observer
 }
 
 // afterWrite registers fn to run once the response of the request being
@@ -173,6 +178,9 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 	if h.ClientID != "" {
 		c.clientID = h.ClientID
 	}
+	rm := c.b.metrics.request(api, h.Version)
+	rm.count.Inc()
+	began := time.Now()
 	resp, wait := c.handleSafely(api, req)
 	release := c.release
 	c.release = nil
@@ -184,10 +192,11 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 			c.lg.Info("closing connection: acks=0 produce failed")
 			return nil, false
 		}
+		rm.seconds.Observe(time.Since(began).Seconds())
 		return nil, true // acks=0 produce: no response at all
 	}
 	resp.SetVersion(req.GetVersion())
-	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release}, true
+	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release, began: began, seconds: rm.seconds}, true
 }
 
 // respBufs holds encoding buffers shared by every connection. A fetch
@@ -245,6 +254,9 @@ func (c *conn) writeLoop() {
 		if cap(buf) <= maxPooledRespBuf {
 			*bp = buf[:0]
 			respBufs.Put(bp)
+		}
+		if p.seconds != nil {
+			p.seconds.Observe(time.Since(p.began).Seconds())
 		}
 		if err != nil {
 			broken = true

@@ -50,6 +50,10 @@
 //     shareSession.mu one share session; sharePart.mu one share-partition
 //     (several only in key order) and may do its badger writes.
 //
+//   - The metrics collector (metrics.go) runs on scrapes and takes
+//     topicRegistry.mu, then each group.mu and each sharePart.mu in turn,
+//     holding no other lock and doing no I/O under them.
+//
 // Order: adminMu → topicRegistry.mu → partition.mu. fetchSession.mu may be
 // held while taking topicRegistry.mu and partition.mu, never the reverse.
 // group.mu → groupCoordinator.mu → Broker.dyn / topicRegistry.mu.

@@ -217,6 +217,9 @@ type group struct {
 type groupCoordinator struct {
 	b  *Broker
 	lg *zap.Logger
+	// retentionWake re-arms expireLoop after
+	// offsets.retention.check.interval.ms changed (capacity 1).
+	retentionWake chan struct{}
 
 	mu struct {
 		sync.RWMutex
@@ -226,7 +229,7 @@ type groupCoordinator struct {
 }
 
 func newGroupCoordinator(b *Broker) *groupCoordinator {
-	c := &groupCoordinator{b: b, lg: b.lg.Named("groups")}
+	c := &groupCoordinator{b: b, lg: b.lg.Named("groups"), retentionWake: make(chan struct{}, 1)}
 	c.mu.groups = map[string]*group{}
 	return c
 }

@@ -487,7 +487,8 @@ func containsFold(list []string, s string) bool {
 }
 
 // expireLoop runs the offset expiry every
-// offsets.retention.check.interval.ms until the broker closes.
+// offsets.retention.check.interval.ms until the broker closes. A change of
+// that broker config (retentionWake) re-arms the timer at once.
 func (c *groupCoordinator) expireLoop() {
 	for {
 		t := time.NewTimer(c.settings().retentionCheckInterval)
@@ -495,6 +496,8 @@ func (c *groupCoordinator) expireLoop() {
 		case <-c.b.ctx.Done():
 			t.Stop()
 			return
+		case <-c.retentionWake:
+			t.Stop()
 		case now := <-t.C:
 			c.expireOffsets(now)
 		}

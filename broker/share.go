@@ -178,11 +178,22 @@ func (c *shareCoordinator) part(key store.Key) *sharePart {
 	defer c.mu.Unlock()
 	sp := c.mu.parts[key]
 	if sp == nil {
-		sp = &sharePart{c: c, key: key}
+		sp = &sharePart{c: c, key: key, m: c.b.metrics.shareGroup(key.Group)}
 		sp.mu.stopped = c.mu.closed
 		c.mu.parts[key] = sp
 	}
 	return sp
+}
+
+// loadedParts returns every share-partition owner in memory (metrics).
+func (c *shareCoordinator) loadedParts() []*sharePart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*sharePart, 0, len(c.mu.parts))
+	for _, sp := range c.mu.parts {
+		out = append(out, sp)
+	}
+	return out
 }
 
 // groupParts returns the owners of group's share-partitions that exist
@@ -279,6 +290,7 @@ type sharePart struct {
 	c       *shareCoordinator
 	key     store.Key
 	waiters shareWaiters
+	m       *shareGroupMetrics // the group's metric children
 
 	mu struct {
 		sync.Mutex
@@ -423,6 +435,7 @@ func (sp *sharePart) fire() {
 	}
 	now := time.Now()
 	eff := sp.mu.p.ExpireLocks(now)
+	sp.m.shareEffects(eff)
 	_ = sp.writeLocked(eff.Records) // a failure discarded the Partition: the expiries reload as Available
 	sp.armLocked(now)
 	sp.mu.Unlock()
@@ -440,6 +453,7 @@ func (sp *sharePart) releaseMember(now time.Time, member string) {
 		return
 	}
 	eff := sp.mu.p.ReleaseMember(now, member)
+	sp.m.shareEffects(eff)
 	_ = sp.writeLocked(eff.Records)
 	sp.armLocked(now)
 	sp.mu.Unlock()
@@ -488,6 +502,7 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 			continue
 		}
 		eff, err := sp.mu.p.Acknowledge(now, member, a.batches)
+		sp.m.shareEffects(eff)
 		if err != nil {
 			a.code, a.msg = shareErrorCode(err), err.Error()
 		}
@@ -581,6 +596,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 			break
 		}
 		acq, eff := p.Acquire(now, member, batches, maxRecords-got, mode)
+		sp.m.shareEffects(eff)
 		pending = append(pending, eff.Records...)
 		if len(acq) > 0 {
 			first, last := acq[0].First, acq[len(acq)-1].Last

@@ -630,19 +630,23 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	if err != nil {
 		return nil, err
 	}
-	end := int64(0)
+	first, end := int64(-1), int64(0)
 	now := time.Now()
 	for _, batch := range batches {
 		res, err := dp.log.Append(batch, now)
 		if err != nil {
 			return nil, fmt.Errorf("append to %s-%d: %w", dp.topic, dp.index, err)
 		}
+		if first < 0 {
+			first = res.BaseOffset
+		}
 		end = res.LastOffset + 1
 	}
 	if end == 0 {
 		end = dp.log.LogEndOffset()
+		first = end
 	}
-	if err := b.waitDurable(dp, end); err != nil {
+	if err := b.waitDurable(dp, first, end); err != nil {
 		return nil, fmt.Errorf("fsync %s-%d: %w", dp.topic, dp.index, err)
 	}
 	if c.dlq.crashed("durable") {
@@ -650,6 +654,9 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	}
 	if err := c.markDLQWritten(k, next, n); err != nil {
 		return nil, err
+	}
+	if n > 0 {
+		b.metrics.DLQRecords.WithLabelValues(k.Group).Add(float64(n)) // shoal_share_dlq_records_total
 	}
 	if c.dlq.crashed("written") {
 		return nil, errDLQCrashed
@@ -660,13 +667,13 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 // errDLQCrashed stops a writer at a test's simulated crash point.
 var errDLQCrashed = errors.New("broker: simulated crash in dead-letter write")
 
-// waitDurable returns once p is durable up to end (exclusive) and its
-// high watermark covers it.
-func (b *Broker) waitDurable(p *partition, end int64) error {
+// waitDurable returns once p is durable up to end (exclusive), new data
+// starting at first, and its high watermark covers it.
+func (b *Broker) waitDurable(p *partition, first, end int64) error {
 	if b.cfg.Fsync == FsyncAlways {
-		return <-b.syncer.appended(p, end, true)
+		return <-b.syncer.appended(p, first, end, true)
 	}
-	b.syncer.appended(p, end, false) // moves the high watermark
+	b.syncer.appended(p, first, end, false) // moves the high watermark
 	_, err := p.log.Sync()
 	return err
 }

@@ -16,9 +16,18 @@ import (
 // runs again while appends arrived meanwhile: one fsync serves every
 // request that arrived during the previous one (group commit). Partitions
 // do not wait for each other's fsyncs, so one slow partition does not
-// delay acknowledgements on the others. Under FsyncInterval the high
-// watermark moves at append time and the run loop fsyncs every dirty
-// partition every FlushInterval.
+// delay acknowledgements on the others.
+//
+// Under FsyncInterval the high watermark moves at append time and a
+// partition is fsynced once its oldest unsynced append is FlushInterval
+// old, or sooner as its topic's flush.ms (Kafka: "the maximum time that a
+// message in any topic is kept in memory before flushed to disk") or
+// flush.messages (fsync after that many unsynced records, at the append
+// that reaches it) ask; both are topic configs with the dynamic broker
+// defaults log.flush.interval.ms and log.flush.interval.messages, so
+// changing them takes effect at the next append or check. The run loop
+// checks every min(FlushInterval, flushCheck). Under FsyncAlways both are
+// met by construction: nothing is acknowledged or visible unsynced.
 //
 // A failed fsync leaves the log sticky-failed (log package contract):
 // waiters get the error, and later appends to that partition fail.
@@ -38,7 +47,15 @@ type partSync struct {
 	dirty   bool // appended since the running fsync captured its end
 	running bool // a sync loop owns this partition
 	waiters []syncWaiter
+	// FsyncInterval: when the partition became dirty and the first
+	// offset appended since (flush.ms, flush.messages).
+	since time.Time
+	from  int64
 }
+
+// flushCheck bounds the period of the FsyncInterval checks, so a flush.ms
+// below FlushInterval is honoured within this much.
+const flushCheck = 100 * time.Millisecond
 
 type syncWaiter struct {
 	offset int64 // wait until durable end > offset
@@ -51,13 +68,15 @@ func newSyncer(b *Broker) *syncer {
 	return s
 }
 
-// appended records that p has new data ending before end (exclusive). It
-// returns a channel that receives nil once [.., end) is durable, or the
-// error that prevented it; with wait false it returns nil.
-func (s *syncer) appended(p *partition, end int64, wait bool) <-chan error {
+// appended records that p has new data [first, end). It returns a
+// channel that receives nil once [.., end) is durable, or the error that
+// prevented it; with wait false it returns nil.
+func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan error {
 	if s.b.cfg.Fsync == FsyncInterval {
 		p.log.SetHighWatermark(end)
 		p.notify()
+		s.appendedInterval(p, first, end)
+		return nil
 	}
 	var ch chan error
 	s.mu.Lock()
@@ -126,7 +145,9 @@ func (s *syncer) loop(p *partition) {
 
 // syncOne fsyncs p and, under FsyncAlways, moves its high watermark.
 func (s *syncer) syncOne(p *partition) (int64, error) {
+	began := time.Now()
 	end, err := p.log.Sync()
+	s.b.metrics.fsyncSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
 		s.b.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
 		return end, err
@@ -138,6 +159,73 @@ func (s *syncer) syncOne(p *partition) (int64, error) {
 	return end, nil
 }
 
+// appendedInterval marks p dirty under FsyncInterval and starts its
+// fsync at once when flush.messages unsynced records are reached.
+func (s *syncer) appendedInterval(p *partition, first, end int64) {
+	flushMessages := p.log.Config().FlushMessages
+	s.mu.Lock()
+	ps := s.mu.parts[p]
+	if ps == nil {
+		ps = &partSync{}
+		s.mu.parts[p] = ps
+	}
+	if !ps.dirty {
+		ps.dirty, ps.since, ps.from = true, time.Now(), first
+	}
+	start := flushMessages > 0 && end-ps.from >= flushMessages && !ps.running
+	if start {
+		ps.running = true
+		s.loops.Add(1)
+	}
+	s.mu.Unlock()
+	if start {
+		go s.syncInterval(p)
+	}
+}
+
+// syncInterval fsyncs p once (FsyncInterval); appends during the fsync
+// leave p dirty for the next check.
+func (s *syncer) syncInterval(p *partition) {
+	defer s.loops.Done()
+	s.mu.Lock()
+	ps := s.mu.parts[p]
+	ps.dirty = false
+	s.mu.Unlock()
+	s.syncOne(p)
+	s.mu.Lock()
+	ps.running = false
+	if !ps.dirty {
+		delete(s.mu.parts, p)
+	}
+	s.mu.Unlock()
+}
+
+// flushDue starts the fsync of every dirty partition whose oldest
+// unsynced append is older than FlushInterval or its flush.ms
+// (FsyncInterval).
+func (s *syncer) flushDue(now time.Time) {
+	s.mu.Lock()
+	var due []*partition
+	for p, ps := range s.mu.parts {
+		if !ps.dirty || ps.running {
+			continue
+		}
+		limit := s.b.cfg.FlushInterval
+		if ms := p.log.Config().FlushMs; ms >= 0 && ms < limit.Milliseconds() {
+			limit = time.Duration(ms) * time.Millisecond
+		}
+		if now.Sub(ps.since) >= limit {
+			ps.running = true
+			s.loops.Add(1)
+			due = append(due, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range due {
+		go s.syncInterval(p)
+	}
+}
+
 // run drives FsyncInterval flushes and, at shutdown, waits for the
 // per-partition loops. Close stops it (syncStop) only after every
 // connection has finished, so no produce waits for an fsync that never
@@ -145,14 +233,14 @@ func (s *syncer) syncOne(p *partition) (int64, error) {
 func (s *syncer) run() {
 	var tick <-chan time.Time
 	if s.b.cfg.Fsync == FsyncInterval {
-		t := time.NewTicker(s.b.cfg.FlushInterval)
+		t := time.NewTicker(min(s.b.cfg.FlushInterval, flushCheck))
 		defer t.Stop()
 		tick = t.C
 	}
 	for {
 		select {
-		case <-tick:
-			s.flushDirty()
+		case now := <-tick:
+			s.flushDue(now)
 		case <-s.b.syncStop:
 			s.loops.Wait()
 			if s.b.cfg.Fsync == FsyncInterval {

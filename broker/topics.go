@@ -23,6 +23,9 @@ type partition struct {
 	topic string
 	index int32
 	log   *slog.Partition
+	// m are the topic's metric children (metrics.go), shared by its
+	// partitions; resolved when the partition is opened.
+	m *topicMetrics
 
 	mu struct {
 		sync.Mutex
@@ -182,7 +185,7 @@ func (b *Broker) openPartition(t *topic, idx int32, configs map[string]string) (
 	if err != nil {
 		return nil, fmt.Errorf("broker: open %s-%d: %w", t.name, idx, err)
 	}
-	return &partition{topic: t.name, index: idx, log: lp}, nil
+	return &partition{topic: t.name, index: idx, log: lp, m: b.metrics.topic(t.name)}, nil
 }
 
 // loadTopics opens every topic recorded in the metadata store and removes
@@ -325,6 +328,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 		p.notify()
 		errs = append(errs, p.log.Delete())
 	}
+	b.metrics.forgetTopic(t.name)
 	b.lg.Info("deleted topic", zap.String("topic", t.name))
 	return errors.Join(errs...)
 }

@@ -221,6 +221,7 @@ func (c *childBroker) start() {
 		"--data-dir", c.dataDir,
 		"--fsync", "always",
 		"--log-level", "info",
+		"--http-addr", "", // several children (and other test runs) must not fight over 127.0.0.1:9644
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test

@@ -27,6 +27,9 @@ type Partition struct {
 	available int64 // StateAvailable offsets in the window
 	availHint int64 // no StateAvailable offset in [spso, availHint)
 	complete  int64 // terminal offsets in the window (deliveryCompleteCount)
+	// expired and archived count records whose lock expired and records
+	// that became Archived since begin (Effects.Expired, Effects.Archived).
+	expired, archived int64
 
 	acqs    acquisitions
 	members members
@@ -98,6 +101,10 @@ type AckBatch struct {
 type Effects struct {
 	Records      []Record
 	NextDeadline time.Time
+	// Expired counts the records of this operation whose acquisition lock
+	// expired; Archived the records that became Archived (rejected,
+	// delivery count limit, absent from the log). For the owner's metrics.
+	Expired, Archived int64
 }
 
 // StateRange describes a range of offsets with identical state (Ranges,
@@ -232,6 +239,7 @@ func (p *Partition) NextDeadline() time.Time {
 func (p *Partition) begin() (startSPSO int64) {
 	p.touched = p.touched[:0]
 	p.backoffs = p.backoffs[:0]
+	p.expired, p.archived = 0, 0
 	return p.spso
 }
 
@@ -254,6 +262,7 @@ func (p *Partition) finish(startSPSO int64) Effects {
 	}
 	p.clearTouched()
 	eff.NextDeadline = p.NextDeadline()
+	eff.Expired, eff.Archived = p.expired, p.archived
 	return eff
 }
 
@@ -665,7 +674,7 @@ func (p *Partition) expire(now int64) {
 		if p.isBackoff(h) { // backoff over: Available, not a delivery
 			p.releaseAcquisition(h, func(c int) meta { return pack(StateAvailable, c-1, 0) })
 		} else {
-			p.releaseAcquisition(h, func(c int) meta { return p.releasedMeta(c) })
+			p.expired += p.releaseAcquisition(h, func(c int) meta { return p.releasedMeta(c) })
 		}
 		if p.acqs.earliest() == h {
 			panic("sharegroup: expired acquisition still referenced") // programming error
@@ -673,20 +682,23 @@ func (p *Partition) expire(now int64) {
 	}
 }
 
-// releaseAcquisition rewrites every record still Acquired under h.
-func (p *Partition) releaseAcquisition(h uint32, to func(count int) meta) {
+// releaseAcquisition rewrites every record still Acquired under h and
+// returns how many it rewrote.
+func (p *Partition) releaseAcquisition(h uint32, to func(count int) meta) (n int64) {
 	a := p.acqs.entries[h]
 	lo, hi := max(a.first, p.spso), min(a.last, p.speo-1)
 	if lo > hi {
-		return
+		return 0
 	}
 	p.rewrite(lo, hi, func(e *emitter, ps, pe int64, old meta) {
 		if old.state() == StateAcquired && old.acq() == h {
+			n += pe - ps + 1
 			e.emit(ps, pe, to(old.count()))
 		} else {
 			e.emit(ps, pe, old)
 		}
 	})
+	return n
 }
 
 // ReleaseMember releases every record member holds (share session closed,

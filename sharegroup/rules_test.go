@@ -277,3 +277,28 @@ func TestRuleLag(t *testing.T) {
 	require.Equal(t, int64(5), p.DeliveryCompleteCount())
 	require.Equal(t, int64(15), p.Lag(20))
 }
+
+// Effects.Expired and Effects.Archived count what one operation did, for
+// the broker's metrics: lock expiries (whichever operation ran them) and
+// records that became Archived.
+func TestEffectsCountExpiriesAndArchives(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t, func(c *Config) { c.DeliveryCountLimit = 2 })
+	_, eff := p.Acquire(at(0), "a", batch(0, 9), 10, BatchOptimized)
+	require.Zero(t, eff.Expired)
+	eff = p.ExpireLocks(at(30))
+	require.Equal(t, int64(10), eff.Expired)
+	require.Zero(t, eff.Archived)
+	// Second delivery: the limit. Reject 2, let the other 8 expire inside
+	// the next Acquire: all 10 end Archived.
+	p.Acquire(at(31), "a", batch(0, 9), 10, BatchOptimized)
+	eff = mustAck(t, p, at(32), "a", ack(0, 1, AckReject))
+	require.Equal(t, int64(2), eff.Archived)
+	require.Zero(t, eff.Expired)
+	_, eff = p.Acquire(at(100), "b", batch(10, 10), 10, BatchOptimized)
+	require.Equal(t, int64(8), eff.Expired)
+	require.Equal(t, int64(8), eff.Archived)
+	// A member leaving releases without an expiry.
+	eff = p.ReleaseMember(at(101), "b")
+	require.Zero(t, eff.Expired)
+}

@@ -204,6 +204,9 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 		}
 	}
 	n := hi - lo + 1
+	if new.state() == StateArchived && old.state() != StateArchived {
+		p.archived += n
+	}
 	p.forget(old, n)
 	switch s := new.state(); {
 	case s == StateAcquired:

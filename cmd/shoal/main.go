@@ -1,16 +1,24 @@
 // Command shoal runs a Shoal broker.
 //
-// Every flag can also be set with an environment variable: SHOAL_ and the
-// flag name in upper case with dashes as underscores (SHOAL_DATA_DIR).
-// A flag given on the command line wins over the environment.
+// Settings come from four places, the first that sets one winning:
+// command-line flags, SHOAL_* environment variables (SHOAL_ and the flag
+// name in upper case with dashes as underscores: SHOAL_DATA_DIR), a
+// Kafka-style properties file (--config FILE or SHOAL_CONFIG, with
+// Kafka's broker config names where Kafka has them), and the defaults.
+// broker.Settings is the table behind all of them; docs/CONFIG.md is
+// generated from it. An unknown key or a bad value stops startup with a
+// message naming it.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -22,66 +30,29 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.LookupEnv, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
 		fmt.Fprintln(os.Stderr, "shoal:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
-	cfg := broker.DefaultConfig()
-	fs := flag.NewFlagSet("shoal", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: shoal [flags]\n\nShoal is a Kafka-compatible broker. Flags (each also SHOAL_<NAME> in the environment):\n\n")
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&cfg.ListenAddr, "listen", cfg.ListenAddr, "host:port the Kafka listener binds")
-	fs.StringVar(&cfg.AdvertisedAddr, "advertised-addr", cfg.AdvertisedAddr, "host:port clients are told to connect to (default: the listen address)")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for partition logs and metadata (created if missing)")
-	nodeID := fs.Int("node-id", int(cfg.NodeID), "this broker's node id (Kafka node.id)")
-	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create unknown topics on first use (Kafka auto.create.topics.enable)")
-	numParts := fs.Int("num-partitions", int(cfg.DefaultPartitions), "partitions of auto-created topics (Kafka num.partitions)")
-	fsync := fs.String("fsync", string(cfg.Fsync), "durability: 'always' fsyncs before acknowledging acks=1/all produce (grouped across requests); 'interval' acknowledges at once and fsyncs every --flush-interval (a power loss can lose that window)")
-	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "fsync period under --fsync=interval (Kafka log.flush.interval.ms)")
-	maxReq := fs.Int("max-request-bytes", int(cfg.MaxRequestBytes), "largest request frame accepted; larger ones close the connection (Kafka socket.request.max.bytes)")
-	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention runs (Kafka log.retention.check.interval.ms)")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long shutdown waits for in-flight requests")
-	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close connections idle this long (Kafka connections.max.idle.ms)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	logFormat := fs.String("log-format", "console", "log format: console or json")
-
-	// Environment first, so command-line flags override it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "SHOAL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
+func run(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) error {
+	opts, warnings, err := parseOptions(args, lookupEnv, os.Environ(), stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	cfg.NodeID = int32(*nodeID)
-	cfg.DefaultPartitions = int32(*numParts)
-	cfg.Fsync = broker.FsyncPolicy(*fsync)
-	cfg.MaxRequestBytes = int32(*maxReq)
-
-	lg, err := newLogger(*logLevel, *logFormat)
+	lg, err := newLogger(opts.LogLevel, opts.LogFormat)
 	if err != nil {
 		return err
 	}
 	defer lg.Sync()
+	for _, w := range warnings {
+		lg.Warn(w)
+	}
+	cfg := opts.Config
 	cfg.Logger = lg
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -91,10 +62,142 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	lg.Info("ready", zap.String("addr", b.Addr()), zap.Duration("startup", time.Since(start)))
+	lg.Info("ready", zap.String("addr", b.Addr()), zap.String("http", b.HTTPAddr()), zap.Duration("startup", time.Since(start)))
 	<-ctx.Done()
 	stop()
 	return b.Close()
+}
+
+// settingFlag is a flag bound to one broker.Setting. It only records the
+// text given; parseOptions applies it after the environment and the
+// file, so every source goes through the same parser.
+type settingFlag struct {
+	s   *broker.Setting
+	def string
+	val *string
+}
+
+func (f *settingFlag) String() string {
+	if f == nil || f.val == nil || *f.val == "" {
+		if f != nil {
+			return f.def
+		}
+		return ""
+	}
+	return *f.val
+}
+
+func (f *settingFlag) Set(v string) error {
+	// Check at once so the flag package reports the flag by name.
+	o := broker.DefaultOptions()
+	if err := f.s.Set(&o, v); err != nil {
+		return err
+	}
+	*f.val = v
+	return nil
+}
+
+func (f *settingFlag) IsBoolFlag() bool { return f.s.Kind == broker.KindBool }
+
+// parseOptions resolves every setting: flag, else environment, else the
+// properties file, else the default. It returns warnings for SHOAL_*
+// variables that name no setting (they may belong to other tools, so they
+// do not stop startup).
+func parseOptions(args []string, lookupEnv func(string) (string, bool), env []string, out io.Writer) (broker.Options, []string, error) {
+	opts := broker.DefaultOptions()
+	defaults := broker.DefaultOptions()
+	fs := flag.NewFlagSet("shoal", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var configPath string
+	fs.StringVar(&configPath, "config", "", "Kafka-style properties `file` of settings and static broker configs (docs/CONFIG.md)\n[env: SHOAL_CONFIG]")
+	given := map[string]*string{}
+	for i := range broker.Settings {
+		s := &broker.Settings[i]
+		v := new(string)
+		given[s.Flag] = v
+		kind := "`" + string(s.Kind) + "`" // the placeholder --help shows
+		if s.Kind == broker.KindBool {
+			kind = string(s.Kind)
+		}
+		fs.Var(&settingFlag{s: s, def: s.Get(&defaults), val: v}, s.Flag,
+			fmt.Sprintf("%s\n[%s; config file: %s; env: %s]", s.Doc, kind, s.Key, s.EnvName()))
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: shoal [flags]\n\n"+
+			"Shoal is a Kafka-compatible broker. Every flag is also an environment variable\n"+
+			"(SHOAL_<FLAG>, dashes as underscores) and a key of the --config properties file;\n"+
+			"a flag wins over the environment, which wins over the file. docs/CONFIG.md lists\n"+
+			"every key, including the dynamic broker configs the file may set.\n\nFlags:\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return opts, nil, err
+	}
+	if fs.NArg() > 0 {
+		return opts, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	// The properties file.
+	if !set["config"] {
+		if v, ok := lookupEnv("SHOAL_CONFIG"); ok {
+			configPath = v
+		}
+	}
+	if configPath != "" {
+		raw, err := os.ReadFile(configPath)
+		if err != nil {
+			return opts, nil, fmt.Errorf("config file: %w", err)
+		}
+		props, err := broker.ParseProperties(string(raw))
+		if err != nil {
+			return opts, nil, fmt.Errorf("config file %s: %w", configPath, err)
+		}
+		seen := map[string]int{}
+		for _, p := range props {
+			if prev, dup := seen[p.Key]; dup {
+				return opts, nil, fmt.Errorf("config file %s line %d: %s is already set on line %d", configPath, p.Line, p.Key, prev)
+			}
+			seen[p.Key] = p.Line
+			if err := broker.SetFileKey(&opts, p.Key, p.Value); err != nil {
+				return opts, nil, fmt.Errorf("config file %s line %d: %w", configPath, p.Line, err)
+			}
+		}
+	}
+
+	// Environment over the file, flags over the environment.
+	known := map[string]bool{"SHOAL_CONFIG": true}
+	for i := range broker.Settings {
+		s := &broker.Settings[i]
+		known[s.EnvName()] = true
+		switch v, inEnv := lookupEnv(s.EnvName()); {
+		case set[s.Flag]:
+			if err := s.Set(&opts, *given[s.Flag]); err != nil {
+				return opts, nil, fmt.Errorf("--%s: %w", s.Flag, err)
+			}
+		case inEnv:
+			if err := s.Set(&opts, v); err != nil {
+				return opts, nil, fmt.Errorf("%s (%s): %w", s.EnvName(), s.Key, err)
+			}
+		}
+	}
+	var warnings []string
+	var unknown []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SHOAL_") && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		warnings = append(warnings, "ignoring environment variable "+name+": no such setting")
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return opts, nil, err
+	}
+	return opts, warnings, nil
 }
 
 func newLogger(level, format string) (*zap.Logger, error) {

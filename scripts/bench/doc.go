@@ -94,4 +94,9 @@ example ` + "`go run ./scripts/bench --records 100000 --rounds 1 --phases produc
   are stated for. Other jobs on the machine (tests, builds, other fsyncs on the same disk) move the numbers a lot; run it on
   an otherwise idle machine. Medians over alternating rounds are the headline for that reason.
 - ` + "`--from-json FILE`" + ` re-renders the tables (and ` + "`--out`" + `) from a saved ` + "`--json`" + ` file without running anything.
+- **Plots.** With ` + "`--out`" + `, the tool also draws PNGs with gonum/plot into ` + "`plots/`" + ` next to the markdown file (` + "`--plots DIR`" + `
+  elsewhere, ` + "`--plots none`" + ` for none) and embeds them in the generated section: median throughput per phase for each
+  target, records/s over time for every phase and round (sampled every 250 ms, drawn as a 1 s moving window), and the
+  produce and end-to-end latency by percentile (p50 to p99.99 and the maximum, median over rounds). While it runs it prints
+  a progress line per phase every second with the share of the phase's records done.
 `

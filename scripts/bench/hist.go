@@ -100,7 +100,20 @@ type latencySummary struct {
 	P99Ms  float64 `json:"p99_ms"`
 	P999Ms float64 `json:"p999_ms"`
 	MaxMs  float64 `json:"max_ms"`
+	// Quantiles is the latency distribution at plotQuantiles (the
+	// latency-percentile plots).
+	Quantiles []quantilePoint `json:"quantiles,omitempty"`
 }
+
+// quantilePoint is one quantile of a latency distribution.
+type quantilePoint struct {
+	Q  float64 `json:"q"`
+	Ms float64 `json:"ms"`
+}
+
+// plotQuantiles are the quantiles kept for the plots: up to p99.99 and the
+// maximum (q = 1).
+var plotQuantiles = []float64{0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1}
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -108,7 +121,7 @@ func (h *histogram) summary() *latencySummary {
 	if h.count() == 0 {
 		return nil
 	}
-	return &latencySummary{
+	s := &latencySummary{
 		Count:  h.count(),
 		MeanMs: ms(h.mean()),
 		P50Ms:  ms(h.quantile(0.50)),
@@ -116,4 +129,12 @@ func (h *histogram) summary() *latencySummary {
 		P999Ms: ms(h.quantile(0.999)),
 		MaxMs:  ms(time.Duration(h.max.Load())),
 	}
+	for _, q := range plotQuantiles {
+		v := ms(h.quantile(q))
+		if q == 1 {
+			v = s.MaxMs
+		}
+		s.Quantiles = append(s.Quantiles, quantilePoint{Q: q, Ms: v})
+	}
+	return s
 }

@@ -9,7 +9,7 @@
 //	go run ./scripts/bench                       # shoal vs kfake, 3 rounds, 1M records
 //	go run ./scripts/bench --records 100000 --rounds 1
 //	go run ./scripts/bench --records 100000 --rounds 1 --phases produce,group,share
-//	go run ./scripts/bench --out docs/BENCHMARKS.md --json bench.json
+//	go run ./scripts/bench --out docs/BENCHMARKS.md --json bench.json   # plots in docs/plots/
 //	go run ./scripts/bench --seeds 127.0.0.1:9092 # an external broker
 //
 // Progress goes to stderr, the report to stdout.
@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -64,6 +65,7 @@ type options struct {
 	clientLog         string
 	profileDir        string
 	fromJSON          string
+	plots             string
 }
 
 const (
@@ -118,7 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.brokerLog, "broker-log", "warn", "log level of the in-process brokers (stderr): none, error, warn, info, debug")
 	fs.StringVar(&o.clientLog, "client-log", "none", "log level of the kgo clients (stderr): none, error, warn, info, debug")
 	fs.StringVar(&o.profileDir, "cpuprofile-dir", "", "write a CPU profile of each target run (broker and clients: one process) to DIR/<target>-r<round>.pprof")
-	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: re-render the report (stdout, --out) from a file written by --json")
+	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: re-render the report (stdout, --out, plots) from a file written by --json")
+	fs.StringVar(&o.plots, "plots", "", "directory for the PNG plots (default with --out: plots/ next to the --out file, embedded in it; none: no plots)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./scripts/bench [flags]\n\n"+
 			"Runs the same franz-go load against Shoal and kfake (in-process, fresh data dir per round,\n"+
@@ -286,6 +289,21 @@ func (rep *report) output(o *options, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", o.jsonPath)
 	}
+	if dir := plotsDir(o); dir != "" {
+		files, err := rep.writePlots(dir, func(path string) { fmt.Fprintf(stderr, "wrote %s\n", path) })
+		if err != nil {
+			return err
+		}
+		if o.out != "" {
+			rel, err := filepath.Rel(filepath.Dir(o.out), dir)
+			if err != nil {
+				rel = dir
+			}
+			for _, f := range files {
+				rep.plots = append(rep.plots, plotFile{Name: filepath.ToSlash(filepath.Join(rel, f.Name)), Caption: f.Caption})
+			}
+		}
+	}
 	if o.out != "" {
 		if err := rep.writeMarkdownFile(o.out); err != nil {
 			return err
@@ -293,4 +311,18 @@ func (rep *report) output(o *options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "wrote %s\n", o.out)
 	}
 	return nil
+}
+
+// plotsDir is where the plots go: --plots, else plots/ next to --out;
+// "" means none.
+func plotsDir(o *options) string {
+	switch {
+	case o.plots == "none":
+		return ""
+	case o.plots != "":
+		return o.plots
+	case o.out != "":
+		return filepath.Join(filepath.Dir(o.out), "plots")
+	}
+	return ""
 }

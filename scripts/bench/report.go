@@ -21,6 +21,10 @@ type report struct {
 	Targets []string                      `json:"targets"`
 	Runs    []*targetRun                  `json:"runs"`
 	Medians map[string]map[string]float64 `json:"medians,omitempty"` // target -> metric key -> median
+
+	// plots are the PNGs written for this report, relative to the
+	// markdown file (see output); the markdown embeds them.
+	plots []plotFile
 }
 
 type machineInfo struct {
@@ -662,6 +666,12 @@ func (rep *report) generatedMarkdown() string {
 	if c.Rounds > 1 {
 		b.WriteString(rep.summaryMarkdown())
 		b.WriteString("\n")
+	}
+	if len(rep.plots) > 0 {
+		b.WriteString("### Plots\n\n")
+		for _, p := range rep.plots {
+			fmt.Fprintf(&b, "%s\n\n![%s](%s)\n\n", p.Caption, strings.TrimSuffix(filepath.Base(p.Name), ".png"), p.Name)
+		}
 	}
 	for round := 1; round <= c.Rounds; round++ {
 		b.WriteString(rep.roundMarkdown(round))

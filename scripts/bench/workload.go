@@ -51,6 +51,9 @@ type phaseResult struct {
 	Errors         int64     `json:"errors"`
 	ErrorSamples   []string  `json:"error_samples,omitempty"`
 	Mem            *memDelta `json:"mem"`
+	// Timeline samples the phase's progress every timelineStep from its
+	// start (the throughput-over-time plots).
+	Timeline []timePoint `json:"timeline,omitempty"`
 
 	errs *errSampler
 	prog *progress
@@ -84,7 +87,7 @@ func (w *workload) measure(ctx context.Context, phase string, fn func(context.Co
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		w.report(phase, prog, done)
+		p.Timeline = w.report(phase, prog, done)
 	}()
 	errs := &errSampler{}
 	p.errs, p.prog = errs, prog
@@ -126,19 +129,60 @@ func (w *workload) measure(ctx context.Context, phase string, fn func(context.Co
 // progress counts records for the once-a-second progress line.
 type progress struct{ n atomic.Int64 }
 
-func (w *workload) report(phase string, prog *progress, done <-chan struct{}) {
-	t := time.NewTicker(time.Second)
+// timePoint is one timeline sample: records done by Sec seconds into the
+// phase, and the rate since the previous sample.
+type timePoint struct {
+	Sec           float64 `json:"sec"`
+	Records       int64   `json:"records"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+}
+
+// timelineStep is the timeline's sampling period; progress lines are
+// printed every progressEvery samples.
+const (
+	timelineStep  = 250 * time.Millisecond
+	progressEvery = 4
+)
+
+// report prints a progress line per second on stderr until done and
+// returns the timeline it sampled.
+func (w *workload) report(phase string, prog *progress, done <-chan struct{}) []timePoint {
+	t := time.NewTicker(timelineStep)
 	defer t.Stop()
-	start, last, lastAt := time.Now(), int64(0), time.Now()
+	total := w.o.records
+	if phase == phaseE2E {
+		total = int64(float64(w.o.e2eRate) * w.o.e2eDuration.Seconds())
+	}
+	start := time.Now()
+	var (
+		timeline    = []timePoint{{}} // the phase starts at 0 records
+		last, shown int64
+		lastAt      = start
+		shownAt     = start
+		tick        int
+	)
+	sample := func(now time.Time) {
+		n := prog.n.Load()
+		timeline = append(timeline, timePoint{Sec: now.Sub(start).Seconds(), Records: n, RecordsPerSec: float64(n-last) / now.Sub(lastAt).Seconds()})
+		last, lastAt = n, now
+	}
 	for {
 		select {
 		case <-done:
-			return
+			sample(time.Now())
+			return timeline
 		case now := <-t.C:
-			n := prog.n.Load()
-			rate := float64(n-last) / now.Sub(lastAt).Seconds()
-			fmt.Fprintf(w.stderr, "%s %s: %5.1fs %10d records %10.0f rec/s\n", w.label, phase, now.Sub(start).Seconds(), n, rate)
-			last, lastAt = n, now
+			sample(now)
+			if tick++; tick%progressEvery == 0 {
+				n := timeline[len(timeline)-1].Records
+				rate := float64(n-shown) / now.Sub(shownAt).Seconds()
+				pct := ""
+				if total > 0 {
+					pct = fmt.Sprintf(" (%3.0f%%)", 100*float64(n)/float64(total))
+				}
+				fmt.Fprintf(w.stderr, "%s %s: %5.1fs %10d records%s %10.0f rec/s\n", w.label, phase, now.Sub(start).Seconds(), n, pct, rate)
+				shown, shownAt = n, now
+			}
 		}
 	}
 }

@@ -1,0 +1,351 @@
+package broker
+
+// Startup settings: the one table behind cmd/shoal's flags, its SHOAL_*
+// environment variables, its Kafka-style properties file (--config) and
+// the generated reference docs/CONFIG.md. Each setting has a key (Kafka's
+// broker config name where Kafka has one, else shoal.*), a flag name, and
+// one parser used for all three sources, so a value means the same
+// wherever it is given.
+//
+// A properties file may also hold the dynamic broker configs
+// (brokerConfigDefs, e.g. log.retention.ms or group.share.max.size): they
+// become Config.BrokerConfigs, the static values behind the dynamic
+// overrides IncrementalAlterConfigs sets, as in Kafka's server.properties.
+//
+// Regenerate docs/CONFIG.md with `go generate ./broker` (TestConfigDocUpToDate
+// fails when it is stale).
+
+//go:generate go run ../scripts/configdoc -out ../docs/CONFIG.md
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultHTTPAddr is where cmd/shoal serves /metrics, /healthz and
+// /readyz unless told otherwise (Config.HTTPAddr).
+const DefaultHTTPAddr = "127.0.0.1:9644"
+
+// Options is everything cmd/shoal reads from its flags, the environment
+// and the properties file: the broker Config and the logger settings.
+type Options struct {
+	Config
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is console or json.
+	LogFormat string
+}
+
+// DefaultOptions returns cmd/shoal's defaults: DefaultConfig with the
+// HTTP server on DefaultHTTPAddr, info logs on the console.
+func DefaultOptions() Options {
+	o := Options{Config: DefaultConfig(), LogLevel: "info", LogFormat: "console"}
+	o.HTTPAddr = DefaultHTTPAddr
+	return o
+}
+
+// SettingKind is how a setting's value is written.
+type SettingKind string
+
+const (
+	KindString   SettingKind = "string"
+	KindAddress  SettingKind = "host:port"
+	KindBool     SettingKind = "boolean"
+	KindInt      SettingKind = "int"
+	KindDuration SettingKind = "duration" // milliseconds, or a Go duration such as 10m
+)
+
+// Setting is one startup setting.
+type Setting struct {
+	// Key is the properties-file name: Kafka's broker config name where
+	// Kafka has the setting, else shoal.<...>.
+	Key string
+	// Flag is the command-line flag without dashes; the environment
+	// variable is EnvName().
+	Flag string
+	Kind SettingKind
+	Doc  string
+	set  func(o *Options, v string) error
+	get  func(o *Options) string
+}
+
+// EnvName is the setting's environment variable: SHOAL_ and the flag
+// name in upper case with dashes as underscores.
+func (s *Setting) EnvName() string {
+	return "SHOAL_" + strings.ToUpper(strings.ReplaceAll(s.Flag, "-", "_"))
+}
+
+// Set parses v and stores it in o. The error does not name the setting;
+// the caller knows where the value came from.
+func (s *Setting) Set(o *Options, v string) error { return s.set(o, v) }
+
+// Get formats the setting's current value in o.
+func (s *Setting) Get(o *Options) string { return s.get(o) }
+
+// Settings is every startup setting, sorted by key.
+var Settings = func() []Setting {
+	ss := []Setting{
+		{Key: "listeners", Flag: "listen", Kind: KindAddress,
+			Doc: "Address the Kafka listener binds. One PLAINTEXT listener: host:port or PLAINTEXT://host:port; port 0 picks a free port.",
+			set: func(o *Options, v string) error { return setListener(&o.ListenAddr, v, false) },
+			get: func(o *Options) string { return o.ListenAddr }},
+		{Key: "advertised.listeners", Flag: "advertised-addr", Kind: KindAddress,
+			Doc: "Address given to clients in Metadata (host:port or PLAINTEXT://host:port). Empty: the bound listener address.",
+			set: func(o *Options, v string) error { return setListener(&o.AdvertisedAddr, v, true) },
+			get: func(o *Options) string { return o.AdvertisedAddr }},
+		{Key: "log.dirs", Flag: "data-dir", Kind: KindString,
+			Doc: "The data directory (one): partition logs in <dir>/logs, the badger metadata store in <dir>/meta. Created if missing.",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				switch {
+				case v == "":
+					return fmt.Errorf("must not be empty")
+				case strings.Contains(v, ","):
+					return fmt.Errorf("%q: Shoal uses one data directory", v)
+				}
+				o.DataDir = v
+				return nil
+			},
+			get: func(o *Options) string { return o.DataDir }},
+		{Key: "node.id", Flag: "node-id", Kind: KindInt,
+			Doc: "This broker's node id, reported in Metadata and DescribeCluster.",
+			set: intSetting(0, math.MaxInt32, func(o *Options, n int64) { o.NodeID = int32(n) }),
+			get: func(o *Options) string { return strconv.Itoa(int(o.NodeID)) }},
+		{Key: "auto.create.topics.enable", Flag: "auto-create-topics", Kind: KindBool,
+			Doc: "Create unknown topics on Metadata and Produce.",
+			set: boolSetting(func(o *Options, b bool) { o.AutoCreateTopics = b }),
+			get: func(o *Options) string { return strconv.FormatBool(o.AutoCreateTopics) }},
+		{Key: "num.partitions", Flag: "num-partitions", Kind: KindInt,
+			Doc: "Partitions of auto-created topics and of CreateTopics with NumPartitions -1.",
+			set: intSetting(1, math.MaxInt32, func(o *Options, n int64) { o.DefaultPartitions = int32(n) }),
+			get: func(o *Options) string { return strconv.Itoa(int(o.DefaultPartitions)) }},
+		{Key: "socket.request.max.bytes", Flag: "max-request-bytes", Kind: KindInt,
+			Doc: "Largest request frame accepted; a larger one closes the connection.",
+			set: intSetting(1024, math.MaxInt32, func(o *Options, n int64) { o.MaxRequestBytes = int32(n) }),
+			get: func(o *Options) string { return strconv.Itoa(int(o.MaxRequestBytes)) }},
+		{Key: "connections.max.idle.ms", Flag: "idle-timeout", Kind: KindDuration,
+			Doc: "Connections that send no request for this long are closed (their share sessions end, releasing their records).",
+			set: durationSetting(func(o *Options) *time.Duration { return &o.IdleTimeout }),
+			get: func(o *Options) string { return o.IdleTimeout.String() }},
+		{Key: "log.retention.check.interval.ms", Flag: "retention-check-interval", Kind: KindDuration,
+			Doc: "How often retention (retention.ms, retention.bytes) runs.",
+			set: durationSetting(func(o *Options) *time.Duration { return &o.RetentionCheckInterval }),
+			get: func(o *Options) string { return o.RetentionCheckInterval.String() }},
+		{Key: "shoal.fsync.policy", Flag: "fsync", Kind: KindString,
+			Doc: "Durability: always fsyncs before acknowledging acks=1/all produce (grouped across requests); interval acknowledges at once and fsyncs every shoal.fsync.interval.ms (a power loss can lose that window).",
+			set: func(o *Options, v string) error {
+				if p := FsyncPolicy(v); p != FsyncAlways && p != FsyncInterval {
+					return fmt.Errorf("%q is not always or interval", v)
+				}
+				o.Fsync = FsyncPolicy(v)
+				return nil
+			},
+			get: func(o *Options) string { return string(o.Fsync) }},
+		{Key: "shoal.fsync.interval.ms", Flag: "flush-interval", Kind: KindDuration,
+			Doc: "Fsync period under shoal.fsync.policy=interval.",
+			set: durationSetting(func(o *Options) *time.Duration { return &o.FlushInterval }),
+			get: func(o *Options) string { return o.FlushInterval.String() }},
+		{Key: "shoal.shutdown.timeout.ms", Flag: "shutdown-timeout", Kind: KindDuration,
+			Doc: "How long shutdown waits for in-flight requests before closing their connections.",
+			set: durationSetting(func(o *Options) *time.Duration { return &o.ShutdownTimeout }),
+			get: func(o *Options) string { return o.ShutdownTimeout.String() }},
+		{Key: "shoal.http.listen", Flag: "http-addr", Kind: KindAddress,
+			Doc: "Address of the operations HTTP server: /metrics (Prometheus), /healthz, /readyz. Empty disables it.",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				if v != "" {
+					if _, _, err := net.SplitHostPort(v); err != nil {
+						return fmt.Errorf("%q is not host:port", v)
+					}
+				}
+				o.HTTPAddr = v
+				return nil
+			},
+			get: func(o *Options) string { return o.HTTPAddr }},
+		{Key: "shoal.http.pprof.enable", Flag: "pprof", Kind: KindBool,
+			Doc: "Serve net/http/pprof under /debug/pprof/ on the HTTP server.",
+			set: boolSetting(func(o *Options, b bool) { o.Pprof = b }),
+			get: func(o *Options) string { return strconv.FormatBool(o.Pprof) }},
+		{Key: "shoal.log.level", Flag: "log-level", Kind: KindString,
+			Doc: "Log level: debug, info, warn or error.",
+			set: func(o *Options, v string) error {
+				switch v {
+				case "debug", "info", "warn", "error":
+					o.LogLevel = v
+					return nil
+				}
+				return fmt.Errorf("%q is not debug, info, warn or error", v)
+			},
+			get: func(o *Options) string { return o.LogLevel }},
+		{Key: "shoal.log.format", Flag: "log-format", Kind: KindString,
+			Doc: "Log format: console for people, json for machines.",
+			set: func(o *Options, v string) error {
+				if v != "console" && v != "json" {
+					return fmt.Errorf("%q is not console or json", v)
+				}
+				o.LogFormat = v
+				return nil
+			},
+			get: func(o *Options) string { return o.LogFormat }},
+	}
+	sort.Slice(ss, func(i, j int) bool { return ss[i].Key < ss[j].Key })
+	return ss
+}()
+
+// SettingByKey returns the startup setting with this properties-file
+// key, or nil.
+func SettingByKey(key string) *Setting {
+	for i := range Settings {
+		if Settings[i].Key == key {
+			return &Settings[i]
+		}
+	}
+	return nil
+}
+
+// SetFileKey applies one properties-file entry to o: a startup setting,
+// or the static value of a dynamic broker config (Config.BrokerConfigs).
+// Unknown keys and bad values are errors naming the key.
+func SetFileKey(o *Options, key, value string) error {
+	if s := SettingByKey(key); s != nil {
+		if err := s.Set(o, value); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
+	}
+	d := brokerConfigByName[key]
+	switch {
+	case d == nil:
+		return fmt.Errorf("unknown config %q", key)
+	case !d.dynamic():
+		return fmt.Errorf("%s: set at startup through another key; see docs/CONFIG.md", key)
+	case d.check != nil:
+		if err := d.check(value); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if o.BrokerConfigs == nil {
+		o.BrokerConfigs = map[string]string{}
+	}
+	o.BrokerConfigs[key] = value
+	return nil
+}
+
+// ParseProperties parses a Java-style properties file: key=value,
+// key:value or key value per line; blank lines and lines starting with #
+// or ! are ignored; a line ending in a backslash continues on the next.
+// It returns the entries in file order with their line numbers. Escapes
+// other than line continuation are not interpreted.
+func ParseProperties(text string) ([]Property, error) {
+	var out []Property
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		lineNo := i + 1
+		line := strings.TrimSpace(lines[i])
+		for strings.HasSuffix(line, `\`) && i+1 < len(lines) {
+			i++
+			line = strings.TrimSuffix(line, `\`) + strings.TrimSpace(lines[i])
+		}
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		sep := strings.IndexAny(line, "=: \t")
+		key, value := line, ""
+		if sep >= 0 {
+			key = line[:sep]
+			rest := strings.TrimLeft(line[sep:], " \t")
+			if rest != "" && (rest[0] == '=' || rest[0] == ':') {
+				rest = rest[1:]
+			}
+			value = strings.TrimSpace(rest)
+		}
+		if key == "" {
+			return nil, fmt.Errorf("line %d: no key", lineNo)
+		}
+		out = append(out, Property{Key: key, Value: value, Line: lineNo})
+	}
+	return out, nil
+}
+
+// Property is one properties-file entry.
+type Property struct {
+	Key, Value string
+	Line       int
+}
+
+func setListener(dst *string, v string, emptyOK bool) error {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		if emptyOK {
+			*dst = ""
+			return nil
+		}
+		return fmt.Errorf("must not be empty")
+	}
+	if strings.Contains(v, ",") {
+		return fmt.Errorf("%q: Shoal serves one listener", v)
+	}
+	if scheme, rest, ok := strings.Cut(v, "://"); ok {
+		if !strings.EqualFold(scheme, "PLAINTEXT") {
+			return fmt.Errorf("%q: only PLAINTEXT listeners are served", v)
+		}
+		v = rest
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return fmt.Errorf("%q is not host:port", v)
+	}
+	*dst = v
+	return nil
+}
+
+func intSetting(lo, hi int64, set func(*Options, int64)) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
+		}
+		set(o, n)
+		return nil
+	}
+}
+
+func boolSetting(set func(*Options, bool)) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		set(o, b)
+		return nil
+	}
+}
+
+// durationSetting accepts milliseconds (Kafka's *.ms configs) or a Go
+// duration ("10m", "1.5s"); the value must be positive.
+func durationSetting(field func(*Options) *time.Duration) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		v = strings.TrimSpace(v)
+		var d time.Duration
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if n > math.MaxInt64/int64(time.Millisecond) {
+				return fmt.Errorf("%d ms is too long", n)
+			}
+			d = time.Duration(n) * time.Millisecond
+		} else if d, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%q is neither milliseconds nor a duration such as 10m", v)
+		}
+		if d <= 0 {
+			return fmt.Errorf("%q must be positive", v)
+		}
+		*field(o) = d
+		return nil
+	}
+}
