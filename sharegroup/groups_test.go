@@ -171,7 +171,7 @@ func TestFairSmallGroupsNotDelayedByBigGroup(t *testing.T) {
 func TestOrderedPerGroupFIFO(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
-	const nGroups, nRecords = 1000, 10_000
+	const nGroups, nRecords = 1000, fifoRecords
 	groups := make([]string, nRecords)
 	for i := range groups {
 		if rng.IntN(50) == 0 {

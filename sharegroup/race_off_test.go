@@ -1,0 +1,7 @@
+//go:build !race
+
+package sharegroup
+
+// fifoRecords is the size of the random ordered-mode test
+// (TestOrderedPerGroupFIFO).
+const fifoRecords = 10_000
