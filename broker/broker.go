@@ -30,6 +30,7 @@ type Broker struct {
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
+	txns          *txnCoordinator   // transactions, txn.go
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -122,6 +123,11 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	b.syncer = newSyncer(b)
+	b.txns = newTxnCoordinator(b)
+	if err := b.txns.load(); err != nil {
+		return fail(err)
+	}
+	b.txns.recover() // complete transactions decided before a crash
 	b.ln, err = net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fail(fmt.Errorf("broker: listen: %w", err))
@@ -149,6 +155,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.syncer.run)
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.expireLoop)
+	b.goroutine(b.txns.expireLoop)
 	b.goroutine(b.acceptLoop)
 	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))

@@ -28,6 +28,7 @@ import (
 //	                           a committed offset (binary, groups_store.go)
 //	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped
 //	meta/group-config/<group>  JSON map of group config overrides (share_configs.go); path-escaped
+//	meta/txn/<transactional id> txnRecord (txn.go), JSON; path-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID       = "meta/cluster-id"
@@ -38,6 +39,7 @@ const (
 	prefixOffset       = "meta/offset/"
 	prefixShareGroup   = "meta/share-group/"
 	prefixGroupConfig  = "meta/group-config/"
+	prefixTxn          = "meta/txn/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )
