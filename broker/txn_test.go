@@ -104,3 +104,5 @@ func collect(t *testing.T, b *Broker, topic string, iso kgo.IsolationLevel, n in
 var _ = fmt.Sprint
 var _ = kerr.InvalidTxnState
 var _ = kmsg.NewPtrEndTxnRequest
+
+var kgoReadCommitted = kgo.ReadCommitted()
