@@ -16,8 +16,10 @@ package broker
 // writes PrepareCommit (or PrepareAbort) first: from then on the
 // decision is durable. It then appends a COMMIT (ABORT) marker to every
 // partition of the transaction and waits for their fsync, makes the
-// transaction's offsets visible to their groups (commit only), writes
-// CompleteCommit (CompleteAbort), and only then answers. Kafka answers
+// transaction's offsets visible to their groups (commit only, durable
+// group offsets), writes CompleteCommit (CompleteAbort) without waiting
+// for that write's fsync (losing it only means the completion is redone
+// at start), and answers. Kafka answers
 // EndTxn once Prepare* is durable and writes the markers in the
 // background; we answer after the markers, so a producer's next
 // transaction never waits on CONCURRENT_TRANSACTIONS and a read_committed
@@ -281,8 +283,46 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 	}
 }
 
-// persistLocked writes t to badger. t.mu held.
+// persistLocked writes t to badger and waits for it to be durable. t.mu
+// held.
 func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
+	v, err := c.encodeLocked(t, now)
+	if err != nil {
+		return err
+	}
+	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), v) }); err != nil {
+		c.lg.Error("persisting transaction state failed", zap.String("transactional_id", t.id), zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// persistAsyncLocked writes t to badger without waiting for the write to
+// be durable; only for Complete*, whose loss is harmless (see
+// completeLocked). Badger applies commits in the order they are made, so
+// a later persistLocked of the same txn can never be overtaken by it.
+// t.mu held.
+func (c *txnCoordinator) persistAsyncLocked(t *txn, now time.Time) error {
+	v, err := c.encodeLocked(t, now)
+	if err != nil {
+		return err
+	}
+	btx := c.b.meta.db.NewTransaction(true)
+	defer btx.Discard()
+	if err := btx.Set(txnKey(t.id), v); err != nil {
+		return err
+	}
+	id := t.id
+	btx.CommitWith(func(err error) {
+		if err != nil {
+			c.lg.Error("persisting a completed transaction failed; it is completed again at the next start", zap.String("transactional_id", id), zap.Error(err))
+		}
+	})
+	return nil
+}
+
+// encodeLocked returns t's badger record. t.mu held.
+func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	t.mu.UpdateMs = now.UnixMilli()
 	rec := t.mu.txnRecord
 	rec.Parts = rec.Parts[:0]
@@ -305,15 +345,7 @@ func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 				LeaderEpoch: oc.leaderEpoch, Metadata: oc.metadata, CommitMs: oc.commitTime.UnixMilli()})
 		}
 	}
-	v, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), v) }); err != nil {
-		c.lg.Error("persisting transaction state failed", zap.String("transactional_id", t.id), zap.Error(err))
-		return err
-	}
-	return nil
+	return json.Marshal(rec)
 }
 
 // snapshotLocked returns a copy of t's state for rollback. t.mu held.
@@ -534,7 +566,11 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 	clear(t.mu.partitions)
 	clear(t.mu.groups)
 	t.mu.StartMs = -1
-	if err := c.persistLocked(t, now); err != nil {
+	// Complete* need not be durable before the answer: the decision and
+	// the markers are, and a completion found undone at start is simply
+	// done again (markers are idempotent for readers; the offsets are the
+	// ones already applied). Not waiting saves one fsync per transaction.
+	if err := c.persistAsyncLocked(t, now); err != nil {
 		t.restoreLocked(snap)
 		t.mu.offsets = pendingOffsets
 		return err
