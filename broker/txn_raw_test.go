@@ -319,3 +319,51 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 	require.Eventually(t, func() bool { return p.log.HighWatermark() == p.log.LastStableOffset() }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"kept"}, collect(t, b2, "rc", kgoReadCommitted, 1))
 }
+
+// TestListTransactionsAndExpiry: ListTransactions filters (state,
+// producer id, duration, id pattern; unknown states reported, a bad
+// pattern INVALID_REGULAR_EXPRESSION), and transactional.id.expiration.ms
+// forgets an idle transactional id but never an open transaction.
+func TestListTransactionsAndExpiry(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := kadm.NewClient(newClient(t, b)).CreateTopic(ctx, 1, 1, nil, "lt")
+	require.NoError(t, err)
+	c := dialRaw(t, b)
+	idle := &rawTxn{c: c, id: "lt-idle"}
+	busy := &rawTxn{c: c, id: "lt-busy"}
+	require.Zero(t, idle.init(60000).ErrorCode)
+	require.Zero(t, busy.init(60000).ErrorCode)
+	require.Equal(t, []string{"NONE"}, names(busy.addPartitions("lt", 0)))
+
+	list := func(v int16, mut func(*kmsg.ListTransactionsRequest)) *kmsg.ListTransactionsResponse {
+		req := kmsg.NewPtrListTransactionsRequest()
+		mut(req)
+		return c.do(req, v).(*kmsg.ListTransactionsResponse)
+	}
+	ids := func(r *kmsg.ListTransactionsResponse) []string {
+		var out []string
+		for _, s := range r.TransactionStates {
+			out = append(out, s.TransactionalID+"="+s.TransactionState)
+		}
+		return out
+	}
+	require.ElementsMatch(t, []string{"lt-idle=Empty", "lt-busy=Ongoing"}, ids(list(0, func(*kmsg.ListTransactionsRequest) {})))
+	r := list(0, func(r *kmsg.ListTransactionsRequest) { r.StateFilters = []string{"Ongoing", "Bogus"} })
+	require.Equal(t, []string{"lt-busy=Ongoing"}, ids(r))
+	require.Equal(t, []string{"Bogus"}, r.UnknownStateFilters)
+	require.Equal(t, []string{"lt-idle=Empty"}, ids(list(0, func(r *kmsg.ListTransactionsRequest) { r.ProducerIDFilters = []int64{idle.pid} })))
+	require.Empty(t, ids(list(1, func(r *kmsg.ListTransactionsRequest) { r.DurationFilterMillis = 60000 })))
+	require.Equal(t, []string{"lt-busy=Ongoing"}, ids(list(1, func(r *kmsg.ListTransactionsRequest) { r.DurationFilterMillis = 0 })))
+	require.Equal(t, []string{"lt-idle=Empty"}, ids(list(2, func(r *kmsg.ListTransactionsRequest) { r.TransactionalIDPattern = kmsg.StringPtr("lt-i.*") })))
+	require.Equal(t, "INVALID_REGULAR_EXPRESSION", codeName(list(2, func(r *kmsg.ListTransactionsRequest) { r.TransactionalIDPattern = kmsg.StringPtr("(") }).ErrorCode))
+
+	setBrokerConfigs(b, "transactional.id.expiration.ms", "1", "transaction.remove.expired.transaction.cleanup.interval.ms", "20")
+	require.Eventually(t, func() bool { return idle.describe().ErrorCode != 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, "TRANSACTIONAL_ID_NOT_FOUND", codeName(idle.describe().ErrorCode))
+	require.Equal(t, "Ongoing", busy.describe().State)
+	require.Equal(t, "INVALID_PRODUCER_ID_MAPPING", codeName(idle.end(true)))
+	require.Equal(t, []string{"lt-busy=Ongoing"}, ids(list(0, func(*kmsg.ListTransactionsRequest) {})))
+}
