@@ -5,19 +5,29 @@ package broker
 // Behavior: adds partitions to the producer's transaction, moving it to
 // Ongoing (its timeout starts with the first partition). Checks, in
 // Kafka's order: an empty TransactionalID is INVALID_REQUEST for every
-// partition; an unknown id or another producer id
-// INVALID_PRODUCER_ID_MAPPING; another epoch PRODUCER_FENCED
-// (INVALID_PRODUCER_EPOCH before v2); a transaction being completed
-// CONCURRENT_TRANSACTIONS. An unknown topic or partition gets
-// UNKNOWN_TOPIC_OR_PARTITION and every other partition of the request
-// OPERATION_NOT_ATTEMPTED, nothing being added. The new partition set is
-// durable before the answer (NOT_COORDINATOR if it cannot be written).
-// A produce of a transactional batch to a partition not added gets
+// partition; an unknown topic or partition gets
+// UNKNOWN_TOPIC_OR_PARTITION and every other partition of that
+// transaction OPERATION_NOT_ATTEMPTED, nothing being added; an unknown id
+// or another producer id INVALID_PRODUCER_ID_MAPPING; another epoch
+// PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2); a transaction being
+// completed CONCURRENT_TRANSACTIONS. Partitions already in the Ongoing
+// transaction need no write; otherwise the new partition set is durable
+// before the answer (NOT_COORDINATOR if it cannot be written). A produce
+// of a transactional batch to a partition not added gets
 // INVALID_TXN_STATE (api_00_produce.go).
 //
-// Version notes: v1 is v0; v2 allows PRODUCER_FENCED; v3 is flexible.
-// v4+ (the batched, broker-to-broker verify-only form of KIP-890) and v5
-// are not served: clients use v3 and below.
+// v4+ is the batched form brokers use (KIP-890 part 1): several
+// transactions per request, each answered separately, each either an add
+// as above or, with VerifyOnly, a check that changes nothing: with the
+// same id, producer and state checks, a partition in the transaction gets
+// NONE and one not in it TRANSACTION_ABORTABLE, as Kafka's
+// TransactionCoordinator.handleVerifyPartitionsInTransaction answers.
+// Kafka requires CLUSTER_ACTION for v4+; Shoal has no ACLs, so any client
+// may send it.
+//
+// Version notes: v1 is v0; v2 allows PRODUCER_FENCED; v3 is flexible; v4
+// batches transactions and adds VerifyOnly; v5 allows
+// TRANSACTION_ABORTABLE.
 
 import (
 	"time"
@@ -26,31 +36,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { registerSimple(24, 0, 3, handleAddPartitionsToTxn) }
+func init() { registerSimple(24, 0, 5, handleAddPartitionsToTxn) }
 
 func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
-	b := c.b
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	now := time.Now()
-	codes := make([][]int16, len(req.Topics))
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				codes[i][j] = code
-			}
+	if req.Version < 4 {
+		topics := make([]txnTopicParts, len(req.Topics))
+		for i, rt := range req.Topics {
+			topics[i] = txnTopicParts{rt.Topic, rt.Partitions}
 		}
-	}
-	unknown := false
-	for i, rt := range req.Topics {
-		codes[i] = make([]int16, len(rt.Partitions))
-		for j, p := range rt.Partitions {
-			if b.topics.partition(rt.Topic, p) == nil {
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-				unknown = true
-			}
-		}
-	}
-	answer := func() kmsg.Response {
+		codes := c.b.txns.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, req.Version, false)
 		for i, rt := range req.Topics {
 			st := kmsg.NewAddPartitionsToTxnResponseTopic()
 			st.Topic = rt.Topic
@@ -63,57 +58,113 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		}
 		return resp
 	}
-	if req.TransactionalID == "" {
-		setAll(kerr.InvalidRequest.Code)
-		return answer()
+	for _, tx := range req.Transactions {
+		topics := make([]txnTopicParts, len(tx.Topics))
+		for i, rt := range tx.Topics {
+			topics[i] = txnTopicParts{rt.Topic, rt.Partitions}
+		}
+		codes := c.b.txns.addPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
+		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		rtx.TransactionalID = tx.TransactionalID
+		for i, rt := range tx.Topics {
+			st := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			st.Topic = rt.Topic
+			for j, p := range rt.Partitions {
+				sp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+				sp.Partition, sp.ErrorCode = p, codes[i][j]
+				st.Partitions = append(st.Partitions, sp)
+			}
+			rtx.Topics = append(rtx.Topics, st)
+		}
+		resp.Transactions = append(resp.Transactions, rtx)
 	}
-	if unknown {
+	return resp
+}
+
+// txnTopicParts is one topic's partitions in an AddPartitionsToTxn.
+type txnTopicParts struct {
+	topic      string
+	partitions []int32
+}
+
+// addPartitions serves one transaction of an AddPartitionsToTxn: an add,
+// or with verifyOnly a check. It returns a code per partition, in the
+// request's order.
+func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics []txnTopicParts, version int16, verifyOnly bool) [][]int16 {
+	b := c.b
+	now := time.Now()
+	codes := make([][]int16, len(topics))
+	setAll := func(code int16) [][]int16 {
 		for i := range codes {
 			for j := range codes[i] {
 				if codes[i][j] == 0 {
-					codes[i][j] = kerr.OperationNotAttempted.Code
+					codes[i][j] = code
 				}
 			}
 		}
-		return answer()
+		return codes
 	}
-	t := b.txns.lock(req.TransactionalID, false)
+	unknown := false
+	for i, rt := range topics {
+		codes[i] = make([]int16, len(rt.partitions))
+		for j, p := range rt.partitions {
+			if b.topics.partition(rt.topic, p) == nil {
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				unknown = true
+			}
+		}
+	}
+	switch {
+	case unknown:
+		return setAll(kerr.OperationNotAttempted.Code)
+	case id == "":
+		return setAll(kerr.InvalidRequest.Code)
+	}
+	t := c.lock(id, false)
 	if t == nil {
-		setAll(kerr.InvalidProducerIDMapping.Code)
-		return answer()
+		return setAll(kerr.InvalidProducerIDMapping.Code)
 	}
 	defer t.mu.Unlock()
-	if code := t.checkProducerLocked(req.ProducerID, req.ProducerEpoch, req.Version, 2); code != 0 {
-		setAll(code)
-		return answer()
+	if code := t.checkProducerLocked(pid, epoch, version, 2); code != 0 {
+		return setAll(code)
 	}
 	switch t.mu.State {
 	case txnPrepareCommit, txnPrepareAbort:
-		setAll(kerr.ConcurrentTransactions.Code)
-		return answer()
-	case txnOngoing:
+		return setAll(kerr.ConcurrentTransactions.Code)
+	}
+	if verifyOnly {
+		for i, rt := range topics {
+			for j, p := range rt.partitions {
+				if _, ok := t.mu.partitions[groupTP{rt.topic, p}]; !ok {
+					codes[i][j] = kerr.TransactionAbortable.Code
+				}
+			}
+		}
+		return codes
+	}
+	if t.mu.State == txnOngoing {
 		have := true
-		for _, rt := range req.Topics {
-			for _, p := range rt.Partitions {
-				if _, ok := t.mu.partitions[groupTP{rt.Topic, p}]; !ok {
+		for _, rt := range topics {
+			for _, p := range rt.partitions {
+				if _, ok := t.mu.partitions[groupTP{rt.topic, p}]; !ok {
 					have = false
 				}
 			}
 		}
 		if have {
-			return answer() // nothing new: no write
+			return codes // nothing new: no write
 		}
 	}
 	snap := t.snapshotLocked()
 	t.beginLocked(now)
-	for _, rt := range req.Topics {
-		for _, p := range rt.Partitions {
-			t.mu.partitions[groupTP{rt.Topic, p}] = struct{}{}
+	for _, rt := range topics {
+		for _, p := range rt.partitions {
+			t.mu.partitions[groupTP{rt.topic, p}] = struct{}{}
 		}
 	}
-	if err := b.txns.persistLocked(t, now); err != nil {
+	if err := c.persistLocked(t, now); err != nil {
 		t.restoreLocked(snap)
-		setAll(kerr.NotCoordinator.Code)
+		return setAll(kerr.NotCoordinator.Code)
 	}
-	return answer()
+	return codes
 }

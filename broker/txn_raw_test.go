@@ -367,3 +367,54 @@ func TestListTransactionsAndExpiry(t *testing.T) {
 	require.Equal(t, "INVALID_PRODUCER_ID_MAPPING", codeName(idle.end(true)))
 	require.Equal(t, []string{"lt-busy=Ongoing"}, ids(list(0, func(*kmsg.ListTransactionsRequest) {})))
 }
+
+// TestAddPartitionsToTxnBatchedVerifyOnly: the v4+ broker form batches
+// transactions; VerifyOnly checks membership without adding anything.
+func TestAddPartitionsToTxnBatchedVerifyOnly(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := kadm.NewClient(newClient(t, b)).CreateTopic(ctx, 2, 1, nil, "v4")
+	require.NoError(t, err)
+	c := dialRaw(t, b)
+	a := &rawTxn{c: c, id: "v4-a"}
+	z := &rawTxn{c: c, id: "v4-z"}
+	require.Zero(t, a.init(60000).ErrorCode)
+	require.Zero(t, z.init(60000).ErrorCode)
+	require.Equal(t, []string{"NONE"}, names(a.addPartitions("v4", 0)))
+
+	tx := func(r *rawTxn, verify bool, epoch int16, parts ...int32) kmsg.AddPartitionsToTxnRequestTransaction {
+		x := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		x.TransactionalID, x.ProducerID, x.ProducerEpoch, x.VerifyOnly = r.id, r.pid, epoch, verify
+		x.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "v4", Partitions: parts}}
+		return x
+	}
+	send := func(txs ...kmsg.AddPartitionsToTxnRequestTransaction) map[string][]string {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Transactions = txs
+		resp := c.do(req, 5).(*kmsg.AddPartitionsToTxnResponse)
+		out := map[string][]string{}
+		for _, rt := range resp.Transactions {
+			for _, tp := range rt.Topics {
+				for _, p := range tp.Partitions {
+					out[rt.TransactionalID] = append(out[rt.TransactionalID], codeName(p.ErrorCode))
+				}
+			}
+		}
+		return out
+	}
+	got := send(tx(a, true, a.epoch, 0, 1), tx(z, true, z.epoch, 0), tx(&rawTxn{id: "v4-none", pid: 1}, true, 0, 0))
+	require.Equal(t, map[string][]string{
+		"v4-a":    {"NONE", "TRANSACTION_ABORTABLE"},
+		"v4-z":    {"TRANSACTION_ABORTABLE"},
+		"v4-none": {"INVALID_PRODUCER_ID_MAPPING"},
+	}, got)
+	require.Equal(t, "Empty", z.describe().State, "verify-only must not add")
+	require.Equal(t, map[string][]string{"v4-a": {"PRODUCER_FENCED"}}, send(tx(a, true, a.epoch+1, 0)))
+	// A batched add, then the verification passes.
+	require.Equal(t, map[string][]string{"v4-a": {"NONE"}, "v4-z": {"NONE", "NONE"}}, send(tx(a, false, a.epoch, 1), tx(z, false, z.epoch, 0, 1)))
+	require.Equal(t, map[string][]string{"v4-a": {"NONE", "NONE"}}, send(tx(a, true, a.epoch, 0, 1)))
+	require.Equal(t, "Ongoing", z.describe().State)
+	require.Equal(t, map[string][]string{"v4-z": {"UNKNOWN_TOPIC_OR_PARTITION", "OPERATION_NOT_ATTEMPTED"}}, send(tx(z, false, z.epoch, 9, 0)))
+}
