@@ -325,7 +325,7 @@ func (c *txnCoordinator) persistAsyncLocked(t *txn, now time.Time) error {
 func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	t.mu.UpdateMs = now.UnixMilli()
 	rec := t.mu.txnRecord
-	rec.Parts = rec.Parts[:0]
+	rec.Parts, rec.Groups = nil, nil // rebuilt from the maps, which are the truth
 	for tp := range t.mu.partitions {
 		rec.Parts = append(rec.Parts, txnPartJSON{tp.topic, tp.partition})
 	}
@@ -333,7 +333,6 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 		a, b := rec.Parts[i], rec.Parts[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
-	rec.Groups = rec.Groups[:0]
 	for g := range t.mu.groups {
 		rec.Groups = append(rec.Groups, g)
 	}
@@ -348,13 +347,15 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	return json.Marshal(rec)
 }
 
-// snapshotLocked returns a copy of t's state for rollback. t.mu held.
+// txnSnapshot is a copy of a txn's state, to roll back a change whose
+// write failed.
 type txnSnapshot struct {
 	rec        txnRecord
 	partitions map[groupTP]struct{}
 	groups     map[string]struct{}
 }
 
+// snapshotLocked copies t's state. t.mu held.
 func (t *txn) snapshotLocked() txnSnapshot {
 	s := txnSnapshot{rec: t.mu.txnRecord, partitions: make(map[groupTP]struct{}, len(t.mu.partitions)), groups: make(map[string]struct{}, len(t.mu.groups))}
 	for k := range t.mu.partitions {
@@ -596,8 +597,9 @@ func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
 	return nil
 }
 
-// abortTimedOutLocked fences the producer (epoch bump) and aborts its
-// open transaction. t.mu held; t is Ongoing.
+// abortFencingLocked fences the producer (epoch bump) and aborts its open
+// transaction: for a timeout, and for InitProducerId during a
+// transaction. t.mu held; t is Ongoing.
 func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
 	snap := t.snapshotLocked()
 	if t.mu.Epoch < math.MaxInt16-1 {

@@ -356,6 +356,7 @@ func TestListTransactionsAndExpiry(t *testing.T) {
 	require.Equal(t, []string{"Bogus"}, r.UnknownStateFilters)
 	require.Equal(t, []string{"lt-idle=Empty"}, ids(list(0, func(r *kmsg.ListTransactionsRequest) { r.ProducerIDFilters = []int64{idle.pid} })))
 	require.Empty(t, ids(list(1, func(r *kmsg.ListTransactionsRequest) { r.DurationFilterMillis = 60000 })))
+	time.Sleep(5 * time.Millisecond) // "longer than 0 ms" needs a millisecond to pass
 	require.Equal(t, []string{"lt-busy=Ongoing"}, ids(list(1, func(r *kmsg.ListTransactionsRequest) { r.DurationFilterMillis = 0 })))
 	require.Equal(t, []string{"lt-idle=Empty"}, ids(list(2, func(r *kmsg.ListTransactionsRequest) { r.TransactionalIDPattern = kmsg.StringPtr("lt-i.*") })))
 	require.Equal(t, "INVALID_REGULAR_EXPRESSION", codeName(list(2, func(r *kmsg.ListTransactionsRequest) { r.TransactionalIDPattern = kmsg.StringPtr("(") }).ErrorCode))
