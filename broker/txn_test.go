@@ -2,15 +2,12 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func txnClient(t *testing.T, b *Broker, id string, opts ...kgo.Opt) *kgo.Client {
@@ -101,8 +98,5 @@ func collect(t *testing.T, b *Broker, topic string, iso kgo.IsolationLevel, n in
 	return out
 }
 
-var _ = fmt.Sprint
-var _ = kerr.InvalidTxnState
-var _ = kmsg.NewPtrEndTxnRequest
-
+// kgoReadCommitted is read_committed for collect.
 var kgoReadCommitted = kgo.ReadCommitted()
