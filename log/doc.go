@@ -225,7 +225,11 @@
 // transactions come back exactly as they were, after a clean close or a
 // crash, at no extra cost on a clean open. A producer with an open
 // transaction never expires (producer.id.expiration.ms), so its marker
-// always finds its first offset.
+// always finds its first offset. Known limit: the index lives in memory
+// and in every snapshot (24 bytes per aborted transaction whose marker is
+// above the log start offset), so a partition that aborts millions of
+// transactions and keeps them (no retention) carries them all; Kafka's
+// per-segment .txnindex files would bound that.
 //
 // Every error wraps one of the exported sentinels (errors.Is). After a
 // failed write or fsync the partition is failed for good: Append, Sync,
@@ -250,6 +254,9 @@
 //     consistent (size, next offset, index) snapshot. Sealed segments are
 //     immutable.
 //   - HighWatermark, LogEndOffset, LogStartOffset and Size are atomic loads.
+//   - LastStableOffset is two atomic loads; AbortedTransactions takes only
+//     the small transaction lock (a leaf, taken under the append lock by
+//     WriteMarker and snapshots).
 //   - Lock order: sync lock -> append lock -> segment-list lock -> segment
 //     lock. The sync lock is also held by Close, EnforceRetention and
 //     DeleteRecordsBefore so no file is removed under a running fsync.
