@@ -304,6 +304,15 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 	tx.mu.State = txnPrepareCommit
 	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
 	tx.mu.Unlock()
+	// While a decided transaction is not completed, the id's requests
+	// get CONCURRENT_TRANSACTIONS (the other outcome INVALID_TXN_STATE)
+	// and change nothing.
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(decided.end(true)))
+	require.Equal(t, "INVALID_TXN_STATE", codeName(decided.end(false)))
+	require.Equal(t, []string{"CONCURRENT_TRANSACTIONS"}, names(decided.addPartitions("rc", 0)))
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(decided.addOffsets("g")))
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName((&rawTxn{c: decided.c, id: decided.id}).init(60000).ErrorCode))
+	require.Equal(t, "PrepareCommit", decided.describe().State)
 	require.NoError(t, b.Close())
 
 	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
