@@ -295,7 +295,7 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 	require.Zero(t, decided.addOffsets("g"))
 	require.Zero(t, decided.commitOffset("g", -1, "", "rc", 0, 7))
 	open := &rawTxn{c: dialRaw(t, b), id: "open"}
-	require.Zero(t, open.init(1500).ErrorCode)
+	require.Zero(t, open.init(4000).ErrorCode)
 	require.Equal(t, []string{"NONE"}, names(open.addPartitions("rc", 0)))
 	require.Zero(t, open.produce("rc", 0, 0, "never"))
 
@@ -318,12 +318,12 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
 	setBrokerConfigs(b2, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "20")
 	decided.c, open.c = dialRaw(t, b2), dialRaw(t, b2)
+	require.Equal(t, "Ongoing", open.describe().State) // its timeout has not passed yet
 	require.Equal(t, "CompleteCommit", decided.describe().State)
 	off, _ := decided.fetchOffset("g", "rc", 0, true)
 	require.Equal(t, int64(7), off)
 	require.Equal(t, []string{"kept"}, collect(t, b2, "rc", kgoReadCommitted, 1))
-	require.Equal(t, "Ongoing", open.describe().State)
-	require.Eventually(t, func() bool { return open.describe().State == "CompleteAbort" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return open.describe().State == "CompleteAbort" }, 15*time.Second, 20*time.Millisecond)
 	p := b2.topics.partition("rc", 0)
 	require.Eventually(t, func() bool { return p.log.HighWatermark() == p.log.LastStableOffset() }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"kept"}, collect(t, b2, "rc", kgoReadCommitted, 1))
