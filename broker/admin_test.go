@@ -678,8 +678,13 @@ func TestAdminClusterProducersEpochs(t *testing.T) {
 		t.Errorf("id without epoch: %v", kerr.ErrorForCode(b.ErrorCode))
 	}
 	ip.ProducerID, ip.TransactionalID = -1, cfgVal("txn")
-	if b := initPID(); b.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
-		t.Errorf("transactional id: %v", kerr.ErrorForCode(b.ErrorCode))
+	ip.TransactionTimeoutMillis = 0
+	if b := initPID(); b.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Errorf("transactional id, no timeout: %v", kerr.ErrorForCode(b.ErrorCode))
+	}
+	ip.TransactionTimeoutMillis = 60000
+	if b := initPID(); b.ErrorCode != 0 || b.ProducerEpoch != 0 {
+		t.Errorf("transactional id: %+v", b)
 	}
 
 	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()

@@ -15,8 +15,17 @@ package broker
 // oldest Kafka 4 serves; we store batches verbatim so older message
 // formats are not accepted. v8 adds per-record errors and an error
 // message; v9 is flexible; v10/v11 add the leader hint tags, which we
-// leave empty (we are always the leader). v12+ (KIP-890 transactions)
-// and v13 (topic ids) are not served yet.
+// leave empty (we are always the leader). v12+ (KIP-890 part 2
+// transactions) and v13 (topic ids) are not served yet.
+//
+// Transactions: transactional batches need a TransactionalID
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, as Kafka). With one,
+// the transaction is held locked for the whole request so an EndTxn
+// cannot slip between the check and the append: a batch whose producer
+// id is not the transactional id's gets INVALID_PRODUCER_ID_MAPPING,
+// another epoch INVALID_PRODUCER_EPOCH, and a partition not added to the
+// Ongoing transaction (AddPartitionsToTxn) INVALID_TXN_STATE, as
+// Kafka's transaction verification answers.
 
 import (
 	"strconv"
@@ -42,6 +51,12 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	ackErr := int16(0)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = kerr.InvalidRequiredAcks.Code
+	}
+	var tx *txn // a transactional produce holds its txn locked (txn.go)
+	if req.TransactionID != nil {
+		if tx = b.txns.lock(*req.TransactionID, false); tx != nil {
+			defer tx.mu.Unlock()
+		}
 	}
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -78,12 +93,12 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorCode = kerr.NotEnoughReplicas.Code
 				msg := "min.insync.replicas is " + strconv.FormatInt(minISR, 10) + " but this broker is the only replica"
 				sp.ErrorMessage = &msg
-			case req.TransactionID != nil || hasTransactionalBatch(rp.Records):
-				// Transactions are not served yet (we do not advertise
-				// the transaction APIs); refuse rather than store half.
+			case req.TransactionID == nil && hasTransactionalBatch(rp.Records):
+				// As Kafka: transactional records need a transactional id.
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-				msg := "transactions are not supported by this broker yet"
+				msg := "transactional records without a transactional id"
 				sp.ErrorMessage = &msg
+			case req.TransactionID != nil && !b.txns.admitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, &sp):
 			default:
 				res, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
 				if err != nil {

@@ -11,8 +11,12 @@ package broker
 // When fewer than MinBytes are available the request waits up to
 // MaxWaitMillis and is woken by any high watermark move on a fetched
 // partition (long poll). Incremental fetch sessions follow KIP-227 (see
-// fetch_sessions.go). read_committed sees everything up to the high
-// watermark: without transactions the last stable offset equals it.
+// fetch_sessions.go). Under read_committed (IsolationLevel 1) a fetch
+// stops at the last stable offset (LSO: the high watermark, or the first
+// offset of the oldest open transaction if lower) and returns the aborted
+// transactions (producer id, first offset) overlapping the returned range,
+// so clients drop aborted records; read_uncommitted reads to the high
+// watermark with no aborted list. Every answer reports the LSO.
 //
 // Version notes: v4 is the first that can carry RecordBatch v2 and the
 // oldest Kafka 4 serves; v5 log start offset; v7 sessions; v9 current
@@ -27,6 +31,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	slog "github.com/shoal-mq/shoal/log"
 )
 
 func init() { registerSimple(1, 4, 13, handleFetch) }
@@ -45,6 +51,8 @@ type fetchItem struct {
 	err      int16
 	records  []byte
 	hw, logS int64
+	lso      int64
+	aborted  []slog.AbortedTxn // read_committed only
 }
 
 func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
@@ -206,7 +214,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	read := func() (int, bool) {
 		var total int
 		var anyErr bool
-		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, req.MaxBytes)
+		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, req.MaxBytes, req.IsolationLevel == 1)
 		return total, anyErr
 	}
 
@@ -281,9 +289,17 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = it.idx
 		rp.ErrorCode = it.err
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = it.hw, it.hw, it.logS
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = it.hw, it.lso, it.logS
 		if it.err != 0 && parts[i] == nil {
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		}
+		if req.IsolationLevel == 1 && len(it.records) > 0 {
+			rp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(it.aborted))
+			for _, a := range it.aborted {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+				rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+			}
 		}
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = it.records
@@ -322,7 +338,7 @@ const maxPooledFetchBuf = 64 << 20
 // batch) and per-partition limits. It returns the buffer, the bytes read
 // and whether any partition has an error (which completes a long poll at
 // once).
-func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, maxBytes int32) ([]byte, int, bool) {
+func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, maxBytes int32, readCommitted bool) ([]byte, int, bool) {
 	// Kafka's fetch.max.bytes caps what one response may carry whatever
 	// the client asks, bounding the broker's memory per fetch.
 	budget := min(int(maxBytes), fetchMaxBytes)
@@ -340,13 +356,18 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 		}
 		it.err = 0
 		it.hw = p.log.HighWatermark()
+		it.lso = min(it.hw, p.log.LastStableOffset())
 		it.logS = p.log.LogStartOffset()
 		if it.offset < it.logS || it.offset > p.log.LogEndOffset() {
 			it.err = kerr.OffsetOutOfRange.Code
 			anyErr = true
 			continue
 		}
-		if it.offset >= it.hw || budget-total <= 0 && total > 0 {
+		upper := it.hw
+		if readCommitted {
+			upper = it.lso
+		}
+		if it.offset >= upper || budget-total <= 0 && total > 0 {
 			continue
 		}
 		limit := int(it.maxBytes)
@@ -354,7 +375,7 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 			limit = left
 		}
 		start := len(buf)
-		nb, err := p.log.ReadAppend(buf, it.offset, it.hw, limit, total == 0)
+		nb, err := p.log.ReadAppend(buf, it.offset, upper, limit, total == 0)
 		if err != nil {
 			// A deleted topic, a moved log start or a failed partition:
 			// this partition reports it, the others are served.
@@ -366,6 +387,9 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 		if n := len(buf) - start; n > 0 {
 			it.records = buf[start:len(buf):len(buf)]
 			total += n
+			if readCommitted {
+				it.aborted = p.log.AbortedTransactions(it.offset, upper)
+			}
 		}
 	}
 	return buf, total, anyErr

@@ -4,11 +4,11 @@ package broker
 //
 // Behavior: per partition, by Timestamp:
 //
-//   - -1 (latest): the high watermark for consumers (ReplicaID -1), under
-//     either isolation level: without transactions the last stable offset
-//     equals it. Under the default fsync policy it covers only fsynced
-//     data. Other replica ids (debugging tools) get the log end offset,
-//     as in Kafka.
+//   - -1 (latest): for consumers (ReplicaID -1), the high watermark under
+//     read_uncommitted and the last stable offset (below any open
+//     transaction) under read_committed (IsolationLevel 1, v2+). Under the
+//     default fsync policy both cover only fsynced data. Other replica ids
+//     (debugging tools) get the log end offset, as in Kafka.
 //   - -2 (earliest) and -4 (earliest local, KIP-405): the log start
 //     offset; nothing is tiered, so the two are the same.
 //   - -3 (max timestamp, KIP-734): the offset and timestamp of the record
@@ -81,7 +81,7 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 				}
 			}
 			if sp.ErrorCode == 0 {
-				sp.Offset, sp.Timestamp = listOffset(p, rp.Timestamp, req.ReplicaID == -1)
+				sp.Offset, sp.Timestamp = listOffset(p, rp.Timestamp, req.ReplicaID == -1, req.IsolationLevel == 1)
 				if sp.Offset >= 0 {
 					sp.LeaderEpoch = 0
 				}
@@ -94,11 +94,14 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 // listOffset answers one partition: offset and timestamp, -1 for none.
-func listOffset(p *partition, ts int64, consumer bool) (offset, timestamp int64) {
+func listOffset(p *partition, ts int64, consumer, readCommitted bool) (offset, timestamp int64) {
 	switch ts {
 	case -1:
 		if !consumer {
 			return p.log.LogEndOffset(), -1
+		}
+		if readCommitted {
+			return p.log.LastStableOffset(), -1
 		}
 		return p.log.HighWatermark(), -1
 	case -2, -4:

@@ -7,9 +7,9 @@ package broker
 // or of an unknown group, gets offset -1, leader epoch -1 and metadata
 // "", with no error, as in Kafka; a null topic list (v2+) asks for every
 // committed offset of the group (none for an unknown group). An empty
-// group id is INVALID_GROUP_ID. RequireStable (v7+) is always satisfied:
-// Shoal has no transactional offset commits, so no offset is ever
-// pending (UNSTABLE_OFFSET_COMMIT never occurs). The member id and epoch
+// group id is INVALID_GROUP_ID. With RequireStable (v7+), a partition
+// for which an open transaction holds a pending offset (TxnOffsetCommit)
+// gets UNSTABLE_OFFSET_COMMIT, which clients retry, as in Kafka. The member id and epoch
 // of v9 are checked for KIP-848 consumer groups: a fetch naming a member
 // must come from a current member (UNKNOWN_MEMBER_ID) at its current
 // epoch (STALE_MEMBER_EPOCH); an admin fetch (no member id, epoch < 0)
@@ -32,6 +32,9 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	if req.Version >= 8 {
 		for i := range req.Groups {
 			resp.Groups = append(resp.Groups, c.b.groups.fetchOffsets(&req.Groups[i], req.Version))
+			if req.RequireStable {
+				c.b.markUnstableOffsets(&resp.Groups[len(resp.Groups)-1])
+			}
 		}
 		return resp
 	}
@@ -46,6 +49,9 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 		}
 	}
 	sg := c.b.groups.fetchOffsets(&rg, req.Version)
+	if req.RequireStable {
+		c.b.markUnstableOffsets(&sg)
+	}
 	resp.ErrorCode = sg.ErrorCode
 	for _, t := range sg.Topics {
 		st := kmsg.NewOffsetFetchResponseTopic()

@@ -8,12 +8,9 @@ package broker
 // broker too when the key is a valid groupId:topicId:partition share
 // partition key, and with INVALID_REQUEST otherwise, as Kafka does.
 //
-// Type 1 (transaction coordinator): transactions are not served yet, so
-// the key gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code
-// InitProducerId and Produce give transactional clients. Every client
-// treats it as fatal and reports it at once, whereas
-// COORDINATOR_NOT_AVAILABLE would make a transactional producer retry
-// until its timeouts expire. Any other type is INVALID_REQUEST.
+// Type 1 (transaction coordinator, txn.go): this broker for any
+// non-empty transactional id; an empty one is INVALID_REQUEST, as in
+// Kafka. Any other type is INVALID_REQUEST.
 //
 // Version notes: v1 adds the key type and ErrorMessage; v3 is flexible;
 // v4 batches keys (KIP-699: CoordinatorKeys in, one Coordinator entry per
@@ -44,7 +41,9 @@ func handleFindCoordinator(c *conn, req *kmsg.FindCoordinatorRequest) kmsg.Respo
 		switch req.CoordinatorType {
 		case 0:
 		case 1:
-			code = kerr.TransactionalIDAuthorizationFailed.Code
+			if key == "" {
+				code = kerr.InvalidRequest.Code
+			}
 		case 2:
 			if req.Version < 6 || !validSharePartitionKey(key) {
 				code = kerr.InvalidRequest.Code

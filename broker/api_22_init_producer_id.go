@@ -12,13 +12,21 @@ package broker
 // an epoch, or the reverse, is INVALID_REQUEST, and an empty
 // TransactionalID is INVALID_REQUEST, as in Kafka.
 //
-// Transactions are not served yet (a later issue): a non-empty
-// TransactionalID gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the same
-// code Produce gives a transactional batch. Every client treats it as
-// fatal and reports it at once (franz-go, sarama, librdkafka, kafka-go,
-// kafka-python), whereas COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR
-// would make them retry until their timeouts expire. Clients normally
-// fail even earlier, on FindCoordinator for the transaction coordinator.
+// With a TransactionalID (Kafka's TransactionCoordinator, see txn.go):
+// TransactionTimeoutMillis must be in (0, transaction.max.timeout.ms],
+// else INVALID_TRANSACTION_TIMEOUT. A new id gets a fresh producer id at
+// epoch 0; a known one gets its epoch bumped (a fresh producer id at
+// epoch 0 once the epoch is exhausted), which fences the previous
+// producer: its requests now get PRODUCER_FENCED and its batches
+// INVALID_PRODUCER_EPOCH. An Ongoing transaction is aborted first (its
+// markers carry a bumped epoch, so the old producer's late writes are
+// refused). A transaction still completing (Prepare*, only after a
+// marker write failed) gets CONCURRENT_TRANSACTIONS, which clients retry.
+// v3+ with ProducerID/ProducerEpoch (KIP-360): the pair must be the
+// current one, which is bumped, or the previous one (a retried bump, which
+// gets the current pair again); otherwise PRODUCER_FENCED
+// (INVALID_PRODUCER_EPOCH before v4). The new state is durable before
+// the answer; a storage failure is NOT_COORDINATOR (retriable).
 //
 // Version notes: v1 is the same as v0 (throttling after the response);
 // v2 is flexible; v3 adds ProducerID/ProducerEpoch for the epoch bump;
@@ -26,6 +34,8 @@ package broker
 // changes nothing for idempotent producers.
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -43,7 +53,7 @@ func handleInitProducerID(c *conn, req *kmsg.InitProducerIDRequest) kmsg.Respons
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.TransactionalID != nil:
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.initProducerID(req, time.Now())
 	default:
 		id, err := b.meta.nextProducerID()
 		if err != nil {
@@ -54,4 +64,53 @@ func handleInitProducerID(c *conn, req *kmsg.InitProducerIDRequest) kmsg.Respons
 		resp.ProducerID, resp.ProducerEpoch = id, 0
 	}
 	return resp
+}
+
+// initProducerID serves InitProducerId with a transactional id.
+func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now time.Time) (int64, int16, int16) {
+	timeout := req.TransactionTimeoutMillis
+	if timeout <= 0 || int64(timeout) > c.b.txnSetting("transaction.max.timeout.ms") {
+		return -1, -1, kerr.InvalidTransactionTimeout.Code
+	}
+	t := c.lock(*req.TransactionalID, true)
+	defer t.mu.Unlock()
+	fresh := t.mu.ProducerID < 0
+	retry := false
+	if req.Version >= 3 && req.ProducerID >= 0 && !fresh {
+		switch {
+		case req.ProducerID == t.mu.ProducerID && req.ProducerEpoch == t.mu.Epoch:
+		case req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch && t.mu.State != txnOngoing:
+			retry = true // the answer to the previous bump was lost
+		default:
+			return -1, -1, fencedCode(req.Version, 4)
+		}
+	}
+	switch t.mu.State {
+	case txnPrepareCommit, txnPrepareAbort:
+		return -1, -1, kerr.ConcurrentTransactions.Code
+	case txnOngoing:
+		if err := c.abortFencingLocked(t, now); err != nil {
+			c.lg.Warn("aborting the open transaction of a re-initialised producer failed", zap.String("transactional_id", t.id), zap.Error(err))
+			return -1, -1, kerr.ConcurrentTransactions.Code
+		}
+	}
+	if retry {
+		return t.mu.ProducerID, t.mu.Epoch, 0
+	}
+	snap := t.snapshotLocked()
+	if err := c.bumpEpochLocked(t); err != nil {
+		t.restoreLocked(snap)
+		return -1, -1, kerr.NotCoordinator.Code
+	}
+	if fresh {
+		t.mu.LastProducerID, t.mu.LastEpoch = -1, -1
+	}
+	t.mu.TimeoutMs = timeout
+	t.mu.State = txnEmpty
+	t.mu.StartMs = -1
+	if err := c.persistLocked(t, now); err != nil {
+		t.restoreLocked(snap)
+		return -1, -1, kerr.NotCoordinator.Code
+	}
+	return t.mu.ProducerID, t.mu.Epoch, 0
 }

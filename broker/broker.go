@@ -32,6 +32,7 @@ type Broker struct {
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
+	txns          *txnCoordinator   // transactions, txn.go
 
 	metrics *metrics // Prometheus collectors, metrics.go
 	http    *httpServer
@@ -146,6 +147,11 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	b.syncer = newSyncer(b)
+	b.txns = newTxnCoordinator(b)
+	if err := b.txns.load(); err != nil {
+		return fail(err)
+	}
+	b.txns.recover() // complete transactions decided before a crash
 	b.ln, err = net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fail(fmt.Errorf("broker: listen: %w", err))
@@ -173,6 +179,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.syncer.run)
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.expireLoop)
+	b.goroutine(b.txns.expireLoop)
 	b.goroutine(b.acceptLoop)
 	b.goroutine(b.shares.resumeDLQ) // dead-letter writes pending at a crash (share_dlq.go)
 	b.ready.Store(true)

@@ -119,7 +119,7 @@ var brokerConfigDefs = func() []brokerConfigDef {
 		}
 		defs = append(defs, brokerConfigDef{name: td.brokerName, typ: td.typ, doc: td.doc, def: td.def, check: td.check})
 	}
-	for _, gd := range groupBrokerConfigDefs {
+	for _, gd := range append(groupBrokerConfigDefs[:len(groupBrokerConfigDefs):len(groupBrokerConfigDefs)], txnBrokerConfigDefs...) {
 		defs = append(defs, brokerConfigDef{name: gd.name, typ: kmsg.ConfigTypeLong, doc: gd.doc,
 			def: strconv.FormatInt(gd.def, 10), check: intRange(gd.lo, gd.hi)})
 	}

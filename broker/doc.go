@@ -54,7 +54,15 @@
 //     topicRegistry.mu, then each group.mu and each sharePart.mu in turn,
 //     holding no other lock and doing no I/O under them.
 //
-// Order: adminMu → topicRegistry.mu → partition.mu. fetchSession.mu may be
+//   - Transactions (txn.go): txnCoordinator.mu guards only the txn map and
+//     the pending-offsets index; txn.mu guards one transactional id and is
+//     held across its badger writes, its marker appends and fsync waits,
+//     the group locks its committed offsets go to, and a transactional
+//     produce's appends (so no EndTxn slips between check and append);
+//     never two txns at once.
+//
+// Order: adminMu → topicRegistry.mu → partition.mu.
+// txn.mu → group.mu → txnCoordinator.mu; txn.mu → log locks. fetchSession.mu may be
 // held while taking topicRegistry.mu and partition.mu, never the reverse.
 // group.mu → groupCoordinator.mu → Broker.dyn / topicRegistry.mu.
 // shareGroup.mu → shareSession.mu → sharePart.mu → partition.mu.

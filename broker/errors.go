@@ -31,6 +31,8 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, slog.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, slog.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
 	case errors.Is(err, slog.ErrStorage), errors.Is(err, slog.ErrCorruption):
 		// The partition is offline until a restart runs recovery.
 		return kerr.KafkaStorageError.Code

@@ -189,8 +189,8 @@ func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 }
 
 // fetchOffsets answers one group of an OffsetFetch. Topics nil asks for
-// every committed offset. requireStable (v7+) needs no work: Shoal has no
-// transactional offset commits, so no offset is ever pending.
+// every committed offset. RequireStable (v7+) is applied by the caller
+// (markUnstableOffsets, txn_offsets.go).
 func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16) kmsg.OffsetFetchResponseGroup {
 	sg := kmsg.NewOffsetFetchResponseGroup()
 	sg.Group = rg.Group

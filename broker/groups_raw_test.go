@@ -548,7 +548,10 @@ func TestFindCoordinator(t *testing.T) {
 		require.Equal(t, b.advHost, resp.Host)
 	}
 	resp := c.do(&kmsg.FindCoordinatorRequest{CoordinatorType: 1, CoordinatorKey: "txn"}, 3).(*kmsg.FindCoordinatorResponse)
-	require.Equal(t, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", codeName(resp.ErrorCode))
+	require.Zero(t, resp.ErrorCode)
+	require.Equal(t, b.advPort, resp.Port)
+	resp = c.do(&kmsg.FindCoordinatorRequest{CoordinatorType: 1, CoordinatorKey: ""}, 3).(*kmsg.FindCoordinatorResponse)
+	require.Equal(t, "INVALID_REQUEST", codeName(resp.ErrorCode))
 	resp = c.do(&kmsg.FindCoordinatorRequest{CoordinatorType: 0, CoordinatorKeys: []string{"a", "b"}}, 4).(*kmsg.FindCoordinatorResponse)
 	require.Len(t, resp.Coordinators, 2)
 	for i, k := range []string{"a", "b"} {

@@ -32,6 +32,7 @@ import (
 //	                           JSON dlqIntent: a dead-letter write in progress (share_dlq.go)
 //	meta/dlq/count/<group>/<topic id hex>/<partition>
 //	                           uint64 big-endian: dead-letter records written (share_dlq.go)
+//	meta/txn/<transactional id> txnRecord (txn.go), JSON; path-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID       = "meta/cluster-id"
@@ -44,6 +45,7 @@ const (
 	prefixGroupConfig  = "meta/group-config/"
 	prefixDLQPending   = "meta/dlq/pending/"
 	prefixDLQCount     = "meta/dlq/count/"
+	prefixTxn          = "meta/txn/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )

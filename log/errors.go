@@ -27,6 +27,9 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent batch carries an epoch older
 	// than the producer's current one (Kafka INVALID_PRODUCER_EPOCH).
 	ErrInvalidProducerEpoch = errors.New("log: invalid producer epoch")
+	// ErrInvalidTxnState: a producer with a transaction open in this
+	// partition sent a non-transactional batch (Kafka INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("log: invalid transaction state")
 	// ErrClosed: the partition was closed.
 	ErrClosed = errors.New("log: partition closed")
 	// ErrStorage: a file operation failed. After a failed write or sync the

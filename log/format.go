@@ -35,6 +35,10 @@ const (
 	snapshotHeaderSize = 20 // magic, version, 3 reserved, offset int64, count uint32
 	snapshotEntrySize  = 8 + 2 + 8 + 4 + 8 + 1 + maxProducerBatches*batchMetaSize
 	batchMetaSize      = 4 + 4 + 8 + 8
+	// snapshotVersion 2 adds the aborted-transactions section; version 1
+	// (formatVersion) snapshots are still read.
+	snapshotVersion  = 2
+	abortedEntrySize = 8 + 8 + 8 // producer id, first offset, marker offset
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -147,11 +151,11 @@ func decodeCheckpoint(b []byte) (checkpoint, bool) {
 
 // encodeSnapshot encodes the producer state as of offset (all batches
 // below offset applied). Entries are written in producer id order.
-func encodeSnapshot(offset int64, producers []producerEntry) []byte {
-	b := make([]byte, snapshotHeaderSize+len(producers)*snapshotEntrySize+4)
+func encodeSnapshot(offset int64, producers []producerEntry, aborted []AbortedTxn) []byte {
+	b := make([]byte, snapshotHeaderSize+len(producers)*snapshotEntrySize+4+len(aborted)*abortedEntrySize+4)
 	be := binary.BigEndian
 	copy(b[0:4], snapshotMagic)
-	b[4] = formatVersion
+	b[4] = snapshotVersion
 	be.PutUint64(b[8:], uint64(offset))
 	be.PutUint32(b[16:], uint32(len(producers)))
 	p := b[snapshotHeaderSize:]
@@ -174,23 +178,54 @@ func encodeSnapshot(offset int64, producers []producerEntry) []byte {
 		}
 		p = p[snapshotEntrySize:]
 	}
+	be.PutUint32(p, uint32(len(aborted)))
+	p = p[4:]
+	for _, a := range aborted {
+		be.PutUint64(p[0:], uint64(a.ProducerID))
+		be.PutUint64(p[8:], uint64(a.FirstOffset))
+		be.PutUint64(p[16:], uint64(a.LastOffset))
+		p = p[abortedEntrySize:]
+	}
 	be.PutUint32(p, crc(b[:len(b)-4]))
 	return b
 }
 
-// decodeSnapshot checks the frame and returns the offset and entries.
-func decodeSnapshot(b []byte) (int64, []producerEntry, bool) {
-	if len(b) < snapshotHeaderSize+4 || string(b[0:4]) != snapshotMagic || b[4] != formatVersion {
-		return 0, nil, false
+// decodeSnapshot checks the frame and returns the offset, the producer
+// entries and the aborted transactions. Version 1 snapshots (before
+// transactions) have no aborted section.
+func decodeSnapshot(b []byte) (int64, []producerEntry, []AbortedTxn, bool) {
+	if len(b) < snapshotHeaderSize+4 || string(b[0:4]) != snapshotMagic || (b[4] != formatVersion && b[4] != snapshotVersion) {
+		return 0, nil, nil, false
 	}
 	be := binary.BigEndian
 	if crc(b[:len(b)-4]) != be.Uint32(b[len(b)-4:]) {
-		return 0, nil, false
+		return 0, nil, nil, false
 	}
 	offset := int64(be.Uint64(b[8:]))
 	count := be.Uint32(b[16:])
-	if offset < 0 || uint64(len(b)) != snapshotHeaderSize+4+uint64(count)*snapshotEntrySize {
-		return 0, nil, false
+	body := uint64(snapshotHeaderSize) + uint64(count)*snapshotEntrySize
+	var aborted []AbortedTxn
+	switch {
+	case offset < 0:
+		return 0, nil, nil, false
+	case b[4] == formatVersion:
+		if uint64(len(b)) != body+4 {
+			return 0, nil, nil, false
+		}
+	default:
+		if uint64(len(b)) < body+8 {
+			return 0, nil, nil, false
+		}
+		n := uint64(be.Uint32(b[body:]))
+		if uint64(len(b)) != body+8+n*abortedEntrySize {
+			return 0, nil, nil, false
+		}
+		q := b[body+4:]
+		aborted = make([]AbortedTxn, n)
+		for i := range aborted {
+			aborted[i] = AbortedTxn{ProducerID: int64(be.Uint64(q[0:])), FirstOffset: int64(be.Uint64(q[8:])), LastOffset: int64(be.Uint64(q[16:]))}
+			q = q[abortedEntrySize:]
+		}
 	}
 	out := make([]producerEntry, count)
 	p := b[snapshotHeaderSize:]
@@ -203,7 +238,7 @@ func decodeSnapshot(b []byte) (int64, []producerEntry, bool) {
 		e.txnStart = int64(be.Uint64(p[22:]))
 		e.n = int(p[30])
 		if e.n > maxProducerBatches {
-			return 0, nil, false
+			return 0, nil, nil, false
 		}
 		q := p[31:]
 		for j := range maxProducerBatches {
@@ -217,5 +252,5 @@ func decodeSnapshot(b []byte) (int64, []producerEntry, bool) {
 		}
 		p = p[snapshotEntrySize:]
 	}
-	return offset, out, true
+	return offset, out, aborted, true
 }

@@ -56,6 +56,16 @@ type Partition struct {
 	segs       []*segment // ascending base offsets; the last is active
 	readClosed bool
 
+	// Transactions (txn.go). ongoing maps a producer id to the first
+	// offset of its open transaction; owned by appendMu. firstUnstable is
+	// the least of those offsets (math.MaxInt64: none), written under
+	// appendMu, read without locks for the last stable offset.
+	ongoing       map[int64]int64
+	firstUnstable atomic.Int64
+	// txnMu guards aborted for readers; writers also hold appendMu.
+	txnMu   sync.RWMutex
+	aborted []AbortedTxn // by LastOffset (the abort marker), ascending
+
 	leo      atomic.Int64 // log end offset
 	hw       atomic.Int64 // high watermark
 	logStart atomic.Int64
@@ -173,8 +183,12 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 			return AppendResult{}, fmt.Errorf("%w: batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, nBatches, h.RecordCount, h.LastOffsetDelta)
 		}
 		if h.IsControl() {
-			// Only the broker writes control records (transaction markers).
+			// Only the broker writes control records (transaction
+			// markers, WriteMarker).
 			return AppendResult{}, fmt.Errorf("%w: batch %d is a control batch", ErrInvalidRecord, nBatches)
+		}
+		if h.IsTransactional() && h.ProducerID < 0 {
+			return AppendResult{}, fmt.Errorf("%w: batch %d is transactional without a producer id", ErrInvalidRecord, nBatches)
 		}
 		validate := protocol.ValidateRecords
 		if compacted {
@@ -215,13 +229,39 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 			LogStartOffset: p.logStart.Load(), Duplicate: true}, nil
 	}
 
+	off, err := p.writeLocked(records, next, firstMaxTs, now)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	for i := range pending {
+		p.producers.commit(&pending[i])
+		if pending[i].txnStart >= 0 {
+			p.txnBeganLocked(pending[i].id, pending[i].txnStart)
+		}
+	}
+	p.leo.Store(off)
+	res := AppendResult{BaseOffset: leo, LastOffset: off - 1, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	if cfg.LogAppendTime {
+		res.LogAppendTime = now.UnixMilli()
+	}
+	return res, nil
+}
+
+// writeLocked rolls the active segment if records (ending before next)
+// do not fit, assigns offsets from the log end offset by patching
+// baseOffset, writes them and indexes them. It returns the offset after
+// the last record; the caller publishes it (p.leo) after updating the
+// producer state. appendMu held on entry.
+func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time.Time) (int64, error) {
+	cfg := &p.cfg
+	leo := p.leo.Load()
 	// Roll first if the batches do not fit in the active segment.
 	seg := p.active
 	if seg.size > 0 && (seg.size+int64(len(records)) > cfg.SegmentBytes ||
 		next-1-seg.base > math.MaxUint32 ||
 		p.segmentAge(seg, firstMaxTs, now) > cfg.SegmentMs) {
 		if err := p.rollLocked(now); err != nil {
-			return AppendResult{}, err
+			return 0, err
 		}
 		seg = p.active
 	}
@@ -245,10 +285,10 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return AppendResult{}, p.fail(storageErr("write", fileName(p.dir, seg.base, logSuffix), err))
+		return 0, p.fail(storageErr("write", fileName(p.dir, seg.base, logSuffix), err))
 	}
 
-	// Pass 3: publish to readers and index.
+	// Pass 3: index; the caller publishes the new end to readers.
 	seg.mu.Lock()
 	for rest := records; len(rest) > 0; {
 		h, _ := protocol.ParseBatchHeader(rest)
@@ -257,16 +297,8 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 		rest = rest[h.Size():]
 	}
 	seg.mu.Unlock()
-	p.leo.Store(off)
 	p.size.Add(int64(len(records)))
-	for i := range pending {
-		p.producers.commit(&pending[i])
-	}
-	res := AppendResult{BaseOffset: leo, LastOffset: off - 1, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
-	if cfg.LogAppendTime {
-		res.LogAppendTime = nowMs
-	}
-	return res, nil
+	return off, nil
 }
 
 // segmentAge is how long the active segment has been collecting, for
@@ -305,7 +337,7 @@ func (p *Partition) rollLocked(now time.Time) error {
 	p.unsynced = append(p.unsynced, old)
 	p.dirDirty = true
 	p.needCheckpoint = true
-	p.snapshot = encodeSnapshot(base, p.producers.sorted())
+	p.snapshot = encodeSnapshot(base, p.producers.sorted(), p.abortedSinceLocked(p.logStart.Load()))
 	p.snapshotOffset = base
 	p.logger.Debug("rolled segment", zap.Int64("base", base), zap.Int64("previous_size", old.size))
 	return nil
@@ -718,7 +750,7 @@ func (p *Partition) shutdownLocked() ([]File, error) {
 		return extra, storageErr("sync", fileName(p.dir, a.base, timeIndexSuffix), err)
 	}
 	leo := p.leo.Load()
-	if err := p.syncFiles(p.unsynced, a, true, encodeSnapshot(leo, p.producers.sorted()), leo); err != nil {
+	if err := p.syncFiles(p.unsynced, a, true, encodeSnapshot(leo, p.producers.sorted(), p.abortedSinceLocked(p.logStart.Load())), leo); err != nil {
 		return extra, err
 	}
 	p.unsynced, p.snapshot = nil, nil

@@ -26,7 +26,7 @@ type producerEntry struct {
 	epoch            int16
 	lastTs           int64 // maxTimestamp of its last batch
 	coordinatorEpoch int32 // -1: no transaction marker seen
-	txnStart         int64 // -1: no open transaction (transactions are not tracked yet)
+	txnStart         int64 // first offset of its open transaction here; -1: none
 	batches          [maxProducerBatches]batchMeta
 	n                int // valid entries in batches, oldest first
 }
@@ -135,6 +135,13 @@ func (s *producerState) checkBatch(pending []producerEntry, h *protocol.BatchHea
 				ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, protocol.IncrementSequence(cur.batches[cur.n-1].lastSeq, 1), h.BaseSequence)
 		}
 	}
+	if h.IsTransactional() {
+		if cur.txnStart < 0 {
+			cur.txnStart = baseOffset // opens a transaction in this partition
+		}
+	} else if cur.txnStart >= 0 {
+		return cur, batchMeta{}, false, fmt.Errorf("%w: producer %d has a transaction open since offset %d", ErrInvalidTxnState, h.ProducerID, cur.txnStart)
+	}
 	cur.push(batchMeta{firstSeq: h.BaseSequence, lastSeq: lastSeq, baseOffset: baseOffset, lastOffset: lastOffset})
 	cur.lastTs = h.MaxTimestamp
 	return cur, batchMeta{}, false, nil
@@ -190,11 +197,12 @@ func (s *producerState) sorted() []producerEntry {
 	return out
 }
 
-// expire forgets producers whose last batch is older than cutoff (ms).
+// expire forgets producers whose last batch is older than cutoff (ms),
+// except those with an open transaction (its marker is still to come).
 func (s *producerState) expire(cutoff int64) int {
 	n := 0
 	for id, e := range s.entries {
-		if e.lastTs < cutoff {
+		if e.lastTs < cutoff && e.txnStart < 0 {
 			delete(s.entries, id)
 			n++
 		}

@@ -27,6 +27,7 @@ func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, erro
 		logger = zap.NewNop()
 	}
 	p := &Partition{fs: fsys, dir: dir, logger: logger, cfg: cfg.normalized(), producers: newProducerState()}
+	p.firstUnstable.Store(math.MaxInt64)
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, storageErr("create", dir, err)
 	}
@@ -474,10 +475,11 @@ func (p *Partition) loadProducers(snaps []int64, leo int64) error {
 			if err != nil {
 				return storageErr("read", name, err)
 			}
-			if at, entries, ok := decodeSnapshot(b); ok && at == off {
+			if at, entries, aborted, ok := decodeSnapshot(b); ok && at == off {
 				for j := range entries {
 					p.producers.commit(&entries[j])
 				}
+				p.aborted = aborted
 				from = max(off, from)
 				p.snapshots = snaps[max(0, i-keepSnapshots+1) : i+1]
 				for _, old := range snaps[:max(0, i-keepSnapshots+1)] {
@@ -503,7 +505,7 @@ func (p *Partition) loadProducers(snaps []int64, leo int64) error {
 		}
 		r := batchReader{f: s.log, pos: pos, end: s.size}
 		for {
-			_, h, _, err := r.next()
+			pos, h, _, err := r.next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
@@ -515,8 +517,17 @@ func (p *Partition) loadProducers(snaps []int64, leo int64) error {
 			}
 			if h.BaseOffset >= from {
 				p.producers.replay(&h)
+				var batch []byte
+				if h.IsControl() && h.IsTransactional() {
+					// The marker type is in the record key.
+					if batch, err = s.readBatch(pos, &h); err != nil {
+						return err
+					}
+				}
+				p.replayTxnLocked(&h, batch)
 			}
 		}
 	}
+	p.rebuildOngoingLocked()
 	return nil
 }

@@ -9,7 +9,7 @@ Issue #2 ("Speed") asks for Shoal to be measured against franz-go's kfake under 
 same run; issues #3 (consumer groups) and #4 (share groups) add a group and a share-consumer workload with goals of their
 own. ` + "`go run ./scripts/bench`" + ` does all of that and writes the section below with ` + "`--out docs/BENCHMARKS.md`" + `
 (` + "`--json file`" + ` keeps the raw numbers; ` + "`go run ./scripts/bench --help`" + ` lists every flag). ` + "`--phases`" + ` picks workloads, for
-example ` + "`go run ./scripts/bench --records 100000 --rounds 1 --phases produce,group,share`" + `; the default runs all five.
+example ` + "`go run ./scripts/bench --records 100000 --rounds 1 --phases produce,group,share`" + `; the default runs all six.
 
 ## Method
 
@@ -53,6 +53,13 @@ example ` + "`go run ./scripts/bench --records 100000 --rounds 1 --phases produc
      every record has been delivered and accepted and every member's ` + "`FlushAcks`" + ` has returned (the broker answered the
      accepts; ack errors from ` + "`ShareAckCallback`" + ` are reported). Afterwards (untimed) every share-partition's start offset
      (DescribeShareGroupOffsets) must equal the end offset, i.e. everything was accepted. Reported as for the group.
+
+  6. *Txn* (issue #7): the produce phase's load (same record count, value size and client settings) from one client
+     with a ` + "`TransactionalID`" + ` and one goroutine (the transactions of one transactional id are sequential; spreading
+     each transaction's 1,000 records over the producer goroutines only added hand-offs), in transactions of 1,000 records (` + "`--txn-records`" + `): each
+     transaction is ` + "`BeginTransaction`" + `, the records, ` + "`Flush`" + `, ` + "`EndTransaction(TryCommit)`" + `, into a topic
+     of its own. Reported: records/s, and that rate as a percentage of the produce phase's in the same round (issue #7:
+     at least 50%).
 
   The group and share phases read the records the produce phase wrote in the same round on the same fresh target, each
   with a group of its own (nothing is consumed destructively), so they need ` + "`produce`" + ` in ` + "`--phases`" + `.

@@ -54,6 +54,7 @@ type options struct {
 	groupCommit       string
 	shareMembers      int
 	shareMaxRecords   int32
+	txnRecords        int
 	phases            map[string]bool
 	dir               string
 	out               string
@@ -74,6 +75,7 @@ const (
 	phaseE2E     = "e2e"
 	phaseGroup   = "group"
 	phaseShare   = "share"
+	phaseTxn     = "txn"
 
 	targetShoal    = "shoal"
 	targetKfake    = "kfake"
@@ -82,7 +84,7 @@ const (
 )
 
 // allPhases are the phases in the order a round runs them.
-var allPhases = []string{phaseProduce, phaseConsume, phaseE2E, phaseGroup, phaseShare}
+var allPhases = []string{phaseProduce, phaseConsume, phaseE2E, phaseGroup, phaseShare, phaseTxn}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -110,7 +112,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.groupCommit, "group-commit", groupCommitPoll, "group phase: poll (CommitUncommittedOffsets after every poll, BlockRebalanceOnPoll) or auto (kgo autocommit every 5s, one commit at the end)")
 	fs.IntVar(&o.shareMembers, "share-members", 4, "share phase: share consumers (kgo.ShareGroup), each its own kgo client")
 	shareMax := fs.Int("share-max-records", 0, "share phase: kgo ShareMaxRecords per ShareFetch (0: kgo's default, 500)")
-	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: produce, consume (needs produce), e2e, group (needs produce), share (needs produce)")
+	fs.IntVar(&o.txnRecords, "txn-records", 1000, "txn phase: records per transaction")
+	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: produce, consume (needs produce), e2e, group (needs produce), share (needs produce), txn (transactional produce; its ratio to plain produce needs produce)")
 	fs.StringVar(&o.dir, "dir", "", "parent of the per-round data dirs (default: the system temp dir); each is removed afterwards")
 	fs.StringVar(&o.out, "out", "", "write the report into this markdown file (e.g. docs/BENCHMARKS.md), replacing the generated section")
 	fs.StringVar(&o.jsonPath, "json", "", "write raw results as JSON to this file")
@@ -182,6 +185,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--producers must be at least 1")
 	case o.e2eRate < 1 || o.e2eDuration <= 0:
 		return nil, errors.New("--e2e-rate and --e2e-duration must be positive")
+	case o.txnRecords < 1:
+		return nil, errors.New("--txn-records must be at least 1")
 	case o.groupMembers < 1 || o.shareMembers < 1:
 		return nil, errors.New("--group-members and --share-members must be at least 1")
 	case o.groupCommit != groupCommitPoll && o.groupCommit != groupCommitAuto:

@@ -61,6 +61,7 @@ type benchConfig struct {
 	GroupCommit       string `json:"group_commit,omitempty"`
 	ShareMembers      int    `json:"share_members,omitempty"`
 	ShareMaxRecords   int32  `json:"share_max_records,omitempty"` // 0: kgo's default
+	TxnRecords        int    `json:"txn_records,omitempty"`
 	Rounds            int    `json:"rounds"`
 	Phases            string `json:"phases"`
 	ShoalFsync        string `json:"shoal_fsync"`
@@ -84,7 +85,7 @@ func configOf(o *options) benchConfig {
 		FetchMaxBytes: o.fetchMaxBytes, FetchMaxPartBytes: o.fetchMaxPartBytes,
 		E2ERate: o.e2eRate, E2EDuration: o.e2eDuration.String(),
 		GroupMembers: o.groupMembers, GroupBalancer: o.groupBalancer, GroupCommit: groupCommitText(o.groupCommit),
-		ShareMembers: o.shareMembers, ShareMaxRecords: o.shareMaxRecords,
+		ShareMembers: o.shareMembers, ShareMaxRecords: o.shareMaxRecords, TxnRecords: o.txnRecords,
 		Rounds: o.rounds,
 		Phases: strings.Join(phases, ","), ShoalFsync: o.shoalFsync,
 		KfakeFsync: "SyncWrites (fsync segment+index per batch)",
@@ -220,6 +221,20 @@ func startup(ph func(*targetRun) *phaseResult) func(*targetRun) (float64, bool) 
 
 func fmtSec(v float64) string           { return fmt.Sprintf("%.2f", v) }
 func shareOf(r *targetRun) *phaseResult { return r.Share }
+func txnOf(r *targetRun) *phaseResult   { return r.Txn }
+
+// txnRatio is the transactional produce rate as a fraction of the plain
+// produce rate in the same run (issue #7: at least 50%).
+func txnRatio(r *targetRun) (float64, bool) {
+	t, tok := throughput(txnOf, false)(r)
+	p, pok := throughput(produceOf, false)(r)
+	if !tok || !pok || p == 0 {
+		return 0, false
+	}
+	return t / p, true
+}
+
+func fmtPct(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
 
 func fmtRate(v float64) string { return commas(int64(math.Round(v))) }
 func fmtMB(v float64) string   { return fmt.Sprintf("%.1f", v) }
@@ -257,6 +272,10 @@ func metrics(c benchConfig) []metric {
 	if c.ShareMembers > 0 && c.ShareMembers != 4 {
 		share = fmt.Sprintf("%d share consumers", c.ShareMembers)
 	}
+	txn := "Transactional produce (1,000-record txns)"
+	if c.TxnRecords > 0 && c.TxnRecords != 1000 {
+		txn = fmt.Sprintf("Transactional produce (%s-record txns)", commas(int64(c.TxnRecords)))
+	}
 	p50 := func(l *latencySummary) float64 { return l.P50Ms }
 	p99 := func(l *latencySummary) float64 { return l.P99Ms }
 	p999 := func(l *latencySummary) float64 { return l.P999Ms }
@@ -276,6 +295,8 @@ func metrics(c benchConfig) []metric {
 		{"share_records_per_sec", share + " accepting, records/s", true, throughput(shareOf, false), fmtRate, 300_000, 4, issue4Ratio},
 		{"share_mb_per_sec", share + " accepting, MB/s", true, throughput(shareOf, true), fmtMB, 0, 4, issue4Ratio},
 		{"share_startup_sec", share + ": clients created → first record, s", false, startup(shareOf), fmtSec, 0, 0, 0},
+		{"txn_records_per_sec", txn + ", records/s", true, throughput(txnOf, false), fmtRate, 0, 0, 0},
+		{"txn_vs_produce", txn + " ÷ plain produce", true, txnRatio, fmtPct, 0.5, 7, 0},
 	}
 }
 
@@ -563,6 +584,8 @@ func (r *targetRun) phase(name string) *phaseResult {
 		return r.Group
 	case phaseShare:
 		return r.Share
+	case phaseTxn:
+		return r.Txn
 	}
 	return nil
 }
@@ -658,6 +681,10 @@ func (rep *report) generatedMarkdown() string {
 		}
 		fmt.Fprintf(&b, " Share: %d kgo.ShareGroup consumers (one client each, %s) drain the same topic with a fresh share group (share.auto.offset.reset=earliest), accepting every record.",
 			c.ShareMembers, maxRecords)
+	}
+	if c.TxnRecords > 0 && strings.Contains(c.Phases, phaseTxn) {
+		fmt.Fprintf(&b, " Transactional produce: the produce phase's load in transactions of %s records (one transactional kgo client; Flush and EndTransaction(TryCommit) after each) into a topic of its own.",
+			commas(int64(c.TxnRecords)))
 	}
 	if c.Seeds != "" {
 		fmt.Fprintf(&b, " External broker: %s.", c.Seeds)

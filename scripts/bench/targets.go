@@ -165,14 +165,14 @@ func runTarget(ctx context.Context, o *options, name string, round int, stderr i
 	res.Seeds = seeds
 
 	suffix := strconv.FormatInt(time.Now().UnixNano()/1e6, 36)
-	topic, e2eTopic := "bench-"+suffix, "bench-e2e-"+suffix
+	topic, e2eTopic, txnTopic := "bench-"+suffix, "bench-e2e-"+suffix, "bench-txn-"+suffix
 	adm, err := newAdmin(o, seeds, stderr)
 	if err != nil {
 		res.Error = "admin client: " + err.Error()
 		return res
 	}
 	defer adm.Close()
-	for _, t := range []string{topic, e2eTopic} {
+	for _, t := range []string{topic, e2eTopic, txnTopic} {
 		if err := createTopic(ctx, o, adm, t, stderr); err != nil {
 			res.Error = err.Error()
 			return res
@@ -202,9 +202,15 @@ func runTarget(ctx context.Context, o *options, name string, round int, stderr i
 		w.produced = res.Produce.Records
 		res.Share = w.measure(ctx, phaseShare, func(ctx context.Context, p *phaseResult) { w.share(ctx, topic, topic+"-share", p) })
 	}
+	if o.phases[phaseTxn] && name != targetCeiling {
+		res.Txn = w.measure(ctx, phaseTxn, func(ctx context.Context, p *phaseResult) { w.txnProduce(ctx, txnTopic, p) })
+		if res.Produce != nil && res.Produce.RecordsPerSec > 0 && res.Txn.RecordsPerSec > 0 {
+			fmt.Fprintf(stderr, "%s txn: %.0f%% of the plain produce rate\n", w.label, 100*res.Txn.RecordsPerSec/res.Produce.RecordsPerSec)
+		}
+	}
 	if name == targetExternal { // in-process targets take their topics with their data dir
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if _, err := adm.DeleteTopics(dctx, topic, e2eTopic); err != nil {
+		if _, err := adm.DeleteTopics(dctx, topic, e2eTopic, txnTopic); err != nil {
 			fmt.Fprintf(stderr, "delete topics: %v\n", err)
 		}
 		var groups []string

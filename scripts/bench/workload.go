@@ -28,6 +28,7 @@ type targetRun struct {
 	E2E          *phaseResult `json:"e2e,omitempty"`
 	Group        *phaseResult `json:"group,omitempty"`
 	Share        *phaseResult `json:"share,omitempty"`
+	Txn          *phaseResult `json:"txn,omitempty"`
 	Mem          *memDelta    `json:"process_mem,omitempty"` // before start, after close
 	CloseSeconds float64      `json:"close_seconds"`
 	Error        string       `json:"error,omitempty"`
@@ -580,4 +581,78 @@ func median(xs []float64) float64 {
 		return xs[m]
 	}
 	return (xs[m-1] + xs[m]) / 2
+}
+
+// txnProduce is the produce phase in transactions of o.txnRecords records
+// (issue #7): one transactional kgo client (otherwise the produce phase's
+// settings) and one goroutine, since the transactions of one
+// transactional id are sequential: each transaction's records, then
+// Flush and EndTransaction(TryCommit). The clock
+// covers every transaction from the first Begin to the last commit.
+func (w *workload) txnProduce(ctx context.Context, topic string, p *phaseResult) {
+	c, err := codec(w.o.compression)
+	if err != nil {
+		p.errs.add(err)
+		return
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(w.seeds...),
+		kgo.DefaultProduceTopic(topic),
+		kgo.TransactionalID(topic+"-producer"),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(w.o.linger),
+		kgo.MaxBufferedRecords(w.o.maxBuffered),
+		kgo.ProducerBatchMaxBytes(w.o.batchMaxBytes),
+		kgo.ProducerBatchCompression(c),
+		kgo.WithLogger(kgoLogger(w.o.clientLog, w.stderr)),
+	)
+	if err != nil {
+		p.errs.add(err)
+		return
+	}
+	defer cl.Close()
+	if err := cl.Ping(ctx); err != nil {
+		p.errs.add(err)
+		return
+	}
+	value := make([]byte, w.o.valueSize)
+	_, _ = rand.Read(value)
+	var acked atomic.Int64
+	recs := make([]kgo.Record, w.o.txnRecords)
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			p.errs.add(err)
+			return
+		}
+		acked.Add(1)
+		p.prog.n.Add(1)
+	}
+	start := time.Now()
+	var committed int64
+	for left := w.o.records; left > 0 && ctx.Err() == nil; {
+		n := min(left, int64(w.o.txnRecords))
+		left -= n
+		if err := cl.BeginTransaction(); err != nil {
+			p.errs.add(err)
+			return
+		}
+		for i := range n {
+			recs[i] = kgo.Record{Value: value}
+			cl.Produce(ctx, &recs[i], promise)
+		}
+		// EndTransaction does not flush: the records must be acknowledged
+		// first (and recs is reused by the next transaction).
+		if err := cl.Flush(ctx); err != nil {
+			p.errs.add(fmt.Errorf("flush: %w", err))
+			return
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			p.errs.add(fmt.Errorf("end transaction: %w", err))
+			return
+		}
+		committed += n
+	}
+	p.Seconds = time.Since(start).Seconds()
+	p.Records = min(committed, acked.Load())
+	p.Bytes = p.Records * int64(w.o.valueSize)
 }

@@ -1,0 +1,149 @@
+package broker
+
+// TxnOffsetCommit (28).
+//
+// Behavior: adds offsets to the producer's transaction. They stay
+// pending, stored with the transaction in badger (durable before the
+// answer), and become the group's committed offsets only when the
+// transaction commits (EndTxn, or the completion after a restart); an
+// abort drops them. While they are pending, OffsetFetch with
+// RequireStable answers UNSTABLE_OFFSET_COMMIT for those partitions.
+//
+// Checks: an empty TransactionalID is INVALID_REQUEST and an empty group
+// INVALID_GROUP_ID for every partition; an unknown transactional id or
+// another producer id INVALID_PRODUCER_ID_MAPPING; another epoch
+// INVALID_PRODUCER_EPOCH (what Kafka's offsets log answers a fenced
+// producer); a group not added with AddOffsetsToTxn, or no Ongoing
+// transaction, INVALID_TXN_STATE. The group is then checked as Kafka's
+// coordinator checks a transactional commit: a group that does not exist
+// is accepted only from a "simple" committer (generation -1, which v0-v2
+// always are) and otherwise gets ILLEGAL_GENERATION; a classic group
+// needs a current member and generation (UNKNOWN_MEMBER_ID,
+// ILLEGAL_GENERATION, FENCED_INSTANCE_ID) unless the commit is simple; a
+// KIP-848 group needs the member's current epoch (ILLEGAL_GENERATION
+// otherwise). Per partition: UNKNOWN_TOPIC_OR_PARTITION,
+// OFFSET_METADATA_TOO_LARGE. Nothing is stored when any check fails.
+//
+// Version notes: v1 is v0; v2 adds the committed leader epoch; v3 adds
+// generation, member id and instance id (KIP-447) and is flexible; v4
+// only allows TRANSACTION_ABORTABLE, never returned. v5 (KIP-890 part 2,
+// implicit AddOffsetsToTxn) and v6 (topic ids) are not served.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { registerSimple(28, 0, 4, handleTxnOffsetCommit) }
+
+func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	b := c.b
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	now := time.Now()
+	st := b.groups.settings()
+	codes := make([][]int16, len(req.Topics))
+	for i, rt := range req.Topics {
+		codes[i] = make([]int16, len(rt.Partitions))
+	}
+	setAll := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == 0 {
+					codes[i][j] = code
+				}
+			}
+		}
+	}
+	answer := func() kmsg.Response {
+		for i, rt := range req.Topics {
+			t := kmsg.NewTxnOffsetCommitResponseTopic()
+			t.Topic = rt.Topic
+			for j, p := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
+				t.Partitions = append(t.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp
+	}
+	switch {
+	case req.TransactionalID == "":
+		setAll(kerr.InvalidRequest.Code)
+		return answer()
+	case req.Group == "":
+		setAll(kerr.InvalidGroupID.Code)
+		return answer()
+	}
+	t := b.txns.lock(req.TransactionalID, false)
+	if t == nil {
+		setAll(kerr.InvalidProducerIDMapping.Code)
+		return answer()
+	}
+	defer t.mu.Unlock()
+	code := t.checkProducerLocked(req.ProducerID, req.ProducerEpoch, req.Version, 0)
+	if code == kerr.ProducerFenced.Code {
+		code = kerr.InvalidProducerEpoch.Code
+	}
+	if code == 0 {
+		if _, ok := t.mu.groups[req.Group]; !ok || t.mu.State != txnOngoing {
+			code = kerr.InvalidTxnState.Code
+		}
+	}
+	if code == 0 {
+		code = b.groups.validateTxnCommit(req)
+	}
+	if code != 0 {
+		setAll(code)
+		return answer()
+	}
+	type cand struct {
+		tp groupTP
+		oc offsetCommit
+	}
+	var cands []cand
+	for i, rt := range req.Topics {
+		for j, p := range rt.Partitions {
+			switch {
+			case !b.partitionExists(rt.Topic, p.Partition):
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			case p.Metadata != nil && utf16Len(*p.Metadata) > st.metadataMaxBytes:
+				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+			default:
+				oc := offsetCommit{offset: p.Offset, leaderEpoch: -1, commitTime: now}
+				if req.Version >= 2 {
+					oc.leaderEpoch = p.LeaderEpoch
+				}
+				if p.Metadata != nil {
+					oc.metadata = *p.Metadata
+				}
+				cands = append(cands, cand{groupTP{rt.Topic, p.Partition}, oc})
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return answer()
+	}
+	prev := map[groupTP]offsetCommit{}
+	had := map[groupTP]bool{}
+	for _, cd := range cands {
+		if oc, ok := t.mu.offsets[req.Group][cd.tp]; ok {
+			prev[cd.tp], had[cd.tp] = oc, true
+		}
+		b.txns.addPendingOffset(t, req.Group, cd.tp, cd.oc)
+	}
+	if err := b.txns.persistLocked(t, now); err != nil {
+		// Undo: restore replaced offsets, drop new ones.
+		for _, cd := range cands {
+			if had[cd.tp] {
+				t.mu.offsets[req.Group][cd.tp] = prev[cd.tp]
+			} else {
+				b.txns.dropPendingOffsetLocked(t, req.Group, cd.tp)
+			}
+		}
+		setAll(kerr.NotCoordinator.Code)
+	}
+	return answer()
+}

@@ -1,0 +1,713 @@
+package broker
+
+// The transaction coordinator (Kafka's TransactionCoordinator, KIP-98).
+//
+// Shoal is the only node, so it coordinates every transactional id. Each
+// transactional id has one txn, whose state machine follows Kafka's
+// TransactionState:
+//
+//	Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
+//	  ▲                                  │   └──EndTxn(abort), timeout──▶ PrepareAbort ──markers──▶ CompleteAbort
+//	  └──────────── InitProducerId (epoch + 1) ◀──────────── Complete* ──AddPartitions──▶ Ongoing
+//
+// Persist, then answer: every change of a txn is written to badger
+// (meta/txn/<id>, SyncWrites) before the request that made it is
+// answered, and before anything that depends on it happens. EndTxn
+// writes PrepareCommit (or PrepareAbort) first: from then on the
+// decision is durable. It then appends a COMMIT (ABORT) marker to every
+// partition of the transaction and waits for their fsync, makes the
+// transaction's offsets visible to their groups (commit only, durable
+// group offsets), writes CompleteCommit (CompleteAbort) without waiting
+// for that write's fsync (losing it only means the completion is redone
+// at start), and answers. Kafka answers
+// EndTxn once Prepare* is durable and writes the markers in the
+// background; we answer after the markers, so a producer's next
+// transaction never waits on CONCURRENT_TRANSACTIONS and a read_committed
+// consumer sees the outcome as soon as the producer does.
+//
+// If writing the markers fails (a partition offline), the decision stays
+// durable in Prepare*: EndTxn is answered as Kafka would (the decision is
+// taken), the timeout loop retries the completion, and until it succeeds
+// requests on that transactional id get CONCURRENT_TRANSACTIONS. At start
+// every txn found in Prepare* is completed the same way before the
+// listener opens; an Ongoing one keeps its start time and is aborted by
+// the timeout loop once it is older than its timeout. Replaying markers is
+// harmless (a marker for a producer with nothing open in a partition only
+// adds a control batch), so a completion interrupted by a crash is simply
+// done again: never half-applied.
+//
+// A transaction open longer than its timeout is aborted by the broker
+// (transaction.abort.timed.out.transaction.cleanup.interval.ms): the
+// epoch is bumped first, so the markers carry the new epoch and fence the
+// old producer's late writes in every partition, and its next request
+// gets PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for old versions). A
+// transactional id idle in Empty or Complete* for
+// transactional.id.expiration.ms is forgotten.
+//
+// Ownership and lock order: txnCoordinator.mu guards only the map of
+// txns and the pending-offsets index; txn.mu guards one txn and is held
+// across its badger writes, its marker appends (log locks) and, for
+// commits, the group locks its offsets go to. Order: txn.mu → group.mu →
+// txnCoordinator.mu. Never two txns at once.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	slog "github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// txnState is Kafka's TransactionState.
+type txnState int8
+
+const (
+	txnEmpty txnState = iota
+	txnOngoing
+	txnPrepareCommit
+	txnPrepareAbort
+	txnCompleteCommit
+	txnCompleteAbort
+	txnDead
+)
+
+var txnStateNames = [...]string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead"}
+
+func (s txnState) String() string {
+	if int(s) < len(txnStateNames) {
+		return txnStateNames[s]
+	}
+	return "Unknown"
+}
+
+func parseTxnState(name string) (txnState, bool) {
+	for i, n := range txnStateNames {
+		if n == name {
+			return txnState(i), true
+		}
+	}
+	return 0, false
+}
+
+// txnBrokerConfigDefs are the transaction coordinator's broker configs,
+// with Kafka's names, defaults and ranges; dynamic here (Kafka reads them
+// at start), read when needed.
+var txnBrokerConfigDefs = []groupBrokerConfigDef{
+	{"transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1, math.MaxInt32, "How often transactions open longer than their timeout are looked for and aborted."},
+	{"transaction.max.timeout.ms", 900000, 1, math.MaxInt32, "Largest transaction timeout a producer may ask for in InitProducerId; a larger one gets INVALID_TRANSACTION_TIMEOUT."},
+	{"transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, 1, math.MaxInt32, "How often transactional ids idle longer than transactional.id.expiration.ms are removed."},
+	{"transactional.id.expiration.ms", 604800000, 1, math.MaxInt32, "A transactional id with no transaction and no request for this long is forgotten."},
+}
+
+// txnSetting returns a transaction broker config, as milliseconds.
+func (b *Broker) txnSetting(name string) int64 {
+	for _, d := range txnBrokerConfigDefs {
+		if d.name == name {
+			if v, ok := b.brokerConfig(name); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.lo && n <= d.hi {
+					return n
+				}
+			}
+			return d.def
+		}
+	}
+	panic("broker: unknown transaction config " + name)
+}
+
+// txnRecord is a txn as stored in badger (JSON) and the state the
+// coordinator keeps in memory.
+type txnRecord struct {
+	ID             string   `json:"id"`
+	ProducerID     int64    `json:"pid"`
+	Epoch          int16    `json:"epoch"`
+	LastProducerID int64    `json:"last_pid"`
+	LastEpoch      int16    `json:"last_epoch"`
+	TimeoutMs      int32    `json:"timeout_ms"`
+	State          txnState `json:"state"`
+	// StartMs is when the transaction became Ongoing (-1: none); UpdateMs
+	// when the txn last changed.
+	StartMs    int64         `json:"start_ms"`
+	UpdateMs   int64         `json:"update_ms"`
+	Partitions []groupTP     `json:"-"`
+	Parts      []txnPartJSON `json:"partitions,omitempty"`
+	Groups     []string      `json:"groups,omitempty"`
+	// Offsets are the transaction's pending offset commits
+	// (TxnOffsetCommit), applied to their groups at commit.
+	Offsets []txnOffsetJSON `json:"offsets,omitempty"`
+}
+
+type txnPartJSON struct {
+	Topic     string `json:"t"`
+	Partition int32  `json:"p"`
+}
+
+type txnOffsetJSON struct {
+	Group       string `json:"g"`
+	Topic       string `json:"t"`
+	Partition   int32  `json:"p"`
+	Offset      int64  `json:"o"`
+	LeaderEpoch int32  `json:"e"`
+	Metadata    string `json:"m,omitempty"`
+	CommitMs    int64  `json:"c"`
+}
+
+// txn is one transactional id.
+type txn struct {
+	id string
+	mu struct {
+		sync.Mutex
+		txnRecord
+		partitions map[groupTP]struct{}
+		groups     map[string]struct{}
+		offsets    map[string]map[groupTP]offsetCommit // group → pending
+		removed    bool                                // expired: look the id up again
+	}
+}
+
+// txnCoordinator owns every txn.
+type txnCoordinator struct {
+	b  *Broker
+	lg *zap.Logger
+
+	mu struct {
+		sync.Mutex
+		txns map[string]*txn
+		// pending counts, per group and partition, the open transactions
+		// holding an offset for it (OffsetFetch RequireStable).
+		pending map[string]map[groupTP]int
+	}
+}
+
+func txnKey(id string) []byte { return []byte(prefixTxn + url.PathEscape(id)) }
+
+func newTxnCoordinator(b *Broker) *txnCoordinator {
+	c := &txnCoordinator{b: b, lg: b.lg.Named("txn")}
+	c.mu.txns = map[string]*txn{}
+	c.mu.pending = map[string]map[groupTP]int{}
+	return c
+}
+
+// load reads every txn from badger.
+func (c *txnCoordinator) load() error {
+	return c.b.meta.db.View(func(btx *badger.Txn) error {
+		it := btx.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixTxn), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec txnRecord
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+				return fmt.Errorf("broker: decode %s: %w", it.Item().Key(), err)
+			}
+			t := &txn{id: rec.ID}
+			t.mu.txnRecord = rec
+			t.mu.partitions = map[groupTP]struct{}{}
+			for _, p := range rec.Parts {
+				t.mu.partitions[groupTP{p.Topic, p.Partition}] = struct{}{}
+			}
+			t.mu.groups = map[string]struct{}{}
+			for _, g := range rec.Groups {
+				t.mu.groups[g] = struct{}{}
+			}
+			t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+			for _, o := range rec.Offsets {
+				c.addPendingOffset(t, o.Group, groupTP{o.Topic, o.Partition},
+					offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs)})
+			}
+			c.mu.txns[rec.ID] = t
+		}
+		return nil
+	})
+}
+
+// recover completes every transaction found in Prepare*: its decision
+// was durable before the crash. Runs at start, before the listener opens.
+func (c *txnCoordinator) recover() {
+	for _, t := range c.all() {
+		t.mu.Lock()
+		if st := t.mu.State; st == txnPrepareCommit || st == txnPrepareAbort {
+			c.lg.Info("completing a transaction decided before the restart", zap.String("transactional_id", t.id), zap.Stringer("state", st))
+			if err := c.completeLocked(t, time.Now()); err != nil {
+				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
+			}
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (c *txnCoordinator) all() []*txn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*txn, 0, len(c.mu.txns))
+	for _, t := range c.mu.txns {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// lock returns the txn for id locked, creating it (Empty, not yet
+// persisted, ProducerID -1) if create is set, or nil.
+func (c *txnCoordinator) lock(id string, create bool) *txn {
+	for {
+		c.mu.Lock()
+		t := c.mu.txns[id]
+		if t == nil {
+			if !create {
+				c.mu.Unlock()
+				return nil
+			}
+			t = &txn{id: id}
+			t.mu.txnRecord = txnRecord{ID: id, ProducerID: -1, Epoch: -1, LastProducerID: -1, LastEpoch: -1, StartMs: -1}
+			t.mu.partitions = map[groupTP]struct{}{}
+			t.mu.groups = map[string]struct{}{}
+			t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+			c.mu.txns[id] = t
+		}
+		c.mu.Unlock()
+		t.mu.Lock()
+		if !t.mu.removed {
+			return t
+		}
+		t.mu.Unlock()
+	}
+}
+
+// persistLocked writes t to badger and waits for it to be durable. t.mu
+// held.
+func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
+	v, err := c.encodeLocked(t, now)
+	if err != nil {
+		return err
+	}
+	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), v) }); err != nil {
+		c.lg.Error("persisting transaction state failed", zap.String("transactional_id", t.id), zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// persistAsyncLocked writes t to badger without waiting for the write to
+// be durable; only for Complete*, whose loss is harmless (see
+// completeLocked). Badger applies commits in the order they are made, so
+// a later persistLocked of the same txn can never be overtaken by it.
+// t.mu held.
+func (c *txnCoordinator) persistAsyncLocked(t *txn, now time.Time) error {
+	v, err := c.encodeLocked(t, now)
+	if err != nil {
+		return err
+	}
+	btx := c.b.meta.db.NewTransaction(true)
+	defer btx.Discard()
+	if err := btx.Set(txnKey(t.id), v); err != nil {
+		return err
+	}
+	id := t.id
+	btx.CommitWith(func(err error) {
+		if err != nil {
+			c.lg.Error("persisting a completed transaction failed; it is completed again at the next start", zap.String("transactional_id", id), zap.Error(err))
+		}
+	})
+	return nil
+}
+
+// encodeLocked returns t's badger record. t.mu held.
+func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
+	t.mu.UpdateMs = now.UnixMilli()
+	rec := t.mu.txnRecord
+	rec.Parts, rec.Groups = nil, nil // rebuilt from the maps, which are the truth
+	for tp := range t.mu.partitions {
+		rec.Parts = append(rec.Parts, txnPartJSON{tp.topic, tp.partition})
+	}
+	sort.Slice(rec.Parts, func(i, j int) bool {
+		a, b := rec.Parts[i], rec.Parts[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	for g := range t.mu.groups {
+		rec.Groups = append(rec.Groups, g)
+	}
+	sort.Strings(rec.Groups)
+	rec.Offsets = nil
+	for g, offs := range t.mu.offsets {
+		for tp, oc := range offs {
+			rec.Offsets = append(rec.Offsets, txnOffsetJSON{Group: g, Topic: tp.topic, Partition: tp.partition, Offset: oc.offset,
+				LeaderEpoch: oc.leaderEpoch, Metadata: oc.metadata, CommitMs: oc.commitTime.UnixMilli()})
+		}
+	}
+	return json.Marshal(rec)
+}
+
+// txnSnapshot is a copy of a txn's state, to roll back a change whose
+// write failed.
+type txnSnapshot struct {
+	rec        txnRecord
+	partitions map[groupTP]struct{}
+	groups     map[string]struct{}
+}
+
+// snapshotLocked copies t's state. t.mu held.
+func (t *txn) snapshotLocked() txnSnapshot {
+	s := txnSnapshot{rec: t.mu.txnRecord, partitions: make(map[groupTP]struct{}, len(t.mu.partitions)), groups: make(map[string]struct{}, len(t.mu.groups))}
+	for k := range t.mu.partitions {
+		s.partitions[k] = struct{}{}
+	}
+	for k := range t.mu.groups {
+		s.groups[k] = struct{}{}
+	}
+	return s
+}
+
+func (t *txn) restoreLocked(s txnSnapshot) {
+	t.mu.txnRecord, t.mu.partitions, t.mu.groups = s.rec, s.partitions, s.groups
+}
+
+// addPendingOffset records a pending transactional offset. t.mu held (or
+// loading).
+func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc offsetCommit) {
+	offs := t.mu.offsets[group]
+	if offs == nil {
+		offs = map[groupTP]offsetCommit{}
+		t.mu.offsets[group] = offs
+	}
+	_, had := offs[tp]
+	offs[tp] = oc
+	if had {
+		return
+	}
+	c.mu.Lock()
+	m := c.mu.pending[group]
+	if m == nil {
+		m = map[groupTP]int{}
+		c.mu.pending[group] = m
+	}
+	m[tp]++
+	c.mu.Unlock()
+}
+
+// dropPendingOffsetLocked forgets one pending offset. t.mu held.
+func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupTP) {
+	offs := t.mu.offsets[group]
+	if _, ok := offs[tp]; !ok {
+		return
+	}
+	delete(offs, tp)
+	if len(offs) == 0 {
+		delete(t.mu.offsets, group)
+	}
+	c.mu.Lock()
+	if m := c.mu.pending[group]; m != nil {
+		if m[tp]--; m[tp] <= 0 {
+			delete(m, tp)
+		}
+		if len(m) == 0 {
+			delete(c.mu.pending, group)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// clearPendingOffsetsLocked forgets t's pending offsets. t.mu held.
+func (c *txnCoordinator) clearPendingOffsetsLocked(t *txn) {
+	c.mu.Lock()
+	for g, offs := range t.mu.offsets {
+		m := c.mu.pending[g]
+		for tp := range offs {
+			if m[tp]--; m[tp] <= 0 {
+				delete(m, tp)
+			}
+		}
+		if len(m) == 0 {
+			delete(c.mu.pending, g)
+		}
+	}
+	c.mu.Unlock()
+	t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+}
+
+// hasPendingOffset reports whether an open transaction holds an offset
+// for group's tp (OffsetFetch RequireStable: UNSTABLE_OFFSET_COMMIT).
+func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.pending[group][tp] > 0
+}
+
+// fencedCode is PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for request
+// versions older than fencedSince, as Kafka answers.
+func fencedCode(version, fencedSince int16) int16 {
+	if version < fencedSince {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return kerr.ProducerFenced.Code
+}
+
+// checkProducerLocked applies Kafka's checks of a request's producer id
+// and epoch against the txn: INVALID_PRODUCER_ID_MAPPING for another
+// producer id, PRODUCER_FENCED (or INVALID_PRODUCER_EPOCH) for another
+// epoch. t.mu held.
+func (t *txn) checkProducerLocked(pid int64, epoch int16, version, fencedSince int16) int16 {
+	switch {
+	case t.mu.ProducerID < 0 || pid != t.mu.ProducerID:
+		return kerr.InvalidProducerIDMapping.Code
+	case epoch != t.mu.Epoch:
+		return fencedCode(version, fencedSince)
+	}
+	return 0
+}
+
+// beginLocked moves the txn to Ongoing when it is not already. t.mu held.
+func (t *txn) beginLocked(now time.Time) {
+	if t.mu.State != txnOngoing {
+		t.mu.State = txnOngoing
+		t.mu.StartMs = now.UnixMilli()
+		clear(t.mu.partitions)
+		clear(t.mu.groups)
+	}
+}
+
+// endTxnLocked decides the open transaction (commit or abort), persists
+// the decision, and completes it. The decision is taken (and the caller
+// may answer success) once the Prepare state is durable: a failure
+// after that leaves it for the retry loop and is only logged. t.mu held;
+// t is Ongoing.
+func (c *txnCoordinator) endTxnLocked(t *txn, commit bool, now time.Time) error {
+	snap := t.snapshotLocked()
+	t.mu.State = txnPrepareAbort
+	if commit {
+		t.mu.State = txnPrepareCommit
+	}
+	if err := c.persistLocked(t, now); err != nil {
+		t.restoreLocked(snap)
+		return err
+	}
+	if err := c.completeLocked(t, now); err != nil {
+		c.lg.Warn("transaction decided but not completed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
+	}
+	return nil
+}
+
+// completeLocked writes the markers of a txn in Prepare*, waits for
+// their fsync, applies its offsets (commit), and persists Complete*.
+// On failure it stays in Prepare* (retried by the timeout loop). t.mu
+// held.
+func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
+	commit := t.mu.State == txnPrepareCommit
+	b := c.b
+	tps := make([]groupTP, 0, len(t.mu.partitions))
+	for tp := range t.mu.partitions {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		return tps[i].topic < tps[j].topic || tps[i].topic == tps[j].topic && tps[i].partition < tps[j].partition
+	})
+	type wait struct {
+		p  *partition
+		ch <-chan error
+	}
+	var waits []wait
+	var errs []error
+	for _, tp := range tps {
+		p := b.topics.partition(tp.topic, tp.partition)
+		if p == nil {
+			continue // deleted with its topic: nothing to mark
+		}
+		res, err := p.log.WriteMarker(slog.Marker{ProducerID: t.mu.ProducerID, ProducerEpoch: t.mu.Epoch, Commit: commit}, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.topic, tp.partition, err))
+			continue
+		}
+		waits = append(waits, wait{p: p, ch: b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, true)})
+	}
+	for _, w := range waits {
+		var err error
+		if w.ch != nil {
+			err = <-w.ch
+		} else {
+			// fsync=interval: a marker is made durable at once all the
+			// same, so a crash never leaves a decided transaction open in
+			// a partition (its last stable offset would be stuck).
+			_, err = w.p.log.Sync()
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if commit {
+		groups := make([]string, 0, len(t.mu.offsets))
+		for g := range t.mu.offsets {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+		for _, g := range groups {
+			if err := b.groups.applyTxnOffsets(g, t.mu.offsets[g]); err != nil {
+				return err
+			}
+		}
+	}
+	snap := t.snapshotLocked()
+	pendingOffsets := t.mu.offsets
+	t.mu.State = txnCompleteAbort
+	if commit {
+		t.mu.State = txnCompleteCommit
+	}
+	t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+	clear(t.mu.partitions)
+	clear(t.mu.groups)
+	t.mu.StartMs = -1
+	// Complete* need not be durable before the answer: the decision and
+	// the markers are, and a completion found undone at start is simply
+	// done again (markers are idempotent for readers; the offsets are the
+	// ones already applied). Not waiting saves one fsync per transaction.
+	if err := c.persistAsyncLocked(t, now); err != nil {
+		t.restoreLocked(snap)
+		t.mu.offsets = pendingOffsets
+		return err
+	}
+	t.mu.offsets = pendingOffsets
+	c.clearPendingOffsetsLocked(t)
+	return nil
+}
+
+// bumpEpochLocked moves the txn to its next epoch, or to a new producer
+// id at epoch 0 when the epoch is exhausted. t.mu held.
+func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
+	t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+	if t.mu.ProducerID >= 0 && t.mu.Epoch < math.MaxInt16-1 {
+		t.mu.Epoch++
+		return nil
+	}
+	id, err := c.b.meta.nextProducerID()
+	if err != nil {
+		return err
+	}
+	t.mu.ProducerID, t.mu.Epoch = id, 0
+	return nil
+}
+
+// abortFencingLocked fences the producer (epoch bump) and aborts its open
+// transaction: for a timeout, and for InitProducerId during a
+// transaction. t.mu held; t is Ongoing.
+func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
+	snap := t.snapshotLocked()
+	if t.mu.Epoch < math.MaxInt16-1 {
+		// Kafka bumps the epoch in place (the markers then fence the old
+		// producer); an exhausted epoch aborts at the current one.
+		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+		t.mu.Epoch++
+	}
+	t.mu.State = txnPrepareAbort
+	if err := c.persistLocked(t, now); err != nil {
+		t.restoreLocked(snap)
+		return err
+	}
+	return c.completeLocked(t, now)
+}
+
+// expireLoop aborts timed-out transactions, retries unfinished
+// completions and removes expired transactional ids.
+func (c *txnCoordinator) expireLoop() {
+	tk := time.NewTicker(100 * time.Millisecond)
+	defer tk.Stop()
+	var lastAbort, lastRemove time.Time
+	for {
+		select {
+		case <-c.b.ctx.Done():
+			return
+		case now := <-tk.C:
+			if now.Sub(lastAbort) >= time.Duration(c.b.txnSetting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))*time.Millisecond {
+				lastAbort = now
+				c.abortTimedOut(now)
+			}
+			if now.Sub(lastRemove) >= time.Duration(c.b.txnSetting("transaction.remove.expired.transaction.cleanup.interval.ms"))*time.Millisecond {
+				lastRemove = now
+				c.removeExpired(now)
+			}
+		}
+	}
+}
+
+func (c *txnCoordinator) abortTimedOut(now time.Time) {
+	for _, t := range c.all() {
+		t.mu.Lock()
+		switch t.mu.State {
+		case txnOngoing:
+			if t.mu.StartMs >= 0 && now.UnixMilli()-t.mu.StartMs > int64(t.mu.TimeoutMs) {
+				c.lg.Info("aborting a transaction open longer than its timeout", zap.String("transactional_id", t.id),
+					zap.Int64("producer_id", t.mu.ProducerID), zap.Int16("epoch", t.mu.Epoch), zap.Int32("timeout_ms", t.mu.TimeoutMs))
+				if err := c.abortFencingLocked(t, now); err != nil {
+					c.lg.Warn("aborting a timed-out transaction failed", zap.String("transactional_id", t.id), zap.Error(err))
+				}
+			}
+		case txnPrepareCommit, txnPrepareAbort:
+			if err := c.completeLocked(t, now); err != nil {
+				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
+			}
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (c *txnCoordinator) removeExpired(now time.Time) {
+	exp := c.b.txnSetting("transactional.id.expiration.ms")
+	for _, t := range c.all() {
+		t.mu.Lock()
+		st := t.mu.State
+		if (st == txnEmpty || st == txnCompleteCommit || st == txnCompleteAbort) && now.UnixMilli()-t.mu.UpdateMs > exp {
+			err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
+			if err != nil {
+				c.lg.Warn("removing an expired transactional id failed", zap.String("transactional_id", t.id), zap.Error(err))
+			} else {
+				t.mu.removed = true
+				t.mu.State = txnDead
+				c.mu.Lock()
+				if c.mu.txns[t.id] == t {
+					delete(c.mu.txns, t.id)
+				}
+				c.mu.Unlock()
+				c.lg.Info("transactional id expired", zap.String("transactional_id", t.id))
+			}
+		}
+		t.mu.Unlock()
+	}
+}
+
+// admitProduceLocked checks a transactional produce to one partition
+// against its txn (nil: unknown transactional id), filling sp's error on
+// refusal. tx.mu held.
+func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) bool {
+	refuse := func(code int16, msg string) bool {
+		sp.ErrorCode = code
+		sp.ErrorMessage = &msg
+		return false
+	}
+	if tx == nil {
+		return refuse(kerr.InvalidProducerIDMapping.Code, "unknown transactional id")
+	}
+	h, err := protocol.ParseBatchHeader(records)
+	if err != nil || !h.IsTransactional() {
+		return true // the log judges malformed and plain batches
+	}
+	switch {
+	case h.ProducerID != tx.mu.ProducerID:
+		return refuse(kerr.InvalidProducerIDMapping.Code, "the producer id is not the transactional id's")
+	case h.ProducerEpoch != tx.mu.Epoch:
+		return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
+	}
+	if _, ok := tx.mu.partitions[groupTP{topic, partition}]; !ok || tx.mu.State != txnOngoing {
+		return refuse(kerr.InvalidTxnState.Code, "the partition was not added to the transaction")
+	}
+	return true
+}
