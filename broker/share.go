@@ -567,9 +567,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
-	// st.readCommitted: without transactions the last stable offset is
-	// the high watermark; aborted batches will be passed as Skip here.
-	hw := lp.log.HighWatermark()
+	hw := shareReadLimit(lp, st)
 	for round := 0; round < 16 && got < maxRecords && budget > 0 && p.CanAcquire(); round++ {
 		off := p.NextFetchOffset()
 		if off >= hw {
@@ -591,7 +589,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 			}
 			return nil, nil, err
 		}
-		batches, ends := parseLogBatches(raw)
+		batches, ends := parseLogBatches(raw, shareAborted(lp, st, off, hw))
 		if len(batches) == 0 {
 			break
 		}
@@ -650,9 +648,10 @@ func appendAcquired(out, add []sharegroup.Acquired) []sharegroup.Acquired {
 }
 
 // parseLogBatches lists the batches of raw log bytes with the byte offset
-// where each ends. Control batches are marked Skip (never delivered;
-// archived as Kafka GAP-acknowledges them). A truncated tail is ignored.
-func parseLogBatches(raw []byte) ([]sharegroup.LogBatch, []int) {
+// where each ends. Control batches, and under read_committed the batches
+// of aborted transactions (aborted, from shareAborted), are marked Skip:
+// never delivered, archived as Kafka does. A truncated tail is ignored.
+func parseLogBatches(raw []byte, aborted []slog.AbortedTxn) ([]sharegroup.LogBatch, []int) {
 	var out []sharegroup.LogBatch
 	var ends []int
 	for pos := 0; pos < len(raw); {
@@ -664,11 +663,47 @@ func parseLogBatches(raw []byte) ([]sharegroup.LogBatch, []int) {
 		if size <= 0 || pos+size > len(raw) {
 			break
 		}
-		out = append(out, sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: h.IsControl()})
+		out = append(out, sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skipForShare(&h, aborted)})
 		pos += size
 		ends = append(ends, pos)
 	}
 	return out, ends
+}
+
+// shareReadLimit is where a share group reads up to: the high watermark,
+// or the last stable offset under share.isolation.level=read_committed.
+func shareReadLimit(lp *partition, st shareGroupSettings) int64 {
+	if st.readCommitted {
+		return lp.log.LastStableOffset()
+	}
+	return lp.log.HighWatermark()
+}
+
+// shareAborted lists the aborted transactions overlapping [from, to) for
+// a read_committed share group (nil otherwise).
+func shareAborted(lp *partition, st shareGroupSettings, from, to int64) []slog.AbortedTxn {
+	if !st.readCommitted {
+		return nil
+	}
+	return lp.log.AbortedTransactions(from, to)
+}
+
+// skipForShare reports whether a share group must never deliver the
+// batch: a control batch (transaction marker), or a batch of a
+// transaction in aborted.
+func skipForShare(h *protocol.BatchHeader, aborted []slog.AbortedTxn) bool {
+	if h.IsControl() {
+		return true
+	}
+	if !h.IsTransactional() {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == h.ProducerID && h.BaseOffset >= a.FirstOffset && h.BaseOffset <= a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 func zapShareKey(k store.Key) zap.Field {

@@ -159,7 +159,7 @@ var groupConfigDefs = []groupConfigDef{
 		minName: "group.share.min.heartbeat.interval.ms", maxName: "group.share.max.heartbeat.interval.ms", floor: 1,
 		doc: "The heartbeat interval given to members."},
 	{name: "share.isolation.level", typ: kmsg.ConfigTypeString, def: "read_uncommitted",
-		doc:   "read_uncommitted or read_committed (without transactions both read to the high watermark).",
+		doc:   "read_uncommitted (up to the high watermark) or read_committed (up to the last stable offset, skipping aborted transactions).",
 		check: oneOf("read_uncommitted", "read_committed")},
 	{name: "share.message.group.fair", typ: kmsg.ConfigTypeBoolean, def: "false",
 		doc:   "Deliver message groups round-robin, so a group with many records cannot delay the others (needs share.message.group.source).",

@@ -98,10 +98,10 @@ func (s messageGroupSource) groupID(r *kmsg.Record) []byte {
 // message groups. A batch whose records do not decode is classified as
 // records without a group (it is still delivered; the client sees what it
 // sees for any record).
-func classifyBatches(raw []byte, src messageGroupSource) []sharegroup.LogBatch {
+func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedTxn) []sharegroup.LogBatch {
 	var out []sharegroup.LogBatch
 	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
-		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: h.IsControl()}
+		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skipForShare(h, aborted)}
 		if !b.Skip {
 			var last []byte
 			_ = batchRecords(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
@@ -135,7 +135,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
-	hw := lp.log.HighWatermark()
+	hw := shareReadLimit(lp, st)
 	for read := 0; read < classifyBudget && p.CanClassify(); {
 		off := p.ClassifyOffset()
 		if off >= hw {
@@ -152,7 +152,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 			break // acquire from what is known; the error shows again at the next read
 		}
 		read += len(raw)
-		batches := classifyBatches(raw, st.groupSource)
+		batches := classifyBatches(raw, st.groupSource, shareAborted(lp, st, off, hw))
 		if len(batches) == 0 {
 			break
 		}
