@@ -40,8 +40,13 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	}
 	var waits []waitFor
 	ackErr := int16(0)
+	var ackMsg *string
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = kerr.InvalidRequiredAcks.Code
+	} else {
+		// Client quotas (quota_conn.go): charged, or refused at once in
+		// reject mode before anything is appended.
+		ackErr, ackMsg = c.produceQuota(req, resp)
 	}
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -69,7 +74,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			}
 			switch {
 			case ackErr != 0:
-				sp.ErrorCode = ackErr
+				sp.ErrorCode, sp.ErrorMessage = ackErr, ackMsg
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case req.Acks == -1 && minISR > 1:

@@ -213,7 +213,15 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	deadline := now.Add(maxWait)
 	var wake chan struct{}
-	for {
+	// Over its consumer quotas, a fetch is answered at once with no
+	// records (quota_conn.go); otherwise what it returns is charged.
+	held := c.fetchQuotaHold(items, resp)
+	if held {
+		fetchHeld(items, parts)
+	} else {
+		defer c.fetchQuotaCharge(items)
+	}
+	for !held {
 		total, anyErr := read()
 		if total >= int(req.MinBytes) || anyErr || maxWait <= 0 {
 			break

@@ -30,6 +30,7 @@ type Broker struct {
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
+	quotas        *quotaManager     // client quotas and rate limits, quota.go
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -105,6 +106,9 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	if b.dyn.m, err = b.meta.brokerConfigs(); err != nil {
+		return fail(err)
+	}
+	if b.quotas, err = newQuotaManager(b.meta.db); err != nil {
 		return fail(err)
 	}
 	began := time.Now()

@@ -128,6 +128,11 @@ var brokerConfigDefs = func() []brokerConfigDef {
 		defs = append(defs, brokerConfigDef{name: sd.name, typ: kmsg.ConfigTypeLong, doc: sd.doc,
 			def: strconv.FormatInt(sd.def, 10), check: intRange(sd.lo, sd.hi)})
 	}
+	// Broker-wide rate limits and connection limits (quota_limits.go).
+	for _, qd := range quotaBrokerConfigDefs {
+		defs = append(defs, brokerConfigDef{name: qd.name, typ: kmsg.ConfigTypeLong, doc: qd.doc,
+			def: strconv.FormatInt(qd.def, 10), check: intRange(qd.lo, qd.hi)})
+	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
 	return defs
 }()

@@ -28,6 +28,8 @@ import (
 //	                           a committed offset (binary, groups_store.go)
 //	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped
 //	meta/group-config/<group>  JSON map of group config overrides (share_configs.go); path-escaped
+//	meta/client-quota/<entity> JSON map of client quota values (quota.go); <entity> is
+//	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID       = "meta/cluster-id"
@@ -38,6 +40,7 @@ const (
 	prefixOffset       = "meta/offset/"
 	prefixShareGroup   = "meta/share-group/"
 	prefixGroupConfig  = "meta/group-config/"
+	prefixClientQuota  = "meta/client-quota/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )
