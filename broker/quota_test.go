@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// quotaBroker starts a broker whose durability does not bound the
+// throughput being measured, with topic "q".
+func quotaBroker(t *testing.T) (*Broker, *kadm.Client) {
+	b := startTest(t, func(c *Config) { c.Fsync = FsyncInterval })
+	adm := kadm.NewClient(newClient(t, b))
+	_, err := adm.CreateTopic(context.Background(), 1, 1, nil, "q")
+	require.NoError(t, err)
+	return b, adm
+}
+
+func setQuota(t *testing.T, adm *kadm.Client, e kadm.ClientQuotaEntity, kv map[string]float64) {
+	t.Helper()
+	var ops []kadm.AlterClientQuotaOp
+	for k, v := range kv {
+		ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Value: v})
+	}
+	res, err := adm.AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{{Entity: e, Ops: ops}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err, res[0].ErrMessage)
+}
+
+func setBrokerConfig(t *testing.T, adm *kadm.Client, name, value string) {
+	t.Helper()
+	res, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: name, Value: &value}})
+	require.NoError(t, err)
+	for _, r := range res {
+		require.NoError(t, r.Err, r.ErrMessage)
+	}
+}
+
+// producer pushes 10 KiB records to "q", one per pace or as fast as the
+// broker takes them, and counts the acknowledged bytes.
+type producer struct {
+	cl     *kgo.Client
+	acked  atomic.Int64
+	failed atomic.Int64
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func startProducer(t *testing.T, b *Broker, clientID string, pace time.Duration) *producer {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &producer{stop: cancel, done: make(chan struct{})}
+	p.cl = newClient(t, b, kgo.ClientID(clientID), kgo.DefaultProduceTopic("q"),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedBytes(8<<20), kgo.ProducerBatchMaxBytes(128<<10))
+	val := make([]byte, 10<<10)
+	rand.Read(val)
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(max(pace, time.Microsecond))
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			if pace > 0 {
+				<-tick.C
+			}
+			p.cl.Produce(ctx, &kgo.Record{Value: val}, func(r *kgo.Record, err error) {
+				if err == nil {
+					p.acked.Add(int64(len(r.Value)))
+				} else if ctx.Err() == nil {
+					p.failed.Add(1)
+				}
+			})
+		}
+	}()
+	t.Cleanup(func() { p.stop(); <-p.done })
+	return p
+}
+
+// rate measures the bytes/s acknowledged to each producer over d.
+func rates(d time.Duration, ps ...*producer) []float64 {
+	start := make([]int64, len(ps))
+	for i, p := range ps {
+		start[i] = p.acked.Load()
+	}
+	began := time.Now()
+	time.Sleep(d)
+	took := time.Since(began).Seconds()
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		out[i] = float64(p.acked.Load()-start[i]) / took
+	}
+	return out
+}
+
+// TestProducerQuotaHoldsRate: with a 10 MB/s producer quota, a franz-go
+// producer pushing as fast as it can stays within 5% of the quota over
+// 10 s (Kafka's quota system test), after spending its one-second burst.
+func TestProducerQuotaHoldsRate(t *testing.T) {
+	t.Parallel()
+	b, adm := quotaBroker(t)
+	const quota = 10e6
+	setQuota(t, adm, qEntity(sp("client-id"), sp("fast")), map[string]float64{"producer_byte_rate": quota})
+	p := startProducer(t, b, "fast", 0)
+	time.Sleep(2 * time.Second) // the burst (one second of the rate) is spent
+	got := rates(10*time.Second, p)[0]
+	t.Logf("%.0f B/s", got)
+	require.InDelta(t, quota, got, 0.05*quota, "measured %.0f B/s", got)
+	require.Zero(t, p.failed.Load(), "throttling never fails a record")
+}
+
+// TestQuotaNoisyAndQuiet: the noisy client is held to its client-id
+// quota while the quiet one keeps its full rate; then a broker-wide limit
+// caps the sum of both.
+func TestQuotaNoisyAndQuiet(t *testing.T) {
+	t.Parallel()
+	b, adm := quotaBroker(t)
+	const noisyQuota = 2e6
+	setQuota(t, adm, qEntity(sp("client-id"), sp("noisy")), map[string]float64{"producer_byte_rate": noisyQuota})
+	quiet := startProducer(t, b, "quiet", 10*time.Millisecond) // about 1 MB/s
+	solo := rates(3*time.Second, quiet)[0]
+	noisy := startProducer(t, b, "noisy", 0)
+	time.Sleep(2 * time.Second) // noisy spends its burst
+	r := rates(5*time.Second, noisy, quiet)
+	t.Logf("alone quiet %.0f B/s; together noisy %.0f, quiet %.0f", solo, r[0], r[1])
+	require.InDelta(t, noisyQuota, r[0], 0.1*noisyQuota, "noisy client held to its quota")
+	require.InDelta(t, solo, r[1], 0.1*solo, "quiet client keeps its rate (%.0f B/s alone)", solo)
+
+	// A broker-wide cap below the sum both push.
+	const cap = 2e6
+	require.Greater(t, r[0]+r[1], cap*1.2)
+	setBrokerConfig(t, adm, "broker.producer.byte.rate", fmt.Sprint(int64(cap)))
+	time.Sleep(2 * time.Second)
+	r = rates(5*time.Second, noisy, quiet)
+	t.Logf("capped: noisy %.0f, quiet %.0f", r[0], r[1])
+	require.InDelta(t, cap, r[0]+r[1], 0.1*cap, "the sum is capped: %v", r)
+	require.Zero(t, noisy.failed.Load()+quiet.failed.Load())
+}
+
+// throttles counts the throttles a client is told of.
+type throttles struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *throttles) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *throttles) count() int { h.mu.Lock(); defer h.mu.Unlock(); return h.n }
+
+// TestQuotaBurstAfterIdle: a client idle for a while gets its burst at
+// full speed (no throttle at all), then the steady rate.
+func TestQuotaBurstAfterIdle(t *testing.T) {
+	t.Parallel()
+	b, adm := quotaBroker(t)
+	const rate, burst = 2e6, 8e6
+	setQuota(t, adm, qEntity(sp("client-id"), sp("bursty")), map[string]float64{"producer_byte_rate": rate, "producer_byte_rate_burst": burst})
+	var th throttles
+	cl := newClient(t, b, kgo.ClientID("bursty"), kgo.DefaultProduceTopic("q"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.WithHooks(&th))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	val := make([]byte, 100<<10)
+	rand.Read(val)
+	send := func(bytes int) {
+		var recs []*kgo.Record
+		for n := 0; n < bytes; n += len(val) {
+			recs = append(recs, &kgo.Record{Value: val})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	}
+	send(7e6) // within the burst (plus what accrues meanwhile)
+	require.Zero(t, th.count(), "the burst is not throttled")
+
+	send(1e6) // empties the bucket
+	began := time.Now()
+	send(6e6)
+	got := 6e6 / time.Since(began).Seconds()
+	require.Positive(t, th.count(), "past the burst the client is throttled")
+	require.InDelta(t, rate, got, 0.15*rate, "then the steady rate: %.0f B/s", got)
+}
