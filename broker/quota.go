@@ -288,7 +288,7 @@ func (q *quotaManager) charge(now time.Time, limits []quotaLimit) (rejected bool
 		if !l.reject {
 			continue
 		}
-		if ok, w := bs[i].canTake(now, l.n); !ok {
+		if ok, w := bs[i].canTake(now); !ok {
 			rejected, wait = true, max(wait, w)
 		}
 	}
@@ -356,19 +356,6 @@ func (q *quotaManager) sweepLocked(now time.Time) {
 			delete(q.buckets, k)
 		}
 	}
-}
-
-// canTake reports whether TryTake would pass, spending nothing.
-func (b *tokenBucket) canTake(now time.Time, n float64) (bool, time.Duration) {
-	if b.unlimited() {
-		return true, 0
-	}
-	b.refill(now)
-	need := min(n, b.burst)
-	if b.tokens < need {
-		return false, b.wait(need)
-	}
-	return true, 0
 }
 
 // validateQuotaEntity checks an AlterClientQuotas entity as Kafka's

@@ -68,20 +68,28 @@ func (b *tokenBucket) Take(now time.Time, n float64) time.Duration {
 	return b.wait(0)
 }
 
-// TryTake spends n tokens only if the bucket holds them (reject mode). A
-// request larger than the burst passes when the bucket is full, so it is
-// not refused forever. When refused, nothing is spent and the duration
-// says when to retry.
+// TryTake spends n tokens unless the bucket is in debt (reject mode, as
+// Kafka's strict controller mutation quota: a request is refused only
+// once the quota is already exceeded, so one larger than the burst is
+// not refused forever). When refused, nothing is spent and the duration
+// says when the debt is paid and a retry can pass.
 func (b *tokenBucket) TryTake(now time.Time, n float64) (bool, time.Duration) {
+	if ok, w := b.canTake(now); !ok {
+		return false, w
+	}
+	b.tokens -= n
+	return true, 0
+}
+
+// canTake reports whether TryTake would pass, spending nothing.
+func (b *tokenBucket) canTake(now time.Time) (bool, time.Duration) {
 	if b.unlimited() {
 		return true, 0
 	}
 	b.refill(now)
-	need := min(n, b.burst)
-	if b.tokens < need {
-		return false, b.wait(need)
+	if b.tokens < 0 {
+		return false, b.wait(0)
 	}
-	b.tokens -= n
 	return true, 0
 }
 

@@ -21,21 +21,20 @@ func TestTokenBucket(t *testing.T) {
 	require.Zero(t, b.Take(at(10_000), 50))
 	require.Equal(t, 10*time.Millisecond, b.Take(at(10_000), 1))
 
-	// Reject mode: refused without spending; a request above the burst
-	// passes only from a full bucket.
+	// Reject mode: refused, without spending, only while in debt.
 	r := newTokenBucket(10, 0, t0) // burst: one second = 10
 	ok, _ := r.TryTake(t0, 8)
 	require.True(t, ok)
-	ok, wait := r.TryTake(t0, 5)
+	ok, _ = r.TryTake(t0, 5)
+	require.True(t, ok, "not in debt yet")
+	ok, wait := r.TryTake(t0, 1)
 	require.False(t, ok)
 	require.Equal(t, 300*time.Millisecond, wait)
-	ok, _ = r.TryTake(at(300), 5)
-	require.True(t, ok)
-	ok, wait = r.TryTake(at(300), 30)
+	ok, _ = r.TryTake(at(300), 30)
+	require.True(t, ok, "larger than the burst, from a bucket out of debt")
+	ok, wait = r.TryTake(at(300), 1)
 	require.False(t, ok)
-	require.Equal(t, time.Second, wait)
-	ok, _ = r.TryTake(at(1300), 30)
-	require.True(t, ok)
+	require.Equal(t, 3*time.Second, wait)
 
 	// Grant hands out whole tokens; Refund returns unused ones.
 	g := newTokenBucket(5, 5, t0)
