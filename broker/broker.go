@@ -222,11 +222,21 @@ func (b *Broker) acceptLoop() {
 			continue
 		}
 		delay = 0
+		// Connection limits (quota_accept.go): wait for a slot under
+		// max.connections; refused ones are closed.
+		if !b.waitConnSlot() {
+			nc.Close()
+			return
+		}
+		if !b.admitConn(nc) {
+			continue
+		}
 		c := newConn(b, nc)
 		b.conns.Lock()
 		if b.ctx.Err() != nil {
 			b.conns.Unlock()
 			nc.Close()
+			b.connReleased(c)
 			return
 		}
 		b.conns.m[c] = struct{}{}
@@ -241,6 +251,7 @@ func (b *Broker) removeConn(c *conn) {
 	b.conns.Lock()
 	delete(b.conns.m, c)
 	b.conns.Unlock()
+	b.connReleased(c) // connection limits (quota_accept.go)
 }
 
 // Close shuts down gracefully: stop accepting, let every connection

@@ -156,10 +156,12 @@ type quotaManager struct {
 	mu        sync.Mutex
 	buckets   map[string]*tokenBucket
 	lastSweep time.Time
+
+	conns *connCounts // open connections, for the connection limits (quota_accept.go)
 }
 
 func newQuotaManager(db *badger.DB) (*quotaManager, error) {
-	q := &quotaManager{configs: map[quotaEntity]map[string]float64{}, buckets: map[string]*tokenBucket{}}
+	q := &quotaManager{configs: map[quotaEntity]map[string]float64{}, buckets: map[string]*tokenBucket{}, conns: newConnCounts()}
 	err := db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixClientQuota), PrefetchValues: true})
 		defer it.Close()
