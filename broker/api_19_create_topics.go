@@ -87,7 +87,15 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		default:
 			var t *topic
 			var partitions int32
+			// controller_mutation_rate (quota_mutation.go): refused while
+			// over it in reject mode (v6+), else charged once created.
+			if err = c.mutationAllowed(req.Version >= 6, req.ValidateOnly); err != nil {
+				break
+			}
 			t, partitions, err = b.createTopicFromRequest(rt, req.ValidateOnly)
+			if err == nil && !req.ValidateOnly {
+				c.mutationCharge(req.Version >= 6, int(partitions))
+			}
 			if err == nil {
 				st.NumPartitions = partitions
 				st.ReplicationFactor = 1

@@ -78,7 +78,15 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			if t != nil {
 				name := t.name
 				st.Topic, st.TopicID = &name, t.id
+				// controller_mutation_rate (quota_mutation.go), v5+ may refuse.
+				if err = c.mutationAllowed(req.Version >= 5, false); err != nil {
+					break
+				}
+				parts, _ := b.topics.snapshot(t)
 				err = b.deleteTopic(t)
+				if err == nil {
+					c.mutationCharge(req.Version >= 5, len(parts))
+				}
 				if err == nil {
 					// Committed offsets and share-group state of the
 					// topic go with it, so a re-created topic of the same

@@ -63,7 +63,19 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 		case total > maxPartitionsPerRequest:
 			err = refuse(errPolicyViolation, "Excessively large number of partitions per request.")
 		default:
+			// controller_mutation_rate (quota_mutation.go), v3+ may refuse.
+			if err = c.mutationAllowed(req.Version >= 3, req.ValidateOnly); err != nil {
+				break
+			}
+			before := 0
+			if t := b.topics.get(rt.Topic); t != nil {
+				parts, _ := b.topics.snapshot(t)
+				before = len(parts)
+			}
 			err = b.createPartitions(rt, req.ValidateOnly)
+			if err == nil && !req.ValidateOnly {
+				c.mutationCharge(req.Version >= 3, int(rt.Count)-before)
+			}
 		}
 		st.ErrorCode = errorCode(err)
 		st.ErrorMessage = errorMessage(err)

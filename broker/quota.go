@@ -297,12 +297,28 @@ func (q *quotaManager) charge(now time.Time, limits []quotaLimit) (rejected bool
 	if rejected {
 		return true, wait
 	}
+	return false, takeAll(now, limits, bs)
+}
+
+// take charges every limit without refusing (a use already done) and
+// returns the throttle owed to the throttle-mode ones.
+func (q *quotaManager) take(now time.Time, limits []quotaLimit) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	bs := make([]*tokenBucket, len(limits))
+	for i, l := range limits {
+		bs[i] = q.bucketLocked(now, l.key, l.rate, l.burst)
+	}
+	return takeAll(now, limits, bs)
+}
+
+func takeAll(now time.Time, limits []quotaLimit, bs []*tokenBucket) (wait time.Duration) {
 	for i, l := range limits {
 		if w := bs[i].Take(now, l.n); !l.reject {
 			wait = max(wait, w)
 		}
 	}
-	return false, wait
+	return wait
 }
 
 // debt returns how long until every throttle-mode limit's bucket is out

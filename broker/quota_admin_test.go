@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -121,4 +122,35 @@ func TestClientQuotasBadInput(t *testing.T) {
 	require.Equal(t, kerr.InvalidRequest.Code, describe(comp("user", 1, sp("x"))), "default match with a name")
 	require.Equal(t, kerr.InvalidRequest.Code, describe(comp("user", 2, nil), comp("user", 2, nil)), "type twice")
 	require.Equal(t, kerr.InvalidRequest.Code, describe(comp("ip", 2, nil), comp("user", 2, nil)), "ip with user")
+}
+
+// TestControllerMutationQuota: in reject mode, topic creations and
+// deletions beyond controller_mutation_rate get THROTTLING_QUOTA_EXCEEDED
+// with a throttle time, until the partitions' debt is paid.
+func TestControllerMutationQuota(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.ClientID("ops"))
+	adm := kadm.NewClient(cl)
+	setQuota(t, adm, qEntity(sp("client-id"), sp("ops")), map[string]float64{"controller_mutation_rate": 10, "quota_mode": 1})
+
+	r, err := adm.CreateTopic(ctx, 15, 1, nil, "m1") // within the burst, then 5 partitions of debt
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "m2", 1, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, kerr.ThrottlingQuotaExceeded.Code, resp.Topics[0].ErrorCode)
+	require.Positive(t, resp.ThrottleMillis)
+	require.Nil(t, b.topics.get("m2"), "refused: not created")
+
+	time.Sleep(time.Duration(resp.ThrottleMillis) * time.Millisecond)
+	resp, err = req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].ErrorCode, "allowed again once the debt is paid")
 }

@@ -23,7 +23,10 @@ type connQuota struct {
 	ip string
 	// throttle is the back-off owed for the request being handled: the
 	// largest of its quotas' throttle times.
-	throttle   time.Duration
+	throttle time.Duration
+	// hint is a throttle time for the response of a request refused in
+	// reject mode: the client is told when to retry, but not muted.
+	hint       time.Duration
 	mutedUntil time.Time
 }
 
@@ -63,7 +66,7 @@ func (b *Broker) topicLimit(out []quotaLimit, topic, name string, n float64) []q
 // before a request is handled. ApiVersions is exempt, so a client can
 // always negotiate.
 func (c *conn) quotaBeforeRequest(key int16, now time.Time) {
-	c.quota.throttle = 0
+	c.quota.throttle, c.quota.hint = 0, 0
 	if key == 18 {
 		return
 	}
@@ -80,7 +83,7 @@ func (c *conn) quotaAfterRequest(key int16, resp kmsg.Response, took time.Durati
 		limits := c.b.quotas.clientLimits(nil, qRequestPercentage, c.ident(), took.Seconds()*100)
 		c.quota.owe(c.b.chargeThrottleOnly(now, limits))
 	}
-	d := c.quota.throttle
+	d := max(c.quota.throttle, c.quota.hint)
 	if d <= 0 {
 		return
 	}
@@ -91,7 +94,9 @@ func (c *conn) quotaAfterRequest(key int16, resp kmsg.Response, took time.Durati
 		}
 		tr.SetThrottle(max(cur, throttleMillis(d)))
 	}
-	c.quota.mutedUntil = now.Add(d)
+	if c.quota.throttle > 0 {
+		c.quota.mutedUntil = now.Add(c.quota.throttle)
+	}
 }
 
 func (b *Broker) chargeThrottleOnly(now time.Time, limits []quotaLimit) time.Duration {
