@@ -203,10 +203,11 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			}
 		})
 	}()
+	maxBytes := req.MaxBytes // capped by consumer quotas below
 	read := func() (int, bool) {
 		var total int
 		var anyErr bool
-		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, req.MaxBytes)
+		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, maxBytes)
 		return total, anyErr
 	}
 
@@ -215,7 +216,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	var wake chan struct{}
 	// Over its consumer quotas, a fetch is answered at once with no
 	// records (quota_conn.go); otherwise what it returns is charged.
-	held := c.fetchQuotaHold(items, resp)
+	held := c.fetchQuotaHold(items, resp, &maxBytes)
 	if held {
 		fetchHeld(items, parts)
 	} else {

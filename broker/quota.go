@@ -321,23 +321,31 @@ func takeAll(now time.Time, limits []quotaLimit, bs []*tokenBucket) (wait time.D
 	return wait
 }
 
-// debt returns how long until every throttle-mode limit's bucket is out
-// of debt, and whether a reject-mode one is (nothing is charged).
+// debt returns how long until every limit's bucket is out of debt, and
+// whether a reject-mode one is in debt (nothing is charged).
 func (q *quotaManager) debt(now time.Time, limits []quotaLimit) (rejected bool, wait time.Duration) {
+	rejected, wait, _ = q.available(now, limits)
+	return rejected, wait
+}
+
+// available is debt plus the fewest tokens any of the buckets holds.
+func (q *quotaManager) available(now time.Time, limits []quotaLimit) (rejected bool, wait time.Duration, tokens float64) {
+	tokens = math.Inf(1)
 	if len(limits) == 0 {
-		return false, 0
+		return false, 0, tokens
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, l := range limits {
 		b := q.bucketLocked(now, l.key, l.rate, l.burst)
 		b.refill(now)
+		tokens = min(tokens, b.tokens)
 		if w := b.wait(0); w > 0 {
 			wait = max(wait, w)
 			rejected = rejected || l.reject
 		}
 	}
-	return rejected, wait
+	return rejected, wait, tokens
 }
 
 func (q *quotaManager) bucketLocked(now time.Time, key string, rate, burst float64) *tokenBucket {

@@ -170,21 +170,27 @@ func (c *conn) produceQuota(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 }
 
 // fetchQuotaHold reports whether a fetch must be answered at once with no
-// records because its consumer_byte_rate quotas are spent: a
+// records because its consumer_byte_rate quotas are spent, and otherwise
+// caps maxBytes to the bytes they allow (the first batch still always
+// comes whole, KIP-74), so consumers sharing a limit overshoot it by at
+// most a batch each. Spent means a
 // throttle-mode bucket still in debt (the response is throttled and the
 // connection muted for the rest), or a reject-mode one (the response's
 // throttle time says when to come back; no error, since every client
 // treats a partition error of a fetch as a reason to refresh metadata).
 // As in Kafka, a fetch over the quota returns no data rather than
 // refusing.
-func (c *conn) fetchQuotaHold(items []*fetchItem, resp *kmsg.FetchResponse) bool {
+func (c *conn) fetchQuotaHold(items []*fetchItem, resp *kmsg.FetchResponse, maxBytes *int32) bool {
 	limits := c.fetchLimits(items, nil)
 	if len(limits) == 0 {
 		return false
 	}
-	rejected, wait := c.b.quotas.debt(time.Now(), limits)
+	rejected, wait, tokens := c.b.quotas.available(time.Now(), limits)
 	switch {
 	case wait <= 0:
+		if tokens < float64(*maxBytes) {
+			*maxBytes = int32(max(tokens, 1))
+		}
 		return false
 	case rejected:
 		resp.ThrottleMillis = throttleMillis(wait)

@@ -288,3 +288,57 @@ func TestQuotaRejectMode(t *testing.T) {
 		require.Equal(t, 1, v, "record %s", k)
 	}
 }
+
+// TestConsumerQuotaHoldsRate: a consumer fetching as fast as it can is
+// held to its consumer_byte_rate, and a topic's consumer.byte.rate caps
+// every consumer of the topic together.
+func TestConsumerQuotaHoldsRate(t *testing.T) {
+	t.Parallel()
+	b, adm := quotaBroker(t)
+	p := startProducer(t, b, "filler", 0)
+	for p.acked.Load() < 14e6 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.stop()
+	const quota = 2e6
+	setQuota(t, adm, qEntity(sp("client-id"), sp("reader")), map[string]float64{"consumer_byte_rate": quota})
+	consume := func(clientID string) *atomic.Int64 {
+		var got atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		cl := newClient(t, b, kgo.ClientID(clientID), kgo.ConsumeTopics("q"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got.Add(int64(len(r.Value))) })
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		return &got
+	}
+	measure := func(got ...*atomic.Int64) float64 {
+		time.Sleep(2 * time.Second) // past the burst
+		sum := func() (n int64) {
+			for _, g := range got {
+				n += g.Load()
+			}
+			return n
+		}
+		from, began := sum(), time.Now()
+		time.Sleep(4 * time.Second)
+		return float64(sum()-from) / time.Since(began).Seconds()
+	}
+	reader := consume("reader")
+	r := measure(reader)
+	t.Logf("reader: %.0f B/s", r)
+	require.InDelta(t, quota, r, 0.1*quota)
+
+	const topicCap = 1e6
+	cfg := kadm.AlterConfig{Name: "consumer.byte.rate", Value: kmsg.StringPtr(fmt.Sprint(int64(topicCap)))}
+	res, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{cfg}, "q")
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	r = measure(reader, consume("other"))
+	t.Logf("both under the topic cap: %.0f B/s", r)
+	require.InDelta(t, topicCap, r, 0.1*topicCap)
+}
