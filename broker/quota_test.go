@@ -342,3 +342,42 @@ func TestConsumerQuotaHoldsRate(t *testing.T) {
 	t.Logf("both under the topic cap: %.0f B/s", r)
 	require.InDelta(t, topicCap, r, 0.1*topicCap)
 }
+
+// TestRequestQuotas: request_rate holds a client to its requests per
+// second (the connection is muted, the client told through
+// ThrottleTimeMs); request_percentage throttles a client whose requests
+// use more handler time than its share.
+func TestRequestQuotas(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	adm := kadm.NewClient(newClient(t, b))
+	setQuota(t, adm, qEntity(sp("client-id"), sp("chatty")), map[string]float64{"request_rate": 20})
+	setQuota(t, adm, qEntity(sp("client-id"), sp("busy")), map[string]float64{"request_percentage": 0.5})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	metadata := func(cl *kgo.Client, n int) {
+		for i := 0; i < n; i++ {
+			_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+			require.NoError(t, err)
+		}
+	}
+
+	var th throttles
+	chatty := newClient(t, b, kgo.ClientID("chatty"), kgo.WithHooks(&th))
+	metadata(chatty, 25) // the burst (one second: 20) and a few more
+	began := time.Now()
+	metadata(chatty, 40)
+	got := 40 / time.Since(began).Seconds()
+	t.Logf("chatty: %.1f requests/s", got)
+	require.InDelta(t, 20, got, 3)
+	require.Positive(t, th.count())
+
+	// 0.5% of a thread: 5ms of handling per second, spent by some
+	// thousands of Metadata requests.
+	var busyTh throttles
+	busy := newClient(t, b, kgo.ClientID("busy"), kgo.WithHooks(&busyTh))
+	for deadline := time.Now().Add(15 * time.Second); busyTh.count() == 0 && time.Now().Before(deadline); {
+		metadata(busy, 10)
+	}
+	require.Positive(t, busyTh.count(), "throttled once its handler time is spent")
+}
