@@ -50,6 +50,13 @@
 //     shareSession.mu one share session; sharePart.mu one share-partition
 //     (several only in key order) and may do its badger writes.
 //
+//   - Quotas (quota.go): quotaManager.writeMu serialises AlterClientQuotas
+//     and may do its badger write; quotaManager.cfgMu guards the entity
+//     configs, quotaManager.mu the token buckets, connCounts.mu the open
+//     connection counts. The last three are leaves: held briefly, never
+//     during I/O, and nothing else is taken under them. A connection's
+//     connQuota belongs to its reader goroutine.
+//
 // Order: adminMu → topicRegistry.mu → partition.mu. fetchSession.mu may be
 // held while taking topicRegistry.mu and partition.mu, never the reverse.
 // group.mu → groupCoordinator.mu → Broker.dyn / topicRegistry.mu.
