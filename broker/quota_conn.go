@@ -54,8 +54,10 @@ func (b *Broker) topicLimit(out []quotaLimit, topic, name string, n float64) []q
 	if t == nil {
 		return out
 	}
-	_, cfgs := b.topics.snapshot(t)
-	v, _ := b.topicConfigValue(cfgs, name)
+	// No broker default stands behind these configs: the override or 0.
+	b.topics.mu.RLock()
+	v := t.configs[name]
+	b.topics.mu.RUnlock()
 	if rate := parseInt(v, 0); rate > 0 {
 		out = append(out, quotaLimit{key: "t|" + name + "|" + topic, rate: float64(rate), n: n})
 	}
