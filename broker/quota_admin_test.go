@@ -122,6 +122,19 @@ func TestClientQuotasBadInput(t *testing.T) {
 	require.Equal(t, kerr.InvalidRequest.Code, describe(comp("user", 1, sp("x"))), "default match with a name")
 	require.Equal(t, kerr.InvalidRequest.Code, describe(comp("user", 2, nil), comp("user", 2, nil)), "type twice")
 	require.Equal(t, kerr.InvalidRequest.Code, describe(comp("ip", 2, nil), comp("user", 2, nil)), "ip with user")
+
+	// The broker-wide and topic rate configs: INVALID_REQUEST on the
+	// BROKER resource, INVALID_CONFIG on a topic, as for every config.
+	for _, kv := range [][2]string{{"broker.producer.byte.rate", "-1"}, {"broker.request.rate.burst", "x"}, {"max.connections.per.ip", "-2"}} {
+		br, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: kv[0], Value: sp(kv[1])}})
+		require.NoError(t, err)
+		require.ErrorIs(t, br[0].Err, kerr.InvalidRequest, kv[0])
+	}
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "bq")
+	require.NoError(t, err)
+	tr, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "producer.byte.rate", Value: sp("-5")}}, "bq")
+	require.NoError(t, err)
+	require.ErrorIs(t, tr[0].Err, kerr.InvalidConfig)
 }
 
 // TestControllerMutationQuota: in reject mode, topic creations and
