@@ -16,20 +16,22 @@ package broker
 // reject). As a Shoal extension the ip entity also takes the byte and
 // request rates.
 //
-// Resolution, per key, as Kafka's ClientQuotaManager: for user/client-id
-// the first entity that sets the key among (u, c), (u, default client),
-// (u), (default user, c), (default user, default client), (default
-// user), (c), (default client); for ip, (ip) then (default ip). The
-// matched entity, its default names replaced by the connection's own,
-// names the token bucket: a default client-id quota gives each client-id
-// its own bucket. The burst and quota_mode come from the same entity.
+// Resolution, per key and per entity kind, the specific name before the
+// default as in Kafka: user+client-id takes the first entity setting the
+// key among (u, c), (u, default client), (default user, c), (default
+// user, default client); user among (u), (default user); client-id among
+// (c), (default client); ip among (ip), (default ip). The matched entity,
+// its default names replaced by the connection's own, names the token
+// bucket: a default client-id quota gives each client-id its own bucket.
+// The burst and quota_mode come from the same entity.
 //
-// Composition: every applicable scope has its own bucket — the
-// user/client-id one above, the ip one, the broker-wide one
-// (broker.producer.byte.rate, broker.consumer.byte.rate,
-// broker.request.rate), and per topic (topic configs producer.byte.rate,
-// consumer.byte.rate) — and a request is charged to all of them, so the
-// tightest limit decides. In throttle mode a request is always accepted
+// Composition (issue 6, where Kafka instead applies only the most
+// specific of its eight user/client-id entities): every applicable scope
+// has its own bucket — the user+client-id, user, client-id and ip ones
+// above, the broker-wide one (broker.producer.byte.rate,
+// broker.consumer.byte.rate, broker.request.rate), and per topic (topic
+// configs producer.byte.rate, consumer.byte.rate) — and a request is
+// charged to all of them, so the tightest limit decides. In throttle mode a request is always accepted
 // and the response's ThrottleTimeMs (with the connection muted as long)
 // pays back the debt; in reject mode a request that the bucket cannot
 // cover is refused before anything is done (see quotaRejectCode and the
@@ -205,8 +207,8 @@ func remoteIP(nc net.Conn) string {
 	return host
 }
 
-// lookup returns the entity config that sets key among candidates, in
-// order, with the bucket name for it.
+// lookupLocked returns the entity config that sets key among candidates,
+// in order, with the bucket name for it.
 func (q *quotaManager) lookupLocked(key string, candidates []quotaEntity, id clientIdent) (map[string]float64, string, bool) {
 	for _, e := range candidates {
 		m := q.configs[e]
@@ -250,18 +252,17 @@ func (q *quotaManager) clientLimits(out []quotaLimit, key string, id clientIdent
 	u, du := &quotaPart{name: id.user}, &quotaPart{def: true}
 	c, dc := &quotaPart{name: id.clientID}, &quotaPart{def: true}
 	ip, dip := &quotaPart{name: id.ip}, &quotaPart{def: true}
+	families := [][]quotaEntity{{entityOf(nil, nil, ip), entityOf(nil, nil, dip)}}
 	if quotaRates[key].client {
-		family := []quotaEntity{
-			entityOf(u, c, nil), entityOf(u, dc, nil), entityOf(u, nil, nil),
-			entityOf(du, c, nil), entityOf(du, dc, nil), entityOf(du, nil, nil),
-			entityOf(nil, c, nil), entityOf(nil, dc, nil),
-		}
-		if m, name, ok := q.lookupLocked(key, family, id); ok {
-			out = append(out, entityLimit(m, key, "c|"+key+"|"+name, n))
-		}
+		families = append(families,
+			[]quotaEntity{entityOf(u, c, nil), entityOf(u, dc, nil), entityOf(du, c, nil), entityOf(du, dc, nil)},
+			[]quotaEntity{entityOf(u, nil, nil), entityOf(du, nil, nil)},
+			[]quotaEntity{entityOf(nil, c, nil), entityOf(nil, dc, nil)})
 	}
-	if m, name, ok := q.lookupLocked(key, []quotaEntity{entityOf(nil, nil, ip), entityOf(nil, nil, dip)}, id); ok {
-		out = append(out, entityLimit(m, key, "i|"+key+"|"+name, n))
+	for _, family := range families {
+		if m, name, ok := q.lookupLocked(key, family, id); ok {
+			out = append(out, entityLimit(m, key, key+"|"+name, n))
+		}
 	}
 	return out
 }
