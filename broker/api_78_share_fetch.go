@@ -278,6 +278,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		p.requiresUpdate = code != 0
 	}
 	out.build(resp)
+	c.shareFetchQuotaCharge(resp) // consumer byte quotas (quota_conn.go)
 	return resp
 }
 

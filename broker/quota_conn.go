@@ -219,6 +219,28 @@ func (c *conn) fetchQuotaCharge(items []*fetchItem) {
 	c.quota.owe(wait)
 }
 
+// shareFetchQuotaCharge charges the records a ShareFetch returns to the
+// same consumer byte quotas as Fetch, as Kafka does; they throttle it
+// (reject mode too: the records are already acquired).
+func (c *conn) shareFetchQuotaCharge(resp *kmsg.ShareFetchResponse) {
+	var items []*fetchItem
+	sizes := map[string]int{}
+	for _, rt := range resp.Topics {
+		t := c.b.topics.getID(rt.TopicID)
+		if t == nil {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			sizes[t.name] += len(rp.Records)
+		}
+		items = append(items, &fetchItem{topic: t.name})
+	}
+	if len(items) == 0 {
+		return
+	}
+	c.quota.owe(c.b.chargeThrottleOnly(time.Now(), c.fetchLimits(items, sizes)))
+}
+
 // fetchLimits lists consumer_byte_rate (client, ip),
 // broker.consumer.byte.rate and each topic's consumer.byte.rate, costing
 // sizes (nil: zero, for a debt check).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -56,4 +57,27 @@ func TestShareDeliveryRateLimit(t *testing.T) {
 	measured := float64(slowGot.Load()-from) / time.Since(began).Seconds()
 	t.Logf("slow group: %.0f records/s", measured)
 	require.InDelta(t, rate, measured, 0.1*rate)
+}
+
+// TestShareFetchConsumerQuota: ShareFetch is charged to the consumer byte
+// quotas like Fetch: a share consumer over its consumer_byte_rate is
+// throttled, and still gets every record.
+func TestShareFetchConsumerQuota(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	const n = 500
+	produceValues(t, b, "sq", n)
+	setShareGroupConfigs(t, b, "g", "share.auto.offset.reset", "earliest")
+	setQuota(t, kadm.NewClient(newClient(t, b)), qEntity(sp("client-id"), sp("sharer")), map[string]float64{"consumer_byte_rate": 4000})
+	var th throttles
+	cl := newShareClient(t, b, "g", kgo.ConsumeTopics("sq"), kgo.ClientID("sharer"), kgo.WithHooks(&th))
+	got := 0
+	for deadline := time.Now().Add(30 * time.Second); got < n && time.Now().Before(deadline); {
+		for _, r := range pollShare(t, cl, 5*time.Second) {
+			r.Ack(kgo.AckAccept)
+			got++
+		}
+	}
+	require.Equal(t, n, got)
+	require.Positive(t, th.count())
 }
