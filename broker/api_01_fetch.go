@@ -250,6 +250,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			break
 		}
 		t := time.NewTimer(left)
+		parked := time.Now() // not handler time for request_percentage
 		select {
 		case <-wake:
 			t.Stop()
@@ -258,6 +259,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			t.Stop()
 			maxWait = 0
 		}
+		c.quota.parkedSince(parked)
 		if time.Now().After(deadline) {
 			read()
 			break

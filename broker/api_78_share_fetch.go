@@ -247,6 +247,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 				left = min(left, rateWait) // poll again when the rate limit allows
 			}
 			tm := time.NewTimer(left)
+			parked := time.Now() // not handler time for request_percentage
 			select {
 			case <-wake:
 				tm.Stop()
@@ -255,6 +256,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 				tm.Stop()
 				break poll
 			}
+			c.quota.parkedSince(parked)
 		}
 	}
 

@@ -28,9 +28,16 @@ type connQuota struct {
 	// reject mode: the client is told when to retry, but not muted.
 	hint       time.Duration
 	mutedUntil time.Time
+	// parked is how long the request being handled waited in a long
+	// poll: not handler time for request_percentage (Kafka parks such
+	// requests in purgatory, off its threads).
+	parked time.Duration
 }
 
 func (q *connQuota) owe(d time.Duration) { q.throttle = max(q.throttle, d) }
+
+// parkedSince records a long-poll wait that began at t.
+func (q *connQuota) parkedSince(t time.Time) { q.parked += time.Since(t) }
 
 // brokerLimit is a broker-wide limit from the dynamic broker configs
 // (name and name.burst; 0 or unset: unlimited).
@@ -68,7 +75,7 @@ func (b *Broker) topicLimit(out []quotaLimit, topic, name string, n float64) []q
 // before a request is handled. ApiVersions is exempt, so a client can
 // always negotiate.
 func (c *conn) quotaBeforeRequest(key int16, now time.Time) {
-	c.quota.throttle, c.quota.hint = 0, 0
+	c.quota.throttle, c.quota.hint, c.quota.parked = 0, 0, 0
 	if key == 18 {
 		return
 	}
@@ -78,11 +85,13 @@ func (c *conn) quotaBeforeRequest(key int16, now time.Time) {
 }
 
 // quotaAfterRequest charges request_percentage with the time the handler
-// took (Kafka: percent of one thread per second), then sets the
+// took, long-poll waits excepted (Kafka: percent of one thread per
+// second), then sets the
 // response's throttle time and mutes the connection for it.
 func (c *conn) quotaAfterRequest(key int16, resp kmsg.Response, took time.Duration, now time.Time) {
 	if key != 18 {
-		limits := c.b.quotas.clientLimits(nil, qRequestPercentage, c.ident(), took.Seconds()*100)
+		busy := max(took-c.quota.parked, 0)
+		limits := c.b.quotas.clientLimits(nil, qRequestPercentage, c.ident(), busy.Seconds()*100)
 		c.quota.owe(c.b.chargeThrottleOnly(now, limits))
 	}
 	d := max(c.quota.throttle, c.quota.hint)

@@ -383,4 +383,15 @@ func TestRequestQuotas(t *testing.T) {
 		metadata(busy, 10)
 	}
 	require.Positive(t, busyTh.count(), "throttled once its handler time is spent")
+
+	// Time a fetch spends long-polling is not handler time.
+	setQuota(t, adm, qEntity(sp("client-id"), sp("poller")), map[string]float64{"request_percentage": 0.5})
+	_, err := adm.CreateTopic(ctx, 1, 1, nil, "empty")
+	require.NoError(t, err)
+	var pollTh throttles
+	poller := newClient(t, b, kgo.ClientID("poller"), kgo.WithHooks(&pollTh), kgo.ConsumeTopics("empty"), kgo.FetchMaxWait(300*time.Millisecond))
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer pcancel()
+	poller.PollFetches(pctx)
+	require.Zero(t, pollTh.count())
 }
