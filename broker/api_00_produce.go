@@ -9,7 +9,10 @@ package broker
 // appended bytes are fsynced; the fsync is shared with every other
 // append that arrived meanwhile (see syncer). acks=0 gets no response
 // at all, as in Kafka. Errors are per partition; nothing in one
-// partition's failure affects another's.
+// partition's failure affects another's. Producer byte quotas
+// (quota_conn.go) throttle the response and the connection, or in
+// reject mode refuse the whole request with NOT_ENOUGH_REPLICAS before
+// anything is appended.
 //
 // Version notes: v3 is the first with RecordBatch v2 (magic 2) and the
 // oldest Kafka 4 serves; we store batches verbatim so older message

@@ -29,7 +29,9 @@ package broker
 // ValidateOnly runs every check and creates nothing. From v5 a successful
 // answer (validate-only too) carries the partition count, replication
 // factor 1 and every topic config with its value and source; failures
-// carry -1 for both counts and no configs.
+// carry -1 for both counts and no configs. The partitions created count
+// against the client's controller_mutation_rate (quota_mutation.go):
+// THROTTLING_QUOTA_EXCEEDED in reject mode from v6, else throttled.
 //
 // Version notes: v0 and v1 are gone from Kafka 4 and not served; v2 and
 // v3 are the same (v3 only means throttling after the response); v4

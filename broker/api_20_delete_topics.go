@@ -9,7 +9,9 @@ package broker
 // UNKNOWN_TOPIC_ID. A name or id given twice in one request gets
 // INVALID_REQUEST ("Duplicate topic name." / "Duplicate topic id."),
 // answered once, as Kafka does; so does a v6 entry with both a name and
-// an id, or neither.
+// an id, or neither. The partitions deleted count against the client's
+// controller_mutation_rate (quota_mutation.go): THROTTLING_QUOTA_EXCEEDED
+// in reject mode from v5, else throttled.
 //
 // Version notes: v0 is gone from Kafka 4 and not served; v1 adds
 // throttle time; v2 and v3 are the same (v2: throttling after the

@@ -19,7 +19,9 @@ package broker
 //   - more than 10000 new partitions in one request: POLICY_VIOLATION for
 //     every topic, as Kafka's controller answers.
 //
-// ValidateOnly checks and creates nothing.
+// ValidateOnly checks and creates nothing. The partitions added count
+// against the client's controller_mutation_rate (quota_mutation.go):
+// THROTTLING_QUOTA_EXCEEDED in reject mode from v3, else throttled.
 //
 // Version notes: v1 is the same as v0 (throttling after the response);
 // v2 is flexible; v3 is the same as v2.
