@@ -13,6 +13,9 @@ package broker
 // partition (long poll). Incremental fetch sessions follow KIP-227 (see
 // fetch_sessions.go). read_committed sees everything up to the high
 // watermark: without transactions the last stable offset equals it.
+// Consumer byte quotas (quota_conn.go) cap the bytes returned to what
+// they hold and throttle; spent, they make the fetch return no records
+// at once.
 //
 // Version notes: v4 is the first that can carry RecordBatch v2 and the
 // oldest Kafka 4 serves; v5 log start offset; v7 sessions; v9 current
