@@ -9,7 +9,10 @@ package broker
 // appended bytes are fsynced; the fsync is shared with every other
 // append that arrived meanwhile (see syncer). acks=0 gets no response
 // at all, as in Kafka. Errors are per partition; nothing in one
-// partition's failure affects another's.
+// partition's failure affects another's. Producer byte quotas
+// (quota_conn.go) throttle the response and the connection, or in
+// reject mode refuse the whole request with NOT_ENOUGH_REPLICAS before
+// anything is appended.
 //
 // Version notes: v3 is the first with RecordBatch v2 (magic 2) and the
 // oldest Kafka 4 serves; we store batches verbatim so older message
@@ -49,8 +52,13 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	}
 	var waits []waitFor
 	ackErr := int16(0)
+	var ackMsg *string
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = kerr.InvalidRequiredAcks.Code
+	} else {
+		// Client quotas (quota_conn.go): charged, or refused at once in
+		// reject mode before anything is appended.
+		ackErr, ackMsg = c.produceQuota(req, resp)
 	}
 	var tx *txn // a transactional produce holds its txn locked (txn.go)
 	if req.TransactionID != nil {
@@ -86,7 +94,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			}
 			switch {
 			case ackErr != 0:
-				sp.ErrorCode = ackErr
+				sp.ErrorCode, sp.ErrorMessage = ackErr, ackMsg
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case req.Acks == -1 && minISR > 1:

@@ -17,6 +17,9 @@ package broker
 // transactions (producer id, first offset) overlapping the returned range,
 // so clients drop aborted records; read_uncommitted reads to the high
 // watermark with no aborted list. Every answer reports the LSO.
+// Consumer byte quotas (quota_conn.go) cap the bytes returned to what
+// they hold and throttle; spent, they make the fetch return no records
+// at once.
 //
 // Version notes: v4 is the first that can carry RecordBatch v2 and the
 // oldest Kafka 4 serves; v5 log start offset; v7 sessions; v9 current
@@ -211,17 +214,26 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			}
 		})
 	}()
+	maxBytes := req.MaxBytes // capped by consumer quotas below
 	read := func() (int, bool) {
 		var total int
 		var anyErr bool
-		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, req.MaxBytes, req.IsolationLevel == 1)
+		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, maxBytes, req.IsolationLevel == 1)
 		return total, anyErr
 	}
 
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	deadline := now.Add(maxWait)
 	var wake chan struct{}
-	for {
+	// Over its consumer quotas, a fetch is answered at once with no
+	// records (quota_conn.go); otherwise what it returns is charged.
+	held := c.fetchQuotaHold(items, resp, &maxBytes)
+	if held {
+		fetchHeld(items, parts)
+	} else {
+		defer c.fetchQuotaCharge(items)
+	}
+	for !held {
 		total, anyErr := read()
 		if total >= int(req.MinBytes) || anyErr || maxWait <= 0 {
 			break
@@ -249,6 +261,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			break
 		}
 		t := time.NewTimer(left)
+		parked := time.Now() // not handler time for request_percentage
 		select {
 		case <-wake:
 			t.Stop()
@@ -257,6 +270,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			t.Stop()
 			maxWait = 0
 		}
+		c.quota.parkedSince(parked)
 		if time.Now().After(deadline) {
 			read()
 			break

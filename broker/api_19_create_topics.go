@@ -29,7 +29,9 @@ package broker
 // ValidateOnly runs every check and creates nothing. From v5 a successful
 // answer (validate-only too) carries the partition count, replication
 // factor 1 and every topic config with its value and source; failures
-// carry -1 for both counts and no configs.
+// carry -1 for both counts and no configs. The partitions created count
+// against the client's controller_mutation_rate (quota_mutation.go):
+// THROTTLING_QUOTA_EXCEEDED in reject mode from v6, else throttled.
 //
 // Version notes: v0 and v1 are gone from Kafka 4 and not served; v2 and
 // v3 are the same (v3 only means throttling after the response); v4
@@ -87,7 +89,15 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		default:
 			var t *topic
 			var partitions int32
+			// controller_mutation_rate (quota_mutation.go): refused while
+			// over it in reject mode (v6+), else charged once created.
+			if err = c.mutationAllowed(req.Version >= 6, req.ValidateOnly); err != nil {
+				break
+			}
 			t, partitions, err = b.createTopicFromRequest(rt, req.ValidateOnly)
+			if err == nil && !req.ValidateOnly {
+				c.mutationCharge(req.Version >= 6, int(partitions))
+			}
 			if err == nil {
 				st.NumPartitions = partitions
 				st.ReplicationFactor = 1

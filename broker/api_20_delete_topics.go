@@ -9,7 +9,9 @@ package broker
 // UNKNOWN_TOPIC_ID. A name or id given twice in one request gets
 // INVALID_REQUEST ("Duplicate topic name." / "Duplicate topic id."),
 // answered once, as Kafka does; so does a v6 entry with both a name and
-// an id, or neither.
+// an id, or neither. The partitions deleted count against the client's
+// controller_mutation_rate (quota_mutation.go): THROTTLING_QUOTA_EXCEEDED
+// in reject mode from v5, else throttled.
 //
 // Version notes: v0 is gone from Kafka 4 and not served; v1 adds
 // throttle time; v2 and v3 are the same (v2: throttling after the
@@ -78,7 +80,15 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			if t != nil {
 				name := t.name
 				st.Topic, st.TopicID = &name, t.id
+				// controller_mutation_rate (quota_mutation.go), v5+ may refuse.
+				if err = c.mutationAllowed(req.Version >= 5, false); err != nil {
+					break
+				}
+				parts, _ := b.topics.snapshot(t)
 				err = b.deleteTopic(t)
+				if err == nil {
+					c.mutationCharge(req.Version >= 5, len(parts))
+				}
 				if err == nil {
 					// Committed offsets and share-group state of the
 					// topic go with it, so a re-created topic of the same

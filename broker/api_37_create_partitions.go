@@ -19,7 +19,9 @@ package broker
 //   - more than 10000 new partitions in one request: POLICY_VIOLATION for
 //     every topic, as Kafka's controller answers.
 //
-// ValidateOnly checks and creates nothing.
+// ValidateOnly checks and creates nothing. The partitions added count
+// against the client's controller_mutation_rate (quota_mutation.go):
+// THROTTLING_QUOTA_EXCEEDED in reject mode from v3, else throttled.
 //
 // Version notes: v1 is the same as v0 (throttling after the response);
 // v2 is flexible; v3 is the same as v2.
@@ -63,7 +65,19 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 		case total > maxPartitionsPerRequest:
 			err = refuse(errPolicyViolation, "Excessively large number of partitions per request.")
 		default:
+			// controller_mutation_rate (quota_mutation.go), v3+ may refuse.
+			if err = c.mutationAllowed(req.Version >= 3, req.ValidateOnly); err != nil {
+				break
+			}
+			before := 0
+			if t := b.topics.get(rt.Topic); t != nil {
+				parts, _ := b.topics.snapshot(t)
+				before = len(parts)
+			}
 			err = b.createPartitions(rt, req.ValidateOnly)
+			if err == nil && !req.ValidateOnly {
+				c.mutationCharge(req.Version >= 3, int(rt.Count)-before)
+			}
 		}
 		st.ErrorCode = errorCode(err)
 		st.ErrorMessage = errorMessage(err)

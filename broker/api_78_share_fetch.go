@@ -191,12 +191,18 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		records  []byte
 	}
 	results := map[shareTP]*result{}
+	var rateWait time.Duration // share.delivery.rate.limit: when a token is there
 	try := func() (got int, failed bool) {
+		// The group's delivery rate limit (quota_share.go) bounds what
+		// this try may acquire.
+		limit, retry, settle := b.shareDeliveryGrant(group, maxRecords)
+		rateWait = retry
+		defer func() { settle(got) }()
 		for _, t := range targets {
-			if got >= maxRecords || budget <= 0 {
+			if got >= limit || budget <= 0 {
 				break
 			}
-			acq, data, err := t.sp.acquire(st, member, t.lp, maxRecords-got, mode, budget)
+			acq, data, err := t.sp.acquire(st, member, t.lp, limit-got, mode, budget)
 			if err != nil {
 				errs[t.tp] = shareErrorCode(err)
 				failed = true
@@ -242,7 +248,11 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			if left <= 0 {
 				break
 			}
+			if rateWait > 0 {
+				left = min(left, rateWait) // poll again when the rate limit allows
+			}
 			tm := time.NewTimer(left)
+			parked := time.Now() // not handler time for request_percentage
 			select {
 			case <-wake:
 				tm.Stop()
@@ -251,6 +261,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 				tm.Stop()
 				break poll
 			}
+			c.quota.parkedSince(parked)
 		}
 	}
 
@@ -274,6 +285,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		p.requiresUpdate = code != 0
 	}
 	out.build(resp)
+	c.shareFetchQuotaCharge(resp) // consumer byte quotas (quota_conn.go)
 	return resp
 }
 

@@ -39,7 +39,8 @@ type Broker struct {
 	// ready is set once recovery has finished and the listener serves
 	// (/readyz), and cleared when Close begins. Everything Start builds
 	// is visible to whoever loads it true.
-	ready atomic.Bool
+	ready  atomic.Bool
+	quotas *quotaManager // client quotas and rate limits, quota.go
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -130,6 +131,9 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	if b.dyn.m, err = b.meta.brokerConfigs(); err != nil {
+		return fail(err)
+	}
+	if b.quotas, err = newQuotaManager(b.meta.db); err != nil {
 		return fail(err)
 	}
 	began := time.Now()
@@ -251,11 +255,21 @@ func (b *Broker) acceptLoop() {
 			continue
 		}
 		delay = 0
+		// Connection limits (quota_accept.go): wait for a slot under
+		// max.connections; refused ones are closed.
+		if !b.waitConnSlot() {
+			nc.Close()
+			return
+		}
+		if !b.admitConn(nc) {
+			continue
+		}
 		c := newConn(b, nc)
 		b.conns.Lock()
 		if b.ctx.Err() != nil {
 			b.conns.Unlock()
 			nc.Close()
+			b.connReleased(c)
 			return
 		}
 		b.conns.m[c] = struct{}{}
@@ -273,6 +287,7 @@ func (b *Broker) removeConn(c *conn) {
 	delete(b.conns.m, c)
 	b.conns.Unlock()
 	b.metrics.connections.Dec()
+	b.connReleased(c) // connection limits (quota_accept.go)
 }
 
 // Close shuts down gracefully: stop accepting, let every connection

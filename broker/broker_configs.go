@@ -129,6 +129,11 @@ var brokerConfigDefs = func() []brokerConfigDef {
 			def: strconv.FormatInt(sd.def, 10), check: intRange(sd.lo, sd.hi)})
 	}
 	defs = append(defs, dlqBrokerConfigDefs...) // share_dlq.go
+	// Broker-wide rate limits and connection limits (quota_limits.go).
+	for _, qd := range quotaBrokerConfigDefs {
+		defs = append(defs, brokerConfigDef{name: qd.name, typ: kmsg.ConfigTypeLong, doc: qd.doc,
+			def: strconv.FormatInt(qd.def, 10), check: intRange(qd.lo, qd.hi)})
+	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
 	return defs
 }()

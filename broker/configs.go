@@ -85,6 +85,12 @@ var topicConfigDefs = append([]configDef{
 		doc: "Only CreateTime: batches are stored verbatim.", check: oneOf("CreateTime")},
 	{name: "min.insync.replicas", brokerName: "min.insync.replicas", typ: kmsg.ConfigTypeInt, def: "1",
 		doc: "Shoal is a single replica: with a value above 1, acks=all produce fails with NOT_ENOUGH_REPLICAS, as on Kafka.", check: intRange(1, math.MaxInt32)},
+	// Shoal's per-topic rate limits (quota.go): bytes per second for all
+	// clients together, the burst one second of it; 0 is unlimited.
+	{name: "producer.byte.rate", typ: kmsg.ConfigTypeLong, def: "0",
+		doc: "Produce bytes per second into this topic, all clients together (0: unlimited); over it producers are throttled.", check: intRange(0, math.MaxInt64)},
+	{name: "consumer.byte.rate", typ: kmsg.ConfigTypeLong, def: "0",
+		doc: "Fetch bytes per second from this topic, all clients together (0: unlimited); over it consumers are throttled.", check: intRange(0, math.MaxInt64)},
 	{name: "unclean.leader.election.enable", brokerName: "unclean.leader.election.enable", typ: kmsg.ConfigTypeBoolean, def: "false",
 		doc: "Accepted for compatibility; meaningless on a single replica.", check: isBool},
 }, dedupTopicConfigDefs...) // dedup.go

@@ -46,6 +46,10 @@ type conn struct {
 	closeAfterResponse bool
 
 	stopOnce sync.Once
+
+	// quota is this connection's rate-limit state (quota_conn.go).
+	// Reader goroutine only.
+	quota connQuota
 }
 
 // pending is one response on its way out. wait, if set, blocks until the
@@ -72,11 +76,12 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		tc.SetNoDelay(true)
 	}
 	return &conn{
-		b:    b,
-		nc:   nc,
-		lg:   b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
-		out:  make(chan *pending, maxPipelined),
-		done: make(chan struct{}),
+		b:     b,
+		nc:    nc,
+		lg:    b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
+		out:   make(chan *pending, maxPipelined),
+		done:  make(chan struct{}),
+		quota: connQuota{ip: remoteIP(nc)},
 	}
 }
 
@@ -138,6 +143,10 @@ func (c *conn) serve() {
 				return
 			}
 		}
+		// A throttled request mutes the connection (KIP-219, quota_conn.go).
+		if !c.waitUnmuted() {
+			return
+		}
 		if c.b.ctx.Err() != nil {
 			return
 		}
@@ -181,7 +190,9 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 	rm := c.b.metrics.request(api, h.Version)
 	rm.count.Inc()
 	began := time.Now()
+	c.quotaBeforeRequest(h.Key, began) // request quotas (quota_conn.go)
 	resp, wait := c.handleSafely(api, req)
+	c.quotaAfterRequest(h.Key, resp, time.Since(began), time.Now())
 	release := c.release
 	c.release = nil
 	if resp == nil {

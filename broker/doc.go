@@ -61,6 +61,13 @@
 //     produce's appends (so no EndTxn slips between check and append);
 //     never two txns at once.
 //
+//   - Quotas (quota.go): quotaManager.writeMu serialises AlterClientQuotas
+//     and may do its badger write; quotaManager.cfgMu guards the entity
+//     configs, quotaManager.mu the token buckets, connCounts.mu the open
+//     connection counts. The last three are leaves: held briefly, never
+//     during I/O, and nothing else is taken under them. A connection's
+//     connQuota belongs to its reader goroutine.
+//
 // Order: adminMu → topicRegistry.mu → partition.mu.
 // txn.mu → group.mu → txnCoordinator.mu; txn.mu → log locks. fetchSession.mu may be
 // held while taking topicRegistry.mu and partition.mu, never the reverse.

@@ -44,6 +44,10 @@ func errorCode(err error) int16 {
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, errInvalidRequest):
 		return kerr.InvalidRequest.Code
+	case errors.Is(err, errThrottlingQuota):
+		return kerr.ThrottlingQuotaExceeded.Code
+	case errors.Is(err, errQuotaEntityType):
+		return kerr.UnsupportedVersion.Code
 	case errors.Is(err, errInvalidConfig):
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, errInvalidPartitions):

@@ -33,6 +33,8 @@ import (
 //	meta/dlq/count/<group>/<topic id hex>/<partition>
 //	                           uint64 big-endian: dead-letter records written (share_dlq.go)
 //	meta/txn/<transactional id> txnRecord (txn.go), JSON; path-escaped
+//	meta/client-quota/<entity> JSON map of client quota values (quota.go); <entity> is
+//	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID       = "meta/cluster-id"
@@ -46,6 +48,7 @@ const (
 	prefixDLQPending   = "meta/dlq/pending/"
 	prefixDLQCount     = "meta/dlq/count/"
 	prefixTxn          = "meta/txn/"
+	prefixClientQuota  = "meta/client-quota/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )

@@ -155,6 +155,13 @@ var groupConfigDefs = []groupConfigDef{
 	{name: "share.delivery.count.limit", typ: kmsg.ConfigTypeInt, brokerName: "group.share.delivery.count.limit",
 		minName: "group.share.min.delivery.count.limit", maxName: "group.share.max.delivery.count.limit", floor: 2,
 		doc: "Deliveries of a record before it is archived."},
+	// Delivery rate limits (issue 6): records acquired per second by the
+	// whole group, or by each message group; quota_share.go.
+	{name: "share.delivery.rate.limit", typ: kmsg.ConfigTypeInt, def: "0", floor: 0,
+		doc: "Records per second this share group may acquire (0: unlimited), for the whole group or per message group (share.delivery.rate.limit.scope); the burst is one second of it."},
+	{name: "share.delivery.rate.limit.scope", typ: kmsg.ConfigTypeString, def: "group",
+		doc:   "group: share.delivery.rate.limit bounds the whole group's deliveries; message-group: each message group's.",
+		check: oneOf("group", "message-group")},
 	{name: "share.heartbeat.interval.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.heartbeat.interval.ms",
 		minName: "group.share.min.heartbeat.interval.ms", maxName: "group.share.max.heartbeat.interval.ms", floor: 1,
 		doc: "The heartbeat interval given to members."},

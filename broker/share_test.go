@@ -468,6 +468,8 @@ func TestShareGroupConfigs(t *testing.T) {
 		"share.acquire.mode":                        "batch_optimized",
 		"share.auto.offset.reset":                   "latest",
 		"share.delivery.count.limit":                "5",
+		"share.delivery.rate.limit":                 "0",
+		"share.delivery.rate.limit.scope":           "group",
 		"share.heartbeat.interval.ms":               "5000",
 		"share.isolation.level":                     "read_uncommitted",
 		"share.message.group.fair":                  "false",
@@ -497,6 +499,8 @@ func TestShareGroupConfigs(t *testing.T) {
 		{"share.isolation.level", "read_maybe"},
 		{"share.heartbeat.interval.ms", "50000"},
 		{"share.unknown", "1"},
+		{"share.delivery.rate.limit", "-1"},
+		{"share.delivery.rate.limit.scope", "partition"},
 	} {
 		err := set(bad[0], bad[1])
 		require.Error(t, err, "%s=%s", bad[0], bad[1])

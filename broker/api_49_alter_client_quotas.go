@@ -1,0 +1,53 @@
+package broker
+
+// AlterClientQuotas (49).
+//
+// Behavior: each entry sets and removes quota keys of one entity
+// (quota.go), all or nothing, independently of the other entries. The
+// result is written to the metadata store (meta/client-quota/...) before
+// the answer and applies to the next request of every connection, with
+// no restart. An entity whose last key is removed is deleted. Refusals
+// are INVALID_REQUEST with Kafka's wording: an empty entity, an entity
+// type other than user, client-id and ip, a type named twice, an empty
+// name, an ip that is not an IP address, ip combined with user or
+// client-id, an unknown key or one the entity type does not take
+// (connection_creation_rate is for ip only), a key named twice, a value
+// that is zero or negative, not integral for the byte and connection
+// rates, or a quota_mode other than 0 or 1. ValidateOnly checks and
+// changes nothing.
+//
+// Version notes: v1 is flexible.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+func init() { registerSimple(49, 0, 1, handleAlterClientQuotas) }
+
+func handleAlterClientQuotas(c *conn, req *kmsg.AlterClientQuotasRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	for _, re := range req.Entries {
+		out := kmsg.NewAlterClientQuotasResponseEntry()
+		comps := make([]quotaComponent, len(re.Entity))
+		for i, e := range re.Entity {
+			comps[i] = quotaComponent{typ: e.Type, name: e.Name}
+			oe := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			oe.Type, oe.Name = e.Type, e.Name
+			out.Entity = append(out.Entity, oe)
+		}
+		ops := make([]quotaOp, len(re.Ops))
+		for i, op := range re.Ops {
+			ops[i] = quotaOp{key: op.Key, value: op.Value, remove: op.Remove}
+		}
+		err := c.b.alterQuota(comps, ops, req.ValidateOnly)
+		if err != nil {
+			if _, refused := err.(*requestError); !refused {
+				c.lg.Error("altering client quota failed", zap.Error(err))
+			}
+		}
+		out.ErrorCode, out.ErrorMessage = errorCode(err), errorMessage(err)
+		resp.Entries = append(resp.Entries, out)
+	}
+	return resp
+}

@@ -1,0 +1,64 @@
+package broker
+
+// Share-group delivery rate limits: the group configs
+// share.delivery.rate.limit (records per second, 0 = unlimited; the
+// burst is one second of it) and share.delivery.rate.limit.scope.
+//
+// Scope group (here): one token bucket per share group, in the
+// quotaManager, bounds how many records the group's ShareFetch requests
+// acquire together. A ShareFetch asks for a grant before acquiring and
+// settles it after: records granted but not acquired are refunded, and
+// records beyond the grant (batch_optimized acquires whole log batches)
+// are charged as debt, so the rate holds over time. With no tokens the
+// fetch acquires nothing and long-polls until the bucket refills (or its
+// MaxWaitMs ends), so consumers slow down without errors.
+//
+// Scope message-group is built on the same bucket type: one
+// tokenBucket per (group, message group), made with
+// newTokenBucket(rate, 0, now), asked with Grant(now, want) before
+// acquiring from that message group, then Refund(unused) or
+// Take(now, extra) after, under the lock of whoever owns the message
+// groups; shareDeliveryLimit gives the configured rate and scope.
+
+import (
+	"time"
+)
+
+// shareDeliveryLimit returns group's delivery rate limit (records/s, 0:
+// unlimited) and whether its scope is message-group.
+func (b *Broker) shareDeliveryLimit(group string) (rate int64, perMessageGroup bool) {
+	over := b.shares.configs.overrides(group)
+	rate = parseInt(b.groupConfigValue(over, "share.delivery.rate.limit"), 0)
+	return rate, b.groupConfigValue(over, "share.delivery.rate.limit.scope") == "message-group"
+}
+
+// shareDeliveryGrant grants up to want records to a ShareFetch of group
+// under the group-scope limit. settle must be called with the records
+// actually acquired. With nothing granted, retry says when a token is
+// there.
+func (b *Broker) shareDeliveryGrant(group string, want int) (granted int, retry time.Duration, settle func(got int)) {
+	rate, perMessageGroup := b.shareDeliveryLimit(group)
+	if rate <= 0 || perMessageGroup {
+		return want, 0, func(int) {}
+	}
+	q := b.quotas
+	key := "s|" + group
+	now := time.Now()
+	q.mu.Lock()
+	bk := q.bucketLocked(now, key, float64(rate), 0)
+	granted, retry = bk.Grant(now, want)
+	q.mu.Unlock()
+	return granted, retry, func(got int) {
+		if got == granted {
+			return
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		bk := q.bucketLocked(time.Now(), key, float64(rate), 0)
+		if got < granted {
+			bk.Refund(float64(granted - got))
+		} else {
+			bk.Take(time.Now(), float64(got-granted))
+		}
+	}
+}
