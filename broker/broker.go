@@ -136,6 +136,9 @@ func Start(cfg Config) (*Broker, error) {
 	if b.quotas, err = newQuotaManager(b.meta.db); err != nil {
 		return fail(err)
 	}
+	b.quotas.throttled = func(scope string, d time.Duration) {
+		b.metrics.QuotaThrottle.WithLabelValues(scope).Observe(d.Seconds())
+	}
 	began := time.Now()
 	if err := b.loadTopics(); err != nil {
 		return fail(err)

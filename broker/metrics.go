@@ -90,7 +90,7 @@ type metrics struct {
 	// written to a share group's dead-letter topic; QuotaThrottle
 	// (shoal_quota_throttle_time_seconds{entity_type}) observes the
 	// throttle time given to a client by a quota. Declared here so the
-	// names are fixed; share_dlq.go and the quota code update them.
+	// names are fixed; share_dlq.go and quota.go update them.
 	DLQRecords    *prometheus.CounterVec
 	QuotaThrottle *prometheus.HistogramVec
 }
@@ -145,7 +145,7 @@ func newMetrics(b *Broker) *metrics {
 	}, []string{"group"})
 	m.QuotaThrottle = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "shoal_quota_throttle_time_seconds",
-		Help:    "Throttle time given to clients by quotas, by quota entity type (user, client-id, ip).",
+		Help:    "Throttle time owed to each throttle-mode quota that made a client wait, by scope (user, client-id, user+client-id, ip, broker, topic, share-group).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9), // 1ms to ~65s
 	}, []string{"entity_type"})
 	m.reg.MustRegister(

@@ -151,6 +151,10 @@ func parseQuotaStoreKey(s string) (quotaEntity, error) {
 
 // quotaManager holds the client quota configs and every token bucket.
 type quotaManager struct {
+	// throttled observes, per scope (quotaScope), each throttle-mode
+	// limit that made a client wait (shoal_quota_throttle_time_seconds);
+	// nil in tests that build a manager alone.
+	throttled func(scope string, d time.Duration)
 	writeMu sync.Mutex // serialises AlterClientQuotas
 	cfgMu   sync.RWMutex
 	configs map[quotaEntity]map[string]float64
@@ -298,7 +302,7 @@ func (q *quotaManager) charge(now time.Time, limits []quotaLimit) (rejected bool
 	if rejected {
 		return true, wait
 	}
-	return false, takeAll(now, limits, bs)
+	return false, q.takeAll(now, limits, bs)
 }
 
 // take charges every limit without refusing (a use already done) and
@@ -310,16 +314,44 @@ func (q *quotaManager) take(now time.Time, limits []quotaLimit) time.Duration {
 	for i, l := range limits {
 		bs[i] = q.bucketLocked(now, l.key, l.rate, l.burst)
 	}
-	return takeAll(now, limits, bs)
+	return q.takeAll(now, limits, bs)
 }
 
-func takeAll(now time.Time, limits []quotaLimit, bs []*tokenBucket) (wait time.Duration) {
+func (q *quotaManager) takeAll(now time.Time, limits []quotaLimit, bs []*tokenBucket) (wait time.Duration) {
 	for i, l := range limits {
 		if w := bs[i].Take(now, l.n); !l.reject {
 			wait = max(wait, w)
+			if w > 0 && q.throttled != nil {
+				q.throttled(quotaScope(l.key), w)
+			}
 		}
 	}
 	return wait
+}
+
+// quotaScope names the scope of a bucket key for metrics: broker, topic,
+// share-group, or the client entity type (user, client-id,
+// user+client-id, ip).
+func quotaScope(bucket string) string {
+	switch {
+	case strings.HasPrefix(bucket, "b|"):
+		return "broker"
+	case strings.HasPrefix(bucket, "t|"):
+		return "topic"
+	case strings.HasPrefix(bucket, "s|"):
+		return "share-group"
+	}
+	_, entity, _ := strings.Cut(bucket, "|")
+	var types []string
+	for part := range strings.SplitSeq(entity, "&") {
+		if typ, _, ok := strings.Cut(part, "="); ok {
+			types = append(types, typ)
+		}
+	}
+	if len(types) == 0 {
+		return "unknown"
+	}
+	return strings.Join(types, "+")
 }
 
 // debt returns how long until every limit's bucket is out of debt, and

@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -374,6 +377,8 @@ func TestRequestQuotas(t *testing.T) {
 	t.Logf("chatty: %.1f requests/s", got)
 	require.InDelta(t, 20, got, 3)
 	require.Positive(t, th.count())
+	// The throttles show in shoal_quota_throttle_time_seconds by scope.
+	require.Positive(t, histogramCount(t, b.metrics.QuotaThrottle.WithLabelValues("client-id")))
 
 	// 0.5% of a thread: 5ms of handling per second, spent by some
 	// thousands of Metadata requests.
@@ -394,4 +399,25 @@ func TestRequestQuotas(t *testing.T) {
 	defer pcancel()
 	poller.PollFetches(pctx)
 	require.Zero(t, pollTh.count())
+}
+
+func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, o.(prometheus.Metric).Write(&m))
+	return m.GetHistogram().GetSampleCount()
+}
+
+func TestQuotaScope(t *testing.T) {
+	t.Parallel()
+	for bucket, want := range map[string]string{
+		"b|broker.request.rate":                          "broker",
+		"t|producer.byte.rate|orders":                    "topic",
+		"s|workers":                                      "share-group",
+		"request_rate|client-id=chatty&":                 "client-id",
+		"producer_byte_rate|user=ANONYMOUS&client-id=a&": "user+client-id",
+		"connection_creation_rate|ip=127.0.0.1&":         "ip",
+	} {
+		require.Equal(t, want, quotaScope(bucket), bucket)
+	}
 }
