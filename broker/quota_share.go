@@ -13,12 +13,11 @@ package broker
 // fetch acquires nothing and long-polls until the bucket refills (or its
 // MaxWaitMs ends), so consumers slow down without errors.
 //
-// Scope message-group is built on the same bucket type: one
-// tokenBucket per (group, message group), made with
-// newTokenBucket(rate, 0, now), asked with Grant(now, want) before
-// acquiring from that message group, then Refund(unused) or
-// Take(now, extra) after, under the lock of whoever owns the message
-// groups; shareDeliveryLimit gives the configured rate and scope.
+// Scope message-group (share_mgroups.go, messageGroupLimiterLocked):
+// one bucket per (share-partition, message group), under the
+// share-partition's lock, asked by the state machine's GroupLimiter for
+// each message group it picks from, in fair and ordered modes; this
+// group-wide bucket then steps aside.
 
 import (
 	"time"

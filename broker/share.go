@@ -301,6 +301,7 @@ type sharePart struct {
 		timerAt time.Time
 		stopped bool
 		dlq     dlqPartState // share_dlq.go
+		rate    mgRateState  // per-message-group delivery limits, share_mgroups.go
 	}
 }
 

@@ -161,7 +161,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 			break // no progress (window cost limit)
 		}
 	}
-	acq, eff := p.AcquireGroups(now, member, maxRecords)
+	acq, eff := p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
 	pending = append(pending, eff.Records...)
 	err := sp.writeLocked(pending)
 	sp.armLocked(now)
@@ -255,4 +255,73 @@ func (sp *sharePart) blocksOwnGroups(member string) bool {
 	defer sp.mu.Unlock()
 	p := sp.mu.p
 	return p != nil && p.Config().Groups == sharegroup.GroupsOrdered && p.Holds(member)
+}
+
+// mgRateState is a share-partition's per-message-group delivery rate
+// limits (share.delivery.rate.limit with
+// share.delivery.rate.limit.scope=message-group): one token bucket per
+// message group (burst: one second of the rate), under sharePart.mu. A
+// message group's records live in one partition when it is the key, so
+// per share-partition is per message group. Full buckets of idle groups
+// are dropped, so the map holds the groups being throttled.
+type mgRateState struct {
+	buckets map[string]*tokenBucket
+	swept   time.Time
+	timer   *time.Timer // wakes long polls when a refused group refills
+	timerAt time.Time
+}
+
+// messageGroupLimiterLocked returns the limiter for this fetch, or nil
+// when the group has no per-message-group limit. A refused message group
+// arms a timer that wakes the share-partition's long polls when its next
+// token is due. sp.mu held.
+func (sp *sharePart) messageGroupLimiterLocked(now time.Time) sharegroup.GroupLimiter {
+	rate, perMessageGroup := sp.c.b.shareDeliveryLimit(sp.key.Group)
+	rs := &sp.mu.rate
+	if rate <= 0 || !perMessageGroup {
+		rs.buckets = nil
+		return nil
+	}
+	if rs.buckets == nil {
+		rs.buckets = map[string]*tokenBucket{}
+	}
+	if now.Sub(rs.swept) > 10*time.Second {
+		for id, bk := range rs.buckets {
+			if bk.idleFull(now) {
+				delete(rs.buckets, id)
+			}
+		}
+		rs.swept = now
+	}
+	limit := func(id string, want int64) int64 {
+		bk := rs.buckets[id]
+		if bk == nil {
+			bk = newTokenBucket(float64(rate), 0, now)
+			rs.buckets[id] = bk
+		} else {
+			bk.setLimit(float64(rate), float64(rate))
+		}
+		n, wait := bk.Grant(now, int(want))
+		if n == 0 {
+			sp.wakeAtLocked(now.Add(max(wait, time.Millisecond)))
+		}
+		return int64(n)
+	}
+	return limit
+}
+
+// wakeAtLocked makes the share-partition's long polls retry at t (a
+// rate-limited message group's next token). sp.mu held.
+func (sp *sharePart) wakeAtLocked(t time.Time) {
+	rs := &sp.mu.rate
+	if rs.timer != nil && !rs.timerAt.IsZero() && !t.Before(rs.timerAt) && time.Now().Before(rs.timerAt) {
+		return // an earlier wake is already due
+	}
+	rs.timerAt = t
+	d := time.Until(t)
+	if rs.timer == nil {
+		rs.timer = time.AfterFunc(d, sp.waiters.notify)
+	} else {
+		rs.timer.Reset(d)
+	}
 }

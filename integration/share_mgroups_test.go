@@ -342,3 +342,61 @@ func TestShareMessageGroupConfigValidation(t *testing.T) {
 		"share.message.group.ordered", "true",
 		"share.redelivery.backoff.ms", "250"))
 }
+
+// share.delivery.rate.limit with scope message-group: a message group
+// producing far more than the limit is delivered at the limit (after its
+// one-second burst), within 10%, while the other message groups of the
+// same share group are not held up.
+func TestShareMessageGroupRateLimit(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	ctx := testContext(t)
+	topic := b.createTopic(t, 1, nil)
+	group := "mg-rate-" + topic
+	admin := b.client(t)
+	const rate = 50
+	require.NoError(t, setGroupConfigs(ctx, admin, group,
+		"share.auto.offset.reset", "earliest",
+		"share.message.group.source", "key",
+		"share.message.group.fair", "true",
+		"share.delivery.rate.limit", strconv.Itoa(rate),
+		"share.delivery.rate.limit.scope", "message-group"))
+	var groups []string
+	for range 300 {
+		groups = append(groups, "hot")
+	}
+	for g := range 5 {
+		for range 20 {
+			groups = append(groups, fmt.Sprintf("cold-%d", g))
+		}
+	}
+	produceGrouped(t, ctx, admin, topic, false, groups)
+
+	cl := b.client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	start := time.Now()
+	var hotAt []time.Duration
+	coldDone := time.Duration(0)
+	cold := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for len(hotAt) < 300 && time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollRecords(pctx, -1)
+		cancel()
+		for _, r := range fs.Records() {
+			g, _ := parseGroupValue(t, r.Value)
+			if g == "hot" {
+				hotAt = append(hotAt, time.Since(start))
+			} else if cold++; cold == 100 {
+				coldDone = time.Since(start)
+			}
+			r.Ack(kgo.AckAccept)
+		}
+	}
+	require.Len(t, hotAt, 300)
+	require.Equal(t, 100, cold)
+	require.Less(t, coldDone, 2*time.Second, "the other message groups waited for the limited one")
+	// After the burst (one second of the rate), the steady rate.
+	steady := float64(len(hotAt)-rate-1) / (hotAt[len(hotAt)-1] - hotAt[rate]).Seconds()
+	t.Logf("hot message group: %.1f records/s after its burst (limit %d)", steady, rate)
+	require.InDelta(t, rate, steady, rate*0.1)
+}

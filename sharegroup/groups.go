@@ -236,6 +236,19 @@ func (p *Partition) classify(batches []LogBatch) {
 // (raised in further passes while records are left), so a group with
 // 100x the records of the others takes no more than they do.
 func (p *Partition) AcquireGroups(now time.Time, member string, maxRecords int) ([]Acquired, Effects) {
+	return p.AcquireGroupsLimited(now, member, maxRecords, nil)
+}
+
+// GroupLimiter grants up to want records of message group id now (a
+// per-message-group delivery rate limit kept by the broker); what it
+// grants is taken. It is not asked for records without a group.
+type GroupLimiter func(id string, want int64) int64
+
+// AcquireGroupsLimited is AcquireGroups with each message group's
+// acquisitions bounded by limit (nil: unlimited). A group the limiter
+// refuses is skipped for this call; in ordered mode its head simply
+// waits.
+func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecords int, limit GroupLimiter) ([]Acquired, Effects) {
 	start := p.begin()
 	nowNS := now.UnixNano()
 	p.expire(nowNS)
@@ -249,7 +262,7 @@ func (p *Partition) AcquireGroups(now time.Time, member string, maxRecords int) 
 	// while the runs alone exceed twice the budget, until the SPSO moves.
 	if p.groupMode() && p.available > 0 && len(p.runs) < 2*p.cfg.MaxInFlight {
 		p.trimGroups()
-		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords)}
+		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
 		if p.cfg.Groups == GroupsOrdered {
 			a.ordered()
 		} else {
@@ -285,6 +298,19 @@ type groupAcquirer struct {
 	handle uint32
 	picks  []span
 	out    []Acquired
+	limit  GroupLimiter
+}
+
+// limited marks a group whose rate limit is spent for the rest of the
+// call (its quota is filled so later passes skip it).
+const limited = math.MaxInt32
+
+// grant asks the limiter for n records of group g.
+func (a *groupAcquirer) grant(g uint32, n int64) int64 {
+	if a.limit == nil || g == 0 {
+		return n
+	}
+	return max(min(a.limit(a.p.mg.names[g], n), n), 0)
 }
 
 func (a *groupAcquirer) mark(g uint32, n int64) {
@@ -353,10 +379,12 @@ func (a *groupAcquirer) ordered() {
 			switch mt.state() {
 			case StateAvailable:
 				if g == 0 { // no group: no order to keep
-					a.pick(lo, min(hi, lo+a.max-a.got-1))
+					a.pick(lo, lo+min(hi-lo, a.max-a.got-1)) // no overflow with max = MaxInt64
 					return a.got < a.max
 				}
-				a.pick(lo, lo)
+				if a.grant(g, 1) == 1 { // else rate-limited: the head waits
+					a.pick(lo, lo)
+				}
 				a.mark(g, 1)
 				seen++
 				return false
@@ -407,10 +435,14 @@ func (a *groupAcquirer) fair() {
 					return true
 				}
 				if room <= 0 {
-					more = true
+					more = a.taken(g) < limited
 					return false
 				}
-				take := min(hi-lo+1, room)
+				take := a.grant(g, min(hi-lo+1, room))
+				if take == 0 { // rate limit spent: skip the group this call
+					a.mark(g, limited-a.taken(g))
+					return false
+				}
 				a.pick(lo, lo+take-1)
 				room -= take
 				if g != 0 {

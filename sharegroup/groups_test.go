@@ -451,3 +451,79 @@ func BenchmarkAcquireGroups(b *testing.B) {
 		})
 	}
 }
+
+// A GroupLimiter bounds each message group's acquisitions (the broker's
+// per-message-group delivery rate limit); other groups are unaffected.
+func TestGroupLimiter(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []GroupMode{GroupsFair, GroupsOrdered} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var groups []string
+			for range 100 {
+				groups = append(groups, "hot")
+			}
+			for g := range 10 {
+				for range 3 {
+					groups = append(groups, fmt.Sprintf("cold-%d", g))
+				}
+			}
+			groups = append(groups, "", "") // no group: never limited
+			h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 50}, func(c *Config) { c.Groups = mode })
+			h.acquire("warm-up", 0) // classify everything
+			h.keep(h.p.ReleaseMember(h.now, "warm-up"))
+			tokens := map[string]int64{"hot": 2}
+			if mode == GroupsOrdered {
+				tokens["hot"] = 1 // one in flight anyway
+			}
+			asked := map[string]bool{}
+			limit := func(id string, want int64) int64 {
+				asked[id] = true
+				n, ok := tokens[id]
+				if !ok {
+					return want // unlimited
+				}
+				n = min(n, want)
+				tokens[id] -= n
+				return n
+			}
+			got, eff := h.p.AcquireGroupsLimited(h.now, "m", 1000, limit)
+			h.keep(eff)
+			per := map[string]int{}
+			for _, o := range offsets(got) {
+				per[groups[o]]++
+			}
+			if mode == GroupsOrdered {
+				require.Equal(t, 1, per["hot"])
+				for g := range 10 {
+					require.Equal(t, 1, per[fmt.Sprintf("cold-%d", g)])
+				}
+			} else {
+				require.Equal(t, 2, per["hot"], "the limiter's two tokens")
+				for g := range 10 {
+					require.Equal(t, 3, per[fmt.Sprintf("cold-%d", g)])
+				}
+			}
+			require.Equal(t, 2, per[""], "records without a group are not limited")
+			require.False(t, asked[""])
+			// Spent: the hot group gets nothing more until tokens return.
+			for _, a := range got {
+				h.ack("m", a.First, a.Last, AckAccept)
+			}
+			got, eff = h.p.AcquireGroupsLimited(h.now, "m", 1000, limit)
+			h.keep(eff)
+			for _, o := range offsets(got) {
+				require.NotEqual(t, "hot", groups[o], "offset %d", o)
+			}
+			tokens["hot"] = 1
+			got, eff = h.p.AcquireGroupsLimited(h.now, "m", 1000, limit)
+			h.keep(eff)
+			hot := 0
+			for _, o := range offsets(got) {
+				if groups[o] == "hot" {
+					hot++
+				}
+			}
+			require.Equal(t, 1, hot)
+		})
+	}
+}
