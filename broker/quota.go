@@ -155,9 +155,9 @@ type quotaManager struct {
 	// limit that made a client wait (shoal_quota_throttle_time_seconds);
 	// nil in tests that build a manager alone.
 	throttled func(scope string, d time.Duration)
-	writeMu sync.Mutex // serialises AlterClientQuotas
-	cfgMu   sync.RWMutex
-	configs map[quotaEntity]map[string]float64
+	writeMu   sync.Mutex // serialises AlterClientQuotas
+	cfgMu     sync.RWMutex
+	configs   map[quotaEntity]map[string]float64
 
 	mu        sync.Mutex
 	buckets   map[string]*tokenBucket
