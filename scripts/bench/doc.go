@@ -54,12 +54,12 @@ example ` + "`go run ./scripts/bench --records 100000 --rounds 1 --phases produc
      accepts; ack errors from ` + "`ShareAckCallback`" + ` are reported). Afterwards (untimed) every share-partition's start offset
      (DescribeShareGroupOffsets) must equal the end offset, i.e. everything was accepted. Reported as for the group.
 
-  6. *Txn* (issue #7): the produce phase's load (same record count, value size and client settings) from one client
-     with a ` + "`TransactionalID`" + ` and one goroutine (the transactions of one transactional id are sequential; spreading
-     each transaction's 1,000 records over the producer goroutines only added hand-offs), in transactions of 1,000 records (` + "`--txn-records`" + `): each
-     transaction is ` + "`BeginTransaction`" + `, the records, ` + "`Flush`" + `, ` + "`EndTransaction(TryCommit)`" + `, into a topic
-     of its own. Reported: records/s, and that rate as a percentage of the produce phase's in the same round (issue #7:
-     at least 50%).
+  6. *Txn* (issue #7): the produce phase's load (same record count, value size and client settings) from ` + "`--producers`" + `
+     clients (4), each with its own ` + "`TransactionalID`" + ` and goroutine, as the produce phase runs 4 goroutines (the
+     transactions of one transactional id are sequential, so parallel producers are how a pipeline scales), in
+     transactions of 1,000 records (` + "`--txn-records`" + `): each transaction is ` + "`BeginTransaction`" + `, the
+     records, ` + "`Flush`" + `, ` + "`EndTransaction(TryCommit)`" + `, into a topic of its own. Reported: records/s, and
+     that rate as a percentage of the produce phase's in the same round (issue #7: at least 50%).
 
   The group and share phases read the records the produce phase wrote in the same round on the same fresh target, each
   with a group of its own (nothing is consumed destructively), so they need ` + "`produce`" + ` in ` + "`--phases`" + `.

@@ -584,41 +584,50 @@ func median(xs []float64) float64 {
 }
 
 // txnProduce is the produce phase in transactions of o.txnRecords records
-// (issue #7): one transactional kgo client (otherwise the produce phase's
-// settings) and one goroutine, since the transactions of one
-// transactional id are sequential: each transaction's records, then
-// Flush and EndTransaction(TryCommit). The clock
-// covers every transaction from the first Begin to the last commit.
+// (issue #7): o.producers transactional kgo clients, each with its own
+// transactional id and otherwise the produce phase's settings, running in
+// parallel as the plain phase's o.producers goroutines do. A transactional
+// id's transactions are sequential: each transaction's records, then
+// Flush and EndTransaction(TryCommit). The clock covers every
+// transaction from the first Begin to the last commit.
 func (w *workload) txnProduce(ctx context.Context, topic string, p *phaseResult) {
 	c, err := codec(w.o.compression)
 	if err != nil {
 		p.errs.add(err)
 		return
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(w.seeds...),
-		kgo.DefaultProduceTopic(topic),
-		kgo.TransactionalID(topic+"-producer"),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(w.o.linger),
-		kgo.MaxBufferedRecords(w.o.maxBuffered),
-		kgo.ProducerBatchMaxBytes(w.o.batchMaxBytes),
-		kgo.ProducerBatchCompression(c),
-		kgo.WithLogger(kgoLogger(w.o.clientLog, w.stderr)),
-	)
-	if err != nil {
-		p.errs.add(err)
-		return
-	}
-	defer cl.Close()
-	if err := cl.Ping(ctx); err != nil {
-		p.errs.add(err)
-		return
+	producers := max(w.o.producers, 1)
+	clients := make([]*kgo.Client, 0, producers)
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+	for g := range producers {
+		cl, err := kgo.NewClient(
+			kgo.SeedBrokers(w.seeds...),
+			kgo.DefaultProduceTopic(topic),
+			kgo.TransactionalID(fmt.Sprintf("%s-producer-%d", topic, g)),
+			kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerLinger(w.o.linger),
+			kgo.MaxBufferedRecords(w.o.maxBuffered),
+			kgo.ProducerBatchMaxBytes(w.o.batchMaxBytes),
+			kgo.ProducerBatchCompression(c),
+			kgo.WithLogger(kgoLogger(w.o.clientLog, w.stderr)),
+		)
+		if err != nil {
+			p.errs.add(err)
+			return
+		}
+		clients = append(clients, cl)
+		if err := cl.Ping(ctx); err != nil {
+			p.errs.add(err)
+			return
+		}
 	}
 	value := make([]byte, w.o.valueSize)
 	_, _ = rand.Read(value)
-	var acked atomic.Int64
-	recs := make([]kgo.Record, w.o.txnRecords)
+	var acked, committed atomic.Int64
 	promise := func(_ *kgo.Record, err error) {
 		if err != nil {
 			p.errs.add(err)
@@ -628,31 +637,42 @@ func (w *workload) txnProduce(ctx context.Context, topic string, p *phaseResult)
 		p.prog.n.Add(1)
 	}
 	start := time.Now()
-	var committed int64
-	for left := w.o.records; left > 0 && ctx.Err() == nil; {
-		n := min(left, int64(w.o.txnRecords))
-		left -= n
-		if err := cl.BeginTransaction(); err != nil {
-			p.errs.add(err)
-			return
+	var wg sync.WaitGroup
+	for g, cl := range clients {
+		n := w.o.records / int64(producers)
+		if int64(g) < w.o.records%int64(producers) {
+			n++
 		}
-		for i := range n {
-			recs[i] = kgo.Record{Value: value}
-			cl.Produce(ctx, &recs[i], promise)
-		}
-		// EndTransaction does not flush: the records must be acknowledged
-		// first (and recs is reused by the next transaction).
-		if err := cl.Flush(ctx); err != nil {
-			p.errs.add(fmt.Errorf("flush: %w", err))
-			return
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			p.errs.add(fmt.Errorf("end transaction: %w", err))
-			return
-		}
-		committed += n
+		wg.Go(func() {
+			recs := make([]kgo.Record, w.o.txnRecords)
+			for left := n; left > 0 && ctx.Err() == nil; {
+				k := min(left, int64(w.o.txnRecords))
+				left -= k
+				if err := cl.BeginTransaction(); err != nil {
+					p.errs.add(err)
+					return
+				}
+				for i := range k {
+					recs[i] = kgo.Record{Value: value}
+					cl.Produce(ctx, &recs[i], promise)
+				}
+				// EndTransaction does not flush: the records must be
+				// acknowledged first (and recs is reused by the next
+				// transaction).
+				if err := cl.Flush(ctx); err != nil {
+					p.errs.add(fmt.Errorf("flush: %w", err))
+					return
+				}
+				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					p.errs.add(fmt.Errorf("end transaction: %w", err))
+					return
+				}
+				committed.Add(k)
+			}
+		})
 	}
+	wg.Wait()
 	p.Seconds = time.Since(start).Seconds()
-	p.Records = min(committed, acked.Load())
+	p.Records = min(committed.Load(), acked.Load())
 	p.Bytes = p.Records * int64(w.o.valueSize)
 }
