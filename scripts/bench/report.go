@@ -683,7 +683,7 @@ func (rep *report) generatedMarkdown() string {
 			c.ShareMembers, maxRecords)
 	}
 	if c.TxnRecords > 0 && strings.Contains(c.Phases, phaseTxn) {
-		fmt.Fprintf(&b, " Transactional produce: the produce phase's load in transactions of %s records (one transactional kgo client; Flush and EndTransaction(TryCommit) after each) into a topic of its own.",
+		fmt.Fprintf(&b, " Transactional produce: the produce phase's load in transactions of %s records (one transactional kgo client per producer goroutine, each its own transactional id; Flush and EndTransaction(TryCommit) after each) into a topic of its own.",
 			commas(int64(c.TxnRecords)))
 	}
 	if c.Seeds != "" {
