@@ -7,11 +7,17 @@ package broker
 // batches verbatim.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/protocol"
@@ -20,9 +26,113 @@ import (
 // errBadBatch is a batch whose records do not decode.
 var errBadBatch = errors.New("broker: malformed record batch")
 
-// decompressor is franz-go's: gzip, snappy (plain and xerial-framed), lz4
-// and zstd, safe for concurrent use.
-var decompressor = kgo.DefaultDecompressor()
+// maxDecompressedBatch bounds what one batch may inflate to when the
+// broker looks inside it (dedup on produce, dead-letter copies, message
+// groups): a client's small compressed batch (a "zip bomb") must not make
+// the broker allocate gigabytes. franz-go's own decompressor allows 2 GiB.
+const maxDecompressedBatch = 256 << 20
+
+// errTooLarge is a batch that would decompress past the limit.
+var errTooLarge = errors.New("batch decompresses past the broker's limit")
+
+// zstdDecoders serve concurrent DecodeAll calls, bounded, by limit.
+var zstdDecoders sync.Map // int → *zstd.Decoder
+
+// decompress inflates a batch's records (Kafka's codecs: gzip, snappy
+// plain or xerial-framed, lz4 frames, zstd), refusing to produce more than
+// maxDecompressedBatch bytes.
+func decompress(src []byte, codec protocol.Compression) ([]byte, error) {
+	return decompressLimit(src, codec, maxDecompressedBatch)
+}
+
+func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte, error) {
+	switch codec {
+	case protocol.CompressionGzip:
+		zr, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, err
+		}
+		return readLimited(zr, limit)
+	case protocol.CompressionSnappy:
+		return unsnappy(src, limit)
+	case protocol.CompressionLZ4:
+		return readLimited(lz4.NewReader(bytes.NewReader(src)), limit)
+	case protocol.CompressionZstd:
+		d, ok := zstdDecoders.Load(limit)
+		if !ok {
+			dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(limit)))
+			if err != nil {
+				return nil, err
+			}
+			d, _ = zstdDecoders.LoadOrStore(limit, dec)
+		}
+		out, err := d.(*zstd.Decoder).DecodeAll(src, nil)
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, errTooLarge
+		}
+		return out, err
+	}
+	return nil, fmt.Errorf("unknown compression codec %d", codec)
+}
+
+func readLimited(r io.Reader, limit int) ([]byte, error) {
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > limit {
+		return nil, errTooLarge
+	}
+	return out, nil
+}
+
+// xerialMagic starts the framing Java's snappy-java writes (and franz-go
+// and librdkafka can): magic, version and compatible version, then blocks
+// of a 4-byte big-endian length and a snappy block.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+func unsnappy(src []byte, limit int) ([]byte, error) {
+	if !bytes.HasPrefix(src, xerialMagic) {
+		n, err := s2.DecodedLen(src)
+		if err != nil {
+			return nil, err
+		}
+		if n > limit {
+			return nil, errTooLarge
+		}
+		return s2.Decode(nil, src)
+	}
+	if len(src) < 16 {
+		return nil, errors.New("snappy: truncated xerial header")
+	}
+	var out []byte
+	for rest := src[16:]; len(rest) > 0; {
+		if len(rest) < 4 {
+			return nil, errors.New("snappy: truncated xerial block length")
+		}
+		size := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(size) > uint64(len(rest)) {
+			return nil, errors.New("snappy: truncated xerial block")
+		}
+		block := rest[:size]
+		rest = rest[size:]
+		n, err := s2.DecodedLen(block)
+		if err != nil {
+			return nil, err
+		}
+		if len(out)+n > limit {
+			return nil, errTooLarge
+		}
+		start := len(out)
+		out = append(out, make([]byte, n)...)
+		if _, err := s2.Decode(out[start:], block); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 // batchRecords decodes one whole batch (header, then its records,
 // decompressed if needed) and calls fn for each record with its absolute
@@ -37,7 +147,7 @@ func batchRecords(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record,
 	raw := rb.Records
 	if codec := protocol.CompressionOf(rb.Attributes); codec != protocol.CompressionNone {
 		var err error
-		raw, err = decompressor.Decompress(raw, kgo.CompressionCodecType(codec))
+		raw, err = decompress(raw, codec)
 		if err != nil {
 			return fmt.Errorf("%w: decompress: %v", errBadBatch, err)
 		}
