@@ -225,7 +225,13 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		return got, failed
 	}
 	got, failed := try()
-	if wait := time.Duration(req.MaxWaitMillis) * time.Millisecond; got == 0 && !failed && wait > 0 && len(targets) > 0 {
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	for _, t := range targets {
+		if got == 0 && wait > 0 && t.sp.blocksOwnGroups(member) {
+			wait = 0 // ordered mode: only this member's own acks can free its groups (share_mgroups.go)
+		}
+	}
+	if got == 0 && !failed && wait > 0 && len(targets) > 0 {
 		deadline := time.Now().Add(wait)
 		wake := make(chan struct{}, 1)
 		for _, t := range targets {
