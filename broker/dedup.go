@@ -50,6 +50,14 @@ package broker
 // from the log. A produce that is acknowledged but then lost to a failed
 // fsync leaves its ids in the table until they expire or the broker
 // restarts.
+//
+// Transactional batches are neither deduplicated nor remembered: the ids
+// of a transaction that later aborts would otherwise drop its committed
+// retry, and transactional producers are idempotent already.
+//
+// Known limit: with dedup.scope=topic a duplicate sent to another
+// partition is answered once the first copy is appended, which may be
+// before that copy's fsync; a crash in between loses both.
 
 import (
 	"crypto/sha256"
@@ -254,7 +262,7 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 			next := off
 			err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 				next = h.LastOffset() + 1
-				if h.IsControl() {
+				if h.IsControl() || h.IsTransactional() { // never deduplicated, see filterLocked
 					return nil
 				}
 				return batchRecords(batch, func(_, ts int64, r *kmsg.Record, _ []byte) bool {
@@ -289,6 +297,20 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, error) {
 	if s.windowMs <= 0 {
 		return p.log.Append(records, now)
+	}
+	// max.message.bytes applies to the batches the client sent, as
+	// Append would check them: a batch rewritten without its duplicates
+	// is uncompressed and may be larger (AppendCompacted does not check).
+	maxBytes := int64(p.log.Config().MaxMessageBytes)
+	for rest := records; len(rest) > 0; {
+		batch, next, err := protocol.NextBatch(rest)
+		if err != nil {
+			break // filterLocked reports it
+		}
+		if int64(len(batch)) > maxBytes {
+			return slog.AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
+		}
+		rest = next
 	}
 	d := &t.dedup
 	nowMs := now.UnixMilli()
@@ -343,6 +365,15 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (o
 			return nil, false, added, fmt.Errorf("%w: control batch", slog.ErrInvalidRecord)
 		case h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
 			return nil, false, added, fmt.Errorf("%w: batch has %d records and lastOffsetDelta %d", slog.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+		}
+		if h.IsTransactional() {
+			// Not deduplicated: an aborted transaction's ids must not
+			// drop its committed retry, and a transactional producer
+			// is already idempotent.
+			if rewritten {
+				out = append(out, batch...)
+			}
+			continue
 		}
 		keep = keep[:0]
 		dups, i := 0, int64(0)

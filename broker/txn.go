@@ -696,18 +696,28 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 	if tx == nil {
 		return refuse(kerr.InvalidProducerIDMapping.Code, "unknown transactional id")
 	}
-	h, err := protocol.ParseBatchHeader(records)
-	if err != nil || !h.IsTransactional() {
-		return true // the log judges malformed and plain batches
-	}
-	switch {
-	case h.ProducerID != tx.mu.ProducerID:
-		return refuse(kerr.InvalidProducerIDMapping.Code, "the producer id is not the transactional id's")
-	case h.ProducerEpoch != tx.mu.Epoch:
-		return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
-	}
-	if _, ok := tx.mu.partitions[groupTP{topic, partition}]; !ok || tx.mu.State != txnOngoing {
-		return refuse(kerr.InvalidTxnState.Code, "the partition was not added to the transaction")
+	// Every batch is checked: one plain batch in front must not carry a
+	// transactional one past the checks, opening a transaction in the log
+	// that the coordinator never ends (its LSO would stop there).
+	for rest := records; len(rest) > 0; {
+		batch, next, err := protocol.NextBatch(rest)
+		if err != nil {
+			return true // the log judges malformed batches
+		}
+		rest = next
+		h, err := protocol.ParseBatchHeader(batch)
+		if err != nil || !h.IsTransactional() {
+			continue // plain batches: the log judges them
+		}
+		switch {
+		case h.ProducerID != tx.mu.ProducerID:
+			return refuse(kerr.InvalidProducerIDMapping.Code, "the producer id is not the transactional id's")
+		case h.ProducerEpoch != tx.mu.Epoch:
+			return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
+		}
+		if _, ok := tx.mu.partitions[groupTP{topic, partition}]; !ok || tx.mu.State != txnOngoing {
+			return refuse(kerr.InvalidTxnState.Code, "the partition was not added to the transaction")
+		}
 	}
 	return true
 }

@@ -130,7 +130,10 @@ func (p *Partition) Append(records []byte, now time.Time) (AppendResult, error) 
 // producer id, epoch and sequence) but may hold fewer records than its
 // span, even none, as a batch compacted by Kafka's log cleaner does
 // (KAFKA-5443); the dropped offsets are holes. Its records must be
-// uncompressed, with increasing offset deltas within the span.
+// uncompressed, with increasing offset deltas within the span. The caller
+// checks max.message.bytes against the client's batches it rewrote: a
+// rewritten batch is uncompressed, so it may be larger than the one the
+// client sent.
 func (p *Partition) AppendCompacted(records []byte, now time.Time) (AppendResult, error) {
 	return p.append(records, now, true)
 }
@@ -172,7 +175,7 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 		if h.BatchLength < protocol.MinBatchLength || size > int64(len(rest)) {
 			return AppendResult{}, fmt.Errorf("%w: batch %d length %d with %d bytes left", ErrCorruptMessage, nBatches, h.BatchLength, len(rest))
 		}
-		if size > int64(cfg.MaxMessageBytes) {
+		if size > int64(cfg.MaxMessageBytes) && !compacted { // compacted: checked by the caller, see AppendCompacted
 			return AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
 		}
 		if !protocol.VerifyBatchCRC(rest[:size]) {
