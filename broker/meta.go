@@ -186,6 +186,21 @@ func (m *metaStore) nextProducerID() (int64, error) {
 	return int64(v) + 1000, nil
 }
 
+// putJSONOrDelete stores v as JSON under key, or deletes key when v is
+// empty (override maps: group configs, client quotas).
+func putJSONOrDelete[M ~map[K]V, K comparable, V any](db *badger.DB, key []byte, v M) error {
+	return db.Update(func(txn *badger.Txn) error {
+		if len(v) == 0 {
+			return txn.Delete(key)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return txn.Set(key, b)
+	})
+}
+
 func (m *metaStore) putTopic(t topicRecord) error {
 	v, err := json.Marshal(t)
 	if err != nil {

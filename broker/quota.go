@@ -518,17 +518,7 @@ func (b *Broker) alterQuota(comps []quotaComponent, ops []quotaOp, validateOnly 
 		}
 	}
 	key := []byte(prefixClientQuota + e.storeKey())
-	err = b.meta.db.Update(func(txn *badger.Txn) error {
-		if len(next) == 0 {
-			return txn.Delete(key)
-		}
-		v, err := json.Marshal(next)
-		if err != nil {
-			return err
-		}
-		return txn.Set(key, v)
-	})
-	if err != nil {
+	if err := putJSONOrDelete(b.meta.db, key, next); err != nil {
 		return fmt.Errorf("broker: persist client quota: %w", err)
 	}
 	q.cfgMu.Lock()

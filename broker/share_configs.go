@@ -570,17 +570,7 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 		return nil
 	}
 	key := []byte(prefixGroupConfig + url.PathEscape(group))
-	err = b.meta.db.Update(func(txn *badger.Txn) error {
-		if len(next) == 0 {
-			return txn.Delete(key)
-		}
-		v, err := json.Marshal(next)
-		if err != nil {
-			return err
-		}
-		return txn.Set(key, v)
-	})
-	if err != nil {
+	if err := putJSONOrDelete(b.meta.db, key, next); err != nil {
 		return fmt.Errorf("broker: persist group configs: %w", err)
 	}
 	s.mu.Lock()
