@@ -120,14 +120,11 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	case id == "":
 		return setAll(kerr.InvalidRequest.Code)
 	}
-	t := c.lock(id, false)
+	t, code := c.lockChecked(id, pid, epoch, version, 2)
 	if t == nil {
-		return setAll(kerr.InvalidProducerIDMapping.Code)
-	}
-	defer t.mu.Unlock()
-	if code := t.checkProducerLocked(pid, epoch, version, 2); code != 0 {
 		return setAll(code)
 	}
+	defer t.mu.Unlock()
 	switch t.mu.State {
 	case txnPrepareCommit, txnPrepareAbort:
 		return setAll(kerr.ConcurrentTransactions.Code)

@@ -37,16 +37,12 @@ func handleAddOffsetsToTxn(c *conn, req *kmsg.AddOffsetsToTxnRequest) kmsg.Respo
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
 	}
-	t := b.txns.lock(req.TransactionalID, false)
+	t, code := b.txns.lockChecked(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version, 2)
 	if t == nil {
-		resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
-		return resp
-	}
-	defer t.mu.Unlock()
-	if code := t.checkProducerLocked(req.ProducerID, req.ProducerEpoch, req.Version, 2); code != 0 {
 		resp.ErrorCode = code
 		return resp
 	}
+	defer t.mu.Unlock()
 	switch t.mu.State {
 	case txnPrepareCommit, txnPrepareAbort:
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code

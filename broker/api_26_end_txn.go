@@ -38,16 +38,12 @@ func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
 	}
-	t := b.txns.lock(req.TransactionalID, false)
+	t, code := b.txns.lockChecked(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version, 2)
 	if t == nil {
-		resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
-		return resp
-	}
-	defer t.mu.Unlock()
-	if code := t.checkProducerLocked(req.ProducerID, req.ProducerEpoch, req.Version, 2); code != 0 {
 		resp.ErrorCode = code
 		return resp
 	}
+	defer t.mu.Unlock()
 	same := func(commitState txnState) int16 {
 		if (commitState == txnPrepareCommit || commitState == txnCompleteCommit) == req.Commit {
 			return 0

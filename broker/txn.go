@@ -451,6 +451,21 @@ func fencedCode(version, fencedSince int16) int16 {
 	return kerr.ProducerFenced.Code
 }
 
+// lockChecked locks id's txn for a request by producer pid and epoch, or
+// returns nil and the error code: INVALID_PRODUCER_ID_MAPPING for an
+// unknown transactional id, then checkProducerLocked's codes.
+func (c *txnCoordinator) lockChecked(id string, pid int64, epoch, version, fencedSince int16) (*txn, int16) {
+	t := c.lock(id, false)
+	if t == nil {
+		return nil, kerr.InvalidProducerIDMapping.Code
+	}
+	if code := t.checkProducerLocked(pid, epoch, version, fencedSince); code != 0 {
+		t.mu.Unlock()
+		return nil, code
+	}
+	return t, 0
+}
+
 // checkProducerLocked applies Kafka's checks of a request's producer id
 // and epoch against the txn: INVALID_PRODUCER_ID_MAPPING for another
 // producer id, PRODUCER_FENCED (or INVALID_PRODUCER_EPOCH) for another
