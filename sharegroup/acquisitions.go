@@ -110,22 +110,23 @@ func (h *deadlineHeap) Pop() any {
 	return v
 }
 
-// members interns member ids into small handles so runs and acquisitions
-// never hold strings. A handle lives while the member has a live
-// acquisition.
-type members struct {
+// interned maps string ids to small handles so runs, acquisitions and
+// group spans never hold strings; a handle lives while it is referenced.
+// Member ids (referenced by live acquisitions) and message-group ids
+// (referenced by group spans) use it. Handle 0 is never given out.
+type interned struct {
 	ids      map[string]uint32
 	names    []string // index = handle; 0 unused
-	refs     []uint32 // live acquisitions per handle
+	refs     []uint32 // references per handle
 	freeList []uint32
 }
 
-func (m *members) lookup(id string) (uint32, bool) {
+func (m *interned) lookup(id string) (uint32, bool) {
 	h, ok := m.ids[id]
 	return h, ok
 }
 
-func (m *members) intern(id string) uint32 {
+func (m *interned) intern(id string) uint32 {
 	if h, ok := m.ids[id]; ok {
 		return h
 	}
@@ -148,9 +149,9 @@ func (m *members) intern(id string) uint32 {
 	return h
 }
 
-func (m *members) ref(h uint32) { m.refs[h]++ }
+func (m *interned) ref(h uint32) { m.refs[h]++ }
 
-func (m *members) unref(h uint32) {
+func (m *interned) unref(h uint32) {
 	m.refs[h]--
 	if m.refs[h] == 0 {
 		delete(m.ids, m.names[h])

@@ -27,13 +27,10 @@ type gspan struct {
 // never change, states do, so the spans are kept beside the runs instead of
 // widening them; plain mode leaves this empty.
 type msgGroups struct {
-	spans []gspan
-	known int64 // first offset whose group is not known yet
-	ids   map[string]uint32
-	names []string // index = handle; 0 = no group
-	refs  []int32  // spans per handle
-	free  []uint32
-	live  int // handles > 0 with spans
+	spans     []gspan
+	known     int64    // first offset whose group is not known yet
+	groups    interned // message-group ids, referenced by spans
+	ungrouped int      // spans of records without a group (handle 0)
 
 	cursor int64 // fair mode: the next acquisition starts at the span here
 
@@ -45,48 +42,27 @@ func (m *msgGroups) intern(id string) uint32 {
 	if id == "" {
 		return 0
 	}
-	if h, ok := m.ids[id]; ok {
-		return h
-	}
-	if m.ids == nil {
-		m.ids = make(map[string]uint32)
-	}
-	if len(m.names) == 0 {
-		m.names, m.refs = []string{""}, []int32{0}
-	}
-	var h uint32
-	if n := len(m.free); n > 0 {
-		h = m.free[n-1]
-		m.free = m.free[:n-1]
-		m.names[h] = id
-	} else {
-		h = uint32(len(m.names))
-		m.names = append(m.names, id)
-		m.refs = append(m.refs, 0)
-	}
-	m.ids[id] = h
-	return h
+	return m.groups.intern(id)
 }
 
 func (m *msgGroups) ref(g uint32) {
-	if len(m.refs) == 0 {
-		m.names, m.refs = []string{""}, []int32{0}
+	if g == 0 {
+		m.ungrouped++
+	} else {
+		m.groups.ref(g)
 	}
-	if m.refs[g] == 0 && g != 0 {
-		m.live++
-	}
-	m.refs[g]++
 }
 
 func (m *msgGroups) unref(g uint32) {
-	m.refs[g]--
-	if m.refs[g] == 0 && g != 0 {
-		m.live--
-		delete(m.ids, m.names[g])
-		m.names[g] = ""
-		m.free = append(m.free, g)
+	if g == 0 {
+		m.ungrouped--
+	} else {
+		m.groups.unref(g)
 	}
 }
+
+// live is the number of message groups with spans in the window.
+func (m *msgGroups) live() int { return len(m.groups.ids) }
 
 // groupMode reports whether message groups are tracked.
 func (p *Partition) groupMode() bool { return p.cfg.Groups != GroupsNone }
@@ -310,13 +286,13 @@ func (a *groupAcquirer) grant(g uint32, n int64) int64 {
 	if a.limit == nil || g == 0 {
 		return n
 	}
-	return max(min(a.limit(a.p.mg.names[g], n), n), 0)
+	return max(min(a.limit(a.p.mg.groups.names[g], n), n), 0)
 }
 
 func (a *groupAcquirer) mark(g uint32, n int64) {
 	m := &a.p.mg
-	if len(m.taken) < len(m.names) {
-		m.taken = append(m.taken, make([]int64, len(m.names)-len(m.taken))...)
+	if n := len(m.groups.names); len(m.taken) < n {
+		m.taken = append(m.taken, make([]int64, n-len(m.taken))...)
 	}
 	if m.taken[g] == 0 {
 		m.dirty = append(m.dirty, g)
@@ -398,7 +374,7 @@ func (a *groupAcquirer) ordered() {
 			return true // terminal or Archiving: the group's next record decides
 		})
 		a.apply()
-		if seen == m.live && (len(m.refs) == 0 || m.refs[0] == 0) {
+		if seen == m.live() && m.ungrouped == 0 {
 			break // every group's head found, no ungrouped records left
 		}
 	}
@@ -414,8 +390,8 @@ func (a *groupAcquirer) fair() {
 	if first >= n {
 		first = 0
 	}
-	slots := int64(m.live)
-	if m.refs[0] > 0 {
+	slots := int64(m.live())
+	if m.ungrouped > 0 {
 		slots++
 	}
 	quota := ceilDiv(a.max, max(slots, 1))

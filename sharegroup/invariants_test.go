@@ -126,7 +126,7 @@ func checkGroups(p *Partition) error {
 	if m.known > p.speo {
 		return fmt.Errorf("groups known to %d past speo %d", m.known, p.speo)
 	}
-	refs := map[uint32]int32{}
+	refs := map[uint32]uint32{}
 	for i, s := range m.spans {
 		if p.spanEnd(i) <= s.start {
 			return fmt.Errorf("group span %d empty or unordered", i)
@@ -136,20 +136,17 @@ func checkGroups(p *Partition) error {
 		}
 		refs[s.g]++
 	}
-	live := 0
+	if int(refs[0]) != m.ungrouped {
+		return fmt.Errorf("%d spans without a group, counted %d", refs[0], m.ungrouped)
+	}
+	delete(refs, 0)
 	for g, n := range refs {
-		if m.refs[g] != n {
-			return fmt.Errorf("group %d refs %d, spans %d", g, m.refs[g], n)
-		}
-		if g != 0 {
-			live++
-			if m.ids[m.names[g]] != g {
-				return fmt.Errorf("group %d name %q not interned", g, m.names[g])
-			}
+		if m.groups.refs[g] != n || m.groups.ids[m.groups.names[g]] != g {
+			return fmt.Errorf("group %d (%q) refs %d, spans %d", g, m.groups.names[g], m.groups.refs[g], n)
 		}
 	}
-	if live != m.live || len(m.ids) != live {
-		return fmt.Errorf("live groups %d, counted %d, interned %d", m.live, live, len(m.ids))
+	if len(refs) != m.live() {
+		return fmt.Errorf("live groups %d, counted %d", m.live(), len(refs))
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ type Partition struct {
 	expired, archived int64
 
 	acqs    acquisitions
-	members members
+	members interned  // member ids
 	mg      msgGroups // group modes only; see groups.go
 
 	// opNow is the time of the operation in progress (set by expire), for
