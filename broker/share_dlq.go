@@ -584,11 +584,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		return nil, err
 	}
 	if in != nil && in.Written {
-		out := make([]sharegroup.StateRange, 0, len(in.Ranges))
-		for _, r := range in.Ranges {
-			out = append(out, sharegroup.StateRange{First: r.First, Last: r.Last, State: sharegroup.StateArchiving, DeliveryCount: r.DeliveryCount})
-		}
-		return out, nil
+		return intentRanges(in), nil
 	}
 	if st.dlqTopic == "" {
 		c.lg.Warn("share group no longer has a dead-letter topic; archiving without a copy", zapShareKey(k), zap.Any("offsets", ranges))
@@ -622,6 +618,26 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	for _, r := range ranges {
 		next.Ranges = append(next.Ranges, dlqRange{First: r.First, Last: r.Last, DeliveryCount: r.DeliveryCount})
 		n += r.Last - r.First + 1
+	}
+	// Offsets an earlier attempt appended that this attempt no longer
+	// lists (its window of at most dlqMaxRecords moved when a lower offset
+	// started archiving) stay in the intent: a later scan must still look
+	// for them, and a "written" note completes them, so they are never
+	// written twice nor left Archiving.
+	if in != nil {
+		for _, r := range in.Ranges {
+			for off := r.First; off <= r.Last; off++ {
+				if !found[off] || coversOffset(ranges, off) {
+					continue
+				}
+				if k := len(next.Ranges) - 1; k >= 0 && next.Ranges[k].Last+1 == off && next.Ranges[k].DeliveryCount == r.DeliveryCount {
+					next.Ranges[k].Last = off
+				} else {
+					next.Ranges = append(next.Ranges, dlqRange{First: off, Last: off, DeliveryCount: r.DeliveryCount})
+				}
+				n++
+			}
+		}
 	}
 	if err := c.putDLQIntent(k, next); err != nil {
 		return nil, err
@@ -661,7 +677,25 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	if c.dlq.crashed("written") {
 		return nil, errDLQCrashed
 	}
-	return ranges, nil
+	return intentRanges(next), nil // ranges plus what earlier attempts wrote
+}
+
+// intentRanges lists an intent's offsets as Archiving ranges to complete.
+func intentRanges(in *dlqIntent) []sharegroup.StateRange {
+	out := make([]sharegroup.StateRange, 0, len(in.Ranges))
+	for _, r := range in.Ranges {
+		out = append(out, sharegroup.StateRange{First: r.First, Last: r.Last, State: sharegroup.StateArchiving, DeliveryCount: r.DeliveryCount})
+	}
+	return out
+}
+
+func coversOffset(ranges []sharegroup.StateRange, off int64) bool {
+	for _, r := range ranges {
+		if off >= r.First && off <= r.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // errDLQCrashed stops a writer at a test's simulated crash point.

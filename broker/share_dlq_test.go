@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -463,4 +464,57 @@ func TestShareDLQSigkill(t *testing.T) {
 	counts, err := b.ShareDLQCounts("kg")
 	require.NoError(t, err)
 	require.Equal(t, []DLQCount{{Group: "kg", Topic: "ksrc", Partition: 0, Records: n}}, counts)
+}
+
+// TestShareDLQWindowMovesBetweenAttempts: an attempt writes offsets
+// 50-549 (the first dlqMaxRecords Archiving ones) and stops before they
+// are marked written; then offsets 0-49 start archiving, so the next
+// attempt's window is 0-499. Offsets 500-549, already in the DLQ, must
+// neither be written again nor stay Archiving (found in review).
+func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	var crashes atomic.Int32
+	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" && crashes.Add(1) == 1 }
+	const n = 600
+	dlqSetup(t, b, "wsrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "wg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.wsrc")
+	cl := newShareClient(t, b, "wg", kgo.ConsumeTopics("wsrc"), kgo.ShareMaxRecords(n))
+	var held []*kgo.Record
+	deadline := time.Now().Add(30 * time.Second)
+	for len(held) < n {
+		require.True(t, time.Now().Before(deadline), "acquired %d of %d", len(held), n)
+		held = append(held, pollShare(t, cl, time.Second)...)
+	}
+	flush := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, cl.FlushAcks(ctx))
+	}
+	for _, r := range held {
+		if r.Offset >= 50 {
+			r.Ack(kgo.AckReject)
+		}
+	}
+	flush()
+	require.Eventually(t, func() bool { return crashes.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
+	for _, r := range held {
+		if r.Offset < 50 {
+			r.Ack(kgo.AckReject)
+		}
+	}
+	flush()
+	require.Eventually(t, func() bool { return spso(t, b, "wg", "wsrc", 0) == n }, 20*time.Second, 10*time.Millisecond,
+		"every record archived")
+	recs := dlqConsume(t, b, "dlq.wsrc", n)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		off := headerMap(r)[dlqHeaderOffset]
+		require.False(t, seen[off], "offset %s written twice", off)
+		seen[off] = true
+	}
+	require.Len(t, seen, n)
+	counts, err := b.ShareDLQCounts("wg")
+	require.NoError(t, err)
+	require.Equal(t, []DLQCount{{Group: "wg", Topic: "wsrc", Partition: 0, Records: n}}, counts, "counted once each")
 }
