@@ -84,6 +84,15 @@ func (a *acquisitions) earliest() uint32 {
 
 func (a *acquisitions) live() int { return len(a.byDeadline) }
 
+// locked returns the offsets held by live acquisitions (O(acquisitions)).
+func (a *acquisitions) locked() int64 {
+	var n int64
+	for _, h := range a.byDeadline {
+		n += int64(a.entries[h].refs)
+	}
+	return n
+}
+
 type deadlineHeap acquisitions
 
 func (h *deadlineHeap) Len() int { return len(h.byDeadline) }

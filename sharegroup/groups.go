@@ -231,12 +231,15 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 	if maxRecords <= 0 {
 		maxRecords = math.MaxInt
 	}
+	// share.partition.max.record.locks still bounds the records locked at
+	// once (the window itself is bounded by cost in a group mode).
+	maxRecords = int(min(int64(maxRecords), int64(p.cfg.MaxInFlight)-p.acqs.locked()))
 	var out []Acquired
 	// Fragmentation guard: a group mode's window may hold far more records
 	// than MaxInFlight (one huge group costs one run); acknowledging them
 	// one by one could split the runs without bound, so acquisitions pause
 	// while the runs alone exceed twice the budget, until the SPSO moves.
-	if p.groupMode() && p.available > 0 && len(p.runs) < 2*p.cfg.MaxInFlight {
+	if p.groupMode() && p.available > 0 && maxRecords > 0 && len(p.runs) < 2*p.cfg.MaxInFlight {
 		p.trimGroups()
 		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
 		if p.cfg.Groups == GroupsOrdered {

@@ -527,3 +527,30 @@ func TestGroupLimiter(t *testing.T) {
 		})
 	}
 }
+
+// In a group mode the window may hold more than MaxInFlight records, but
+// no more than MaxInFlight of them are locked at once
+// (share.partition.max.record.locks).
+func TestGroupsMaxRecordLocks(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []GroupMode{GroupsFair, GroupsOrdered} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var groups []string
+			for i := range 2000 {
+				groups = append(groups, fmt.Sprintf("g%d", i%500))
+			}
+			h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 100}, func(c *Config) {
+				c.Groups = mode
+				c.MaxInFlight = 300
+			})
+			total := 0
+			for m := range 4 {
+				total += len(offsets(h.acquire(fmt.Sprintf("m%d", m), 200)))
+			}
+			require.Equal(t, 300, total, "locked records capped at MaxInFlight")
+			require.Equal(t, int64(300), h.p.acqs.locked())
+			h.keep(h.p.ReleaseMember(h.now, "m0"))
+			require.NotEmpty(t, h.acquire("m4", 200), "releasing frees locks")
+		})
+	}
+}
