@@ -137,7 +137,10 @@
 //     one span however many there are, so the window extends past them to
 //     the other groups (TestGroupsHugeGroupDoesNotStarveOthers). They are
 //     implicit on disk (Available, count 0), so persistence is unchanged.
-//     Acquisition pauses while the runs alone exceed 2 x MaxInFlight (a
+//     MaxInFlight still caps the records locked at once (acquisitions
+//     hold at most MaxInFlight offsets), as share.partition.max.record.locks
+//     does in Kafka. Acquisition pauses while the runs alone exceed 2 x
+//     MaxInFlight (a
 //     window of millions of records acknowledged one by one in a scattered
 //     order), which bounds memory at ~24 B per record of budget.
 //
