@@ -140,9 +140,9 @@
 //     MaxInFlight still caps the records locked at once (acquisitions
 //     hold at most MaxInFlight offsets), as share.partition.max.record.locks
 //     does in Kafka. Acquisition pauses while the runs alone exceed 2 x
-//     MaxInFlight (a
-//     window of millions of records acknowledged one by one in a scattered
-//     order), which bounds memory at ~24 B per record of budget.
+//     MaxInFlight (a window of millions of records acknowledged one by one
+//     in a scattered order), which bounds memory at ~24 B per record of
+//     budget.
 //
 // # Redelivery backoff
 //
