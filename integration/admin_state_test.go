@@ -37,12 +37,7 @@ func TestAdminState(t *testing.T) {
 	ctx := testContext(t)
 	adm := b.admin(t)
 	if !b.External {
-		// The first join of an empty classic group otherwise waits 3 s.
-		res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.initial.rebalance.delay.ms", Value: strp("0")}})
-		require.NoError(t, err)
-		for _, r := range res {
-			require.NoError(t, r.Err, r.ErrMessage)
-		}
+		noRebalanceDelay(ctx, t, adm)
 	}
 
 	// The broker: from the configuration when it is ours.

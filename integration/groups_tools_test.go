@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,13 +22,7 @@ func TestKcatGroup(t *testing.T) {
 	ctx := testContext(t)
 	adm := b.admin(t)
 	if !b.External {
-		// The first join of an empty group otherwise waits 3 s for more
-		// members, twice per run of this test.
-		res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "group.initial.rebalance.delay.ms", Value: strp("0")}})
-		require.NoError(t, err)
-		for _, r := range res {
-			require.NoError(t, r.Err, r.ErrMessage)
-		}
+		noRebalanceDelay(ctx, t, adm) // twice per run of this test otherwise
 	}
 	const partitions = 3
 	topic := b.createTopic(t, partitions, nil)

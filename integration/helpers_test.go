@@ -295,3 +295,15 @@ func testLogLevel() zapcore.Level {
 	}
 	return lvl
 }
+
+// noRebalanceDelay sets group.initial.rebalance.delay.ms=0 on our broker:
+// the first join of an empty classic group otherwise waits 3 s for more
+// members.
+func noRebalanceDelay(ctx context.Context, t *testing.T, adm *kadm.Client) {
+	t.Helper()
+	res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "group.initial.rebalance.delay.ms", Value: strp("0")}})
+	require.NoError(t, err)
+	for _, r := range res {
+		require.NoError(t, r.Err, r.ErrMessage)
+	}
+}

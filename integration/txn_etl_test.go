@@ -50,8 +50,7 @@ func TestTransactETLChainCrash(t *testing.T) {
 	admCl := newCrashClient(t, child.addr)
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	_, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "group.initial.rebalance.delay.ms", Value: strp("0")}})
-	require.NoError(t, err)
+	noRebalanceDelay(ctx, t, adm)
 	for i := range topics {
 		topics[i] = fmt.Sprintf("etl-%d-%d", i, seed%1e6)
 		resp, err := adm.CreateTopic(ctx, etlPartitions, 1, nil, topics[i])
