@@ -219,19 +219,31 @@ func (m *metaStore) deleteTopic(name string) error {
 
 func (m *metaStore) topics() ([]topicRecord, error) {
 	var out []topicRecord
-	err := m.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixTopic), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			var t topicRecord
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
-				return fmt.Errorf("broker: decode %s: %w", it.Item().Key(), err)
-			}
-			out = append(out, t)
-		}
+	err := scanJSON(m.db, prefixTopic, func(_ string, t topicRecord) error {
+		out = append(out, t)
 		return nil
 	})
 	return out, err
+}
+
+// scanJSON decodes, in key order, every value stored under prefix as JSON
+// into a V and calls fn with its key (without the prefix) and it.
+func scanJSON[V any](db *badger.DB, prefix string, fn func(name string, v V) error) error {
+	return db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := string(it.Item().Key())
+			var v V
+			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &v) }); err != nil {
+				return fmt.Errorf("broker: decode %s: %w", key, err)
+			}
+			if err := fn(strings.TrimPrefix(key, prefix), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (m *metaStore) brokerConfigs() (map[string]string, error) {

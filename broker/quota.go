@@ -42,7 +42,6 @@ package broker
 // is held during I/O, and no other lock is taken while holding them.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -168,21 +167,12 @@ type quotaManager struct {
 
 func newQuotaManager(db *badger.DB) (*quotaManager, error) {
 	q := &quotaManager{configs: map[quotaEntity]map[string]float64{}, buckets: map[string]*tokenBucket{}, conns: newConnCounts()}
-	err := db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixClientQuota), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			key := string(it.Item().Key())
-			e, err := parseQuotaStoreKey(strings.TrimPrefix(key, prefixClientQuota))
-			if err != nil {
-				return err
-			}
-			m := map[string]float64{}
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }); err != nil {
-				return fmt.Errorf("broker: decode %s: %w", key, err)
-			}
-			q.configs[e] = m
+	err := scanJSON(db, prefixClientQuota, func(name string, m map[string]float64) error {
+		e, err := parseQuotaStoreKey(name)
+		if err != nil {
+			return err
 		}
+		q.configs[e] = m
 		return nil
 	})
 	return q, err

@@ -38,7 +38,6 @@ package broker
 // group.
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -368,21 +367,12 @@ func (s *shareConfigStore) overrides(group string) map[string]string {
 
 func loadShareGroupConfigs(db *badger.DB) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	err := db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixGroupConfig), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			key := string(it.Item().Key())
-			group, err := url.PathUnescape(strings.TrimPrefix(key, prefixGroupConfig))
-			if err != nil {
-				return fmt.Errorf("broker: group config key %q: %w", key, err)
-			}
-			m := map[string]string{}
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }); err != nil {
-				return fmt.Errorf("broker: decode %s: %w", key, err)
-			}
-			out[group] = m
+	err := scanJSON(db, prefixGroupConfig, func(name string, m map[string]string) error {
+		group, err := url.PathUnescape(name)
+		if err != nil {
+			return fmt.Errorf("broker: group config key %q: %w", prefixGroupConfig+name, err)
 		}
+		out[group] = m
 		return nil
 	})
 	return out, err

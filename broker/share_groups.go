@@ -120,23 +120,14 @@ func newShareGroup(c *shareCoordinator, name string) *shareGroup {
 }
 
 func (c *shareCoordinator) loadGroups() error {
-	return c.b.meta.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixShareGroup), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			key := string(it.Item().Key())
-			name, err := url.PathUnescape(strings.TrimPrefix(key, prefixShareGroup))
-			if err != nil {
-				return fmt.Errorf("broker: share group key %q: %w", key, err)
-			}
-			var rec shareGroupRecord
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
-				return fmt.Errorf("broker: decode %s: %w", key, err)
-			}
-			g := newShareGroup(c, name)
-			g.mu.epoch, g.mu.assignmentEpoch, g.mu.persisted = rec.Epoch, rec.Epoch, true
-			c.mu.groups[name] = g
+	return scanJSON(c.b.meta.db, prefixShareGroup, func(key string, rec shareGroupRecord) error {
+		name, err := url.PathUnescape(key)
+		if err != nil {
+			return fmt.Errorf("broker: share group key %q: %w", prefixShareGroup+key, err)
 		}
+		g := newShareGroup(c, name)
+		g.mu.epoch, g.mu.assignmentEpoch, g.mu.persisted = rec.Epoch, rec.Epoch, true
+		c.mu.groups[name] = g
 		return nil
 	})
 }

@@ -201,31 +201,23 @@ func newTxnCoordinator(b *Broker) *txnCoordinator {
 
 // load reads every txn from badger.
 func (c *txnCoordinator) load() error {
-	return c.b.meta.db.View(func(btx *badger.Txn) error {
-		it := btx.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixTxn), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			var rec txnRecord
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
-				return fmt.Errorf("broker: decode %s: %w", it.Item().Key(), err)
-			}
-			t := &txn{id: rec.ID}
-			t.mu.txnRecord = rec
-			t.mu.partitions = map[groupTP]struct{}{}
-			for _, p := range rec.Parts {
-				t.mu.partitions[groupTP{p.Topic, p.Partition}] = struct{}{}
-			}
-			t.mu.groups = map[string]struct{}{}
-			for _, g := range rec.Groups {
-				t.mu.groups[g] = struct{}{}
-			}
-			t.mu.offsets = map[string]map[groupTP]offsetCommit{}
-			for _, o := range rec.Offsets {
-				c.addPendingOffset(t, o.Group, groupTP{o.Topic, o.Partition},
-					offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs)})
-			}
-			c.mu.txns[rec.ID] = t
+	return scanJSON(c.b.meta.db, prefixTxn, func(_ string, rec txnRecord) error {
+		t := &txn{id: rec.ID}
+		t.mu.txnRecord = rec
+		t.mu.partitions = map[groupTP]struct{}{}
+		for _, p := range rec.Parts {
+			t.mu.partitions[groupTP{p.Topic, p.Partition}] = struct{}{}
 		}
+		t.mu.groups = map[string]struct{}{}
+		for _, g := range rec.Groups {
+			t.mu.groups[g] = struct{}{}
+		}
+		t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+		for _, o := range rec.Offsets {
+			c.addPendingOffset(t, o.Group, groupTP{o.Topic, o.Partition},
+				offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs)})
+		}
+		c.mu.txns[rec.ID] = t
 		return nil
 	})
 }
