@@ -23,7 +23,10 @@ package broker
 //   - The fetch covers every session partition, rotating the first one
 //     by epoch for fairness, up to MaxRecords (500 if unset) and MaxBytes.
 //     AcquiredRecords are sorted, non-overlapping, with delivery counts;
-//     Records are whole log batches and always cover them. Mode
+//     Records are whole log batches and always cover them; in a
+//     message-group mode a batch holding records not acquired by this
+//     fetch is sent trimmed to the acquired ones when that is smaller
+//     (a batch with offset holes, as compaction leaves). Mode
 //     batch_optimized (ShareAcquireMode 0) acquires whole log batches and
 //     may exceed MaxRecords by the rest of the last batch; record_limit
 //     (1, or the group's share.acquire.mode) acquires exactly up to

@@ -39,7 +39,9 @@ package broker
 // NextFetchOffset up to the high watermark, a chunk at a time, and hands
 // the batch headers to Acquire; Records in the response are the whole
 // log batches covering the acquired ranges, so the client never sees an
-// acquired offset without its record (it would GAP-acknowledge it).
+// acquired offset without its record (it would GAP-acknowledge it). In
+// a message-group mode a batch is trimmed to the records acquired from
+// it (share_mgroups.go: trimToAcquired).
 //
 // Each share-partition has a timer armed for the state machine's
 // NextDeadline; it calls ExpireLocks through the same owner, persists

@@ -188,8 +188,9 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 }
 
 // readAcquired reads, in offset order and each once, the log batches
-// covering the acquired ranges, until budget bytes are used (the first
-// range is always covered). It returns the bytes, the ranges they cover
+// covering the acquired ranges (trimmed to the acquired records:
+// trimToAcquired), until budget bytes are used (the first range is
+// always covered). It returns the bytes, the ranges they cover
 // and the ranges (or parts) they do not.
 func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
 	covered := int64(-1) // offsets < covered have their batch in data
@@ -222,7 +223,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				}
 				for j := i; j < len(acq) && acq[j].First <= h.LastOffset(); j++ {
 					if acq[j].Last >= h.BaseOffset { // the batch holds an acquired offset
-						data = append(data, batch...)
+						data = append(data, trimToAcquired(batch, h, acq[j:])...)
 						break
 					}
 				}
@@ -240,6 +241,54 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 		}
 	}
 	return data, acq, nil, nil
+}
+
+// trimToAcquired returns batch, or a smaller copy holding only the
+// records whose offsets lie in acq (sorted ranges, possibly starting
+// before the batch). A group mode acquires a few records of each message
+// group, so a log batch of a thousand records interleaving many groups
+// may hold only a handful this member gets; sending all of it costs the
+// broker, the network and the client (which decodes every record and
+// drops the ones it was not given) up to a hundred times the bytes
+// delivered. The copy keeps the batch header (base offset, timestamps,
+// producer fields, lastOffsetDelta) and the kept records' wire bytes
+// (their offset and timestamp deltas), so it is a batch with holes, as
+// Kafka's log compaction leaves them, which every client reads; it is
+// uncompressed with a new CRC, and used only when smaller than the
+// original (a compressed batch often is not). Control batches and fully
+// acquired batches are returned as they are.
+func trimToAcquired(batch []byte, h *protocol.BatchHeader, acq []sharegroup.Acquired) []byte {
+	first, last := h.BaseOffset, h.LastOffset()
+	var covered int64
+	for _, a := range acq {
+		if a.First > last {
+			break
+		}
+		if lo, hi := max(a.First, first), min(a.Last, last); hi >= lo {
+			covered += hi - lo + 1
+		}
+	}
+	if h.IsControl() || covered >= last-first+1 {
+		return batch
+	}
+	var keep [][]byte
+	k := 0
+	err := batchRecords(batch, func(off, _ int64, _ *kmsg.Record, raw []byte) bool {
+		for k < len(acq) && acq[k].Last < off {
+			k++
+		}
+		if k < len(acq) && acq[k].First <= off {
+			keep = append(keep, raw)
+		}
+		return true
+	})
+	if err != nil || len(keep) == 0 {
+		return batch
+	}
+	if out := appendRewritten(nil, batch, keep); len(out) < len(batch) {
+		return out
+	}
+	return batch
 }
 
 // errStopRead ends an eachBatch walk early.
