@@ -21,6 +21,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -136,12 +137,14 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
 	hw := shareReadLimit(lp, st)
+	var raw []byte
 	for read := 0; read < classifyBudget && p.CanClassify(); {
 		off := p.ClassifyOffset()
 		if off >= hw {
 			break
 		}
-		raw, err := lp.log.Read(off, hw, 1<<20, true)
+		var err error
+		raw, err = lp.log.ReadAppend(raw[:0], off, hw, 1<<20, true) // Classify copies what it keeps
 		if errors.Is(err, slog.ErrOffsetOutOfRange) {
 			if ls := lp.log.LogStartOffset(); off < ls {
 				pending = append(pending, p.AdvanceLogStart(ls).Records...)
@@ -203,6 +206,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 		rest := append([]sharegroup.Acquired{{First: covered, Last: a.Last, DeliveryCount: a.DeliveryCount}}, acq[i+1:]...)
 		return head, rest
 	}
+	var raw []byte // reused: what is kept of it is copied into data
 	for i := 0; i < len(acq); i++ {
 		a := acq[i]
 		for covered <= a.Last {
@@ -211,7 +215,8 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				return data, sent, unsent, nil
 			}
 			from := max(a.First, covered)
-			raw, rerr := lp.log.Read(from, hw, 1<<20, true)
+			var rerr error
+			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, 1<<20, true)
 			if rerr != nil {
 				sent, unsent = split(i)
 				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)
@@ -273,14 +278,13 @@ func trimToAcquired(batch []byte, h *protocol.BatchHeader, acq []sharegroup.Acqu
 	}
 	var keep [][]byte
 	k := 0
-	err := batchRecords(batch, func(off, _ int64, _ *kmsg.Record, raw []byte) bool {
+	err := recordOffsets(batch, h, func(off int64, raw []byte) {
 		for k < len(acq) && acq[k].Last < off {
 			k++
 		}
 		if k < len(acq) && acq[k].First <= off {
 			keep = append(keep, raw)
 		}
-		return true
 	})
 	if err != nil || len(keep) == 0 {
 		return batch
@@ -289,6 +293,39 @@ func trimToAcquired(batch []byte, h *protocol.BatchHeader, acq []sharegroup.Acqu
 		return out
 	}
 	return batch
+}
+
+// recordOffsets calls fn with the absolute offset and wire bytes of each
+// record of batch (decompressed if needed), reading only each record's
+// length and offset delta: trimming needs nothing else, and decoding
+// whole records was most of its cost.
+func recordOffsets(batch []byte, h *protocol.BatchHeader, fn func(offset int64, raw []byte)) error {
+	raw := batch[protocol.BatchHeaderSize:]
+	if codec := protocol.CompressionOf(h.Attributes); codec != protocol.CompressionNone {
+		var err error
+		if raw, err = decompress(raw, codec); err != nil {
+			return fmt.Errorf("%w: decompress: %v", errBadBatch, err)
+		}
+	}
+	for i := int32(0); i < h.RecordCount; i++ {
+		length, n := binary.Varint(raw)
+		if n <= 0 || length < 3 || int64(len(raw)-n) < length {
+			return fmt.Errorf("%w: record %d truncated", errBadBatch, i)
+		}
+		rec := raw[n : n+int(length)]
+		// attributes (int8), timestampDelta (varint), offsetDelta (varint)
+		_, tn := binary.Varint(rec[1:])
+		if tn <= 0 {
+			return fmt.Errorf("%w: record %d: bad timestamp delta", errBadBatch, i)
+		}
+		delta, dn := binary.Varint(rec[1+tn:])
+		if dn <= 0 {
+			return fmt.Errorf("%w: record %d: bad offset delta", errBadBatch, i)
+		}
+		fn(h.BaseOffset+delta, raw[:n+int(length)])
+		raw = raw[n+int(length):]
+	}
+	return nil
 }
 
 // errStopRead ends an eachBatch walk early.
