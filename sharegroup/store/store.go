@@ -52,6 +52,19 @@ type Store struct {
 		// a commit succeeded.
 		deltas map[Key]seqRange
 	}
+
+	// gc queues the Writes waiting for the committer (group commit).
+	gc struct {
+		sync.Mutex
+		queue   []*pendingWrite
+		running bool // a commit loop is draining queue
+	}
+}
+
+// pendingWrite is one Write waiting for its commit.
+type pendingWrite struct {
+	batch []PartitionRecords
+	done  chan error
 }
 
 type seqRange struct{ first, next uint64 }
@@ -92,14 +105,84 @@ func (s *Store) deltaKey(k Key, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(s.deltaPrefix(k), seq)
 }
 
-// Write persists the batch in one badger transaction (group commit). If the
-// transaction is too big it falls back to one transaction per
-// share-partition, each still atomic.
+// Write persists the batch durably and returns once it is (or why it is
+// not). Concurrent Writes are group-committed: a commit loop takes every
+// batch queued while the previous commit ran and persists them in one
+// badger transaction, so they share one WAL sync. (Badger syncs its WAL
+// once per request even when it batches requests, so eight concurrent
+// acknowledgements cost eight syncs in a row without this; measured on
+// this project's 2-core machine: 0.25 ms for one write, 1.6 ms p50 with
+// eight writers.) Each share-partition's records stay atomic and in
+// order; callers own disjoint share-partitions (one writer each), so
+// batches of different callers never interleave on a key.
 func (s *Store) Write(batch []PartitionRecords) error {
 	batch = mergeByKey(batch)
 	if len(batch) == 0 {
 		return nil
 	}
+	w := &pendingWrite{batch: batch, done: make(chan error, 1)}
+	s.gc.Lock()
+	s.gc.queue = append(s.gc.queue, w)
+	start := !s.gc.running
+	s.gc.running = true
+	s.gc.Unlock()
+	if start {
+		go s.commitLoop()
+	}
+	return <-w.done
+}
+
+// commitLoop commits queued Writes until the queue is empty.
+func (s *Store) commitLoop() {
+	for {
+		s.gc.Lock()
+		q := s.gc.queue
+		s.gc.queue = nil
+		if len(q) == 0 {
+			s.gc.running = false
+			s.gc.Unlock()
+			return
+		}
+		s.gc.Unlock()
+		s.commitGroup(q)
+	}
+}
+
+// prepareError is a failure before the commit: nothing was written.
+type prepareError struct{ err error }
+
+func (e *prepareError) Error() string { return e.err.Error() }
+func (e *prepareError) Unwrap() error { return e.err }
+
+// commitGroup persists the batches of q in one transaction. If building
+// that transaction fails (nothing written), each batch is retried alone,
+// so one bad batch, or a group too big for one transaction, fails only
+// its own Write. A failed commit fails them all: what it wrote is
+// unknown, and each caller discards its share-partitions and reloads
+// them from what is stored.
+func (s *Store) commitGroup(q []*pendingWrite) {
+	if len(q) > 1 {
+		var all []PartitionRecords
+		for _, w := range q {
+			all = append(all, w.batch...)
+		}
+		err := s.update(mergeByKey(all))
+		var pe *prepareError
+		if !errors.As(err, &pe) {
+			for _, w := range q {
+				w.done <- err
+			}
+			return
+		}
+	}
+	for _, w := range q {
+		w.done <- s.writeAlone(w.batch)
+	}
+}
+
+// writeAlone persists one Write's batch in one transaction, or, if that
+// is too big, one transaction per share-partition, each still atomic.
+func (s *Store) writeAlone(batch []PartitionRecords) error {
 	err := s.update(batch)
 	if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
 		for i := range batch {
@@ -132,17 +215,17 @@ func mergeByKey(batch []PartitionRecords) []PartitionRecords {
 
 func (s *Store) update(batch []PartitionRecords) error {
 	next := make(map[Key]seqRange, len(batch))
-	err := s.db.Update(func(txn *badger.Txn) error {
-		for _, pr := range batch {
-			r, err := s.writeOne(txn, pr)
-			if err != nil {
-				return err
-			}
-			next[pr.Key] = r
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	for _, pr := range batch {
+		r, err := s.writeOne(txn, pr)
+		if err != nil {
+			// Nothing was written: the caller may retry parts alone.
+			return &prepareError{fmt.Errorf("sharegroup/store: write: %w", err)}
 		}
-		return nil
-	})
-	if err != nil {
+		next[pr.Key] = r
+	}
+	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("sharegroup/store: write: %w", err)
 	}
 	s.mu.Lock()

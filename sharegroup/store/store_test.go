@@ -257,3 +257,98 @@ func TestCorruptionIsReported(t *testing.T) {
 	_, _, err = s.Load(key, sharegroup.DefaultConfig())
 	require.ErrorIs(t, err, sharegroup.ErrCorruptRecord)
 }
+
+// TestConcurrentWritesGroupCommit: many owners writing at once (their
+// Writes share transactions) each find exactly their own state after a
+// reopen; a batch that cannot be prepared (its fold hits a corrupt
+// delta) fails alone, without failing the Writes committed with it.
+func TestConcurrentWritesGroupCommit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	s := New(db, Options{Prefix: []byte("sg/"), SnapshotEvery: 7})
+	cfg := sharegroup.DefaultConfig()
+	const owners, rounds = 16, 40
+	want := make([]sharegroup.Record, owners)
+	errs := make(chan error, owners)
+	for o := range owners {
+		go func() {
+			k := Key{Group: "g", Partition: int32(o)}
+			p, eff, err := sharegroup.New(cfg, 1, 0)
+			if err == nil {
+				err = s.Write([]PartitionRecords{{Key: k, Records: eff.Records}})
+			}
+			for r := 0; r < rounds && err == nil; r++ {
+				first := int64(r * 10)
+				_, eff = p.Acquire(at(r), "m", []sharegroup.LogBatch{{First: first, Last: first + 9}}, 10, sharegroup.BatchOptimized)
+				if err = s.Write([]PartitionRecords{{Key: k, Records: eff.Records}}); err != nil {
+					break
+				}
+				eff, err = p.Acknowledge(at(r), "m", []sharegroup.AckBatch{{First: first, Last: first + 9, Types: []sharegroup.AckType{sharegroup.AckType(1 + (r+o)%3)}}})
+				if err == nil {
+					err = s.Write([]PartitionRecords{{Key: k, Records: eff.Records}})
+				}
+			}
+			want[o] = p.Snapshot()
+			errs <- err
+		}()
+	}
+	for range owners {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, db.Close())
+	db = openDB(t, dir)
+	defer db.Close()
+	s = New(db, Options{Prefix: []byte("sg/"), SnapshotEvery: 7})
+	for o := range owners {
+		q, found, err := s.Load(Key{Group: "g", Partition: int32(o)}, cfg)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, want[o], q.Snapshot(), "owner %d", o)
+	}
+
+	// A corrupt delta makes the next fold of that key fail before the
+	// commit; queued with a healthy Write, only it fails.
+	bad, good := Key{Group: "g", Partition: 0}, Key{Group: "g", Partition: 1}
+	rng, err := s.deltaRange(db.NewTransaction(false), bad)
+	require.NoError(t, err)
+	for i := int64(0); rng.count() < 6; i++ { // the next Write of bad folds (SnapshotEvery 7)
+		require.Less(t, i, int64(20))
+		pb, _, err := s.Load(bad, cfg)
+		require.NoError(t, err)
+		off := 400 + i
+		pb.Acquire(at(100), "m", []sharegroup.LogBatch{{First: off, Last: off}}, 1, sharegroup.BatchOptimized)
+		eff, err := pb.Acknowledge(at(100), "m", []sharegroup.AckBatch{{First: off, Last: off, Types: []sharegroup.AckType{sharegroup.AckAccept}}})
+		require.NoError(t, err)
+		require.NotEmpty(t, eff.Records)
+		require.NoError(t, s.Write([]PartitionRecords{{Key: bad, Records: eff.Records}}))
+		rng, err = s.deltaRange(db.NewTransaction(false), bad)
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Update(func(txn *badger.Txn) error {
+		dk := s.deltaKey(bad, rng.first)
+		item, err := txn.Get(dk)
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		v[len(v)/2] ^= 1
+		return txn.Set(dk, v)
+	}))
+	pb, _, err := s.Load(good, cfg)
+	require.NoError(t, err)
+	_, effGood := pb.Acquire(at(200), "m", []sharegroup.LogBatch{{First: 400, Last: 409}}, 10, sharegroup.BatchOptimized)
+	wBad := &pendingWrite{batch: []PartitionRecords{{Key: bad, Records: effGood.Records}}, done: make(chan error, 1)}
+	wGood := &pendingWrite{batch: []PartitionRecords{{Key: good, Records: effGood.Records}}, done: make(chan error, 1)}
+	s.commitGroup([]*pendingWrite{wBad, wGood})
+	require.ErrorIs(t, <-wBad.done, sharegroup.ErrCorruptRecord)
+	require.NoError(t, <-wGood.done)
+	_, _, err = s.Load(bad, cfg)
+	require.ErrorIs(t, err, sharegroup.ErrCorruptRecord)
+	q, _, err := s.Load(good, cfg)
+	require.NoError(t, err)
+	require.Equal(t, pb.Snapshot(), q.Snapshot())
+}
