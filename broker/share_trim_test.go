@@ -126,4 +126,3 @@ func TestShareGroupModeTrimsCompressedBatches(t *testing.T) {
 		require.Equal(t, string(recs[i].Value), v)
 	}
 }
-
