@@ -273,7 +273,10 @@ func trimToAcquired(batch []byte, h *protocol.BatchHeader, acq []sharegroup.Acqu
 			covered += hi - lo + 1
 		}
 	}
-	if h.IsControl() || covered >= last-first+1 {
+	// A batch whose CRC no longer matches (on-disk corruption since it
+	// was appended) goes out as it is, so the client's CRC check still
+	// catches it; a trimmed copy would carry a fresh, valid CRC.
+	if h.IsControl() || covered >= last-first+1 || !protocol.VerifyBatchCRC(batch) {
 		return batch
 	}
 	var keep [][]byte

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -98,31 +99,51 @@ func TestShareGroupModeTrimsBatches(t *testing.T) {
 }
 
 // TestShareGroupModeTrimsCompressedBatches: a compressed batch is trimmed
-// (uncompressed) when that is smaller, else sent as it is; either way the
-// acquired records are there and decode.
+// (uncompressed) when that is smaller, and sent as it is when it is not;
+// either way the acquired records are there and decode.
 func TestShareGroupModeTrimsCompressedBatches(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	createTopicRaw(t, b, "trimz", 1)
-	cl := newClient(t, b, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	var recs []*kgo.Record
-	for i := range 40 {
-		v := make([]byte, 200)
-		for j := range v {
-			v[j] = byte(i*31 + j*7) // poorly compressible
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		topic   string
+		value   func() []byte
+		trimmed bool
+	}{
+		{"trimz-random", func() []byte { // incompressible: 4 of 40 records are far smaller
+			v := make([]byte, 200)
+			for j := range v {
+				v[j] = byte(rng.Uint32())
+			}
+			return v
+		}, true},
+		{"trimz-zeros", func() []byte { return make([]byte, 200) }, false}, // compresses to almost nothing
+	} {
+		createTopicRaw(t, b, tc.topic, 1)
+		cl := newClient(t, b, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+		var recs []*kgo.Record
+		for i := range 40 {
+			recs = append(recs, &kgo.Record{Topic: tc.topic, Key: []byte{byte('a' + i%4)}, Value: tc.value()})
 		}
-		recs = append(recs, &kgo.Record{Topic: "trimz", Key: []byte{byte('a' + i%4)}, Value: v})
-	}
-	produceAll(t, cl, recs...)
-	setShareGroupConfigs(t, b, "tz", "share.auto.offset.reset", "earliest",
-		"share.message.group.source", "key", "share.message.group.ordered", "true")
-	r := newRawShare(t, b, "tz", "m1", "trimz")
-	p := onlyPartition(t, r.fetch(0, 0, 100))
-	require.Equal(t, [][3]int64{{0, 3, 1}}, acquired(p))
-	_, deltas, offs, vals := batchOffsets(t, p.Records)
-	require.Equal(t, []int32{39}, deltas)
-	require.Equal(t, []int64{0, 1, 2, 3}, offs, "trimmed to the acquired records")
-	for i, v := range vals {
-		require.Equal(t, string(recs[i].Value), v)
+		produceAll(t, cl, recs...)
+		group := "g-" + tc.topic
+		setShareGroupConfigs(t, b, group, "share.auto.offset.reset", "earliest",
+			"share.message.group.source", "key", "share.message.group.ordered", "true")
+		r := newRawShare(t, b, group, "m1", tc.topic)
+		p := onlyPartition(t, r.fetch(0, 0, 100))
+		require.Equal(t, [][3]int64{{0, 3, 1}}, acquired(p), tc.topic)
+		_, deltas, offs, vals := batchOffsets(t, p.Records)
+		require.Equal(t, []int32{39}, deltas, tc.topic)
+		if tc.trimmed {
+			require.Equal(t, []int64{0, 1, 2, 3}, offs, "%s: trimmed to the acquired records", tc.topic)
+		} else {
+			require.Len(t, offs, 40, "%s: the compressed batch is smaller, sent as it is", tc.topic)
+			stored, err := b.topics.partition(tc.topic, 0).log.Read(0, 40, 1<<20, true)
+			require.NoError(t, err)
+			require.Equal(t, stored, p.Records, tc.topic)
+		}
+		for i, v := range vals[:4] {
+			require.Equal(t, string(recs[i].Value), v, tc.topic)
+		}
 	}
 }

@@ -8,12 +8,13 @@
 // state must survive a hard crash; an acknowledgement is answered only
 // after its Record is durable) and hands it to New with a key prefix.
 // Write persists the Effects.Records of any number of share-partitions in
-// one db.Update (group commit); each share-partition's records are applied
-// atomically and in order. If Write fails, the in-memory Partitions whose
-// records were in the batch must be discarded and re-Loaded (the pure core
-// does not roll back). Load replays the snapshot and then the deltas through
-// sharegroup.Recover, i.e. through Partition.Apply, the same code the live
-// partition uses.
+// one badger transaction; Writes that arrive while another commits are
+// group-committed into the next transaction (one WAL sync for all), and
+// each share-partition's records are applied atomically and in order. If
+// Write fails, the in-memory Partitions whose records were in the batch
+// must be discarded and re-Loaded (the pure core does not roll back).
+// Load replays the snapshot and then the deltas through sharegroup.Recover,
+// i.e. through Partition.Apply, the same code the live partition uses.
 //
 // A Store is safe for concurrent use by many share-partition owners, but
 // each share-partition must have exactly one writer at a time (the owner);

@@ -144,8 +144,39 @@ func (s *Store) commitLoop() {
 			return
 		}
 		s.gc.Unlock()
-		s.commitGroup(q)
+		for i, err := range s.safeCommitGroup(q) {
+			q[i].done <- err
+		}
 	}
+}
+
+// safeCommitGroup is commitGroup turning a panic (a bug, in badger or in
+// a fold) into an error for each Write of q, as the callers' own
+// goroutines would have had it caught for their connection alone.
+func (s *Store) safeCommitGroup(q []*pendingWrite) (errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("sharegroup/store: write panicked: %v", r)
+			s.forget(q)
+			errs = make([]error, len(q))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	return s.commitGroup(q)
+}
+
+// forget drops the cached delta ranges of the keys of q: after a failed
+// commit what it wrote is unknown, so the next write rescans.
+func (s *Store) forget(q []*pendingWrite) {
+	s.mu.Lock()
+	for _, w := range q {
+		for _, pr := range w.batch {
+			delete(s.mu.deltas, pr.Key)
+		}
+	}
+	s.mu.Unlock()
 }
 
 // prepareError is a failure before the commit: nothing was written.
@@ -160,7 +191,8 @@ func (e *prepareError) Unwrap() error { return e.err }
 // its own Write. A failed commit fails them all: what it wrote is
 // unknown, and each caller discards its share-partitions and reloads
 // them from what is stored.
-func (s *Store) commitGroup(q []*pendingWrite) {
+func (s *Store) commitGroup(q []*pendingWrite) []error {
+	errs := make([]error, len(q))
 	if len(q) > 1 {
 		var all []PartitionRecords
 		for _, w := range q {
@@ -169,15 +201,24 @@ func (s *Store) commitGroup(q []*pendingWrite) {
 		err := s.update(mergeByKey(all))
 		var pe *prepareError
 		if !errors.As(err, &pe) {
-			for _, w := range q {
-				w.done <- err
+			if err != nil {
+				s.forget(q)
 			}
-			return
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
 		}
 	}
-	for _, w := range q {
-		w.done <- s.writeAlone(w.batch)
+	for i, w := range q {
+		if errs[i] = s.writeAlone(w.batch); errs[i] != nil {
+			var pe *prepareError
+			if !errors.As(errs[i], &pe) {
+				s.forget(q[i : i+1])
+			}
+		}
 	}
+	return errs
 }
 
 // writeAlone persists one Write's batch in one transaction, or, if that

@@ -310,8 +310,14 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 	// A corrupt delta makes the next fold of that key fail before the
 	// commit; queued with a healthy Write, only it fails.
 	bad, good := Key{Group: "g", Partition: 0}, Key{Group: "g", Partition: 1}
-	rng, err := s.deltaRange(db.NewTransaction(false), bad)
-	require.NoError(t, err)
+	deltas := func(k Key) seqRange {
+		txn := db.NewTransaction(false)
+		defer txn.Discard()
+		r, err := s.deltaRange(txn, k)
+		require.NoError(t, err)
+		return r
+	}
+	rng := deltas(bad)
 	for i := int64(0); rng.count() < 6; i++ { // the next Write of bad folds (SnapshotEvery 7)
 		require.Less(t, i, int64(20))
 		pb, _, err := s.Load(bad, cfg)
@@ -322,8 +328,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, eff.Records)
 		require.NoError(t, s.Write([]PartitionRecords{{Key: bad, Records: eff.Records}}))
-		rng, err = s.deltaRange(db.NewTransaction(false), bad)
-		require.NoError(t, err)
+		rng = deltas(bad)
 	}
 	require.NoError(t, db.Update(func(txn *badger.Txn) error {
 		dk := s.deltaKey(bad, rng.first)
@@ -341,11 +346,12 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 	pb, _, err := s.Load(good, cfg)
 	require.NoError(t, err)
 	_, effGood := pb.Acquire(at(200), "m", []sharegroup.LogBatch{{First: 400, Last: 409}}, 10, sharegroup.BatchOptimized)
-	wBad := &pendingWrite{batch: []PartitionRecords{{Key: bad, Records: effGood.Records}}, done: make(chan error, 1)}
-	wGood := &pendingWrite{batch: []PartitionRecords{{Key: good, Records: effGood.Records}}, done: make(chan error, 1)}
-	s.commitGroup([]*pendingWrite{wBad, wGood})
-	require.ErrorIs(t, <-wBad.done, sharegroup.ErrCorruptRecord)
-	require.NoError(t, <-wGood.done)
+	got := s.commitGroup([]*pendingWrite{
+		{batch: []PartitionRecords{{Key: bad, Records: effGood.Records}}},
+		{batch: []PartitionRecords{{Key: good, Records: effGood.Records}}},
+	})
+	require.ErrorIs(t, got[0], sharegroup.ErrCorruptRecord)
+	require.NoError(t, got[1])
 	_, _, err = s.Load(bad, cfg)
 	require.ErrorIs(t, err, sharegroup.ErrCorruptRecord)
 	q, _, err := s.Load(good, cfg)
