@@ -41,7 +41,7 @@ package broker
 // log batches covering the acquired ranges, so the client never sees an
 // acquired offset without its record (it would GAP-acknowledge it). In
 // a message-group mode a batch is trimmed to the records acquired from
-// it (share_mgroups.go: trimToAcquired).
+// it (share_batchcache.go: parsedBatch.trim).
 //
 // Each share-partition has a timer armed for the state machine's
 // NextDeadline; it calls ExpireLocks through the same owner, persists
@@ -112,6 +112,7 @@ type shareCoordinator struct {
 	configs  shareConfigStore
 	sessions shareSessionCache
 	dlq      dlqCoordinator // dead-letter writers (share_dlq.go)
+	trims    trimCache      // parsed log batches of group-mode fetches (share_batchcache.go)
 
 	mu struct {
 		sync.Mutex

@@ -175,7 +175,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	if len(acq) == 0 {
 		return nil, nil, nil
 	}
-	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget)
+	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget, &sp.c.trims)
 	if len(unsent) > 0 {
 		sp.mu.Lock()
 		if sp.mu.p == p { // else reloaded: the acquisitions are gone anyway
@@ -192,10 +192,10 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 
 // readAcquired reads, in offset order and each once, the log batches
 // covering the acquired ranges (trimmed to the acquired records:
-// trimToAcquired), until budget bytes are used (the first range is
+// parsedBatch.trim), until budget bytes are used (the first range is
 // always covered). It returns the bytes, the ranges they cover
 // and the ranges (or parts) they do not.
-func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
 	covered := int64(-1) // offsets < covered have their batch in data
 	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {
 		a := acq[i]
@@ -215,6 +215,11 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				return data, sent, unsent, nil
 			}
 			from := max(a.First, covered)
+			if pb := cache.get(lp, from); pb != nil && pb.h.LastOffset() < hw {
+				data = append(data, pb.trim(acq[i:])...)
+				covered = pb.h.LastOffset() + 1
+				continue
+			}
 			var rerr error
 			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, 1<<20, true)
 			if rerr != nil {
@@ -228,7 +233,9 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				}
 				for j := i; j < len(acq) && acq[j].First <= h.LastOffset(); j++ {
 					if acq[j].Last >= h.BaseOffset { // the batch holds an acquired offset
-						data = append(data, trimToAcquired(batch, h, acq[j:])...)
+						pb := parseBatch(h, batch)
+						cache.put(lp, pb)
+						data = append(data, pb.trim(acq[j:])...)
 						break
 					}
 				}
@@ -246,56 +253,6 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 		}
 	}
 	return data, acq, nil, nil
-}
-
-// trimToAcquired returns batch, or a smaller copy holding only the
-// records whose offsets lie in acq (sorted ranges, possibly starting
-// before the batch). A group mode acquires a few records of each message
-// group, so a log batch of a thousand records interleaving many groups
-// may hold only a handful this member gets; sending all of it costs the
-// broker, the network and the client (which decodes every record and
-// drops the ones it was not given) up to a hundred times the bytes
-// delivered. The copy keeps the batch header (base offset, timestamps,
-// producer fields, lastOffsetDelta) and the kept records' wire bytes
-// (their offset and timestamp deltas), so it is a batch with holes, as
-// Kafka's log compaction leaves them, which every client reads; it is
-// uncompressed with a new CRC, and used only when smaller than the
-// original (a compressed batch often is not). Control batches and fully
-// acquired batches are returned as they are.
-func trimToAcquired(batch []byte, h *protocol.BatchHeader, acq []sharegroup.Acquired) []byte {
-	first, last := h.BaseOffset, h.LastOffset()
-	var covered int64
-	for _, a := range acq {
-		if a.First > last {
-			break
-		}
-		if lo, hi := max(a.First, first), min(a.Last, last); hi >= lo {
-			covered += hi - lo + 1
-		}
-	}
-	// A batch whose CRC no longer matches (on-disk corruption since it
-	// was appended) goes out as it is, so the client's CRC check still
-	// catches it; a trimmed copy would carry a fresh, valid CRC.
-	if h.IsControl() || covered >= last-first+1 || !protocol.VerifyBatchCRC(batch) {
-		return batch
-	}
-	var keep [][]byte
-	k := 0
-	err := recordOffsets(batch, h, func(off int64, raw []byte) {
-		for k < len(acq) && acq[k].Last < off {
-			k++
-		}
-		if k < len(acq) && acq[k].First <= off {
-			keep = append(keep, raw)
-		}
-	})
-	if err != nil || len(keep) == 0 {
-		return batch
-	}
-	if out := appendRewritten(nil, batch, keep); len(out) < len(batch) {
-		return out
-	}
-	return batch
 }
 
 // recordOffsets calls fn with the absolute offset and wire bytes of each

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/protocol"
+	"github.com/shoal-mq/shoal/sharegroup"
 )
 
 // batchOffsets decodes raw ShareFetch Records: per batch its base offset,
@@ -146,4 +147,47 @@ func TestShareGroupModeTrimsCompressedBatches(t *testing.T) {
 			require.Equal(t, string(recs[i].Value), v, tc.topic)
 		}
 	}
+}
+
+// TestTrimCache: batches are found by any offset they hold, per
+// partition; the least recently used go first when the budget is
+// exceeded; a parsed batch trims like a freshly read one.
+func TestTrimCache(t *testing.T) {
+	t.Parallel()
+	mk := func(base int64, n int) *parsedBatch {
+		var recs []byte
+		for i := range n {
+			r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
+			recs = appendRecord(recs, &r)
+		}
+		b := encodeBatch(recs, int32(n), 1000, 1000)
+		protocol.SetBaseOffset(b, base)
+		h, err := protocol.ParseBatchHeader(b)
+		require.NoError(t, err)
+		return parseBatch(&h, b)
+	}
+	p1, p2 := &partition{}, &partition{}
+	a, b2, c := mk(0, 10), mk(10, 10), mk(0, 5)
+	size := a.size
+	cache := &trimCache{max: 2*size + size/2}
+	cache.put(p1, a)
+	cache.put(p1, b2)
+	require.Same(t, a, cache.get(p1, 0))
+	require.Same(t, a, cache.get(p1, 9))
+	require.Same(t, b2, cache.get(p1, 15))
+	require.Nil(t, cache.get(p1, 20))
+	require.Nil(t, cache.get(p2, 3))
+	require.Same(t, a, cache.get(p1, 5)) // a used last
+	cache.put(p2, c)                     // over budget: b2 (least recently used) goes
+	require.Nil(t, cache.get(p1, 15))
+	require.Same(t, a, cache.get(p1, 3))
+	require.Same(t, c, cache.get(p2, 3))
+
+	out := a.trim([]sharegroup.Acquired{{First: 2, Last: 3}, {First: 7, Last: 7}})
+	bases, deltas, offs, vals := batchOffsets(t, out)
+	require.Equal(t, []int64{0}, bases)
+	require.Equal(t, []int32{9}, deltas)
+	require.Equal(t, []int64{2, 3, 7}, offs)
+	require.Equal(t, []string{"2", "3", "7"}, vals)
+	require.Equal(t, a.batch, a.trim([]sharegroup.Acquired{{First: 0, Last: 9}}), "all acquired: as stored")
 }
