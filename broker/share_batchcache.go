@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"container/list"
+	"slices"
 	"sort"
 	"sync"
 
@@ -24,8 +25,8 @@ import (
 //
 // Log batches never change once appended (offsets and bytes are fixed;
 // retention and DeleteRecords only remove whole batches below the log
-// start, which no acquisition reaches), so entries need no invalidation;
-// a deleted and re-created topic has new partition objects. The cache is
+// start, and a hit below the log start is ignored), so entries need no
+// invalidation; a deleted and re-created topic has new partition objects. The cache is
 // bounded by bytes (trimCacheBytes) across all partitions, least recently
 // used first out; batches over trimCacheMaxBatch are not kept.
 
@@ -66,6 +67,7 @@ func parseBatch(h *protocol.BatchHeader, batch []byte) *parsedBatch {
 	if err != nil {
 		pb.whole, pb.offs, pb.recs, pb.size = true, nil, nil, len(pb.batch)
 	}
+	pb.size += cap(pb.offs)*8 + cap(pb.recs)*24 // the index
 	return pb
 }
 
@@ -173,7 +175,7 @@ func (c *trimCache) remove(e *trimEntry) {
 	es := c.parts[e.lp]
 	for i, x := range es {
 		if x == e {
-			es = append(es[:i], es[i+1:]...)
+			es = slices.Delete(es, i, i+1) // zeroes the freed slot: the batch can be collected
 			break
 		}
 	}

@@ -215,7 +215,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				return data, sent, unsent, nil
 			}
 			from := max(a.First, covered)
-			if pb := cache.get(lp, from); pb != nil && pb.h.LastOffset() < hw {
+			if pb := cache.get(lp, from); pb != nil && pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset() {
 				data = append(data, pb.trim(acq[i:])...)
 				covered = pb.h.LastOffset() + 1
 				continue
