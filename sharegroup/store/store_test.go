@@ -225,6 +225,23 @@ func TestDeleteAndKeys(t *testing.T) {
 	require.Equal(t, p.Snapshot(), q.Snapshot())
 }
 
+// flipBit corrupts the value stored at key (one bit in its middle).
+func flipBit(t *testing.T, db *badger.DB, key []byte) {
+	t.Helper()
+	require.NoError(t, db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		v[len(v)/2] ^= 1
+		return txn.Set(key, v)
+	}))
+}
+
 func TestCorruptionIsReported(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, t.TempDir())
@@ -237,19 +254,7 @@ func TestCorruptionIsReported(t *testing.T) {
 	eff, err = p.Acknowledge(at(1), "a", []sharegroup.AckBatch{{First: 5, Last: 5, Types: []sharegroup.AckType{sharegroup.AckAccept}}})
 	require.NoError(t, err)
 	write(t, s, key, eff)
-	dk := s.deltaKey(key, 0)
-	require.NoError(t, db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(dk)
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		v[len(v)/2] ^= 1
-		return txn.Set(dk, v)
-	}))
+	flipBit(t, db, s.deltaKey(key, 0))
 	_, _, err = s.Load(key, sharegroup.DefaultConfig())
 	require.ErrorIs(t, err, sharegroup.ErrCorruptRecord)
 	// Deltas without a snapshot are corruption too.
@@ -330,19 +335,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 		require.NoError(t, s.Write([]PartitionRecords{{Key: bad, Records: eff.Records}}))
 		rng = deltas(bad)
 	}
-	require.NoError(t, db.Update(func(txn *badger.Txn) error {
-		dk := s.deltaKey(bad, rng.first)
-		item, err := txn.Get(dk)
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		v[len(v)/2] ^= 1
-		return txn.Set(dk, v)
-	}))
+	flipBit(t, db, s.deltaKey(bad, rng.first))
 	pb, _, err := s.Load(good, cfg)
 	require.NoError(t, err)
 	_, effGood := pb.Acquire(at(200), "m", []sharegroup.LogBatch{{First: 400, Last: 409}}, 10, sharegroup.BatchOptimized)
