@@ -90,6 +90,7 @@ func (pb *parsedBatch) trim(acq []sharegroup.Acquired) []byte {
 		return pb.batch
 	}
 	var keep [][]byte
+	size := protocol.BatchHeaderSize
 	k := 0
 	for i, off := range pb.offs {
 		for k < len(acq) && acq[k].Last < off {
@@ -100,15 +101,13 @@ func (pb *parsedBatch) trim(acq []sharegroup.Acquired) []byte {
 		}
 		if acq[k].First <= off {
 			keep = append(keep, pb.recs[i])
+			size += len(pb.recs[i])
 		}
 	}
-	if len(keep) == 0 || len(keep) == len(pb.offs) {
+	if len(keep) == 0 || len(keep) == len(pb.offs) || size >= len(pb.batch) {
 		return pb.batch
 	}
-	if out := appendRewritten(nil, pb.batch, keep); len(out) < len(pb.batch) {
-		return out
-	}
-	return pb.batch
+	return appendRewritten(make([]byte, 0, size), pb.batch, keep)
 }
 
 // trimCache is the broker's cache of parsed batches.
