@@ -107,27 +107,25 @@ func TestDedupSkipsTransactionalBatches(t *testing.T) {
 // rewrite may exceed max.message.bytes, which applies to the client's
 // batch, not to the rewrite (found in review).
 func TestDedupRewriteKeepsClientSizeLimit(t *testing.T) {
-	b := startTest(t)
-	dedupTopic(t, b, "dm", 1, "dedup.window.ms", "60000", "max.message.bytes", "20000")
-	cl := newClient(t, b, kgo.ProducerBatchCompression(kgo.GzipCompression()), kgo.ProducerLinger(50*time.Millisecond))
-	produceAll(t, cl, rec("dm", "first", "a"))
-	big := strings.Repeat("x", 1000)
-	recs := []*kgo.Record{rec("dm", big, "a")}
-	for i := 0; i < 49; i++ {
-		recs = append(recs, rec("dm", big, "b"+strconv.Itoa(i)))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	produceBigGzipBatch(t, "a") // "a" repeats the first record's id
 }
 
 func TestDedupCompressedBatchWithoutDuplicates(t *testing.T) {
+	produceBigGzipBatch(t, "c")
+}
+
+// produceBigGzipBatch produces one record with dedup id "a" to a topic
+// with a 20,000-byte max.message.bytes, then one gzip batch of 50 records
+// of 1,000 bytes (ids firstID, b0..b48: about 50 KB uncompressed, far less
+// compressed), which must be accepted.
+func produceBigGzipBatch(t *testing.T, firstID string) {
+	t.Helper()
 	b := startTest(t)
 	dedupTopic(t, b, "dm", 1, "dedup.window.ms", "60000", "max.message.bytes", "20000")
 	cl := newClient(t, b, kgo.ProducerBatchCompression(kgo.GzipCompression()), kgo.ProducerLinger(50*time.Millisecond))
 	produceAll(t, cl, rec("dm", "first", "a"))
 	big := strings.Repeat("x", 1000)
-	recs := []*kgo.Record{rec("dm", big, "c")}
+	recs := []*kgo.Record{rec("dm", big, firstID)}
 	for i := 0; i < 49; i++ {
 		recs = append(recs, rec("dm", big, "b"+strconv.Itoa(i)))
 	}

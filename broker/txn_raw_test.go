@@ -58,15 +58,7 @@ func (r *rawTxn) addPartitions(topic string, parts ...int32) []int16 {
 }
 
 func (r *rawTxn) produce(topic string, part int32, seq int32, value string) int16 {
-	req := kmsg.NewPtrProduceRequest()
-	req.TransactionID, req.Acks, req.TimeoutMillis = &r.id, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = part, txnRecordBatch(r.pid, r.epoch, seq, value)
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return r.c.do(req, 9).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	return r.produceRaw(topic, part, txnRecordBatch(r.pid, r.epoch, seq, value))
 }
 
 func (r *rawTxn) end(commit bool) int16 {
