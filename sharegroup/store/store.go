@@ -157,7 +157,9 @@ func (s *Store) safeCommitGroup(q []*pendingWrite) (errs []error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err := fmt.Errorf("sharegroup/store: write panicked: %v", r)
-			s.forget(q)
+			for _, w := range q {
+				s.forget(w.batch)
+			}
 			errs = make([]error, len(q))
 			for i := range errs {
 				errs[i] = err
@@ -167,14 +169,13 @@ func (s *Store) safeCommitGroup(q []*pendingWrite) (errs []error) {
 	return s.commitGroup(q)
 }
 
-// forget drops the cached delta ranges of the keys of q: after a failed
-// commit what it wrote is unknown, so the next write rescans.
-func (s *Store) forget(q []*pendingWrite) {
+// forget drops the cached delta ranges of the keys of batch, after a
+// commit whose effect is unknown (it failed, or panicked midway): the
+// next write of them rescans.
+func (s *Store) forget(batch []PartitionRecords) {
 	s.mu.Lock()
-	for _, w := range q {
-		for _, pr := range w.batch {
-			delete(s.mu.deltas, pr.Key)
-		}
+	for _, pr := range batch {
+		delete(s.mu.deltas, pr.Key)
 	}
 	s.mu.Unlock()
 }
@@ -189,8 +190,8 @@ func (e *prepareError) Unwrap() error { return e.err }
 // that transaction fails (nothing written), each batch is retried alone,
 // so one bad batch, or a group too big for one transaction, fails only
 // its own Write. A failed commit fails them all: what it wrote is
-// unknown, and each caller discards its share-partitions and reloads
-// them from what is stored.
+// unknown (update forgets their cached delta ranges), and each caller
+// discards its share-partitions and reloads them from what is stored.
 func (s *Store) commitGroup(q []*pendingWrite) []error {
 	errs := make([]error, len(q))
 	if len(q) > 1 {
@@ -201,9 +202,6 @@ func (s *Store) commitGroup(q []*pendingWrite) []error {
 		err := s.update(mergeByKey(all))
 		var pe *prepareError
 		if !errors.As(err, &pe) {
-			if err != nil {
-				s.forget(q)
-			}
 			for i := range errs {
 				errs[i] = err
 			}
@@ -211,12 +209,7 @@ func (s *Store) commitGroup(q []*pendingWrite) []error {
 		}
 	}
 	for i, w := range q {
-		if errs[i] = s.writeAlone(w.batch); errs[i] != nil {
-			var pe *prepareError
-			if !errors.As(errs[i], &pe) {
-				s.forget(q[i : i+1])
-			}
-		}
+		errs[i] = s.writeAlone(w.batch)
 	}
 	return errs
 }
@@ -267,6 +260,7 @@ func (s *Store) update(batch []PartitionRecords) error {
 		next[pr.Key] = r
 	}
 	if err := txn.Commit(); err != nil {
+		s.forget(batch) // what the commit wrote is unknown
 		return fmt.Errorf("sharegroup/store: write: %w", err)
 	}
 	s.mu.Lock()
