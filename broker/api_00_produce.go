@@ -18,8 +18,10 @@ package broker
 // oldest Kafka 4 serves; we store batches verbatim so older message
 // formats are not accepted. v8 adds per-record errors and an error
 // message; v9 is flexible; v10/v11 add the leader hint tags, which we
-// leave empty (we are always the leader). v12+ (KIP-890 part 2
-// transactions) and v13 (topic ids) are not served yet.
+// leave empty (we are always the leader). v12 has v11's fields; it
+// tells the broker the client runs KIP-890 part 2 transactions, so a
+// transactional batch adds its partition to the transaction itself (no
+// AddPartitionsToTxn). v13 (topic ids) is not served yet.
 //
 // Transactions: transactional batches need a TransactionalID
 // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, as Kafka). With one,
@@ -28,7 +30,10 @@ package broker
 // id is not the transactional id's gets INVALID_PRODUCER_ID_MAPPING,
 // another epoch INVALID_PRODUCER_EPOCH, and a partition not added to the
 // Ongoing transaction (AddPartitionsToTxn) INVALID_TXN_STATE, as
-// Kafka's transaction verification answers.
+// Kafka's transaction verification answers. From v12 such a partition is
+// added instead, starting the transaction if none is open
+// (CONCURRENT_TRANSACTIONS while the previous one is still being
+// completed); see admitProduceLocked.
 
 import (
 	"strconv"
@@ -40,7 +45,7 @@ import (
 	"github.com/shoal-mq/shoal/protocol"
 )
 
-func init() { register(0, 3, 11, handleProduce) }
+func init() { register(0, 3, 12, handleProduce) }
 
 func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -106,7 +111,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				msg := "transactional records without a transactional id"
 				sp.ErrorMessage = &msg
-			case req.TransactionID != nil && !b.txns.admitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, &sp):
+			case req.TransactionID != nil && !b.txns.admitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, req.Version >= 12, now, &sp):
 			default:
 				res, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
 				if err != nil {

@@ -18,8 +18,16 @@ package broker
 // decision stands) and completed by the background retry.
 //
 // Version notes: v1 is v0; v2 allows PRODUCER_FENCED; v3 is flexible;
-// v4 only allows TRANSACTION_ABORTABLE, which we never return. v5
-// (KIP-890 part 2, an epoch bump per transaction) is not served.
+// v4 only allows TRANSACTION_ABORTABLE, which we never return. v5 is
+// KIP-890 part 2: every EndTxn moves the producer to its next epoch (a
+// new producer id at epoch 0 once the epoch is exhausted), which the
+// markers carry and the answer returns (ProducerID, ProducerEpoch). So a
+// retry arrives with the epoch just left: it succeeds (with the current
+// id and epoch) when it asks for the outcome just completed, gets
+// CONCURRENT_TRANSACTIONS while that outcome is still being completed,
+// and INVALID_TXN_STATE for the other one. An abort with no transaction
+// open succeeds and moves the epoch too (franz-go sends one to clear a
+// transaction whose produces all failed).
 
 import (
 	"time"
@@ -28,7 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { registerSimple(26, 0, 4, handleEndTxn) }
+func init() { registerSimple(26, 0, 5, handleEndTxn) }
 
 func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response {
 	b := c.b
@@ -38,31 +46,68 @@ func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
 	}
-	t, code := b.txns.lockChecked(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version, 2)
+	t := b.txns.lock(req.TransactionalID, false)
 	if t == nil {
-		resp.ErrorCode = code
+		resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
 		return resp
 	}
 	defer t.mu.Unlock()
-	same := func(commitState txnState) int16 {
-		if (commitState == txnPrepareCommit || commitState == txnCompleteCommit) == req.Commit {
+	bump := req.Version >= 5
+	same := func(st txnState) int16 {
+		if (st == txnPrepareCommit || st == txnCompleteCommit) == req.Commit {
 			return 0
 		}
 		return kerr.InvalidTxnState.Code
 	}
-	switch st := t.mu.State; st {
+	answer := func() kmsg.Response {
+		if bump && resp.ErrorCode == 0 {
+			resp.ProducerID, resp.ProducerEpoch = t.mu.ProducerID, t.mu.Epoch
+			if n := t.mu.Next; n != nil {
+				resp.ProducerID, resp.ProducerEpoch = n.ProducerID, n.Epoch
+			}
+		}
+		return resp
+	}
+	st := t.mu.State
+	if bump && t.mu.LastEnd && req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch {
+		// A retry of the EndTxn that moved the epoch.
+		switch st {
+		case txnCompleteCommit, txnCompleteAbort:
+			resp.ErrorCode = same(st)
+			return answer()
+		case txnPrepareCommit, txnPrepareAbort:
+			if resp.ErrorCode = same(st); resp.ErrorCode == 0 {
+				resp.ErrorCode = kerr.ConcurrentTransactions.Code
+			}
+			return answer()
+		}
+	}
+	if resp.ErrorCode = t.checkProducerLocked(req.ProducerID, req.ProducerEpoch, req.Version, 2); resp.ErrorCode != 0 {
+		return resp
+	}
+	switch st {
 	case txnOngoing:
-		if err := b.txns.endTxnLocked(t, req.Commit, time.Now()); err != nil {
+		if err := b.txns.endTxnLocked(t, req.Commit, bump, time.Now()); err != nil {
 			resp.ErrorCode = kerr.NotCoordinator.Code
 		}
-	case txnCompleteCommit, txnCompleteAbort:
-		resp.ErrorCode = same(st)
+	case txnCompleteCommit, txnCompleteAbort, txnEmpty:
+		switch {
+		case bump && !req.Commit:
+			// Nothing open: an empty abort, moving the epoch.
+			if err := b.txns.endTxnLocked(t, false, true, time.Now()); err != nil {
+				resp.ErrorCode = kerr.NotCoordinator.Code
+			}
+		case st == txnEmpty:
+			resp.ErrorCode = kerr.InvalidTxnState.Code
+		default:
+			resp.ErrorCode = same(st)
+		}
 	case txnPrepareCommit, txnPrepareAbort:
 		if resp.ErrorCode = same(st); resp.ErrorCode == 0 {
 			resp.ErrorCode = kerr.ConcurrentTransactions.Code
 		}
-	default: // Empty: no transaction
+	default:
 		resp.ErrorCode = kerr.InvalidTxnState.Code
 	}
-	return resp
+	return answer()
 }

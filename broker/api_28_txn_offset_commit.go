@@ -26,8 +26,11 @@ package broker
 //
 // Version notes: v1 is v0; v2 adds the committed leader epoch; v3 adds
 // generation, member id and instance id (KIP-447) and is flexible; v4
-// only allows TRANSACTION_ABORTABLE, never returned. v5 (KIP-890 part 2,
-// implicit AddOffsetsToTxn) and v6 (topic ids) are not served.
+// only allows TRANSACTION_ABORTABLE, never returned. v5 is KIP-890 part
+// 2: the group is added to the transaction by the commit itself (no
+// AddOffsetsToTxn), starting the transaction if none is open, and
+// CONCURRENT_TRANSACTIONS while the previous one is being completed; the
+// addition is durable with the offsets. v6 (topic ids) is not served.
 
 import (
 	"time"
@@ -36,7 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { registerSimple(28, 0, 4, handleTxnOffsetCommit) }
+func init() { registerSimple(28, 0, 5, handleTxnOffsetCommit) }
 
 func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	b := c.b
@@ -87,9 +90,17 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 	if code == kerr.ProducerFenced.Code {
 		code = kerr.InvalidProducerEpoch.Code
 	}
+	implicit := false // the group joins the transaction with these offsets (v5+)
 	if code == 0 {
-		if _, ok := t.mu.groups[req.Group]; !ok || t.mu.State != txnOngoing {
+		_, added := t.mu.groups[req.Group]
+		switch {
+		case added && t.mu.State == txnOngoing:
+		case req.Version < 5:
 			code = kerr.InvalidTxnState.Code
+		case t.mu.State == txnPrepareCommit || t.mu.State == txnPrepareAbort:
+			code = kerr.ConcurrentTransactions.Code
+		default:
+			implicit = true
 		}
 	}
 	if code == 0 {
@@ -98,6 +109,11 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 	if code != 0 {
 		setAll(code)
 		return answer()
+	}
+	snap := t.snapshotLocked()
+	if implicit {
+		t.beginLocked(now)
+		t.mu.groups[req.Group] = struct{}{}
 	}
 	type cand struct {
 		tp groupTP
@@ -124,6 +140,7 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 		}
 	}
 	if len(cands) == 0 {
+		t.restoreLocked(snap)
 		return answer()
 	}
 	prev := map[groupTP]offsetCommit{}
@@ -143,6 +160,7 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 				b.txns.dropPendingOffsetLocked(t, req.Group, cd.tp)
 			}
 		}
+		t.restoreLocked(snap)
 		setAll(kerr.NotCoordinator.Code)
 	}
 	return answer()

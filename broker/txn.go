@@ -146,6 +146,21 @@ type txnRecord struct {
 	// Offsets are the transaction's pending offset commits
 	// (TxnOffsetCommit), applied to their groups at commit.
 	Offsets []txnOffsetJSON `json:"offsets,omitempty"`
+	// Next is the producer id and epoch the txn moves to once its
+	// completion is done, set by an EndTxn v5+ whose epoch bump found
+	// the epoch exhausted (KIP-890 part 2: the markers carry the old
+	// producer id, the answer the new one).
+	Next *txnProducer `json:"next,omitempty"`
+	// LastEnd says LastProducerID and LastEpoch were left by an EndTxn
+	// v5+ (so a request with them may be its retry), not by a fencing
+	// bump.
+	LastEnd bool `json:"last_end,omitempty"`
+}
+
+// txnProducer is a producer id and epoch.
+type txnProducer struct {
+	ProducerID int64 `json:"pid"`
+	Epoch      int16 `json:"epoch"`
 }
 
 type txnPartJSON struct {
@@ -173,7 +188,17 @@ type txn struct {
 		groups     map[string]struct{}
 		offsets    map[string]map[groupTP]offsetCommit // group → pending
 		removed    bool                                // expired: look the id up again
+		// completing is the last Complete* write made without waiting
+		// (persistAsyncLocked), nil once known durable.
+		completing *asyncWrite
 	}
+}
+
+// asyncWrite is a badger commit made without waiting: done is closed
+// once it is durable or failed, err then says which.
+type asyncWrite struct {
+	done chan struct{}
+	err  error
 }
 
 // txnCoordinator owns every txn.
@@ -232,6 +257,91 @@ func (c *txnCoordinator) recover() {
 			if err := c.completeLocked(t, time.Now()); err != nil {
 				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
 			}
+		}
+		t.mu.Unlock()
+	}
+	c.adoptOpenTxns(time.Now())
+}
+
+// adoptOpenTxns reconciles, at start, the transactions open in the logs
+// with the coordinator's. A partition added implicitly (Produce v12+,
+// admitProduceLocked) is recorded only by its batches: if the broker
+// stopped before the transaction was decided, the txn found in badger
+// does not list the partition, or (for the first partition of a
+// transaction) is still Complete* or Empty. A transaction open in a
+// partition at its producer's current epoch is therefore the txn's
+// current transaction: the partition is added back, the txn made Ongoing
+// (its timeout restarting now) and written, so EndTxn or the timeout
+// ends it everywhere. An open transaction the coordinator cannot own
+// (an unknown producer id, an older epoch, a txn still in Prepare*)
+// gets an ABORT marker at the txn's epoch, so no last stable offset
+// stays stuck behind it; one in a partition of a txn still in Prepare*
+// is left to that txn's completion. Runs after recover completed
+// Prepare*.
+func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
+	byPID := map[int64]*txn{}
+	for _, t := range c.all() {
+		t.mu.Lock()
+		if t.mu.ProducerID >= 0 {
+			byPID[t.mu.ProducerID] = t
+		}
+		t.mu.Unlock()
+	}
+	dirty := map[*txn]bool{}
+	for _, top := range c.b.topics.all() {
+		parts, _ := c.b.topics.snapshot(top)
+		for _, p := range parts {
+			for _, pi := range p.log.Producers() {
+				if pi.CurrentTxnStartOffset < 0 {
+					continue
+				}
+				tp := groupTP{p.topic, p.index}
+				t := byPID[pi.ProducerID]
+				epoch := pi.Epoch
+				if t != nil {
+					t.mu.Lock()
+					st := t.mu.State
+					if pi.Epoch == t.mu.Epoch && st != txnPrepareCommit && st != txnPrepareAbort && st != txnDead {
+						if st != txnOngoing {
+							t.beginLocked(now)
+						}
+						if _, ok := t.mu.partitions[tp]; !ok {
+							t.mu.partitions[tp] = struct{}{}
+							dirty[t] = true
+							c.lg.Info("adopting a transaction open in a partition", zap.String("transactional_id", t.id),
+								zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
+						}
+						t.mu.Unlock()
+						continue
+					}
+					if _, ok := t.mu.partitions[tp]; ok && (st == txnPrepareCommit || st == txnPrepareAbort) {
+						t.mu.Unlock()
+						continue // decided: the completion retry writes its marker
+					}
+					epoch = max(epoch, t.mu.Epoch)
+					t.mu.Unlock()
+				}
+				c.lg.Warn("aborting a transaction open in a partition that no transaction coordinator state owns",
+					zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Int64("producer_id", pi.ProducerID),
+					zap.Int16("epoch", pi.Epoch), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
+				res, err := p.log.WriteMarker(slog.Marker{ProducerID: pi.ProducerID, ProducerEpoch: epoch}, now)
+				if err == nil {
+					if ch := c.b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, true); ch != nil {
+						err = <-ch
+					} else {
+						_, err = p.log.Sync()
+					}
+				}
+				if err != nil {
+					c.lg.Error("aborting an orphaned transaction failed", zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Error(err))
+				}
+			}
+		}
+	}
+	for t := range dirty {
+		t.mu.Lock()
+		if err := c.persistLocked(t, now); err != nil {
+			c.lg.Error("writing an adopted transaction failed; the timeout still ends it", zap.String("transactional_id", t.id), zap.Error(err))
 		}
 		t.mu.Unlock()
 	}
@@ -305,11 +415,36 @@ func (c *txnCoordinator) persistAsyncLocked(t *txn, now time.Time) error {
 		return err
 	}
 	id := t.id
+	w := &asyncWrite{done: make(chan struct{})}
+	t.mu.completing = w
 	btx.CommitWith(func(err error) {
 		if err != nil {
 			c.lg.Error("persisting a completed transaction failed; it is completed again at the next start", zap.String("transactional_id", id), zap.Error(err))
 		}
+		w.err = err
+		close(w.done)
 	})
+	return nil
+}
+
+// settleLocked waits until t's last Complete* write is durable, writing
+// t again (and waiting) if that write failed. A transaction's data may
+// only reach a log without its own badger write (an implicit add,
+// KIP-890 part 2) once no earlier Prepare* can be replayed at start:
+// replayed markers would end the new transaction in that partition.
+// t.mu held.
+func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
+	w := t.mu.completing
+	if w == nil {
+		return nil
+	}
+	<-w.done
+	if w.err != nil {
+		if err := c.persistLocked(t, now); err != nil {
+			return err
+		}
+	}
+	t.mu.completing = nil
 	return nil
 }
 
@@ -487,11 +622,31 @@ func (t *txn) beginLocked(now time.Time) {
 // may answer success) once the Prepare state is durable: a failure
 // after that leaves it for the retry loop and is only logged. t.mu held;
 // t is Ongoing.
-func (c *txnCoordinator) endTxnLocked(t *txn, commit bool, now time.Time) error {
+//
+// With bump (EndTxn v5+, KIP-890 part 2) the epoch moves forward with the
+// decision: the markers carry the new epoch, fencing the producer's
+// older batches in every partition of the transaction, and the producer
+// continues at it. An exhausted epoch keeps the markers at the old one
+// and moves the txn to a new producer id (epoch 0) once completed.
+func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) error {
 	snap := t.snapshotLocked()
 	t.mu.State = txnPrepareAbort
 	if commit {
 		t.mu.State = txnPrepareCommit
+	}
+	if bump {
+		if t.mu.Epoch < math.MaxInt16-1 {
+			t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+			t.mu.LastEnd = true
+			t.mu.Epoch++
+		} else {
+			id, err := c.b.meta.nextProducerID()
+			if err != nil {
+				t.restoreLocked(snap)
+				return err
+			}
+			t.mu.Next = &txnProducer{ProducerID: id}
+		}
 	}
 	if err := c.persistLocked(t, now); err != nil {
 		t.restoreLocked(snap)
@@ -574,6 +729,12 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 	clear(t.mu.partitions)
 	clear(t.mu.groups)
 	t.mu.StartMs = -1
+	if n := t.mu.Next; n != nil {
+		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+		t.mu.LastEnd = true
+		t.mu.ProducerID, t.mu.Epoch = n.ProducerID, n.Epoch
+		t.mu.Next = nil
+	}
 	// Complete* need not be durable before the answer: the decision and
 	// the markers are, and a completion found undone at start is simply
 	// done again (markers are idempotent for readers; the offsets are the
@@ -592,6 +753,7 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 // id at epoch 0 when the epoch is exhausted. t.mu held.
 func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
 	t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+	t.mu.LastEnd = false
 	if t.mu.ProducerID >= 0 && t.mu.Epoch < math.MaxInt16-1 {
 		t.mu.Epoch++
 		return nil
@@ -613,6 +775,7 @@ func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
 		// Kafka bumps the epoch in place (the markers then fence the old
 		// producer); an exhausted epoch aborts at the current one.
 		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+		t.mu.LastEnd = false
 		t.mu.Epoch++
 	}
 	t.mu.State = txnPrepareAbort
@@ -693,8 +856,14 @@ func (c *txnCoordinator) removeExpired(now time.Time) {
 
 // admitProduceLocked checks a transactional produce to one partition
 // against its txn (nil: unknown transactional id), filling sp's error on
-// refusal. tx.mu held.
-func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) bool {
+// refusal. With implicit (Produce v12+, KIP-890 part 2) a partition not
+// yet in the transaction is added to it, starting the transaction when
+// none is open, as Kafka's partition leader asks its coordinator to. The
+// add is made in memory only: the batch itself, durable before the
+// produce is answered, records that the partition is in the transaction,
+// and recover finds it there after a crash (an open transaction in a
+// partition whose producer's txn does not list it). tx.mu held.
+func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int32, records []byte, implicit bool, now time.Time, sp *kmsg.ProduceResponseTopicPartition) bool {
 	refuse := func(code int16, msg string) bool {
 		sp.ErrorCode = code
 		sp.ErrorMessage = &msg
@@ -722,9 +891,24 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 		case h.ProducerEpoch != tx.mu.Epoch:
 			return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
 		}
-		if _, ok := tx.mu.partitions[groupTP{topic, partition}]; !ok || tx.mu.State != txnOngoing {
+		tp := groupTP{topic, partition}
+		if _, ok := tx.mu.partitions[tp]; ok && tx.mu.State == txnOngoing {
+			continue
+		}
+		if !implicit {
 			return refuse(kerr.InvalidTxnState.Code, "the partition was not added to the transaction")
 		}
+		switch tx.mu.State {
+		case txnPrepareCommit, txnPrepareAbort:
+			return refuse(kerr.ConcurrentTransactions.Code, "the previous transaction is still being completed")
+		case txnOngoing:
+		default: // Empty, Complete*: this batch starts a transaction
+			if err := c.settleLocked(tx, now); err != nil {
+				return refuse(kerr.KafkaStorageError.Code, "the previous transaction's completion could not be written: "+err.Error())
+			}
+			tx.beginLocked(now)
+		}
+		tx.mu.partitions[tp] = struct{}{}
 	}
 	return true
 }
