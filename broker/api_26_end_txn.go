@@ -6,7 +6,8 @@ package broker
 // txn.go): PrepareCommit/PrepareAbort is written to badger, a marker is
 // appended to every partition of the transaction and fsynced, a commit's
 // offsets become visible to their groups, CompleteCommit/CompleteAbort is
-// written, and then the answer goes out. Kafka's rules otherwise: an
+// written, and then the answer goes out (v5: once the decision is
+// written, the rest following in the background). Kafka's rules: an
 // empty TransactionalID is INVALID_REQUEST; an unknown id or another
 // producer id INVALID_PRODUCER_ID_MAPPING; another epoch PRODUCER_FENCED
 // (INVALID_PRODUCER_EPOCH before v2); no transaction (Empty) or the
@@ -27,7 +28,9 @@ package broker
 // CONCURRENT_TRANSACTIONS while that outcome is still being completed,
 // and INVALID_TXN_STATE for the other one. An abort with no transaction
 // open succeeds and moves the epoch too (franz-go sends one to clear a
-// transaction whose produces all failed).
+// transaction whose produces all failed). A v5 decision is answered once
+// it is durable; its markers and offsets follow in the background
+// (txn.go).
 
 import (
 	"time"

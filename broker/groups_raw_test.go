@@ -19,6 +19,7 @@ import (
 // connection, so tests control versions and fields exactly.
 type rawConn struct {
 	t    *testing.T
+	b    *Broker
 	nc   net.Conn
 	r    *bufio.Reader
 	corr int32
@@ -29,7 +30,7 @@ func dialRaw(t *testing.T, b *Broker) *rawConn {
 	nc, err := net.Dial("tcp", b.Addr())
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
-	return &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
+	return &rawConn{t: t, b: b, nc: nc, r: bufio.NewReader(nc)}
 }
 
 // do sends req at version v and returns the decoded response.

@@ -12,19 +12,36 @@ package broker
 //
 // Persist, then answer: every change of a txn is written to badger
 // (meta/txn/<id>, SyncWrites) before the request that made it is
-// answered, and before anything that depends on it happens. EndTxn
-// writes PrepareCommit (or PrepareAbort) first: from then on the
-// decision is durable. It then appends a COMMIT (ABORT) marker to every
-// partition of the transaction and waits for their fsync, makes the
-// transaction's offsets visible to their groups (commit only, durable
-// group offsets), writes CompleteCommit (CompleteAbort) without waiting
-// for that write's fsync (losing it only means the completion is redone
-// at start), and answers. Kafka answers
-// EndTxn once Prepare* is durable and writes the markers in the
-// background; we answer after the markers, so a producer's next
-// transaction never waits on CONCURRENT_TRANSACTIONS and a read_committed
-// consumer sees the outcome as soon as the producer does.
+// answered, and before anything that depends on it happens; the one
+// exception is a partition added by a Produce v12 (KIP-890 part 2),
+// which its own fsynced batches record (see admitProduceLocked and
+// adoptOpenTxns). EndTxn writes PrepareCommit (or PrepareAbort) first:
+// from then on the decision is durable. What follows depends on the
+// epoch:
 //
+//   - EndTxn v5+ moves the producer to its next epoch with the decision
+//     (Bumped), so its markers carry an epoch above every batch of the
+//     transaction. As Kafka does, EndTxn then answers at once: the
+//     markers are appended (so the producer's next batches land behind
+//     them and their fsync covers them) and finish, in the background,
+//     waits for their fsync, applies a commit's offsets and writes
+//     CompleteCommit (CompleteAbort). A read_committed consumer sees the
+//     outcome once the markers are fsynced, a few milliseconds after the
+//     producer; OffsetFetch with RequireStable answers
+//     UNSTABLE_OFFSET_COMMIT until the offsets are applied. If the
+//     broker stops before that, the decision is completed again at
+//     start, skipping every partition whose producer already reached the
+//     decision's epoch: the marker is there, and a second one would end
+//     the next transaction.
+//   - Otherwise (EndTxn v0-v4, an exhausted epoch) EndTxn appends the
+//     markers and waits for their fsync, applies the offsets, writes
+//     Complete* without waiting for that write's fsync, and answers. A
+//     new transaction started by a Produce v12 then waits for that write
+//     (settleLocked): a replayed marker at the same epoch cannot tell
+//     which batches it ends.
+//
+// Every later write of the txn waits until the previous completion is
+// durable (persistLocked → settleLocked), redoing what failed of it.
 // If writing the markers fails (a partition offline), the decision stays
 // durable in Prepare*: EndTxn is answered as Kafka would (the decision is
 // taken), the timeout loop retries the completion, and until it succeeds
@@ -155,6 +172,12 @@ type txnRecord struct {
 	// v5+ (so a request with them may be its retry), not by a fencing
 	// bump.
 	LastEnd bool `json:"last_end,omitempty"`
+	// Bumped (Prepare* only): the decision moved the epoch, so its
+	// markers carry an epoch above every batch of the transaction. A
+	// partition whose producer is already at that epoch holds the marker
+	// (or batches of a later transaction, written after it): replaying
+	// the completion skips it.
+	Bumped bool `json:"bumped,omitempty"`
 }
 
 // txnProducer is a producer id and epoch.
@@ -188,17 +211,35 @@ type txn struct {
 		groups     map[string]struct{}
 		offsets    map[string]map[groupTP]offsetCommit // group → pending
 		removed    bool                                // expired: look the id up again
-		// completing is the last Complete* write made without waiting
-		// (persistAsyncLocked), nil once known durable.
-		completing *asyncWrite
+		// completing is the completion of the last decided transaction
+		// while it runs in the background or after it failed; nil once
+		// it is durable (settleLocked).
+		completing *completion
 	}
 }
 
-// asyncWrite is a badger commit made without waiting: done is closed
-// once it is durable or failed, err then says which.
-type asyncWrite struct {
+// completion is what remains of a decided transaction once its txn shows
+// it as Complete*: fsyncing its markers, applying its offsets to their
+// groups (commit) and writing Complete* to badger, done in the
+// background by finish, or only the write (completeLocked's way). Until
+// done is closed, and redone by settleLocked if err says it failed,
+// badger may still hold the Prepare* decision.
+type completion struct {
 	done chan struct{}
-	err  error
+	err  error // set before done is closed
+
+	// bumped: the markers carry an epoch above the transaction's
+	// batches (txnRecord.Bumped), so replaying them skips partitions
+	// already marked and a new transaction need not wait for this one.
+	bumped  bool
+	commit  bool
+	pid     int64
+	epoch   int16
+	tps     []groupTP
+	offsets map[string]map[groupTP]offsetCommit
+	// marked and applied record progress, for a redo.
+	marked, applied bool
+	record          []byte // the Complete* txn record
 }
 
 // txnCoordinator owns every txn.
@@ -385,9 +426,12 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 	}
 }
 
-// persistLocked writes t to badger and waits for it to be durable. t.mu
-// held.
+// persistLocked writes t to badger and waits for it to be durable,
+// after the last completion (settleLocked). t.mu held.
 func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
+	if err := c.settleLocked(t, now); err != nil {
+		return err
+	}
 	v, err := c.encodeLocked(t, now)
 	if err != nil {
 		return err
@@ -399,52 +443,51 @@ func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 	return nil
 }
 
-// persistAsyncLocked writes t to badger without waiting for the write to
-// be durable; only for Complete*, whose loss is harmless (see
-// completeLocked). Badger applies commits in the order they are made, so
-// a later persistLocked of the same txn can never be overtaken by it.
-// t.mu held.
-func (c *txnCoordinator) persistAsyncLocked(t *txn, now time.Time) error {
-	v, err := c.encodeLocked(t, now)
-	if err != nil {
-		return err
-	}
-	btx := c.b.meta.db.NewTransaction(true)
-	defer btx.Discard()
-	if err := btx.Set(txnKey(t.id), v); err != nil {
-		return err
-	}
-	id := t.id
-	w := &asyncWrite{done: make(chan struct{})}
-	t.mu.completing = w
-	btx.CommitWith(func(err error) {
-		if err != nil {
-			c.lg.Error("persisting a completed transaction failed; it is completed again at the next start", zap.String("transactional_id", id), zap.Error(err))
-		}
-		w.err = err
-		close(w.done)
-	})
-	return nil
-}
-
-// settleLocked waits until t's last Complete* write is durable, writing
-// t again (and waiting) if that write failed. A transaction's data may
-// only reach a log without its own badger write (an implicit add,
-// KIP-890 part 2) once no earlier Prepare* can be replayed at start:
-// replayed markers would end the new transaction in that partition.
-// t.mu held.
+// settleLocked waits until t's last completion is durable, redoing
+// what failed of it. Every write of t goes after it (persistLocked):
+// while badger may still hold a Prepare*, writing t anew would lose the
+// decision that completing it at start needs. t.mu held.
 func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
-	w := t.mu.completing
-	if w == nil {
+	cmp := t.mu.completing
+	if cmp == nil {
 		return nil
 	}
-	<-w.done
-	if w.err != nil {
-		if err := c.persistLocked(t, now); err != nil {
+	<-cmp.done
+	if cmp.err != nil {
+		if err := c.redoLocked(t, cmp, now); err != nil {
 			return err
 		}
 	}
 	t.mu.completing = nil
+	return nil
+}
+
+// redoLocked finishes a completion that failed: the markers not known
+// durable (skipping partitions already marked when the epoch was
+// bumped), the offsets, and the Complete* record, waiting for each.
+// t.mu held.
+func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) error {
+	if !cmp.marked {
+		waits, err := c.writeMarkers(cmp.pid, cmp.epoch, cmp.commit, cmp.bumped, cmp.tps, now)
+		if err == nil {
+			err = waitMarkers(waits)
+		}
+		if err != nil {
+			return err
+		}
+		cmp.marked = true
+	}
+	if !cmp.applied {
+		if err := c.applyOffsets(cmp.offsets); err != nil {
+			return err
+		}
+		cmp.applied = true
+		c.clearPending(cmp.offsets)
+	}
+	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), cmp.record) }); err != nil {
+		return err
+	}
+	cmp.err = nil
 	return nil
 }
 
@@ -543,10 +586,11 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupT
 	c.mu.Unlock()
 }
 
-// clearPendingOffsetsLocked forgets t's pending offsets. t.mu held.
-func (c *txnCoordinator) clearPendingOffsetsLocked(t *txn) {
+// clearPending forgets pending offsets of a transaction that ended.
+func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommit) {
 	c.mu.Lock()
-	for g, offs := range t.mu.offsets {
+	defer c.mu.Unlock()
+	for g, offs := range offsets {
 		m := c.mu.pending[g]
 		for tp := range offs {
 			if m[tp]--; m[tp] <= 0 {
@@ -557,8 +601,6 @@ func (c *txnCoordinator) clearPendingOffsetsLocked(t *txn) {
 			delete(c.mu.pending, g)
 		}
 	}
-	c.mu.Unlock()
-	t.mu.offsets = map[string]map[groupTP]offsetCommit{}
 }
 
 // hasPendingOffset reports whether an open transaction holds an offset
@@ -639,6 +681,7 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 			t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
 			t.mu.LastEnd = true
 			t.mu.Epoch++
+			t.mu.Bumped = true
 		} else {
 			id, err := c.b.meta.nextProducerID()
 			if err != nil {
@@ -652,44 +695,175 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 		t.restoreLocked(snap)
 		return err
 	}
+	if t.mu.Bumped && c.startCompletionLocked(t, now) {
+		return nil
+	}
 	if err := c.completeLocked(t, now); err != nil {
 		c.lg.Warn("transaction decided but not completed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
 	}
 	return nil
 }
 
-// completeLocked writes the markers of a txn in Prepare*, waits for
-// their fsync, applies its offsets (commit), and persists Complete*.
-// On failure it stays in Prepare* (retried by the timeout loop). t.mu
-// held.
+// startCompletionLocked answers for a Bumped decision the way Kafka
+// does, once the decision is durable: it appends the markers and
+// hands their fsync, the offsets and the Complete* write to finish, in
+// the background; the txn shows Complete* at once, and the producer's
+// next transaction may start (its batches land after the markers, so
+// their fsync covers them). A crash before the completion is durable
+// replays the decision at start, skipping partitions already marked. It
+// reports false, leaving the txn in Prepare* for completeLocked, if a
+// marker could not be appended. t.mu held; t is in Prepare*.
+func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
+	tps := sortedTPs(t.mu.partitions)
+	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, true, tps, now)
+	if err != nil {
+		return false
+	}
+	return c.finalizeLocked(t, now, tps, waits, true) == nil
+}
+
+// completeLocked completes a txn in Prepare* before returning: it
+// writes the markers, waits for their fsync and applies its offsets
+// (commit); the Complete* write then goes on without being waited for
+// (finalizeLocked). On failure it stays in Prepare* (retried by the
+// timeout loop). t.mu held.
 func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
+	tps := sortedTPs(t.mu.partitions)
+	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, t.mu.Bumped, tps, now)
+	if err = errors.Join(err, waitMarkers(waits)); err != nil {
+		return err
+	}
+	if t.mu.State == txnPrepareCommit {
+		if err := c.applyOffsets(t.mu.offsets); err != nil {
+			return err
+		}
+	}
+	return c.finalizeLocked(t, now, tps, nil, false)
+}
+
+// finalizeLocked moves a txn in Prepare* to Complete* in memory and
+// starts its completion: in the background, everything after the
+// marker appends (waits) runs in finish; otherwise the markers are
+// durable and the offsets applied, and only the Complete* write remains,
+// made without waiting (a completion found undone at start is simply
+// done again). t.mu held.
+func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groupTP, waits []markerWait, background bool) error {
 	commit := t.mu.State == txnPrepareCommit
-	b := c.b
-	tps := make([]groupTP, 0, len(t.mu.partitions))
-	for tp := range t.mu.partitions {
-		tps = append(tps, tp)
+	cmp := &completion{done: make(chan struct{}), bumped: t.mu.Bumped, commit: commit, pid: t.mu.ProducerID, epoch: t.mu.Epoch,
+		tps: tps, offsets: t.mu.offsets, marked: !background, applied: !background || !commit}
+	snap := t.snapshotLocked()
+	t.mu.State = txnCompleteAbort
+	if commit {
+		t.mu.State = txnCompleteCommit
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		return tps[i].topic < tps[j].topic || tps[i].topic == tps[j].topic && tps[i].partition < tps[j].partition
+	t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+	clear(t.mu.partitions)
+	clear(t.mu.groups)
+	t.mu.StartMs = -1
+	t.mu.Bumped = false
+	if n := t.mu.Next; n != nil {
+		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+		t.mu.LastEnd = true
+		t.mu.ProducerID, t.mu.Epoch = n.ProducerID, n.Epoch
+		t.mu.Next = nil
+	}
+	rec, err := c.encodeLocked(t, now)
+	if err != nil {
+		t.restoreLocked(snap)
+		t.mu.offsets = cmp.offsets
+		return err
+	}
+	cmp.record = rec
+	t.mu.completing = cmp
+	if background {
+		go c.finish(t.id, cmp, waits)
+		return nil
+	}
+	c.clearPending(cmp.offsets)
+	c.writeCompleteAsync(t.id, cmp)
+	return nil
+}
+
+// finish is a background completion (startCompletionLocked): it waits
+// for the markers' fsync, applies the offsets (commit) and writes the
+// Complete* record. It takes no txn lock; a failure is left in cmp for
+// settleLocked to redo.
+func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) {
+	if err := waitMarkers(waits); err != nil {
+		c.lg.Warn("a decided transaction's markers failed; completing it again later", zap.String("transactional_id", id), zap.Error(err))
+		cmp.err = err
+		close(cmp.done)
+		return
+	}
+	cmp.marked = true
+	if cmp.commit {
+		if err := c.applyOffsets(cmp.offsets); err != nil {
+			c.lg.Warn("applying a committed transaction's offsets failed; completing it again later", zap.String("transactional_id", id), zap.Error(err))
+			cmp.err = err
+			close(cmp.done)
+			return
+		}
+		cmp.applied = true
+	}
+	c.clearPending(cmp.offsets)
+	c.writeCompleteAsync(id, cmp)
+}
+
+// writeCompleteAsync writes cmp's Complete* record and closes cmp.done
+// once it is durable (or failed). Badger applies commits in the order
+// they are made, so no later write of the txn can be overtaken by it.
+func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
+	btx := c.b.meta.db.NewTransaction(true)
+	defer btx.Discard()
+	if err := btx.Set(txnKey(id), cmp.record); err != nil {
+		cmp.err = err
+		close(cmp.done)
+		return
+	}
+	btx.CommitWith(func(err error) {
+		if err != nil {
+			c.lg.Error("persisting a completed transaction failed; it is completed again later", zap.String("transactional_id", id), zap.Error(err))
+		}
+		cmp.err = err
+		close(cmp.done)
 	})
-	type wait struct {
-		p  *partition
-		ch <-chan error
-	}
-	var waits []wait
+}
+
+// markerWait is one marker's pending fsync.
+type markerWait struct {
+	p  *partition
+	ch <-chan error
+}
+
+// writeMarkers appends a COMMIT or ABORT marker for producer pid at
+// epoch to every partition of tps that still exists. With bumped (the
+// epoch is above the transaction's batches) a partition whose producer
+// already reached epoch is skipped: it holds the marker already. It
+// returns the appended markers' fsync waits, and the append errors.
+func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groupTP, now time.Time) ([]markerWait, error) {
+	var waits []markerWait
 	var errs []error
 	for _, tp := range tps {
-		p := b.topics.partition(tp.topic, tp.partition)
+		p := c.b.topics.partition(tp.topic, tp.partition)
 		if p == nil {
 			continue // deleted with its topic: nothing to mark
 		}
-		res, err := p.log.WriteMarker(slog.Marker{ProducerID: t.mu.ProducerID, ProducerEpoch: t.mu.Epoch, Commit: commit}, now)
+		if e, ok := p.log.ProducerEpoch(pid); bumped && ok && e >= epoch {
+			continue
+		}
+		res, err := p.log.WriteMarker(slog.Marker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit}, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.topic, tp.partition, err))
 			continue
 		}
-		waits = append(waits, wait{p: p, ch: b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, true)})
+		waits = append(waits, markerWait{p: p, ch: c.b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, true)})
 	}
+	return waits, errors.Join(errs...)
+}
+
+// waitMarkers waits for the markers' fsync.
+func waitMarkers(waits []markerWait) error {
+	var errs []error
 	for _, w := range waits {
 		var err error
 		if w.ch != nil {
@@ -704,49 +878,43 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	return errors.Join(errs...)
+}
+
+// applyOffsets makes a committed transaction's offsets their groups'.
+func (c *txnCoordinator) applyOffsets(offsets map[string]map[groupTP]offsetCommit) error {
+	groups := make([]string, 0, len(offsets))
+	for g := range offsets {
+		groups = append(groups, g)
 	}
-	if commit {
-		groups := make([]string, 0, len(t.mu.offsets))
-		for g := range t.mu.offsets {
-			groups = append(groups, g)
+	sort.Strings(groups)
+	for _, g := range groups {
+		if err := c.b.groups.applyTxnOffsets(g, offsets[g]); err != nil {
+			return err
 		}
-		sort.Strings(groups)
-		for _, g := range groups {
-			if err := b.groups.applyTxnOffsets(g, t.mu.offsets[g]); err != nil {
-				return err
-			}
-		}
 	}
-	snap := t.snapshotLocked()
-	pendingOffsets := t.mu.offsets
-	t.mu.State = txnCompleteAbort
-	if commit {
-		t.mu.State = txnCompleteCommit
-	}
-	t.mu.offsets = map[string]map[groupTP]offsetCommit{}
-	clear(t.mu.partitions)
-	clear(t.mu.groups)
-	t.mu.StartMs = -1
-	if n := t.mu.Next; n != nil {
-		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
-		t.mu.LastEnd = true
-		t.mu.ProducerID, t.mu.Epoch = n.ProducerID, n.Epoch
-		t.mu.Next = nil
-	}
-	// Complete* need not be durable before the answer: the decision and
-	// the markers are, and a completion found undone at start is simply
-	// done again (markers are idempotent for readers; the offsets are the
-	// ones already applied). Not waiting saves one fsync per transaction.
-	if err := c.persistAsyncLocked(t, now); err != nil {
-		t.restoreLocked(snap)
-		t.mu.offsets = pendingOffsets
-		return err
-	}
-	t.mu.offsets = pendingOffsets
-	c.clearPendingOffsetsLocked(t)
 	return nil
+}
+
+// closed reports whether ch is closed, without blocking.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func sortedTPs(set map[groupTP]struct{}) []groupTP {
+	tps := make([]groupTP, 0, len(set))
+	for tp := range set {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		return tps[i].topic < tps[j].topic || tps[i].topic == tps[j].topic && tps[i].partition < tps[j].partition
+	})
+	return tps
 }
 
 // bumpEpochLocked moves the txn to its next epoch, or to a new producer
@@ -777,6 +945,7 @@ func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
 		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
 		t.mu.LastEnd = false
 		t.mu.Epoch++
+		t.mu.Bumped = true
 	}
 	t.mu.State = txnPrepareAbort
 	if err := c.persistLocked(t, now); err != nil {
@@ -826,6 +995,11 @@ func (c *txnCoordinator) abortTimedOut(now time.Time) {
 				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
 			}
 		}
+		if cmp := t.mu.completing; cmp != nil && closed(cmp.done) {
+			if err := c.settleLocked(t, now); err != nil {
+				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
+			}
+		}
 		t.mu.Unlock()
 	}
 }
@@ -834,8 +1008,11 @@ func (c *txnCoordinator) removeExpired(now time.Time) {
 	exp := c.b.txnSetting("transactional.id.expiration.ms")
 	for _, t := range c.all() {
 		t.mu.Lock()
+		if cmp := t.mu.completing; cmp != nil && closed(cmp.done) && cmp.err == nil {
+			t.mu.completing = nil
+		}
 		st := t.mu.State
-		if (st == txnEmpty || st == txnCompleteCommit || st == txnCompleteAbort) && now.UnixMilli()-t.mu.UpdateMs > exp {
+		if (st == txnEmpty || st == txnCompleteCommit || st == txnCompleteAbort) && t.mu.completing == nil && now.UnixMilli()-t.mu.UpdateMs > exp {
 			err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
 			if err != nil {
 				c.lg.Warn("removing an expired transactional id failed", zap.String("transactional_id", t.id), zap.Error(err))
@@ -903,8 +1080,14 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 			return refuse(kerr.ConcurrentTransactions.Code, "the previous transaction is still being completed")
 		case txnOngoing:
 		default: // Empty, Complete*: this batch starts a transaction
-			if err := c.settleLocked(tx, now); err != nil {
-				return refuse(kerr.KafkaStorageError.Code, "the previous transaction's completion could not be written: "+err.Error())
+			// After a decision that kept the epoch, a replay of it at
+			// start would end this transaction too: wait until the
+			// previous completion is durable. A bumped one skips
+			// partitions already marked, so it need not be waited for.
+			if cmp := tx.mu.completing; cmp != nil && !cmp.bumped {
+				if err := c.settleLocked(tx, now); err != nil {
+					return refuse(kerr.KafkaStorageError.Code, "the previous transaction's completion could not be written: "+err.Error())
+				}
 			}
 			tx.beginLocked(now)
 		}

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,6 +62,28 @@ func (r *rawTxn) endV5(t *testing.T, commit bool) {
 	require.Equal(t, r.pid, resp.ProducerID, "EndTxn v5 keeps the producer id")
 	require.Equal(t, r.epoch+1, resp.ProducerEpoch, "EndTxn v5 moves the epoch")
 	r.epoch = resp.ProducerEpoch
+	r.awaitCompleted(t)
+}
+
+// awaitCompleted waits until the completion of r's last decision is
+// durable: EndTxn v5 answers once the decision is, and its markers,
+// offsets and Complete* record follow in the background
+// (startCompletionLocked), as Kafka's do.
+func (r *rawTxn) awaitCompleted(t *testing.T) {
+	t.Helper()
+	tx := r.c.b.txns.lock(r.id, false)
+	require.NotNil(t, tx)
+	cmp := tx.mu.completing
+	tx.mu.Unlock()
+	if cmp == nil {
+		return
+	}
+	select {
+	case <-cmp.done:
+		require.NoError(t, cmp.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the transaction's completion did not finish")
+	}
 }
 
 // commitOffsetAt sends a simple committer's TxnOffsetCommit at version v.
@@ -921,5 +945,58 @@ func TestTV2EndTxnRetryAfterRestart(t *testing.T) {
 	got := fetchCommitted(t, r.c, "rr", 0)
 	require.Equal(t, []string{"v"}, got.values)
 	require.Equal(t, int64(2), got.hw)
+	require.Equal(t, got.hw, got.lso)
+}
+
+// TestTV2ReplaySkipsMarkedPartitions: EndTxn v5 answers once the decision
+// is durable and lets the producer's next transaction write behind the
+// markers before the completion is written. If the broker stops with
+// the decision still in badger (here: the Complete* record is replaced
+// by the PrepareCommit it followed), completing it again at start must
+// not append a second COMMIT marker behind the next transaction's
+// batches: that would commit them. Partitions whose producer reached the
+// decision's epoch are skipped, and the next transaction is adopted.
+func TestTV2ReplaySkipsMarkedPartitions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := func(c *Config) { c.DataDir = dir }
+	b := startTest(t, cfg)
+	tv2Topic(t, b, "rp", 2)
+	r := &rawTxn{c: dialRaw(t, b), id: "rp-1"}
+	require.Zero(t, r.init(60000).ErrorCode)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 0, 0, "first0")))
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 1, 0, "first1")))
+	// The decision as badger held it before its completion: PrepareCommit
+	// at the new epoch, both partitions, bumped.
+	tx := b.txns.lock(r.id, false)
+	prepare := tx.mu.txnRecord
+	prepare.State, prepare.Epoch, prepare.Bumped = txnPrepareCommit, r.epoch+1, true
+	prepare.Parts = []txnPartJSON{{"rp", 0}, {"rp", 1}}
+	prepare.Partitions = nil
+	tx.mu.Unlock()
+	r.endV5(t, true)
+	// The next transaction writes to partition 0 only.
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 0, 0, "second")))
+	raw, err := json.Marshal(prepare)
+	require.NoError(t, err)
+	require.NoError(t, b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
+	require.NoError(t, b.Close())
+
+	b2 := startTest(t, cfg)
+	r.c = dialRaw(t, b2)
+	d := r.describe()
+	require.Equal(t, "Ongoing", d.State, "the next transaction is adopted")
+	require.Equal(t, []string{"rp/0"}, txnParts(d))
+	require.Equal(t, r.epoch, d.ProducerEpoch)
+	got := fetchCommitted(t, r.c, "rp", 0)
+	require.Equal(t, []string{"first0"}, got.values, "no replayed marker commits the next transaction")
+	require.Equal(t, int64(3), got.hw, "first0, its COMMIT marker, second: nothing appended at start")
+	require.Equal(t, int64(2), got.lso, "the next transaction holds the LSO")
+	got = fetchCommitted(t, r.c, "rp", 1)
+	require.Equal(t, []string{"first1"}, got.values)
+	require.Equal(t, int64(2), got.hw, "first1 and its COMMIT marker only")
+	r.endV5(t, false)
+	got = fetchCommitted(t, r.c, "rp", 0)
+	require.Equal(t, []string{"first0"}, got.values, "the next transaction aborted")
 	require.Equal(t, got.hw, got.lso)
 }

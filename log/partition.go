@@ -519,6 +519,17 @@ func (p *Partition) Config() Config {
 	return p.cfg
 }
 
+// ProducerEpoch returns the epoch of producer id in this partition, if
+// the partition knows it.
+func (p *Partition) ProducerEpoch(id int64) (int16, bool) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if e, ok := p.producers.entries[id]; ok {
+		return e.epoch, true
+	}
+	return 0, false
+}
+
 // Producers returns the state of every idempotent producer, ordered by id.
 func (p *Partition) Producers() []ProducerInfo {
 	p.appendMu.Lock()
