@@ -52,8 +52,9 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	now := time.Now()
 	b := c.b
 	type waitFor struct {
-		ch <-chan error
-		rp *kmsg.ProduceResponseTopicPartition
+		ch   <-chan error
+		deps []*dedupWrite // first copies of dropped duplicates (dedup.go)
+		rp   *kmsg.ProduceResponseTopicPartition
 	}
 	var waits []waitFor
 	ackErr := int16(0)
@@ -113,7 +114,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorMessage = &msg
 			case req.TransactionID != nil && !b.txns.admitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, req.Version >= 12, now, &sp):
 			default:
-				res, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
+				res, deps, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 					msg := err.Error()
@@ -133,9 +134,9 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil {
+				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || len(deps) > 0 && req.Acks != 0 {
 					st.Partitions = append(st.Partitions, sp)
-					waits = append(waits, waitFor{ch: ch, rp: &st.Partitions[len(st.Partitions)-1]})
+					waits = append(waits, waitFor{ch: ch, deps: deps, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue
 				}
 			}
@@ -160,7 +161,16 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	}
 	waitFn := func() {
 		for _, w := range waits {
-			if err := <-w.ch; err != nil {
+			var err error
+			if w.ch != nil {
+				err = <-w.ch
+			}
+			for _, d := range w.deps {
+				if err == nil {
+					err = d.durable(b)
+				}
+			}
+			if err != nil {
 				w.rp.ErrorCode = errorCode(err)
 				w.rp.BaseOffset = -1
 				msg := err.Error()

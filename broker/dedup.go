@@ -55,15 +55,20 @@ package broker
 // of a transaction that later aborts would otherwise drop its committed
 // retry, and transactional producers are idempotent already.
 //
-// Known limit: with dedup.scope=topic a duplicate sent to another
-// partition is answered once the first copy is appended, which may be
-// before that copy's fsync; a crash in between loses both.
+// A duplicate is answered only once its first copy is durable: the
+// table remembers, with each id, the append that inserted it
+// (dedupWrite), and a produce that drops a duplicate waits for that
+// append and then for its fsync, in whichever partition it went to, on
+// top of its own. If the first copy's append failed, its ids were
+// removed again and the duplicate gets that append's error, so the
+// client's retry stores it. Ids rebuilt from the log are durable.
 
 import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,9 +195,42 @@ type dedupTable struct {
 	mu       sync.Mutex
 	settings dedupSettings // what the table was built for
 	built    bool
-	ids      map[string]int64 // id → expiry, unix ms
-	queue    []dedupEntry     // insertions, expiry order
+	ids      map[string]dedupID
+	queue    []dedupEntry // insertions, expiry order
 	head     int
+}
+
+// dedupID is one id of the window: its expiry (unix ms) and the append
+// that inserted it, nil once known durable (rebuilt from the log).
+type dedupID struct {
+	exp int64
+	w   *dedupWrite
+}
+
+// dedupWrite is one produce partition's append of records whose ids it
+// inserted. done is closed once the append returned; end (the offset
+// after its records) or err (it failed) are then set.
+type dedupWrite struct {
+	p    *partition
+	done chan struct{}
+	end  int64
+	err  error
+}
+
+// durable waits until w's records are durable (FsyncAlways) or at least
+// appended (otherwise: they were acknowledged the same way).
+func (w *dedupWrite) durable(b *Broker) error {
+	<-w.done
+	if w.err != nil {
+		return fmt.Errorf("%w: the first copy of a duplicate failed: %v", slog.ErrStorage, w.err)
+	}
+	if b.cfg.Fsync != FsyncAlways || w.p.log.HighWatermark() >= w.end {
+		return nil // the high watermark follows the fsynced end
+	}
+	if ch := b.syncer.appended(w.p, w.end-1, w.end, true); ch != nil {
+		return <-ch
+	}
+	return nil
 }
 
 type dedupEntry struct {
@@ -204,7 +242,7 @@ type dedupEntry struct {
 func (d *dedupTable) expireLocked(nowMs int64) {
 	for d.head < len(d.queue) && d.queue[d.head].exp <= nowMs {
 		e := d.queue[d.head]
-		if d.ids[e.id] == e.exp {
+		if d.ids[e.id].exp == e.exp {
 			delete(d.ids, e.id)
 		}
 		d.queue[d.head] = dedupEntry{}
@@ -216,8 +254,8 @@ func (d *dedupTable) expireLocked(nowMs int64) {
 	}
 }
 
-func (d *dedupTable) insertLocked(id string, exp int64) {
-	d.ids[id] = exp
+func (d *dedupTable) insertLocked(id string, exp int64, w *dedupWrite) {
+	d.ids[id] = dedupID{exp, w}
 	d.queue = append(d.queue, dedupEntry{id, exp})
 }
 
@@ -233,7 +271,7 @@ func (d *dedupTable) forget(ids []string, exp int64) {
 
 func (d *dedupTable) forgetLocked(ids []string, exp int64) {
 	for _, id := range ids {
-		if d.ids[id] == exp {
+		if d.ids[id].exp == exp {
 			delete(d.ids, id)
 		}
 	}
@@ -243,7 +281,7 @@ func (d *dedupTable) forgetLocked(ids []string, exp int64) {
 // of t.
 func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now time.Time) error {
 	d.settings, d.built = s, false
-	d.ids, d.queue, d.head = map[string]int64{}, nil, 0
+	d.ids, d.queue, d.head = map[string]dedupID{}, nil, 0
 	nowMs := now.UnixMilli()
 	parts, _ := b.topics.snapshot(t)
 	for _, p := range parts {
@@ -268,8 +306,8 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 				return batchRecords(batch, func(_, ts int64, r *kmsg.Record, _ []byte) bool {
 					if exp := ts + s.windowMs; exp > nowMs {
 						if id := s.id(r); id != "" {
-							if cur, ok := d.ids[id]; !ok || cur < exp {
-								d.insertLocked(id, exp)
+							if cur, ok := d.ids[id]; !ok || cur.exp < exp {
+								d.insertLocked(id, exp, nil)
 							}
 						}
 					}
@@ -293,10 +331,14 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 
 // appendDeduped appends a produce partition's records to p, first
 // dropping the records whose dedup id is within t's window (s from
-// dedupSettingsFor). Without a window it is p.log.Append.
-func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, error) {
+// dedupSettingsFor). Without a window it is p.log.Append. It also
+// returns the appends of the first copies of the records it dropped:
+// the produce is answered only once they are durable
+// (dedupWrite.durable).
+func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, []*dedupWrite, error) {
 	if s.windowMs <= 0 {
-		return p.log.Append(records, now)
+		res, err := p.log.Append(records, now)
+		return res, nil, err
 	}
 	// max.message.bytes applies to the batches the client sent, as
 	// Append would check them: a batch rewritten without its duplicates
@@ -308,26 +350,29 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 			break // filterLocked reports it
 		}
 		if int64(len(batch)) > maxBytes {
-			return slog.AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
+			return slog.AppendResult{}, nil, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
 		}
 		rest = next
 	}
 	d := &t.dedup
 	nowMs := now.UnixMilli()
 	exp := nowMs + s.windowMs
+	w := &dedupWrite{p: p, done: make(chan struct{})}
 	d.mu.Lock()
 	if !d.built || d.settings != s {
 		if err := d.rebuildLocked(b, t, s, now); err != nil {
 			d.mu.Unlock()
-			return slog.AppendResult{}, err
+			return slog.AppendResult{}, nil, err
 		}
 	}
 	d.expireLocked(nowMs)
-	out, rewritten, added, err := d.filterLocked(s, records, exp)
+	out, rewritten, added, deps, err := d.filterLocked(s, records, exp, w)
 	if err != nil {
 		d.forgetLocked(added, exp)
 		d.mu.Unlock()
-		return slog.AppendResult{}, err
+		w.err = err
+		close(w.done)
+		return slog.AppendResult{}, nil, err
 	}
 	d.mu.Unlock()
 	var res slog.AppendResult
@@ -337,34 +382,42 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 		res, err = p.log.Append(records, now)
 	}
 	if err != nil {
+		// Removed before done is closed: a duplicate that saw them
+		// fails, and its retry finds them gone.
 		d.forget(added, exp)
+		w.err = err
+	} else {
+		w.end = res.LastOffset + 1
 	}
-	return res, err
+	close(w.done)
+	return res, deps, err
 }
 
 // filterLocked looks up and inserts the ids of records' batches. It
 // returns the records to append (a new buffer only if some batch lost
-// records) and the ids it inserted. mu held.
-func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (out []byte, rewritten bool, added []string, err error) {
+// records), the ids it inserted (for w, the append to come) and the
+// appends of the first copies of the records it dropped that are not
+// known durable. mu held.
+func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64, w *dedupWrite) (out []byte, rewritten bool, added []string, deps []*dedupWrite, err error) {
 	var keep [][]byte // wire records of the current batch
 	for pos := 0; pos < len(records); {
 		batch, _, err := protocol.NextBatch(records[pos:])
 		if err != nil {
-			return nil, false, added, fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
+			return nil, false, added, deps, fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
 		}
 		start := pos
 		pos += len(batch)
 		h, _ := protocol.ParseBatchHeader(batch)
 		if !protocol.VerifyBatchCRC(batch) {
-			return nil, false, added, fmt.Errorf("%w: batch crc mismatch", slog.ErrCorruptMessage)
+			return nil, false, added, deps, fmt.Errorf("%w: batch crc mismatch", slog.ErrCorruptMessage)
 		}
 		// Refused here as the log's Append would: AppendCompacted must
 		// only ever see holes this filter made.
 		switch {
 		case h.IsControl():
-			return nil, false, added, fmt.Errorf("%w: control batch", slog.ErrInvalidRecord)
+			return nil, false, added, deps, fmt.Errorf("%w: control batch", slog.ErrInvalidRecord)
 		case h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
-			return nil, false, added, fmt.Errorf("%w: batch has %d records and lastOffsetDelta %d", slog.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+			return nil, false, added, deps, fmt.Errorf("%w: batch has %d records and lastOffsetDelta %d", slog.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
 		}
 		if h.IsTransactional() {
 			// Not deduplicated: an aborted transaction's ids must not
@@ -385,11 +438,14 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (o
 			}
 			i++
 			if id := s.id(r); id != "" {
-				if _, seen := d.ids[id]; seen {
+				if e, seen := d.ids[id]; seen {
 					dups++
+					if e.w != nil && !slices.Contains(deps, e.w) {
+						deps = append(deps, e.w)
+					}
 					return true
 				}
-				d.insertLocked(id, exp)
+				d.insertLocked(id, exp, w)
 				added = append(added, id)
 			}
 			keep = append(keep, raw)
@@ -404,7 +460,7 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (o
 			err = fmt.Errorf("%w: %d records, the header declares %d", slog.ErrInvalidRecord, i, h.RecordCount)
 		}
 		if err != nil {
-			return nil, false, added, err
+			return nil, false, added, deps, err
 		}
 		if dups == 0 {
 			if rewritten {
@@ -421,10 +477,10 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64) (o
 		// kmsg decodes leniently; the rewritten batch must pass the
 		// log's framing checks, as the client's would have.
 		if err := protocol.ValidateCompactedRecords(out[at:]); err != nil {
-			return nil, false, added, fmt.Errorf("%w: %v", slog.ErrInvalidRecord, err)
+			return nil, false, added, deps, fmt.Errorf("%w: %v", slog.ErrInvalidRecord, err)
 		}
 	}
-	return out, rewritten, added, nil
+	return out, rewritten, added, deps, nil
 }
 
 // appendRewritten appends batch rewritten to hold only the wire records

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // dedupTopic creates topic with configs (name, value pairs).
@@ -197,4 +198,33 @@ func TestDedupHolesWithShareGroup(t *testing.T) {
 		cancel()
 	}
 	require.Equal(t, []string{"a1", "b1", "c1"}, got)
+}
+
+// TestDedupDuplicateWaitsForFirstCopy: with dedup.scope=topic a
+// duplicate may go to another partition than its first copy. It is
+// answered only once the first copy is durable: here the first copy is
+// appended to partition 0 behind the syncer's back (nothing would fsync
+// it), and the duplicate's answer must come after partition 0's high
+// watermark, which follows the fsynced end, covers it.
+func TestDedupDuplicateWaitsForFirstCopy(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	const topic = "dd-first"
+	dedupTopic(t, b, topic, 2, dedupWindowConfig, "60000")
+	tp := b.topics.get(topic)
+	_, cfgs := b.topics.snapshot(tp)
+	p0 := b.topics.partition(topic, 0)
+	r := kmsg.Record{Value: []byte("first"), Headers: []kmsg.Header{{Key: "dedup-id", Value: []byte("x")}}}
+	now := time.Now()
+	res, deps, err := b.appendDeduped(tp, p0, b.dedupSettingsFor(cfgs), encodeBatch(appendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
+	require.NoError(t, err)
+	require.Empty(t, deps)
+	require.Less(t, p0.log.HighWatermark(), res.LastOffset+1, "not fsynced yet")
+
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dup := rec(topic, "second", "x")
+	dup.Partition = 1
+	produceAll(t, cl, dup)
+	require.GreaterOrEqual(t, p0.log.HighWatermark(), res.LastOffset+1, "the duplicate was answered before its first copy was durable")
+	require.Equal(t, []string{"first"}, values(t, b, topic, 1))
 }

@@ -26,8 +26,8 @@ func FuzzDedupFilter(f *testing.F) {
 		data = append([]byte(nil), data...)
 		protocol.SetBatchCRC(data)
 		for _, s := range []dedupSettings{{windowMs: 1, header: "dedup-id"}, {windowMs: 1, content: true, groupScope: true, groupHeader: "g"}} {
-			d := &dedupTable{ids: map[string]int64{}}
-			out, rewritten, _, err := d.filterLocked(s, append([]byte(nil), data...), 10)
+			d := &dedupTable{ids: map[string]dedupID{}}
+			out, rewritten, _, _, err := d.filterLocked(s, append([]byte(nil), data...), 10, nil)
 			if err != nil || !rewritten {
 				continue
 			}
