@@ -53,7 +53,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	b := c.b
 	type waitFor struct {
 		ch   <-chan error
-		deps []*dedupWrite // first copies of dropped duplicates (dedup.go)
+		deps dedupDeps // dedup.go: the first copies of dropped duplicates, and this append
 		rp   *kmsg.ProduceResponseTopicPartition
 	}
 	var waits []waitFor
@@ -134,7 +134,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || len(deps) > 0 && req.Acks != 0 {
+				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || len(deps.first) > 0 && req.Acks != 0 {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, deps: deps, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue
@@ -163,9 +163,11 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		for _, w := range waits {
 			var err error
 			if w.ch != nil {
-				err = <-w.ch
+				if err = <-w.ch; err != nil {
+					w.deps.own.forgetIDs() // not stored: a retry must store it
+				}
 			}
-			for _, d := range w.deps {
+			for _, d := range w.deps.first {
 				if err == nil {
 					err = d.durable(b)
 				}

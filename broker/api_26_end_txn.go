@@ -26,7 +26,8 @@ package broker
 // retry arrives with the epoch just left: it succeeds (with the current
 // id and epoch) when it asks for the outcome just completed, gets
 // CONCURRENT_TRANSACTIONS while that outcome is still being completed,
-// and INVALID_TXN_STATE for the other one. An abort with no transaction
+// and INVALID_TXN_STATE for the other one; a commit at the current epoch
+// with nothing open is INVALID_TXN_STATE. An abort with no transaction
 // open succeeds and moves the epoch too (franz-go sends one to clear a
 // transaction whose produces all failed). A v5 decision is answered once
 // it is durable; its markers and offsets follow in the background
@@ -100,6 +101,10 @@ func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response {
 			if err := b.txns.endTxnLocked(t, false, true, time.Now()); err != nil {
 				resp.ErrorCode = kerr.NotCoordinator.Code
 			}
+		case bump:
+			// A retry comes with the epoch just left (above); at the
+			// current one there is nothing to commit.
+			resp.ErrorCode = kerr.InvalidTxnState.Code
 		case st == txnEmpty:
 			resp.ErrorCode = kerr.InvalidTxnState.Code
 		default:

@@ -326,6 +326,10 @@ func (b *Broker) Close() error {
 		close(b.syncStop)
 		b.stopHTTP()
 		b.wg.Wait()
+		// Background transaction completions wait for marker fsyncs
+		// (the per-partition fsync loops run on demand) and write to
+		// groups and badger: let them end before those close.
+		b.txns.finishing.Wait()
 		b.groups.close()
 		b.shares.close()
 		b.closeErr = errors.Join(b.closeLogs(), b.meta.close())

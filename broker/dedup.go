@@ -45,11 +45,9 @@ package broker
 // their batches stay zero-copy. With a window every batch is decoded
 // (compressed ones decompressed) and hashed in content mode; a batch with
 // duplicates is re-encoded uncompressed; the table holds every id of the
-// window in memory (roughly 60 bytes plus the id per record), and the
+// window in memory (roughly 80 bytes plus the id per record), and the
 // first produce after a restart or config change reads the window back
-// from the log. A produce that is acknowledged but then lost to a failed
-// fsync leaves its ids in the table until they expire or the broker
-// restarts.
+// from the log.
 //
 // Transactional batches are neither deduplicated nor remembered: the ids
 // of a transaction that later aborts would otherwise drop its committed
@@ -61,7 +59,10 @@ package broker
 // append and then for its fsync, in whichever partition it went to, on
 // top of its own. If the first copy's append failed, its ids were
 // removed again and the duplicate gets that append's error, so the
-// client's retry stores it. Ids rebuilt from the log are durable.
+// client's retry stores it; if its fsync failed, the ids are forgotten
+// the same way (by whichever produce sees the failure first). A rebuild
+// reads the log to its end: ids of records above the high watermark (not
+// yet fsynced) point at a write done once the log end is durable.
 
 import (
 	"crypto/sha256"
@@ -215,6 +216,26 @@ type dedupWrite struct {
 	done chan struct{}
 	end  int64
 	err  error
+	// The ids it inserted (with their expiry), forgotten again if its
+	// fsync fails, so that a retry stores the record.
+	d   *dedupTable
+	ids []string
+	exp int64
+}
+
+// forgetIDs removes w's ids that still point at w: its records were not
+// stored durably.
+func (w *dedupWrite) forgetIDs() {
+	if w == nil || w.d == nil {
+		return
+	}
+	w.d.mu.Lock()
+	defer w.d.mu.Unlock()
+	for _, id := range w.ids {
+		if e, ok := w.d.ids[id]; ok && e.w == w {
+			delete(w.d.ids, id)
+		}
+	}
 }
 
 // durable waits until w's records are durable (FsyncAlways) or at least
@@ -228,7 +249,10 @@ func (w *dedupWrite) durable(b *Broker) error {
 		return nil // the high watermark follows the fsynced end
 	}
 	if ch := b.syncer.appended(w.p, w.end-1, w.end, true); ch != nil {
-		return <-ch
+		if err := <-ch; err != nil {
+			w.forgetIDs()
+			return err
+		}
 	}
 	return nil
 }
@@ -289,7 +313,16 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 		if !found {
 			continue
 		}
-		for end := p.log.LogEndOffset(); off < end; {
+		// Records at or above the high watermark (the fsynced end under
+		// FsyncAlways) may still be lost: their ids point at a write
+		// that is done once everything read here is durable.
+		hw, leo := p.log.HighWatermark(), p.log.LogEndOffset()
+		var pending *dedupWrite
+		if hw < leo {
+			pending = &dedupWrite{p: p, done: make(chan struct{}), end: leo, d: d}
+			close(pending.done)
+		}
+		for end := leo; off < end; {
 			raw, err := p.log.Read(off, end, 1<<20, true)
 			if err != nil {
 				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.name, p.index, err)
@@ -303,11 +336,16 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 				if h.IsControl() || h.IsTransactional() { // never deduplicated, see filterLocked
 					return nil
 				}
-				return batchRecords(batch, func(_, ts int64, r *kmsg.Record, _ []byte) bool {
+				return batchRecords(batch, func(o, ts int64, r *kmsg.Record, _ []byte) bool {
 					if exp := ts + s.windowMs; exp > nowMs {
 						if id := s.id(r); id != "" {
 							if cur, ok := d.ids[id]; !ok || cur.exp < exp {
-								d.insertLocked(id, exp, nil)
+								var w *dedupWrite
+								if o >= hw {
+									w = pending
+									w.ids = append(w.ids, id)
+								}
+								d.insertLocked(id, exp, w)
 							}
 						}
 					}
@@ -332,13 +370,13 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 // appendDeduped appends a produce partition's records to p, first
 // dropping the records whose dedup id is within t's window (s from
 // dedupSettingsFor). Without a window it is p.log.Append. It also
-// returns the appends of the first copies of the records it dropped:
-// the produce is answered only once they are durable
-// (dedupWrite.durable).
-func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, []*dedupWrite, error) {
+// returns the appends of the first copies of the records it dropped
+// (the produce is answered only once they are durable,
+// dedupWrite.durable) and its own.
+func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, dedupDeps, error) {
 	if s.windowMs <= 0 {
 		res, err := p.log.Append(records, now)
-		return res, nil, err
+		return res, dedupDeps{}, err
 	}
 	// max.message.bytes applies to the batches the client sent, as
 	// Append would check them: a batch rewritten without its duplicates
@@ -350,29 +388,30 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 			break // filterLocked reports it
 		}
 		if int64(len(batch)) > maxBytes {
-			return slog.AppendResult{}, nil, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
+			return slog.AppendResult{}, dedupDeps{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
 		}
 		rest = next
 	}
 	d := &t.dedup
 	nowMs := now.UnixMilli()
 	exp := nowMs + s.windowMs
-	w := &dedupWrite{p: p, done: make(chan struct{})}
+	w := &dedupWrite{p: p, done: make(chan struct{}), d: d, exp: exp}
 	d.mu.Lock()
 	if !d.built || d.settings != s {
 		if err := d.rebuildLocked(b, t, s, now); err != nil {
 			d.mu.Unlock()
-			return slog.AppendResult{}, nil, err
+			return slog.AppendResult{}, dedupDeps{}, err
 		}
 	}
 	d.expireLocked(nowMs)
 	out, rewritten, added, deps, err := d.filterLocked(s, records, exp, w)
+	w.ids = added
 	if err != nil {
 		d.forgetLocked(added, exp)
 		d.mu.Unlock()
 		w.err = err
 		close(w.done)
-		return slog.AppendResult{}, nil, err
+		return slog.AppendResult{}, dedupDeps{}, err
 	}
 	d.mu.Unlock()
 	var res slog.AppendResult
@@ -390,7 +429,19 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 		w.end = res.LastOffset + 1
 	}
 	close(w.done)
-	return res, deps, err
+	if len(added) == 0 {
+		w = nil
+	}
+	return res, dedupDeps{first: deps, own: w}, err
+}
+
+// dedupDeps are what a deduplicated append's answer depends on: the
+// appends of the first copies of the records it dropped (first), and its
+// own append when it inserted ids (own), whose ids are forgotten if its
+// fsync fails.
+type dedupDeps struct {
+	first []*dedupWrite
+	own   *dedupWrite
 }
 
 // filterLocked looks up and inserts the ids of records' batches. It

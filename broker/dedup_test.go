@@ -208,9 +208,27 @@ func TestDedupHolesWithShareGroup(t *testing.T) {
 // watermark, which follows the fsynced end, covers it.
 func TestDedupDuplicateWaitsForFirstCopy(t *testing.T) {
 	t.Parallel()
+	for _, rebuild := range []bool{false, true} {
+		t.Run("rebuild="+strconv.FormatBool(rebuild), func(t *testing.T) {
+			t.Parallel()
+			testDedupDuplicateWaits(t, rebuild)
+		})
+	}
+}
+
+// testDedupDuplicateWaits is TestDedupDuplicateWaitsForFirstCopy; with
+// rebuild the table is rebuilt from the log (a config change) between
+// the first copy and the duplicate, so the first copy's id comes from a
+// record above the high watermark.
+func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	b := startTest(t)
 	const topic = "dd-first"
 	dedupTopic(t, b, topic, 2, dedupWindowConfig, "60000")
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// A durable record in the window, so a rebuild reads partition 0 from
+	// below the high watermark on.
+	earlier := rec(topic, "earlier", "w")
+	produceAll(t, cl, earlier)
 	tp := b.topics.get(topic)
 	_, cfgs := b.topics.snapshot(tp)
 	p0 := b.topics.partition(topic, 0)
@@ -218,13 +236,18 @@ func TestDedupDuplicateWaitsForFirstCopy(t *testing.T) {
 	now := time.Now()
 	res, deps, err := b.appendDeduped(tp, p0, b.dedupSettingsFor(cfgs), encodeBatch(appendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
 	require.NoError(t, err)
-	require.Empty(t, deps)
+	require.Empty(t, deps.first)
 	require.Less(t, p0.log.HighWatermark(), res.LastOffset+1, "not fsynced yet")
 
-	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if rebuild {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := kadm.NewClient(newClient(t, b)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dedupWindowConfig, Value: kadm.StringPtr("60001")}}, topic)
+		require.NoError(t, err)
+	}
 	dup := rec(topic, "second", "x")
 	dup.Partition = 1
 	produceAll(t, cl, dup)
 	require.GreaterOrEqual(t, p0.log.HighWatermark(), res.LastOffset+1, "the duplicate was answered before its first copy was durable")
-	require.Equal(t, []string{"first"}, values(t, b, topic, 1))
+	require.Equal(t, []string{"earlier", "first"}, values(t, b, topic, 2))
 }

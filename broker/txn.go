@@ -237,15 +237,20 @@ type completion struct {
 	epoch   int16
 	tps     []groupTP
 	offsets map[string]map[groupTP]offsetCommit
-	// marked and applied record progress, for a redo.
-	marked, applied bool
-	record          []byte // the Complete* txn record
+	// marked, applied and cleared record progress, for a redo: the
+	// markers are durable, the offsets applied (commit), the offsets no
+	// longer pending.
+	marked, applied, cleared bool
+	record                   []byte // the Complete* txn record
 }
 
 // txnCoordinator owns every txn.
 type txnCoordinator struct {
 	b  *Broker
 	lg *zap.Logger
+	// finishing counts background completions (finish) and Complete*
+	// writes in flight; Close waits for them.
+	finishing sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -482,7 +487,10 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 			return err
 		}
 		cmp.applied = true
+	}
+	if !cmp.cleared {
 		c.clearPending(cmp.offsets)
+		cmp.cleared = true
 	}
 	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), cmp.record) }); err != nil {
 		return err
@@ -750,7 +758,7 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groupTP, waits []markerWait, background bool) error {
 	commit := t.mu.State == txnPrepareCommit
 	cmp := &completion{done: make(chan struct{}), bumped: t.mu.Bumped, commit: commit, pid: t.mu.ProducerID, epoch: t.mu.Epoch,
-		tps: tps, offsets: t.mu.offsets, marked: !background, applied: !background || !commit}
+		tps: tps, offsets: t.mu.offsets, marked: !background, applied: !background || !commit, cleared: !background}
 	snap := t.snapshotLocked()
 	t.mu.State = txnCompleteAbort
 	if commit {
@@ -776,6 +784,7 @@ func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groupTP, wa
 	cmp.record = rec
 	t.mu.completing = cmp
 	if background {
+		c.finishing.Add(1)
 		go c.finish(t.id, cmp, waits)
 		return nil
 	}
@@ -789,6 +798,7 @@ func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groupTP, wa
 // Complete* record. It takes no txn lock; a failure is left in cmp for
 // settleLocked to redo.
 func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) {
+	defer c.finishing.Done()
 	if err := waitMarkers(waits); err != nil {
 		c.lg.Warn("a decided transaction's markers failed; completing it again later", zap.String("transactional_id", id), zap.Error(err))
 		cmp.err = err
@@ -806,7 +816,9 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 		cmp.applied = true
 	}
 	c.clearPending(cmp.offsets)
+	cmp.cleared = true
 	c.writeCompleteAsync(id, cmp)
+	<-cmp.done // Close waits for finishing: the write must be over
 }
 
 // writeCompleteAsync writes cmp's Complete* record and closes cmp.done
@@ -820,7 +832,9 @@ func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
 		close(cmp.done)
 		return
 	}
+	c.finishing.Add(1)
 	btx.CommitWith(func(err error) {
+		defer c.finishing.Done()
 		if err != nil {
 			c.lg.Error("persisting a completed transaction failed; it is completed again later", zap.String("transactional_id", id), zap.Error(err))
 		}
@@ -849,6 +863,11 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 			continue // deleted with its topic: nothing to mark
 		}
 		if e, ok := p.log.ProducerEpoch(pid); bumped && ok && e >= epoch {
+			// Marked already, but maybe not durable yet (its fsync
+			// may even have failed): wait for everything appended.
+			if leo := p.log.LogEndOffset(); leo > 0 {
+				waits = append(waits, markerWait{p: p, ch: c.b.syncer.appended(p, leo-1, leo, true)})
+			}
 			continue
 		}
 		res, err := p.log.WriteMarker(slog.Marker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit}, now)
@@ -1084,7 +1103,8 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 			// start would end this transaction too: wait until the
 			// previous completion is durable. A bumped one skips
 			// partitions already marked, so it need not be waited for.
-			if cmp := tx.mu.completing; cmp != nil && !cmp.bumped {
+			// A failed one is redone first too.
+			if cmp := tx.mu.completing; cmp != nil && (!cmp.bumped || closed(cmp.done) && cmp.err != nil) {
 				if err := c.settleLocked(tx, now); err != nil {
 					return refuse(kerr.KafkaStorageError.Code, "the previous transaction's completion could not be written: "+err.Error())
 				}

@@ -1,0 +1,112 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// Storage faults during the background completion of EndTxn v5 and the
+// dedup wait, on an in-memory file system (log.MemFS) that fails syncs
+// of chosen files and simulates a power loss (CrashClone: only synced
+// bytes survive).
+
+// failSyncs makes every fsync of a file whose path contains part fail.
+func failSyncs(fs *slog.MemFS, part string) {
+	fs.SetErrorHook(func(op slog.Op, name string) error {
+		if op == slog.OpSync && strings.Contains(name, part) {
+			return errors.New("injected EIO")
+		}
+		return nil
+	})
+}
+
+// TestTV2MarkerSyncFailureNeverTearsACommit: EndTxn v5 commit is answered
+// once the decision is durable; then one partition's marker fsync fails.
+// Redoing the completion must not skip that partition just because its
+// marker was appended (the producer's epoch in memory already shows it):
+// it waits for the marker to be durable, which cannot happen, so the txn
+// keeps its PrepareCommit and a later write of the txn fails. After a
+// power loss the decision is replayed at start, and both partitions
+// show the commit (before the fix: committed in one, aborted in the
+// other).
+func TestTV2MarkerSyncFailureNeverTearsACommit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs } })
+	tv2Topic(t, b, "tf", 2)
+	r := &rawTxn{c: dialRaw(t, b), id: "tf-1"}
+	require.Zero(t, r.init(60000).ErrorCode)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "tf", 0, 0, "a")))
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "tf", 1, 0, "b")))
+	failSyncs(fs, "tf-1")
+	require.Equal(t, "NONE", codeName(r.endAt(5, r.pid, r.epoch, true).ErrorCode), "the decision is durable")
+	tx := b.txns.lock(r.id, false)
+	cmp := tx.mu.completing
+	tx.mu.Unlock()
+	require.NotNil(t, cmp)
+	<-cmp.done
+	require.Error(t, cmp.err, "tf-1's marker fsync failed")
+	// A later write of the txn redoes the completion first, and fails.
+	require.NotZero(t, r.init(60000).ErrorCode, "the completion cannot be made durable")
+	require.Error(t, b.Close(), "tf-1 failed")
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs.CrashClone() } })
+	c2 := dialRaw(t, b2)
+	for p, want := range []string{"a", "b"} {
+		got := fetchCommitted(t, c2, "tf", int32(p))
+		require.Equal(t, []string{want}, got.values, "partition %d", p)
+		require.Equal(t, got.hw, got.lso, "partition %d", p)
+	}
+}
+
+// TestTV2CommitWithNothingOpen: at v5 only a retry (the epoch just left)
+// of a completed commit succeeds; a commit at the current epoch with no
+// transaction open is INVALID_TXN_STATE, as Kafka answers.
+func TestTV2CommitWithNothingOpen(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	tv2Topic(t, b, "cn", 1)
+	r := &rawTxn{c: dialRaw(t, b), id: "cn-1"}
+	require.Zero(t, r.init(60000).ErrorCode)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "cn", 0, 0, "a")))
+	r.endV5(t, true)
+	resp := r.endAt(5, r.pid, r.epoch, true)
+	require.Equal(t, "INVALID_TXN_STATE", codeName(resp.ErrorCode))
+	require.Equal(t, "NONE", codeName(r.endAt(5, r.pid, r.epoch-1, true).ErrorCode), "the retry")
+}
+
+// TestDedupFirstCopySyncFailure: with dedup.scope=topic the first copy's
+// fsync fails (its partition stops accepting writes). Its ids are
+// forgotten, so the client's retry to a healthy partition is stored
+// rather than refused (or, before the wait, dropped) as a duplicate of a
+// copy that does not exist.
+func TestDedupFirstCopySyncFailure(t *testing.T) {
+	t.Parallel()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) { c.beforeRecovery = func(b *Broker) { b.fs = fs } })
+	dedupTopic(t, b, "dd", 2, dedupWindowConfig, "300000")
+	failSyncs(fs, "dd-0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(0), kgo.DisableIdempotentWrite())
+	to := func(p int32) *kgo.Record {
+		r := rec("dd", "v", "X")
+		r.Partition = p
+		return r
+	}
+	require.Error(t, cl.ProduceSync(ctx, to(0)).FirstErr(), "the first copy's fsync failed")
+	require.NoError(t, cl.ProduceSync(ctx, to(1)).FirstErr())
+	p1 := b.topics.partition("dd", 1)
+	require.Equal(t, int64(1), p1.log.HighWatermark(), "stored and durable in partition 1")
+	require.NoError(t, cl.ProduceSync(ctx, to(1)).FirstErr())
+	require.Equal(t, int64(2), p1.log.LogEndOffset(), "the next one is a duplicate again: a batch without records")
+}
