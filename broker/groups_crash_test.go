@@ -2,9 +2,6 @@ package broker
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -12,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -26,42 +22,15 @@ const crashChildEnv = "SHOAL_GROUP_CRASH_CHILD"
 // and a broker restarted on the same data directory lets the group resume
 // exactly from the committed offsets, metadata included.
 func TestGroupCrashResume(t *testing.T) {
-	if dir := os.Getenv(crashChildEnv); dir != "" {
-		cfg := DefaultConfig()
-		cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zap.NewNop()
-		b, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	serveCrashChild(t, crashChildEnv, func(b *Broker) {
 		setBrokerConfigs(b, "group.initial.rebalance.delay.ms", "0", "group.min.session.timeout.ms", "1000")
-		if err := os.WriteFile(filepath.Join(dir, "addr.tmp"), []byte(b.Addr()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "addr.tmp"), filepath.Join(dir, "addr")); err != nil {
-			t.Fatal(err)
-		}
-		select {} // until SIGKILL
-	}
+	})
 	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	child := exec.Command(os.Args[0], "-test.run=^TestGroupCrashResume$")
-	child.Env = append(os.Environ(), crashChildEnv+"="+dir)
-	require.NoError(t, child.Start())
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			child.Process.Kill()
-			child.Wait()
-		}
-	})
-	var addr string
-	require.Eventually(t, func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "addr"))
-		addr = string(b)
-		return err == nil
-	}, 20*time.Second, 10*time.Millisecond)
+	child := startCrashChild(t, "TestGroupCrashResume", crashChildEnv, dir)
+	addr := child.addr
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("crash"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
@@ -96,9 +65,7 @@ func TestGroupCrashResume(t *testing.T) {
 	_, err = adm.CommitOffsets(ctx, "simple-group", simple)
 	require.NoError(t, err)
 
-	require.NoError(t, child.Process.Kill()) // SIGKILL
-	child.Wait()
-	killed = true
+	child.kill()
 	consumer.Close()
 
 	cfg := DefaultConfig()

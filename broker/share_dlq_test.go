@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
 )
 
 // dlqSetup creates src (partitions) and, if dlqParts > 0, the opted-in
@@ -359,13 +356,7 @@ const dlqKillChildEnv = "SHOAL_DLQ_KILL_CHILD"
 // append and the records' Archived state; a broker restarted on the same
 // data writes no second copy and archives them.
 func TestShareDLQSigkill(t *testing.T) {
-	if dir := os.Getenv(dlqKillChildEnv); dir != "" {
-		cfg := DefaultConfig()
-		cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zap.NewNop()
-		b, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	serveCrashChild(t, dlqKillChildEnv, func(b *Broker) {
 		b.shares.dlq.crashAt = func(stage string) bool {
 			if stage == "durable" {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -373,28 +364,11 @@ func TestShareDLQSigkill(t *testing.T) {
 			}
 			return false
 		}
-		if err := os.WriteFile(filepath.Join(dir, "addr.tmp"), []byte(b.Addr()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "addr.tmp"), filepath.Join(dir, "addr")); err != nil {
-			t.Fatal(err)
-		}
-		select {} // until SIGKILL
-	}
+	})
 	t.Parallel()
 	dir := t.TempDir()
-	child := exec.Command(os.Args[0], "-test.run=^TestShareDLQSigkill$")
-	child.Env = append(os.Environ(), dlqKillChildEnv+"="+dir)
-	require.NoError(t, child.Start())
-	exited := make(chan struct{})
-	go func() { child.Wait(); close(exited) }()
-	t.Cleanup(func() { child.Process.Kill(); <-exited })
-	var addr string
-	require.Eventually(t, func() bool {
-		raw, err := os.ReadFile(filepath.Join(dir, "addr"))
-		addr = string(raw)
-		return err == nil
-	}, 30*time.Second, 20*time.Millisecond)
+	child := startCrashChild(t, "TestShareDLQSigkill", dlqKillChildEnv, dir)
+	addr, exited := child.addr, child.exited
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -42,9 +42,7 @@ func TestTV2MarkerSyncFailureNeverTearsACommit(t *testing.T) {
 	dir := t.TempDir()
 	fs := slog.NewMemFS()
 	b := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs } })
-	tv2Topic(t, b, "tf", 2)
-	r := &rawTxn{c: dialRaw(t, b), id: "tf-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "tf", 2)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "tf", 0, 0, "a")))
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "tf", 1, 0, "b")))
 	failSyncs(fs, "tf-1")
@@ -74,9 +72,7 @@ func TestTV2MarkerSyncFailureNeverTearsACommit(t *testing.T) {
 func TestTV2CommitWithNothingOpen(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	tv2Topic(t, b, "cn", 1)
-	r := &rawTxn{c: dialRaw(t, b), id: "cn-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "cn", 1)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "cn", 0, 0, "a")))
 	r.endV5(t, true)
 	resp := r.endAt(5, r.pid, r.epoch, true)

@@ -74,6 +74,11 @@ func (r *rawTxn) addOffsets(group string) int16 {
 }
 
 func (r *rawTxn) commitOffset(group string, gen int32, member, topic string, part int32, off int64) int16 {
+	return r.commitOffsetVersion(3, group, gen, member, topic, part, off)
+}
+
+// commitOffsetVersion sends a TxnOffsetCommit at version v of one offset.
+func (r *rawTxn) commitOffsetVersion(v int16, group string, gen int32, member, topic string, part int32, off int64) int16 {
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = r.id, group, r.pid, r.epoch
 	req.Generation, req.MemberID = gen, member
@@ -83,7 +88,7 @@ func (r *rawTxn) commitOffset(group string, gen int32, member, topic string, par
 	rp.Partition, rp.Offset = part, off
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return r.c.do(req, 3).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	return r.c.do(req, v).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 }
 
 func (r *rawTxn) describe() kmsg.DescribeTransactionsResponseTransactionState {

@@ -13,9 +13,6 @@ import (
 	"encoding/json"
 	"math"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,7 +23,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/shoal-mq/shoal/protocol"
@@ -88,16 +84,7 @@ func (r *rawTxn) awaitCompleted(t *testing.T) {
 
 // commitOffsetAt sends a simple committer's TxnOffsetCommit at version v.
 func (r *rawTxn) commitOffsetAt(v int16, group, topic string, part int32, off int64) int16 {
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = r.id, group, r.pid, r.epoch
-	req.Generation, req.MemberID = -1, ""
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset = part, off
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return r.c.do(req, v).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	return r.commitOffsetVersion(v, group, -1, "", topic, part, off)
 }
 
 // txnParts is DescribeTransactions' partition list as "topic/partition".
@@ -199,6 +186,16 @@ func tv2Topic(t *testing.T, b *Broker, name string, partitions int32) {
 	require.NoError(t, err)
 }
 
+// tv2Producer creates topic with partitions and returns a raw
+// transactional producer, "<topic>-1", initialised (timeout 60 s).
+func tv2Producer(t *testing.T, b *Broker, topic string, partitions int32) *rawTxn {
+	t.Helper()
+	tv2Topic(t, b, topic, partitions)
+	r := &rawTxn{c: dialRaw(t, b), id: topic + "-1"}
+	require.Zero(t, r.init(60000).ErrorCode)
+	return r
+}
+
 // TestTV2ApiVersionsFeatures: v3+ answers list transaction.version as
 // supported 0..2 and finalized at 2 (with a finalized features epoch);
 // v0-v2 answers still decode and advertise the KIP-890 part 2 versions.
@@ -249,9 +246,7 @@ func TestTV2ApiVersionsFeatures(t *testing.T) {
 func TestTV2ProduceImplicitAdd(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	tv2Topic(t, b, "ia", 2)
-	r := &rawTxn{c: dialRaw(t, b), id: "ia-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "ia", 2)
 	require.Equal(t, int16(0), r.epoch)
 	pid := r.pid
 
@@ -310,9 +305,7 @@ func TestTV2ProduceImplicitAdd(t *testing.T) {
 func TestTV2EndTxnBumpFencesOldEpoch(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	tv2Topic(t, b, "fe", 2)
-	r := &rawTxn{c: dialRaw(t, b), id: "fe-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "fe", 2)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "fe", 0, 0, "one")))
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "fe", 0, 1, "two")))
 	old := *r
@@ -491,9 +484,7 @@ func TestTV2EmptyAbort(t *testing.T) {
 func TestTV2TxnOffsetCommitImplicitGroup(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	tv2Topic(t, b, "og", 1)
-	r := &rawTxn{c: dialRaw(t, b), id: "og-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "og", 1)
 
 	require.Equal(t, "INVALID_TXN_STATE", codeName(r.commitOffsetAt(4, "og-g", "og", 0, 3)))
 	require.Equal(t, "Empty", r.describe().State)
@@ -671,41 +662,12 @@ const tv2CrashChildEnv = "SHOAL_TV2_CRASH_CHILD"
 // broker is killed with SIGKILL (a child process) while the implicitly
 // added transactions are open.
 func TestTV2CrashAdoptsOpenTxn(t *testing.T) {
-	if dir := os.Getenv(tv2CrashChildEnv); dir != "" {
-		cfg := DefaultConfig()
-		cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zap.NewNop()
-		b, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "addr.tmp"), []byte(b.Addr()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "addr.tmp"), filepath.Join(dir, "addr")); err != nil {
-			t.Fatal(err)
-		}
-		select {} // until SIGKILL
-	}
+	serveCrashChild(t, tv2CrashChildEnv, nil)
 	t.Parallel()
 	dir := t.TempDir()
-	child := exec.Command(os.Args[0], "-test.run=^TestTV2CrashAdoptsOpenTxn$")
-	child.Env = append(os.Environ(), tv2CrashChildEnv+"="+dir)
-	require.NoError(t, child.Start())
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			child.Process.Kill()
-			child.Wait()
-		}
-	})
-	var addr string
-	require.Eventually(t, func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "addr"))
-		addr = string(b)
-		return err == nil
-	}, 20*time.Second, 10*time.Millisecond)
+	child := startCrashChild(t, "TestTV2CrashAdoptsOpenTxn", tv2CrashChildEnv, dir)
 
-	c := dialAddr(t, addr)
+	c := dialAddr(t, child.addr)
 	create := kmsg.NewPtrCreateTopicsRequest()
 	for _, name := range []string{"cr", "crm"} {
 		ct := kmsg.NewCreateTopicsRequestTopic()
@@ -719,9 +681,7 @@ func TestTV2CrashAdoptsOpenTxn(t *testing.T) {
 	r, want := adoptScenario(t, c, "cr-1", "cr", 60000, false)
 	m, wantM := adoptScenario(t, c, "cr-m", "crm", 60000, true)
 
-	require.NoError(t, child.Process.Kill()) // SIGKILL
-	child.Wait()
-	killed = true
+	child.kill()
 
 	cfg := DefaultConfig()
 	cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zaptest.NewLogger(t)
@@ -754,9 +714,7 @@ func TestTV2RestartAbortsOrphanedTxn(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	tv2Topic(t, b, "or", 2)
-	r := &rawTxn{c: dialRaw(t, b), id: "or-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "or", 2)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "or", 0, 0, "orphan")))
 	// (a) The txn forgets the partition and moves to the next epoch in
 	// badger, as if the in-memory add were lost without markers.
@@ -809,9 +767,7 @@ func TestTV2InitProducerIDAbortsImplicitTxn(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	tv2Topic(t, b, "ip", 2)
-	r := &rawTxn{c: dialRaw(t, b), id: "ip-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "ip", 2)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ip", 0, 0, "gone0")))
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ip", 1, 0, "gone1")))
 	old := *r
@@ -850,9 +806,7 @@ func TestTV2RestartOffsetsAndImplicitPartition(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	tv2Topic(t, b, "ro", 1)
-	r := &rawTxn{c: dialRaw(t, b), id: "ro-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "ro", 1)
 	require.Equal(t, "NONE", codeName(r.commitOffsetAt(5, "ro-g", "ro", 0, 7)))
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ro", 0, 0, "v")))
 	require.NoError(t, b.Close())
@@ -880,9 +834,7 @@ func TestTV2RestartOffsetsAndImplicitPartition(t *testing.T) {
 func TestTV2ExhaustedEpochMovesProducerID(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	tv2Topic(t, b, "ex", 1)
-	r := &rawTxn{c: dialRaw(t, b), id: "ex-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "ex", 1)
 	// Move the txn to the last epoch an EndTxn can bump from (reaching it
 	// through 32766 transactions would take too long).
 	tx := b.txns.lock(r.id, false)
@@ -924,9 +876,7 @@ func TestTV2EndTxnRetryAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	tv2Topic(t, b, "rr", 1)
-	r := &rawTxn{c: dialRaw(t, b), id: "rr-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "rr", 1)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rr", 0, 0, "v")))
 	old := *r
 	r.endV5(t, true)
@@ -961,9 +911,7 @@ func TestTV2ReplaySkipsMarkedPartitions(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	tv2Topic(t, b, "rp", 2)
-	r := &rawTxn{c: dialRaw(t, b), id: "rp-1"}
-	require.Zero(t, r.init(60000).ErrorCode)
+	r := tv2Producer(t, b, "rp", 2)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 0, 0, "first0")))
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 1, 0, "first1")))
 	// The decision as badger held it before its completion: PrepareCommit
