@@ -47,8 +47,15 @@ type parsedBatch struct {
 
 // parseBatch copies batch and indexes its records.
 func parseBatch(h *protocol.BatchHeader, batch []byte) *parsedBatch {
-	pb := &parsedBatch{h: *h, batch: bytes.Clone(batch)}
-	pb.size = len(pb.batch)
+	return adoptBatch(h, bytes.Clone(batch), 0)
+}
+
+// adoptBatch indexes the records of batch, which it keeps without a copy:
+// the caller gives up batch and the buffer around it, held bytes long
+// (0: just the batch), which the cache accounts for.
+func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
+	pb := &parsedBatch{h: *h, batch: batch[:len(batch):len(batch)]}
+	pb.size = max(len(pb.batch), held)
 	// A batch whose CRC no longer matches (on-disk corruption since it
 	// was appended) goes out as it is, so the client's CRC check still
 	// catches it; a trimmed copy would carry a fresh, valid CRC.
@@ -65,15 +72,24 @@ func parseBatch(h *protocol.BatchHeader, batch []byte) *parsedBatch {
 		}
 	})
 	if err != nil {
-		pb.whole, pb.offs, pb.recs, pb.size = true, nil, nil, len(pb.batch)
+		pb.whole, pb.offs, pb.recs, pb.size = true, nil, nil, max(len(pb.batch), held)
 	}
 	pb.size += cap(pb.offs)*8 + cap(pb.recs)*24 // the index
 	return pb
 }
 
 // trim returns the batch, or a smaller copy holding only the records
-// whose offsets lie in acq (sorted ranges, possibly starting before the
-// batch). A group mode acquires a few records of each message
+// whose offsets lie in acq (see appendTrim).
+func (pb *parsedBatch) trim(acq []sharegroup.Acquired) []byte {
+	if !pb.trims(acq) {
+		return pb.batch
+	}
+	return pb.appendTrim(nil, acq)
+}
+
+// appendTrim appends to dst the batch, or a smaller copy holding only
+// the records whose offsets lie in acq (sorted ranges, possibly starting
+// before the batch). A group mode acquires a few records of each message
 // group, so a log batch of a thousand records interleaving many groups
 // may hold only a handful this member gets; sending all of it costs the
 // broker, the network and the client (which decodes every record and
@@ -84,30 +100,56 @@ func parseBatch(h *protocol.BatchHeader, batch []byte) *parsedBatch {
 // Kafka's log compaction leaves them, which every client reads; it is
 // uncompressed with a new CRC, and used only when smaller than the
 // original (a compressed batch often is not). Control batches and fully
-// acquired batches are returned as they are.
-func (pb *parsedBatch) trim(acq []sharegroup.Acquired) []byte {
-	if pb.whole {
-		return pb.batch
+// acquired batches are appended as they are. The copy is written
+// straight into dst (the response), which grows once for it.
+func (pb *parsedBatch) appendTrim(dst []byte, acq []sharegroup.Acquired) []byte {
+	kept, size := pb.kept(acq)
+	if !pb.trimmed(kept, size) {
+		return append(dst, pb.batch...)
 	}
-	var keep [][]byte
-	size := protocol.BatchHeaderSize
+	dst = slices.Grow(dst, size)
+	at := len(dst)
+	dst = append(dst, pb.batch[:protocol.BatchHeaderSize]...)
+	pb.eachKept(acq, func(i int) { dst = append(dst, pb.recs[i]...) })
+	finishRewritten(dst[at:], kept)
+	return dst
+}
+
+// trims reports whether appendTrim sends a trimmed copy for acq.
+func (pb *parsedBatch) trims(acq []sharegroup.Acquired) bool {
+	return pb.trimmed(pb.kept(acq))
+}
+
+func (pb *parsedBatch) trimmed(kept, size int) bool {
+	return !pb.whole && kept > 0 && kept < len(pb.offs) && size < len(pb.batch)
+}
+
+// kept counts the records of pb in acq and the size of a batch holding
+// only them.
+func (pb *parsedBatch) kept(acq []sharegroup.Acquired) (n, size int) {
+	size = protocol.BatchHeaderSize
+	pb.eachKept(acq, func(i int) {
+		n++
+		size += len(pb.recs[i])
+	})
+	return n, size
+}
+
+// eachKept calls fn with the index of each record of pb whose offset
+// lies in acq, in order.
+func (pb *parsedBatch) eachKept(acq []sharegroup.Acquired, fn func(i int)) {
 	k := 0
 	for i, off := range pb.offs {
 		for k < len(acq) && acq[k].Last < off {
 			k++
 		}
 		if k == len(acq) {
-			break
+			return
 		}
 		if acq[k].First <= off {
-			keep = append(keep, pb.recs[i])
-			size += len(pb.recs[i])
+			fn(i)
 		}
 	}
-	if len(keep) == 0 || len(keep) == len(pb.offs) || size >= len(pb.batch) {
-		return pb.batch
-	}
-	return appendRewritten(make([]byte, 0, size), pb.batch, keep)
 }
 
 // trimCache is the broker's cache of parsed batches.

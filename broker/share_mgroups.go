@@ -206,7 +206,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 		rest := append([]sharegroup.Acquired{{First: covered, Last: a.Last, DeliveryCount: a.DeliveryCount}}, acq[i+1:]...)
 		return head, rest
 	}
-	var raw []byte // reused: what is kept of it is copied into data
+	var raw []byte // reused unless a batch in it was kept as it is
 	for i := 0; i < len(acq); i++ {
 		a := acq[i]
 		for covered <= a.Last {
@@ -216,7 +216,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 			}
 			from := max(a.First, covered)
 			if pb := cache.get(lp, from); pb != nil && pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset() {
-				data = append(data, pb.trim(acq[i:])...)
+				data = appendBatch(data, pb, acq[i:])
 				covered = pb.h.LastOffset() + 1
 				continue
 			}
@@ -226,16 +226,24 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				sent, unsent = split(i)
 				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)
 			}
-			progressed := false
+			progressed, adopted := false, false
 			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 				if h.LastOffset() < from {
 					return nil
 				}
 				for j := i; j < len(acq) && acq[j].First <= h.LastOffset(); j++ {
 					if acq[j].Last >= h.BaseOffset { // the batch holds an acquired offset
-						pb := parseBatch(h, batch)
+						// A batch filling most of the read buffer (the
+						// usual 1 MiB batch) is kept without a copy; the
+						// next read gets a new buffer.
+						var pb *parsedBatch
+						if !adopted && 2*len(batch) >= cap(raw) {
+							pb, adopted = adoptBatch(h, batch, cap(raw)), true
+						} else {
+							pb = parseBatch(h, batch)
+						}
 						cache.put(lp, pb)
-						data = append(data, pb.trim(acq[j:])...)
+						data = appendBatch(data, pb, acq[j:])
 						break
 					}
 				}
@@ -246,6 +254,9 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				}
 				return nil
 			})
+			if adopted {
+				raw = nil
+			}
 			if !progressed {
 				sent, unsent = split(i)
 				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: no batch", from)
@@ -253,6 +264,16 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 		}
 	}
 	return data, acq, nil, nil
+}
+
+// appendBatch appends pb, trimmed to acq, to data. A batch sent as it is
+// starts an empty data without a copy (cached batches never change; the
+// capacity is clipped so a later append copies).
+func appendBatch(data []byte, pb *parsedBatch, acq []sharegroup.Acquired) []byte {
+	if len(data) == 0 && !pb.trims(acq) {
+		return pb.batch[:len(pb.batch):len(pb.batch)]
+	}
+	return pb.appendTrim(data, acq)
 }
 
 // recordOffsets calls fn with the absolute offset and wire bytes of each

@@ -191,3 +191,38 @@ func TestTrimCache(t *testing.T) {
 	require.Equal(t, []string{"2", "3", "7"}, vals)
 	require.Equal(t, a.batch, a.trim([]sharegroup.Acquired{{First: 0, Last: 9}}), "all acquired: as stored")
 }
+
+// TestAppendTrim: appendTrim writes the same batch as trim after what the
+// response already holds, and a batch adopted from a read buffer trims
+// like a copied one.
+func TestAppendTrim(t *testing.T) {
+	t.Parallel()
+	var recs []byte
+	for i := range 10 {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(100 + i))}
+		recs = appendRecord(recs, &r)
+	}
+	raw := encodeBatch(recs, 10, 1000, 1000)
+	protocol.SetBaseOffset(raw, 100)
+	h, err := protocol.ParseBatchHeader(raw)
+	require.NoError(t, err)
+	copied := parseBatch(&h, raw)
+	buf := append(make([]byte, 0, 2*len(raw)), raw...)
+	adopted := adoptBatch(&h, buf, cap(buf))
+	require.Equal(t, cap(buf)+cap(adopted.offs)*8+cap(adopted.recs)*24, adopted.size, "the whole buffer is accounted for")
+
+	some := []sharegroup.Acquired{{First: 90, Last: 101}, {First: 105, Last: 105}}
+	all := []sharegroup.Acquired{{First: 100, Last: 109}}
+	for _, pb := range []*parsedBatch{copied, adopted} {
+		prefix := []byte("prefix")
+		out := pb.appendTrim(append([]byte(nil), prefix...), some)
+		require.Equal(t, prefix, out[:len(prefix)])
+		require.Equal(t, pb.trim(some), out[len(prefix):])
+		_, _, offs, vals := batchOffsets(t, out[len(prefix):])
+		require.Equal(t, []int64{100, 101, 105}, offs)
+		require.Equal(t, []string{"100", "101", "105"}, vals)
+		require.Equal(t, raw, pb.appendTrim(nil, all), "all acquired: as stored")
+		require.Equal(t, raw, appendBatch(nil, pb, all))
+		require.Equal(t, pb.trim(some), appendBatch(nil, pb, some))
+	}
+}
