@@ -38,11 +38,12 @@ const (
 // parsedBatch is a log batch with the position of each record.
 type parsedBatch struct {
 	h     protocol.BatchHeader
-	batch []byte   // as stored (own copy)
-	offs  []int64  // offset of each record, ascending
-	recs  [][]byte // wire bytes of each record (in batch, or in its decompressed records)
-	whole bool     // always sent as stored: a control batch, a bad CRC, records that do not parse
-	size  int      // bytes held
+	batch []byte  // as stored (own copy)
+	offs  []int64 // offset of each record, ascending
+	body  []byte  // the records' wire bytes: in batch, or decompressed
+	pos   []int32 // record i is body[pos[i]:pos[i+1]]
+	whole bool    // always sent as stored: a control batch, a bad CRC, records that do not parse or are out of order
+	size  int     // bytes held
 }
 
 // parseBatch copies batch and indexes its records.
@@ -63,18 +64,25 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
 		pb.whole = true
 		return pb
 	}
-	compressed := protocol.CompressionOf(h.Attributes) != protocol.CompressionNone
-	err := recordOffsets(pb.batch, &pb.h, func(off int64, raw []byte) {
-		pb.offs = append(pb.offs, off)
-		pb.recs = append(pb.recs, raw)
-		if compressed {
-			pb.size += len(raw)
+	n := min(max(int(h.RecordCount), 0), len(batch)/4) // a record takes 4 bytes or more
+	pb.offs, pb.pos = make([]int64, 0, n), make([]int32, 1, n+1)
+	ascending := true
+	body, err := recordOffsets(pb.batch, &pb.h, func(off int64, raw []byte) {
+		if n := len(pb.offs); n > 0 && off <= pb.offs[n-1] {
+			ascending = false // trimming finds records by binary search
 		}
+		pb.offs = append(pb.offs, off)
+		pb.pos = append(pb.pos, pb.pos[len(pb.pos)-1]+int32(len(raw)))
 	})
-	if err != nil {
-		pb.whole, pb.offs, pb.recs, pb.size = true, nil, nil, max(len(pb.batch), held)
+	if err != nil || !ascending {
+		pb.whole, pb.offs, pb.pos = true, nil, nil
+		return pb
 	}
-	pb.size += cap(pb.offs)*8 + cap(pb.recs)*24 // the index
+	pb.body = body
+	if protocol.CompressionOf(h.Attributes) != protocol.CompressionNone {
+		pb.size += cap(body)
+	}
+	pb.size += cap(pb.offs)*8 + cap(pb.pos)*4 // the index
 	return pb
 }
 
@@ -101,55 +109,79 @@ func (pb *parsedBatch) trim(acq []sharegroup.Acquired) []byte {
 // uncompressed with a new CRC, and used only when smaller than the
 // original (a compressed batch often is not). Control batches and fully
 // acquired batches are appended as they are. The copy is written
-// straight into dst (the response), which grows once for it.
+// straight into dst (the response), which grows once for it; each
+// stretch of consecutive kept records is one copy.
 func (pb *parsedBatch) appendTrim(dst []byte, acq []sharegroup.Acquired) []byte {
-	kept, size := pb.kept(acq)
+	var buf [16][2]int
+	return pb.appendKept(dst, pb.keptRuns(acq, buf[:0]))
+}
+
+// appendKept is appendTrim with the kept runs found (keptRuns).
+func (pb *parsedBatch) appendKept(dst []byte, runs [][2]int) []byte {
+	kept, size := pb.keptSize(runs)
 	if !pb.trimmed(kept, size) {
 		return append(dst, pb.batch...)
 	}
 	dst = slices.Grow(dst, size)
 	at := len(dst)
 	dst = append(dst, pb.batch[:protocol.BatchHeaderSize]...)
-	pb.eachKept(acq, func(i int) { dst = append(dst, pb.recs[i]...) })
+	for _, r := range runs {
+		dst = append(dst, pb.body[pb.pos[r[0]]:pb.pos[r[1]]]...)
+	}
 	finishRewritten(dst[at:], kept)
 	return dst
 }
 
 // trims reports whether appendTrim sends a trimmed copy for acq.
 func (pb *parsedBatch) trims(acq []sharegroup.Acquired) bool {
-	return pb.trimmed(pb.kept(acq))
+	var buf [16][2]int
+	return pb.trimmed(pb.keptSize(pb.keptRuns(acq, buf[:0])))
 }
 
 func (pb *parsedBatch) trimmed(kept, size int) bool {
 	return !pb.whole && kept > 0 && kept < len(pb.offs) && size < len(pb.batch)
 }
 
-// kept counts the records of pb in acq and the size of a batch holding
+// keptSize counts the records of runs and the size of a batch holding
 // only them.
-func (pb *parsedBatch) kept(acq []sharegroup.Acquired) (n, size int) {
+func (pb *parsedBatch) keptSize(runs [][2]int) (n, size int) {
 	size = protocol.BatchHeaderSize
-	pb.eachKept(acq, func(i int) {
-		n++
-		size += len(pb.recs[i])
-	})
+	for _, r := range runs {
+		n += r[1] - r[0]
+		size += int(pb.pos[r[1]] - pb.pos[r[0]])
+	}
 	return n, size
 }
 
-// eachKept calls fn with the index of each record of pb whose offset
-// lies in acq, in order.
-func (pb *parsedBatch) eachKept(acq []sharegroup.Acquired, fn func(i int)) {
-	k := 0
-	for i, off := range pb.offs {
-		for k < len(acq) && acq[k].Last < off {
-			k++
-		}
-		if k == len(acq) {
-			return
-		}
-		if acq[k].First <= off {
-			fn(i)
-		}
+// keptRuns appends to runs the stretches [i, j) of consecutive records of
+// pb whose offsets lie in acq, in order. Each range of acq is found by
+// binary search, so a fetch taking a few records of a large batch does
+// not walk all of it.
+func (pb *parsedBatch) keptRuns(acq []sharegroup.Acquired, runs [][2]int) [][2]int {
+	if pb.whole || len(pb.offs) == 0 {
+		return runs
 	}
+	last := pb.offs[len(pb.offs)-1]
+	from := 0
+	for _, a := range acq {
+		if a.Last < pb.offs[0] {
+			continue
+		}
+		if a.First > last {
+			break
+		}
+		i := from + sort.Search(len(pb.offs)-from, func(k int) bool { return pb.offs[from+k] >= a.First })
+		j := i + sort.Search(len(pb.offs)-i, func(k int) bool { return pb.offs[i+k] > a.Last })
+		if i < j {
+			if n := len(runs); n > 0 && runs[n-1][1] == i {
+				runs[n-1][1] = j
+			} else {
+				runs = append(runs, [2]int{i, j})
+			}
+		}
+		from = j
+	}
+	return runs
 }
 
 // trimCache is the broker's cache of parsed batches.

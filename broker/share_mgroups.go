@@ -270,43 +270,47 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 // starts an empty data without a copy (cached batches never change; the
 // capacity is clipped so a later append copies).
 func appendBatch(data []byte, pb *parsedBatch, acq []sharegroup.Acquired) []byte {
-	if len(data) == 0 && !pb.trims(acq) {
+	var buf [16][2]int
+	runs := pb.keptRuns(acq, buf[:0])
+	if len(data) == 0 && !pb.trimmed(pb.keptSize(runs)) {
 		return pb.batch[:len(pb.batch):len(pb.batch)]
 	}
-	return pb.appendTrim(data, acq)
+	return pb.appendKept(data, runs)
 }
 
 // recordOffsets calls fn with the absolute offset and wire bytes of each
 // record of batch (decompressed if needed), reading only each record's
 // length and offset delta: trimming needs nothing else, and decoding
-// whole records was most of its cost.
-func recordOffsets(batch []byte, h *protocol.BatchHeader, fn func(offset int64, raw []byte)) error {
+// whole records was most of its cost. It returns the records' bytes (in
+// batch, or decompressed); fn's are consecutive slices of it.
+func recordOffsets(batch []byte, h *protocol.BatchHeader, fn func(offset int64, raw []byte)) ([]byte, error) {
 	raw := batch[protocol.BatchHeaderSize:]
 	if codec := protocol.CompressionOf(h.Attributes); codec != protocol.CompressionNone {
 		var err error
 		if raw, err = decompress(raw, codec); err != nil {
-			return fmt.Errorf("%w: decompress: %v", errBadBatch, err)
+			return nil, fmt.Errorf("%w: decompress: %v", errBadBatch, err)
 		}
 	}
+	body := raw
 	for i := int32(0); i < h.RecordCount; i++ {
 		length, n := binary.Varint(raw)
 		if n <= 0 || length < 3 || int64(len(raw)-n) < length {
-			return fmt.Errorf("%w: record %d truncated", errBadBatch, i)
+			return nil, fmt.Errorf("%w: record %d truncated", errBadBatch, i)
 		}
 		rec := raw[n : n+int(length)]
 		// attributes (int8), timestampDelta (varint), offsetDelta (varint)
 		_, tn := binary.Varint(rec[1:])
 		if tn <= 0 {
-			return fmt.Errorf("%w: record %d: bad timestamp delta", errBadBatch, i)
+			return nil, fmt.Errorf("%w: record %d: bad timestamp delta", errBadBatch, i)
 		}
 		delta, dn := binary.Varint(rec[1+tn:])
 		if dn <= 0 {
-			return fmt.Errorf("%w: record %d: bad offset delta", errBadBatch, i)
+			return nil, fmt.Errorf("%w: record %d: bad offset delta", errBadBatch, i)
 		}
 		fn(h.BaseOffset+delta, raw[:n+int(length)])
 		raw = raw[n+int(length):]
 	}
-	return nil
+	return body, nil
 }
 
 // errStopRead ends an eachBatch walk early.

@@ -209,7 +209,7 @@ func TestAppendTrim(t *testing.T) {
 	copied := parseBatch(&h, raw)
 	buf := append(make([]byte, 0, 2*len(raw)), raw...)
 	adopted := adoptBatch(&h, buf, cap(buf))
-	require.Equal(t, cap(buf)+cap(adopted.offs)*8+cap(adopted.recs)*24, adopted.size, "the whole buffer is accounted for")
+	require.Equal(t, cap(buf)+cap(adopted.offs)*8+cap(adopted.pos)*4, adopted.size, "the whole buffer is accounted for")
 
 	some := []sharegroup.Acquired{{First: 90, Last: 101}, {First: 105, Last: 105}}
 	all := []sharegroup.Acquired{{First: 100, Last: 109}}
@@ -224,5 +224,43 @@ func TestAppendTrim(t *testing.T) {
 		require.Equal(t, raw, pb.appendTrim(nil, all), "all acquired: as stored")
 		require.Equal(t, raw, appendBatch(nil, pb, all))
 		require.Equal(t, pb.trim(some), appendBatch(nil, pb, some))
+	}
+}
+
+// TestAppendTrimRandom: for random acquired ranges around a batch, the
+// trimmed batch holds exactly the records in them, in order.
+func TestAppendTrimRandom(t *testing.T) {
+	t.Parallel()
+	var recs []byte
+	for i := range 50 {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(200 + i))}
+		recs = appendRecord(recs, &r)
+	}
+	raw := encodeBatch(recs, 50, 1000, 1000)
+	protocol.SetBaseOffset(raw, 200)
+	h, err := protocol.ParseBatchHeader(raw)
+	require.NoError(t, err)
+	pb := parseBatch(&h, raw)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		var acq []sharegroup.Acquired
+		var want []int64
+		for off := int64(190); off < 260; {
+			n := 1 + rng.Int64N(6)
+			if rng.IntN(2) == 0 {
+				acq = append(acq, sharegroup.Acquired{First: off, Last: off + n - 1})
+				for o := max(off, 200); o < min(off+n, 250); o++ {
+					want = append(want, o)
+				}
+			}
+			off += n + rng.Int64N(2)
+		}
+		out := pb.appendTrim(nil, acq)
+		_, _, offs, _ := batchOffsets(t, out)
+		if len(want) == 0 || len(want) == 50 {
+			require.Equal(t, raw, out)
+			continue
+		}
+		require.Equal(t, want, offs, "%v", acq)
 	}
 }
