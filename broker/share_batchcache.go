@@ -21,7 +21,8 @@ import (
 // a 1 MiB batch from the page cache and walking its records cost about
 // 0.8 ms per share-partition per fetch, on the path between an
 // acknowledgement and the next delivery. The cache keeps recently read
-// batches parsed: a copy of the batch and where each of its records is.
+// batches parsed: the batch (a copy, or the read buffer it filled) and
+// where each of its records is.
 //
 // Log batches never change once appended (offsets and bytes are fixed;
 // retention and DeleteRecords only remove whole batches below the log
@@ -38,7 +39,7 @@ const (
 // parsedBatch is a log batch with the position of each record.
 type parsedBatch struct {
 	h     protocol.BatchHeader
-	batch []byte  // as stored (own copy)
+	batch []byte  // as stored (owned: never changed)
 	offs  []int64 // offset of each record, ascending
 	body  []byte  // the records' wire bytes: in batch, or decompressed
 	pos   []int32 // record i is body[pos[i]:pos[i+1]]
