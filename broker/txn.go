@@ -671,7 +671,8 @@ func (t *txn) beginLocked(now time.Time) {
 // the decision, and completes it. The decision is taken (and the caller
 // may answer success) once the Prepare state is durable: a failure
 // after that leaves it for the retry loop and is only logged. t.mu held;
-// t is Ongoing.
+// t is Ongoing (or, for an EndTxn v5 abort with nothing open, Empty or
+// Complete*).
 //
 // With bump (EndTxn v5+, KIP-890 part 2) the epoch moves forward with the
 // decision: the markers carry the new epoch, fencing the producer's
