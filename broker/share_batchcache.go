@@ -43,7 +43,7 @@ type parsedBatch struct {
 	offs  []int64 // offset of each record, ascending
 	body  []byte  // the records' wire bytes: in batch, or decompressed
 	pos   []int32 // record i is body[pos[i]:pos[i+1]]
-	whole bool    // always sent as stored: a control batch, a bad CRC, records that do not parse or are out of order
+	whole bool    // always sent as stored: a control batch, a bad CRC, records that do not parse, are out of order or outside the header's span
 	size  int     // bytes held
 }
 
@@ -69,8 +69,12 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
 	pb.offs, pb.pos = make([]int64, 0, n), make([]int32, 1, n+1)
 	ascending := true
 	body, err := recordOffsets(pb.batch, &pb.h, func(off int64, raw []byte) {
-		if n := len(pb.offs); n > 0 && off <= pb.offs[n-1] {
-			ascending = false // trimming finds records by binary search
+		if n := len(pb.offs); n > 0 && off <= pb.offs[n-1] || off < h.BaseOffset || off > h.LastOffset() {
+			// Trimming finds records by binary search, and a record
+			// outside the header's span (the log does not look inside
+			// compressed batches) must not be kept for a range that
+			// belongs to the next batch.
+			ascending = false
 		}
 		pb.offs = append(pb.offs, off)
 		pb.pos = append(pb.pos, pb.pos[len(pb.pos)-1]+int32(len(raw)))

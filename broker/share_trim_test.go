@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -263,4 +266,33 @@ func TestAppendTrimRandom(t *testing.T) {
 		}
 		require.Equal(t, want, offs, "%v", acq)
 	}
+}
+
+// TestTrimRecordsOutsideSpan: the log checks record offsets only in
+// uncompressed batches, so a compressed batch may hold a record whose
+// offset lies past its header's last offset. Such a batch is sent as
+// stored: a trimmed copy must never keep that record for an acquired
+// range that belongs to the next batch (found by review).
+func TestTrimRecordsOutsideSpan(t *testing.T) {
+	t.Parallel()
+	var recs []byte
+	for _, d := range []int32{0, 1, 5} {
+		recs = appendRecord(recs, &kmsg.Record{OffsetDelta: d, Value: make([]byte, 300)})
+	}
+	var z bytes.Buffer
+	w, err := zstd.NewWriter(&z)
+	require.NoError(t, err)
+	_, err = w.Write(recs)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	rb := kmsg.RecordBatch{FirstOffset: 100, PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(protocol.CompressionZstd),
+		LastOffsetDelta: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 3, Records: z.Bytes()}
+	raw := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	protocol.SetBatchCRC(raw)
+	h, err := protocol.ParseBatchHeader(raw)
+	require.NoError(t, err)
+	pb := parseBatch(&h, raw)
+	require.True(t, pb.whole, "a record at 105 lies outside 100..102")
+	require.Equal(t, raw, appendBatch(nil, pb, []sharegroup.Acquired{{First: 100, Last: 100}, {First: 105, Last: 105}}))
 }
