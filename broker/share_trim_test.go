@@ -195,20 +195,28 @@ func TestTrimCache(t *testing.T) {
 	require.Equal(t, a.batch, a.trim([]sharegroup.Acquired{{First: 0, Last: 9}}), "all acquired: as stored")
 }
 
+// numberedBatch is an uncompressed batch at base of n records whose
+// values are their offsets.
+func numberedBatch(t *testing.T, base int64, n int) ([]byte, protocol.BatchHeader) {
+	t.Helper()
+	var recs []byte
+	for i := range n {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
+		recs = appendRecord(recs, &r)
+	}
+	raw := encodeBatch(recs, int32(n), 1000, 1000)
+	protocol.SetBaseOffset(raw, base)
+	h, err := protocol.ParseBatchHeader(raw)
+	require.NoError(t, err)
+	return raw, h
+}
+
 // TestAppendTrim: appendTrim writes the same batch as trim after what the
 // response already holds, and a batch adopted from a read buffer trims
 // like a copied one.
 func TestAppendTrim(t *testing.T) {
 	t.Parallel()
-	var recs []byte
-	for i := range 10 {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(100 + i))}
-		recs = appendRecord(recs, &r)
-	}
-	raw := encodeBatch(recs, 10, 1000, 1000)
-	protocol.SetBaseOffset(raw, 100)
-	h, err := protocol.ParseBatchHeader(raw)
-	require.NoError(t, err)
+	raw, h := numberedBatch(t, 100, 10)
 	copied := parseBatch(&h, raw)
 	buf := append(make([]byte, 0, 2*len(raw)), raw...)
 	adopted := adoptBatch(&h, buf, cap(buf))
@@ -234,15 +242,7 @@ func TestAppendTrim(t *testing.T) {
 // trimmed batch holds exactly the records in them, in order.
 func TestAppendTrimRandom(t *testing.T) {
 	t.Parallel()
-	var recs []byte
-	for i := range 50 {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(200 + i))}
-		recs = appendRecord(recs, &r)
-	}
-	raw := encodeBatch(recs, 50, 1000, 1000)
-	protocol.SetBaseOffset(raw, 200)
-	h, err := protocol.ParseBatchHeader(raw)
-	require.NoError(t, err)
+	raw, h := numberedBatch(t, 200, 50)
 	pb := parseBatch(&h, raw)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 500 {
