@@ -158,15 +158,7 @@ func TestShareGroupModeTrimsCompressedBatches(t *testing.T) {
 func TestTrimCache(t *testing.T) {
 	t.Parallel()
 	mk := func(base int64, n int) *parsedBatch {
-		var recs []byte
-		for i := range n {
-			r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
-			recs = appendRecord(recs, &r)
-		}
-		b := encodeBatch(recs, int32(n), 1000, 1000)
-		protocol.SetBaseOffset(b, base)
-		h, err := protocol.ParseBatchHeader(b)
-		require.NoError(t, err)
+		b, h := numberedBatch(t, base, n)
 		return parseBatch(&h, b)
 	}
 	p1, p2 := &partition{}, &partition{}
