@@ -216,11 +216,10 @@ type dedupWrite struct {
 	done chan struct{}
 	end  int64
 	err  error
-	// The ids it inserted (with their expiry), forgotten again if its
-	// fsync fails, so that a retry stores the record.
+	// The ids it inserted, forgotten again if its append or fsync
+	// fails, so that a retry stores the record.
 	d   *dedupTable
 	ids []string
-	exp int64
 }
 
 // forgetIDs removes w's ids that still point at w: its records were not
@@ -231,6 +230,11 @@ func (w *dedupWrite) forgetIDs() {
 	}
 	w.d.mu.Lock()
 	defer w.d.mu.Unlock()
+	w.forgetIDsLocked()
+}
+
+// forgetIDsLocked is forgetIDs with the table's mu held.
+func (w *dedupWrite) forgetIDsLocked() {
 	for _, id := range w.ids {
 		if e, ok := w.d.ids[id]; ok && e.w == w {
 			delete(w.d.ids, id)
@@ -281,24 +285,6 @@ func (d *dedupTable) expireLocked(nowMs int64) {
 func (d *dedupTable) insertLocked(id string, exp int64, w *dedupWrite) {
 	d.ids[id] = dedupID{exp, w}
 	d.queue = append(d.queue, dedupEntry{id, exp})
-}
-
-// forget removes ids inserted by a produce whose append failed.
-func (d *dedupTable) forget(ids []string, exp int64) {
-	if len(ids) == 0 {
-		return
-	}
-	d.mu.Lock()
-	d.forgetLocked(ids, exp)
-	d.mu.Unlock()
-}
-
-func (d *dedupTable) forgetLocked(ids []string, exp int64) {
-	for _, id := range ids {
-		if d.ids[id].exp == exp {
-			delete(d.ids, id)
-		}
-	}
 }
 
 // rebuildLocked fills the table from the last window of every partition
@@ -395,7 +381,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 	d := &t.dedup
 	nowMs := now.UnixMilli()
 	exp := nowMs + s.windowMs
-	w := &dedupWrite{p: p, done: make(chan struct{}), d: d, exp: exp}
+	w := &dedupWrite{p: p, done: make(chan struct{}), d: d}
 	d.mu.Lock()
 	if !d.built || d.settings != s {
 		if err := d.rebuildLocked(b, t, s, now); err != nil {
@@ -407,7 +393,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 	out, rewritten, added, deps, err := d.filterLocked(s, records, exp, w)
 	w.ids = added
 	if err != nil {
-		d.forgetLocked(added, exp)
+		w.forgetIDsLocked()
 		d.mu.Unlock()
 		w.err = err
 		close(w.done)
@@ -423,7 +409,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 	if err != nil {
 		// Removed before done is closed: a duplicate that saw them
 		// fails, and its retry finds them gone.
-		d.forget(added, exp)
+		w.forgetIDs()
 		w.err = err
 	} else {
 		w.end = res.LastOffset + 1

@@ -370,15 +370,8 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 				c.lg.Warn("aborting a transaction open in a partition that no transaction coordinator state owns",
 					zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Int64("producer_id", pi.ProducerID),
 					zap.Int16("epoch", pi.Epoch), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
-				res, err := p.log.WriteMarker(slog.Marker{ProducerID: pi.ProducerID, ProducerEpoch: epoch}, now)
-				if err == nil {
-					if ch := c.b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, true); ch != nil {
-						err = <-ch
-					} else {
-						_, err = p.log.Sync()
-					}
-				}
-				if err != nil {
+				waits, err := c.writeMarkers(pi.ProducerID, epoch, false, false, []groupTP{tp}, now)
+				if err = errors.Join(err, waitMarkers(waits)); err != nil {
 					c.lg.Error("aborting an orphaned transaction failed", zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Error(err))
 				}
 			}
