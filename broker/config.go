@@ -83,6 +83,9 @@ type Config struct {
 	// beforeRecovery, if set, runs in Start after the HTTP server is up
 	// and before the metadata store and logs recover (tests of /readyz).
 	beforeRecovery func(*Broker)
+	// markerSyncDelay, if nonzero, replaces the default markerSyncDelay
+	// (txn.go); negative means none.
+	markerSyncDelay time.Duration
 }
 
 // DefaultConfig returns the configuration `go run ./cmd/shoal` uses.

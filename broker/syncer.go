@@ -38,6 +38,8 @@ type syncer struct {
 	mu struct {
 		sync.Mutex
 		parts map[*partition]*partSync
+		// stopping: shutdown began; lazy starts are immediate.
+		stopping bool
 	}
 }
 
@@ -51,6 +53,9 @@ type partSync struct {
 	// offset appended since (flush.ms, flush.messages).
 	since time.Time
 	from  int64
+	// lazy is a pending deferred start (appendedLazy): only while no
+	// loop runs.
+	lazy *time.Timer
 }
 
 // flushCheck bounds the period of the FsyncInterval checks, so a flush.ms
@@ -90,16 +95,67 @@ func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan erro
 		ch = make(chan error, 1)
 		ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
 	}
-	start := s.b.cfg.Fsync == FsyncAlways && !ps.running
-	if start {
-		ps.running = true
-		s.loops.Add(1)
+	if s.b.cfg.Fsync == FsyncAlways && !ps.running {
+		s.startLocked(p, ps)
 	}
 	s.mu.Unlock()
-	if start {
-		go s.loop(p)
-	}
 	return ch
+}
+
+// appendedLazy is appended(p, first, end, true) for records whose
+// durability nobody is waiting on yet (a v5 transaction's markers): if
+// no fsync of p is running, theirs starts after delay, or sooner with
+// the next append's, which then covers them; so they do not cost a
+// busy partition an fsync of their own for the next batches to queue
+// behind. Shutdown starts pending ones at once (run).
+func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duration) <-chan error {
+	if delay <= 0 || s.b.cfg.Fsync != FsyncAlways {
+		return s.appended(p, first, end, true)
+	}
+	ch := make(chan error, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.mu.parts[p]
+	if ps == nil {
+		ps = &partSync{}
+		s.mu.parts[p] = ps
+	}
+	ps.dirty = true
+	ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
+	if ps.running || ps.lazy != nil {
+		return ch
+	}
+	if s.mu.stopping {
+		s.startLocked(p, ps)
+		return ch
+	}
+	s.loops.Add(1)
+	var tm *time.Timer
+	tm = time.AfterFunc(delay, func() {
+		defer s.loops.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ps := s.mu.parts[p]; ps != nil && ps.lazy == tm {
+			ps.lazy = nil
+			s.startLocked(p, ps)
+		}
+	})
+	ps.lazy = tm // before the timer can take s.mu
+	return ch
+}
+
+// startLocked starts p's sync loop, cancelling a pending lazy start.
+// s.mu held; no loop is running.
+func (s *syncer) startLocked(p *partition, ps *partSync) {
+	if ps.lazy != nil {
+		if ps.lazy.Stop() {
+			s.loops.Done() // its func will not run
+		}
+		ps.lazy = nil
+	}
+	ps.running = true
+	s.loops.Add(1)
+	go s.loop(p)
 }
 
 // loop fsyncs p until no append is left unsynced (FsyncAlways).
@@ -242,6 +298,14 @@ func (s *syncer) run() {
 		case now := <-tick:
 			s.flushDue(now)
 		case <-s.b.syncStop:
+			s.mu.Lock()
+			s.mu.stopping = true
+			for p, ps := range s.mu.parts {
+				if ps.lazy != nil {
+					s.startLocked(p, ps)
+				}
+			}
+			s.mu.Unlock()
 			s.loops.Wait()
 			if s.b.cfg.Fsync == FsyncInterval {
 				s.flushDirty()

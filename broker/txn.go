@@ -251,6 +251,8 @@ type txnCoordinator struct {
 	// finishing counts background completions (finish) and Complete*
 	// writes in flight; Close waits for them.
 	finishing sync.WaitGroup
+	// markerDelay is markerSyncDelay unless the config replaces it.
+	markerDelay time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -264,7 +266,10 @@ type txnCoordinator struct {
 func txnKey(id string) []byte { return []byte(prefixTxn + url.PathEscape(id)) }
 
 func newTxnCoordinator(b *Broker) *txnCoordinator {
-	c := &txnCoordinator{b: b, lg: b.lg.Named("txn")}
+	c := &txnCoordinator{b: b, lg: b.lg.Named("txn"), markerDelay: markerSyncDelay}
+	if d := b.cfg.markerSyncDelay; d != 0 {
+		c.markerDelay = max(d, 0)
+	}
 	c.mu.txns = map[string]*txn{}
 	c.mu.pending = map[string]map[groupTP]int{}
 	return c
@@ -370,7 +375,7 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 				c.lg.Warn("aborting a transaction open in a partition that no transaction coordinator state owns",
 					zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Int64("producer_id", pi.ProducerID),
 					zap.Int16("epoch", pi.Epoch), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
-				waits, err := c.writeMarkers(pi.ProducerID, epoch, false, false, []groupTP{tp}, now)
+				waits, err := c.writeMarkers(pi.ProducerID, epoch, false, false, []groupTP{tp}, now, 0)
 				if err = errors.Join(err, waitMarkers(waits)); err != nil {
 					c.lg.Error("aborting an orphaned transaction failed", zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Error(err))
 				}
@@ -466,7 +471,7 @@ func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
 // t.mu held.
 func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) error {
 	if !cmp.marked {
-		waits, err := c.writeMarkers(cmp.pid, cmp.epoch, cmp.commit, cmp.bumped, cmp.tps, now)
+		waits, err := c.writeMarkers(cmp.pid, cmp.epoch, cmp.commit, cmp.bumped, cmp.tps, now, 0)
 		if err == nil {
 			err = waitMarkers(waits)
 		}
@@ -717,7 +722,7 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 // marker could not be appended. t.mu held; t is in Prepare*.
 func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
 	tps := sortedTPs(t.mu.partitions)
-	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, true, tps, now)
+	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, true, tps, now, c.markerDelay)
 	if err != nil {
 		return false
 	}
@@ -731,7 +736,7 @@ func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
 // timeout loop). t.mu held.
 func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 	tps := sortedTPs(t.mu.partitions)
-	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, t.mu.Bumped, tps, now)
+	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, t.mu.Bumped, tps, now, 0)
 	if err = errors.Join(err, waitMarkers(waits)); err != nil {
 		return err
 	}
@@ -843,12 +848,23 @@ type markerWait struct {
 	ch <-chan error
 }
 
+// markerSyncDelay is how long a background completion's markers
+// (startCompletionLocked) wait for an append to start their partition's
+// fsync before starting one of their own (syncer.appendedLazy). The
+// producer's next transaction usually arrives within it, so its fsync
+// covers the markers: with several transactional producers on the same
+// partitions, each marker otherwise cost an fsync that the next batches
+// queued behind. It bounds how much later a read_committed consumer of
+// an idle partition sees the outcome; nobody is answered later.
+const markerSyncDelay = 5 * time.Millisecond
+
 // writeMarkers appends a COMMIT or ABORT marker for producer pid at
 // epoch to every partition of tps that still exists. With bumped (the
 // epoch is above the transaction's batches) a partition whose producer
 // already reached epoch is skipped: it holds the marker already. It
 // returns the appended markers' fsync waits, and the append errors.
-func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groupTP, now time.Time) ([]markerWait, error) {
+// An appended marker's fsync starts within delay (syncer.appendedLazy).
+func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groupTP, now time.Time, delay time.Duration) ([]markerWait, error) {
 	var waits []markerWait
 	var errs []error
 	for _, tp := range tps {
@@ -869,7 +885,7 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.topic, tp.partition, err))
 			continue
 		}
-		waits = append(waits, markerWait{p: p, ch: c.b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, true)})
+		waits = append(waits, markerWait{p: p, ch: c.b.syncer.appendedLazy(p, res.BaseOffset, res.LastOffset+1, delay)})
 	}
 	return waits, errors.Join(errs...)
 }

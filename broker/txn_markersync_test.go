@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// The markers of an EndTxn v5 decision wait up to markerSyncDelay for the
+// next append to their partition to start its fsync, which covers them
+// (syncer.appendedLazy); without one they are fsynced on their own.
+
+// countLogSyncs counts the fsyncs of segment files whose path contains
+// part.
+func countLogSyncs(fs *slog.MemFS, part string) *atomic.Int64 {
+	var n atomic.Int64
+	fs.SetErrorHook(func(op slog.Op, name string) error {
+		if op == slog.OpSync && strings.Contains(name, part) && strings.HasSuffix(name, ".log") {
+			n.Add(1)
+		}
+		return nil
+	})
+	return &n
+}
+
+// TestTV2MarkerSharesNextTxnFsync: with a long delay, the commit marker is
+// not fsynced on its own; the producer's next transactional batch is
+// answered after one fsync, which makes the marker durable too and lets
+// the completion finish; read_committed then shows the first
+// transaction committed and stops at the open second one.
+func TestTV2MarkerSharesNextTxnFsync(t *testing.T) {
+	t.Parallel()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) {
+		c.markerSyncDelay = time.Hour
+		c.beforeRecovery = func(b *Broker) { b.fs = fs }
+	})
+	r := tv2Producer(t, b, "ms", 1)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "ms", 0, 0, "a")))
+	syncs := countLogSyncs(fs, "ms-0")
+
+	resp := r.endAt(5, r.pid, r.epoch, true)
+	require.Equal(t, "NONE", codeName(resp.ErrorCode))
+	r.epoch = resp.ProducerEpoch
+	tx := b.txns.lock(r.id, false)
+	cmp := tx.mu.completing
+	tx.mu.Unlock()
+	require.NotNil(t, cmp)
+	time.Sleep(50 * time.Millisecond)
+	require.False(t, closed(cmp.done), "the marker waits for an append to share its fsync")
+	require.Zero(t, syncs.Load())
+	c := dialRaw(t, b)
+	got := fetchCommitted(t, c, "ms", 0)
+	require.Equal(t, int64(1), got.hw, "the marker is not durable yet, so not visible")
+
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "ms", 0, 0, "b")))
+	select {
+	case <-cmp.done:
+		require.NoError(t, cmp.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completion did not finish after the next batch's fsync")
+	}
+	require.Equal(t, int64(1), syncs.Load(), "one fsync covered the marker and the next batch")
+	got = fetchCommitted(t, c, "ms", 0)
+	require.Equal(t, []string{"a"}, got.values)
+	require.Equal(t, int64(3), got.hw)
+	require.Equal(t, int64(2), got.lso, "the second transaction is open")
+}
+
+// TestTV2MarkerFsyncedWithoutTraffic: with nothing else appended, the
+// marker is fsynced on its own once the delay has passed, and the
+// outcome becomes visible to read_committed.
+func TestTV2MarkerFsyncedWithoutTraffic(t *testing.T) {
+	t.Parallel()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) {
+		c.markerSyncDelay = 20 * time.Millisecond
+		c.beforeRecovery = func(b *Broker) { b.fs = fs }
+	})
+	r := tv2Producer(t, b, "mw", 2)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "mw", 0, 0, "a")))
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "mw", 1, 0, "b")))
+	syncs := countLogSyncs(fs, "mw-")
+	r.endV5(t, true) // waits for the completion
+	require.Equal(t, int64(2), syncs.Load(), "one fsync per partition, for its marker")
+	c := dialRaw(t, b)
+	for p, want := range []string{"a", "b"} {
+		got := fetchCommitted(t, c, "mw", int32(p))
+		require.Equal(t, []string{want}, got.values)
+		require.Equal(t, int64(2), got.hw)
+		require.Equal(t, got.hw, got.lso)
+	}
+}
