@@ -144,6 +144,16 @@ func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duratio
 	return ch
 }
 
+// hurry starts p's pending lazy fsync (appendedLazy) now: someone
+// waits for it.
+func (s *syncer) hurry(p *partition) {
+	s.mu.Lock()
+	if ps := s.mu.parts[p]; ps != nil && ps.lazy != nil {
+		s.startLocked(p, ps)
+	}
+	s.mu.Unlock()
+}
+
 // startLocked starts p's sync loop, cancelling a pending lazy start.
 // s.mu held; no loop is running.
 func (s *syncer) startLocked(p *partition, ps *partSync) {

@@ -455,6 +455,15 @@ func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
 	if cmp == nil {
 		return nil
 	}
+	if !closed(cmp.done) {
+		// Its markers may wait for appends that t.mu, held here, keeps
+		// the producer from making (markerSyncDelay).
+		for _, tp := range cmp.tps {
+			if p := c.b.topics.partition(tp.topic, tp.partition); p != nil {
+				c.b.syncer.hurry(p)
+			}
+		}
+	}
 	<-cmp.done
 	if cmp.err != nil {
 		if err := c.redoLocked(t, cmp, now); err != nil {

@@ -56,7 +56,9 @@ func TestTV2MarkerSharesNextTxnFsync(t *testing.T) {
 	require.Zero(t, syncs.Load())
 	c := dialRaw(t, b)
 	got := fetchCommitted(t, c, "ms", 0)
-	require.Equal(t, int64(1), got.hw, "the marker is not durable yet, so not visible")
+	require.Equal(t, int64(1), got.hw, "the marker's offset waits for its fsync")
+	require.Equal(t, int64(1), got.lso)
+	require.Equal(t, []string{"a"}, got.values, "the decision is durable: the records are readable once the marker is appended")
 
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ms", 0, 0, "b")))
 	select {
@@ -95,4 +97,32 @@ func TestTV2MarkerFsyncedWithoutTraffic(t *testing.T) {
 		require.Equal(t, int64(2), got.hw)
 		require.Equal(t, got.hw, got.lso)
 	}
+}
+
+// TestTV2SettleHurriesPendingMarkers: the next transaction touches only
+// one of the two partitions the last one marked; its EndTxn, which first
+// waits for the last completion (settleLocked), starts the other
+// marker's pending fsync rather than waiting out the delay.
+func TestTV2SettleHurriesPendingMarkers(t *testing.T) {
+	t.Parallel()
+	b := startTest(t, func(c *Config) { c.markerSyncDelay = time.Hour })
+	r := tv2Producer(t, b, "mh", 2)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "mh", 0, 0, "a")))
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "mh", 1, 0, "b")))
+	resp := r.endAt(5, r.pid, r.epoch, true)
+	require.Equal(t, "NONE", codeName(resp.ErrorCode))
+	r.epoch = resp.ProducerEpoch
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "mh", 0, 0, "c")))
+	done := make(chan int16, 1)
+	go func() { done <- r.endAt(5, r.pid, r.epoch, true).ErrorCode }()
+	select {
+	case code := <-done:
+		require.Equal(t, "NONE", codeName(code))
+	case <-time.After(10 * time.Second):
+		t.Fatal("EndTxn waited for the previous transaction's lazy marker fsync")
+	}
+	c := dialRaw(t, b) // the second marker waits (an hour): its records are readable once it is appended
+
+	require.Equal(t, []string{"a", "c"}, fetchCommitted(t, c, "mh", 0).values)
+	require.Equal(t, []string{"b"}, fetchCommitted(t, c, "mh", 1).values)
 }
