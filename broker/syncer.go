@@ -32,14 +32,19 @@ import (
 // A failed fsync leaves the log sticky-failed (log package contract):
 // waiters get the error, and later appends to that partition fail.
 type syncer struct {
-	b     *Broker
-	loops sync.WaitGroup // per-partition sync loops (FsyncAlways)
+	b *Broker
 
 	mu struct {
 		sync.Mutex
 		parts map[*partition]*partSync
 		// stopping: shutdown began; lazy starts are immediate.
 		stopping bool
+		// active counts running sync loops and pending lazy starts; idle
+		// is broadcast when it drops to zero. (Not a WaitGroup: a
+		// background transaction abort or dead-letter write may start a
+		// loop while run waits at shutdown.)
+		active int
+		idle   sync.Cond
 	}
 }
 
@@ -70,6 +75,7 @@ type syncWaiter struct {
 func newSyncer(b *Broker) *syncer {
 	s := &syncer{b: b}
 	s.mu.parts = map[*partition]*partSync{}
+	s.mu.idle.L = &s.mu.Mutex
 	return s
 }
 
@@ -129,16 +135,16 @@ func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duratio
 		s.startLocked(p, ps)
 		return ch
 	}
-	s.loops.Add(1)
+	s.mu.active++
 	var tm *time.Timer
 	tm = time.AfterFunc(delay, func() {
-		defer s.loops.Done()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if ps := s.mu.parts[p]; ps != nil && ps.lazy == tm {
 			ps.lazy = nil
 			s.startLocked(p, ps)
 		}
+		s.doneLocked()
 	})
 	ps.lazy = tm // before the timer can take s.mu
 	return ch
@@ -159,18 +165,32 @@ func (s *syncer) hurry(p *partition) {
 func (s *syncer) startLocked(p *partition, ps *partSync) {
 	if ps.lazy != nil {
 		if ps.lazy.Stop() {
-			s.loops.Done() // its func will not run
+			s.doneLocked() // its func will not run
 		}
 		ps.lazy = nil
 	}
 	ps.running = true
-	s.loops.Add(1)
+	s.mu.active++
 	go s.loop(p)
+}
+
+// doneLocked ends one loop or lazy start. s.mu held.
+func (s *syncer) doneLocked() {
+	if s.mu.active--; s.mu.active == 0 {
+		s.mu.idle.Broadcast()
+	}
+}
+
+// done is doneLocked taking s.mu.
+func (s *syncer) done() {
+	s.mu.Lock()
+	s.doneLocked()
+	s.mu.Unlock()
 }
 
 // loop fsyncs p until no append is left unsynced (FsyncAlways).
 func (s *syncer) loop(p *partition) {
-	defer s.loops.Done()
+	defer s.done()
 	for {
 		s.mu.Lock()
 		ps := s.mu.parts[p]
@@ -241,7 +261,7 @@ func (s *syncer) appendedInterval(p *partition, first, end int64) {
 	start := flushMessages > 0 && end-ps.from >= flushMessages && !ps.running
 	if start {
 		ps.running = true
-		s.loops.Add(1)
+		s.mu.active++
 	}
 	s.mu.Unlock()
 	if start {
@@ -252,7 +272,7 @@ func (s *syncer) appendedInterval(p *partition, first, end int64) {
 // syncInterval fsyncs p once (FsyncInterval); appends during the fsync
 // leave p dirty for the next check.
 func (s *syncer) syncInterval(p *partition) {
-	defer s.loops.Done()
+	defer s.done()
 	s.mu.Lock()
 	ps := s.mu.parts[p]
 	ps.dirty = false
@@ -282,7 +302,7 @@ func (s *syncer) flushDue(now time.Time) {
 		}
 		if now.Sub(ps.since) >= limit {
 			ps.running = true
-			s.loops.Add(1)
+			s.mu.active++
 			due = append(due, p)
 		}
 	}
@@ -315,8 +335,10 @@ func (s *syncer) run() {
 					s.startLocked(p, ps)
 				}
 			}
+			for s.mu.active > 0 {
+				s.mu.idle.Wait()
+			}
 			s.mu.Unlock()
-			s.loops.Wait()
 			if s.b.cfg.Fsync == FsyncInterval {
 				s.flushDirty()
 			}
