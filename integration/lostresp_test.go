@@ -12,7 +12,9 @@ package integration
 // records in order within a partition.
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -30,25 +32,29 @@ import (
 )
 
 // faultProxy forwards Kafka connections to target, injecting faults on
-// Produce responses while on.
+// the responses of the APIs in keys while on.
 type faultProxy struct {
 	ln     net.Listener
 	target string
-	rate   float64       // chance of a fault per Produce response
-	hold   time.Duration // how long a held response waits
+	keys   map[int16]bool // API keys whose responses get faults
+	rate   float64        // chance of a fault per such response
+	hold   time.Duration  // how long a held response waits
 	on     atomic.Bool
 
 	mu  sync.Mutex
 	rng *rand.Rand
 	wg  sync.WaitGroup
 
-	dropped, cut, held, produces atomic.Int64
+	dropped, cut, held, answers atomic.Int64
 }
 
-func newFaultProxy(t *testing.T, rate float64, hold time.Duration) *faultProxy {
+func newFaultProxy(t *testing.T, rate float64, hold time.Duration, keys ...int16) *faultProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &faultProxy{ln: ln, rate: rate, hold: hold, rng: rand.New(rand.NewPCG(1, 2))}
+	p := &faultProxy{ln: ln, keys: map[int16]bool{}, rate: rate, hold: hold, rng: rand.New(rand.NewPCG(1, 2))}
+	for _, k := range keys {
+		p.keys[k] = true
+	}
 	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
 	return p
 }
@@ -68,8 +74,8 @@ func (p *faultProxy) start(target string) {
 	})
 }
 
-// fault picks what happens to one Produce response: 0 none, 1 drop, 2 cut,
-// 3 hold.
+// fault picks what happens to one response: 0 none, 1 drop, 2 cut, 3
+// hold.
 func (p *faultProxy) fault() int {
 	if !p.on.Load() {
 		return 0
@@ -141,8 +147,8 @@ func (p *faultProxy) serve(client net.Conn) {
 		case <-done:
 			return
 		}
-		if key == 0 {
-			p.produces.Add(1)
+		if p.keys[key] {
+			p.answers.Add(1)
 			switch p.fault() {
 			case 1: // the request was forwarded and handled; its answer is lost
 				p.dropped.Add(1)
@@ -169,7 +175,7 @@ func TestLostProduceResponses(t *testing.T) {
 		perProd    = 20000 // about 20,000 produce requests
 		partitions = 4
 	)
-	proxy := newFaultProxy(t, 0.02, 1200*time.Millisecond)
+	proxy := newFaultProxy(t, 0.02, 1200*time.Millisecond, 0) // Produce
 	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
 	b.requireInProcess(t)
 	proxy.start(b.Addr)
@@ -221,7 +227,7 @@ func TestLostProduceResponses(t *testing.T) {
 	}
 	wg.Wait()
 	proxy.on.Store(false)
-	t.Logf("produce responses %d: dropped %d, cut %d, held %d", proxy.produces.Load(), proxy.dropped.Load(), proxy.cut.Load(), proxy.held.Load())
+	t.Logf("produce responses %d: dropped %d, cut %d, held %d", proxy.answers.Load(), proxy.dropped.Load(), proxy.cut.Load(), proxy.held.Load())
 	require.Zero(t, failed.Load(), "every record is acknowledged")
 	require.Positive(t, proxy.dropped.Load()+proxy.cut.Load(), "the proxy injected faults")
 
@@ -245,4 +251,167 @@ func TestLostProduceResponses(t *testing.T) {
 		}
 		last[k] = seq
 	}
+}
+
+// TestLostTxnResponses: transactional producers through the fault proxy,
+// which hits Produce, AddPartitionsToTxn and EndTxn responses. A commit
+// whose answer was lost is retried by the client (EndTxn v5 recognises the
+// epoch just left) or reported unconfirmed, after which the client aborts
+// with a bumped epoch, as franz-go documents. Pass (reliability target
+// T5): read_committed shows every confirmed commit exactly once, nothing
+// of an abort, an unconfirmed transaction whole or not at all, and each
+// producer's transactions in order.
+func TestLostTxnResponses(t *testing.T) {
+	t.Parallel()
+	const (
+		producers  = 2
+		txns       = 400
+		perTxn     = 10
+		partitions = 3
+	)
+	proxy := newFaultProxy(t, 0.08, 1200*time.Millisecond, 0, 24, 26) // Produce, AddPartitionsToTxn, EndTxn
+	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
+	b.requireInProcess(t)
+	proxy.start(b.Addr)
+	topic := b.createTopic(t, partitions, nil)
+	ctx := testContext(t)
+
+	const (
+		committed = iota + 1
+		aborted
+		unconfirmed
+	)
+	outcome := make([][]int, producers)
+	proxy.on.Store(true)
+	var wg sync.WaitGroup
+	for id := range producers {
+		outcome[id] = make([]int, txns)
+		cl := b.client(t,
+			kgo.SeedBrokers(proxy.addr()),
+			kgo.DefaultProduceTopic(topic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.TransactionalID(fmt.Sprintf("%s-%d", topic, id)),
+			kgo.TransactionTimeout(30*time.Second),
+			kgo.ProduceRequestTimeout(700*time.Millisecond),
+			kgo.RequestTimeoutOverhead(300*time.Millisecond),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }),
+		)
+		wg.Go(func() {
+			for n := range txns {
+				if err := cl.BeginTransaction(); err != nil {
+					t.Errorf("producer %d txn %d: begin: %v", id, n, err)
+					return
+				}
+				var failed atomic.Bool
+				for i := range perTxn {
+					r := &kgo.Record{Value: fmt.Appendf(nil, "t%d-%d-%d", id, n, i), Partition: int32(i % partitions)}
+					cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+						if err != nil {
+							failed.Store(true)
+						}
+					})
+				}
+				if err := cl.Flush(ctx); err != nil {
+					t.Errorf("producer %d txn %d: flush: %v", id, n, err)
+					return
+				}
+				end := kgo.TryCommit
+				if failed.Load() {
+					end = kgo.TryAbort
+				}
+				err := cl.EndTransaction(ctx, end)
+				switch {
+				case err == nil && end == kgo.TryCommit:
+					outcome[id][n] = committed
+				case err == nil:
+					outcome[id][n] = aborted
+				default:
+					// Unconfirmed: abort with a bumped epoch, as the client
+					// documents; the commit may or may not have happened.
+					t.Logf("producer %d txn %d: end: %v; aborting", id, n, err)
+					outcome[id][n] = unconfirmed
+					if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+						t.Errorf("producer %d txn %d: abort after %v: %v", id, n, end, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	proxy.on.Store(false)
+	t.Logf("faulted responses %d: dropped %d, cut %d, held %d", proxy.answers.Load(), proxy.dropped.Load(), proxy.cut.Load(), proxy.held.Load())
+	if t.Failed() {
+		return
+	}
+	require.Positive(t, proxy.dropped.Load()+proxy.cut.Load(), "the proxy injected faults")
+	want := 0
+	counts := map[int]int{}
+	for id := range producers {
+		for n := range txns {
+			counts[outcome[id][n]]++
+			if outcome[id][n] == committed {
+				want += perTxn
+			}
+		}
+	}
+	t.Logf("transactions: %d committed, %d aborted, %d unconfirmed", counts[committed], counts[aborted], counts[unconfirmed])
+
+	// Everything has ended, so the last stable offset is the high
+	// watermark. Read until every confirmed commit is there and then
+	// nothing more arrives for two seconds (unconfirmed transactions may
+	// add whole ones).
+	cl := b.client(t,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	seen := map[[2]int]int{} // (producer, txn) -> records read
+	last := map[[2]int]int{} // (producer, partition) -> last txn read
+	read := 0
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollFetches(pctx)
+		idle := pctx.Err() != nil
+		cancel()
+		require.NoError(t, ctx.Err(), "reading back %d of at least %d records", read, want)
+		fs.EachError(func(_ string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("fetch %d: %v", p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			var id, n, i int
+			_, err := fmt.Sscanf(string(r.Value), "t%d-%d-%d", &id, &n, &i)
+			require.NoError(t, err)
+			require.NotEqual(t, aborted, outcome[id][n], "t%d-%d was aborted but is read", id, n)
+			seen[[2]int{id, n}]++
+			require.LessOrEqual(t, seen[[2]int{id, n}], perTxn, "t%d-%d has a record read twice", id, n)
+			k := [2]int{id, int(r.Partition)}
+			if prev, ok := last[k]; ok {
+				require.GreaterOrEqual(t, n, prev, "producer %d's transactions are in order in partition %d", id, r.Partition)
+			}
+			last[k] = n
+		})
+		if idle && read >= want {
+			break
+		}
+	}
+	landed := 0
+	for id := range producers {
+		for n := range txns {
+			c := seen[[2]int{id, n}]
+			switch outcome[id][n] {
+			case committed:
+				require.Equal(t, perTxn, c, "committed t%d-%d is whole", id, n)
+			case unconfirmed:
+				require.True(t, c == 0 || c == perTxn, "unconfirmed t%d-%d is whole or absent: %d of %d", id, n, c, perTxn)
+				if c > 0 {
+					landed++
+				}
+			}
+		}
+	}
+	t.Logf("unconfirmed transactions found committed: %d of %d", landed, counts[unconfirmed])
 }
