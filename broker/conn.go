@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,15 @@ import (
 // maxPipelined bounds the responses a connection may have queued but not
 // yet written; the reader stops reading requests when it is reached.
 const maxPipelined = 32
+
+// maxQueuedRecordBytes bounds the record data a connection's queued
+// responses may hold: while more waits to be written, the reader reads no
+// further request. A client that pipelines large fetches and does not read
+// the answers so holds about one response in broker memory, not
+// maxPipelined of them (Kafka reads one request per connection at a time).
+// Clients fetch one request at a time per connection, so this never slows
+// one that reads its answers.
+const maxQueuedRecordBytes = 8 << 20
 
 // conn serves one client connection. Two goroutines: serve reads and
 // processes requests one at a time, in order; writeLoop writes their
@@ -35,6 +45,11 @@ type conn struct {
 	clientID string
 	out      chan *pending
 	done     chan struct{} // closed when writeLoop exits
+	// queued is the record data of the responses handed to writeLoop
+	// and not yet written (maxQueuedRecordBytes); writeLoop signals
+	// drained after lowering it.
+	queued  atomic.Int64
+	drained chan struct{}
 
 	// release, set by the handler of the request being processed (see
 	// afterWrite), moves into that request's pending. Reader goroutine
@@ -64,6 +79,9 @@ type pending struct {
 	// until its response is written (nil: not measured).
 	began   time.Time
 	seconds prometheus.Observer
+	// records is the record data resp carried when it was queued
+	// (conn.queued).
+	records int64
 }
 
 // afterWrite registers fn to run once the response of the request being
@@ -76,12 +94,13 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		tc.SetNoDelay(true)
 	}
 	return &conn{
-		b:     b,
-		nc:    nc,
-		lg:    b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
-		out:   make(chan *pending, maxPipelined),
-		done:  make(chan struct{}),
-		quota: connQuota{ip: remoteIP(nc)},
+		b:       b,
+		nc:      nc,
+		lg:      b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
+		out:     make(chan *pending, maxPipelined),
+		drained: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		quota:   connQuota{ip: remoteIP(nc)},
 	}
 }
 
@@ -137,10 +156,20 @@ func (c *conn) serve() {
 			return
 		}
 		if p != nil {
+			if p.records = responseRecordBytes(p.resp); p.records > 0 {
+				c.queued.Add(p.records)
+			}
 			select {
 			case c.out <- p:
 			case <-c.done:
 				return
+			}
+			for c.queued.Load() > maxQueuedRecordBytes {
+				select {
+				case <-c.drained:
+				case <-c.done:
+					return
+				}
 			}
 		}
 		// A throttled request mutes the connection (KIP-219, quota_conn.go).
@@ -254,6 +283,7 @@ func (c *conn) writeLoop() {
 			if p.release != nil {
 				p.release()
 			}
+			c.written(p)
 			continue // drain so the reader never blocks
 		}
 		bp := respBufs.Get().(*[]byte)
@@ -269,6 +299,7 @@ func (c *conn) writeLoop() {
 		if p.seconds != nil {
 			p.seconds.Observe(time.Since(p.began).Seconds())
 		}
+		c.written(p)
 		if err != nil {
 			broken = true
 			c.nc.Close()
@@ -285,4 +316,38 @@ func (c *conn) writeLoop() {
 	if !broken {
 		w.Flush()
 	}
+}
+
+// written lowers conn.queued by p's record data once p is written (or
+// dropped) and wakes a reader waiting for that.
+func (c *conn) written(p *pending) {
+	if p.records == 0 {
+		return
+	}
+	c.queued.Add(-p.records)
+	select {
+	case c.drained <- struct{}{}:
+	default:
+	}
+}
+
+// responseRecordBytes is the record data a Fetch or ShareFetch response
+// holds (0 for others, and for a fetch still waiting to be filled).
+func responseRecordBytes(resp kmsg.Response) int64 {
+	var n int64
+	switch r := resp.(type) {
+	case *kmsg.FetchResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				n += int64(len(r.Topics[i].Partitions[j].RecordBatches))
+			}
+		}
+	case *kmsg.ShareFetchResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				n += int64(len(r.Topics[i].Partitions[j].Records))
+			}
+		}
+	}
+	return n
 }
