@@ -34,8 +34,8 @@ package broker
 // charged to all of them, so the tightest limit decides. In throttle mode a request is always accepted
 // and the response's ThrottleTimeMs (with the connection muted as long)
 // pays back the debt; in reject mode a request that the bucket cannot
-// cover is refused before anything is done (see quotaRejectCode and the
-// README for the error per API).
+// cover is refused before anything is done (see produceQuota in
+// quota_conn.go, and the README for the error per API).
 //
 // Ownership: quotaManager.cfgMu guards the entity configs (written under
 // writeMu after the metadata store), quotaManager.mu the buckets; neither

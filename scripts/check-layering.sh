@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/check-layering.sh: fails when a package reaches a layer it must not know about.
-# See docs/architecture.md §5 (dependency direction) and §4 (zap only).
+# See the design notes' architecture.md (../shared/docs outside this repository)
+# §5 (dependency direction) and §4 (zap only); README "Architecture".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)

@@ -1,7 +1,7 @@
 // Package sharegroup is the pure KIP-932 share-group core: the
 // share-partition state machine (Partition), its persisted records (Record)
 // and the "simple" share assignor (AssignSimple). Vocabulary and rules come
-// from docs/kip932.md (SPSO, SPEO, acquisition lock, delivery count).
+// from the design notes' kip932.md (SPSO, SPEO, acquisition lock, delivery count).
 //
 // # Contract
 //
