@@ -54,4 +54,6 @@
 // at the offset they were told, in order; transactional producers must see
 // every confirmed commit whole and exactly once under read_committed,
 // nothing aborted, and an unconfirmed commit whole or not at all.
+// SHOAL_LOST_SCALE multiplies their volume (default 1: about 20,000
+// Produce requests and 800 transactions).
 package integration

@@ -19,6 +19,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,19 +170,33 @@ func (p *faultProxy) serve(client net.Conn) {
 	}
 }
 
+// lostScale multiplies the lost-answer tests' volume and time limit:
+// SHOAL_LOST_SCALE (default 1; the reliability soak tier is 100).
+func lostScale(t *testing.T) int {
+	s := os.Getenv("SHOAL_LOST_SCALE")
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, "SHOAL_LOST_SCALE")
+	require.Positive(t, n, "SHOAL_LOST_SCALE")
+	return n
+}
+
 func TestLostProduceResponses(t *testing.T) {
 	t.Parallel()
 	const (
 		producers  = 4
-		perProd    = 20000 // about 20,000 produce requests
 		partitions = 4
 	)
+	perProd := 20000 * lostScale(t)                           // about 20,000 produce requests per unit
 	proxy := newFaultProxy(t, 0.02, 1200*time.Millisecond, 0) // Produce
 	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
 	b.requireInProcess(t)
 	proxy.start(b.Addr)
 	topic := b.createTopic(t, partitions, nil)
-	ctx := testContext(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(lostScale(t))*testTimeout)
+	defer cancel()
 
 	type ack struct {
 		partition int32
@@ -265,16 +281,17 @@ func TestLostTxnResponses(t *testing.T) {
 	t.Parallel()
 	const (
 		producers  = 2
-		txns       = 400
 		perTxn     = 10
 		partitions = 3
 	)
+	txns := 400 * lostScale(t)
 	proxy := newFaultProxy(t, 0.08, 1200*time.Millisecond, 0, 24, 26) // Produce, AddPartitionsToTxn, EndTxn
 	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
 	b.requireInProcess(t)
 	proxy.start(b.Addr)
 	topic := b.createTopic(t, partitions, nil)
-	ctx := testContext(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(lostScale(t))*testTimeout)
+	defer cancel()
 
 	const (
 		committed = iota + 1
