@@ -126,3 +126,37 @@ func TestTV2SettleHurriesPendingMarkers(t *testing.T) {
 	require.Equal(t, []string{"a", "c"}, fetchCommitted(t, c, "mh", 0).values)
 	require.Equal(t, []string{"b"}, fetchCommitted(t, c, "mh", 1).values)
 }
+
+// TestTV2PowerLossBeforeLazyMarkerFsync: EndTxn v5 commit is answered,
+// and power fails while the markers wait for an fsync to share (only
+// synced bytes survive, on MemFS). The decision is in badger and the
+// completion is not, so the next start replays it: both partitions show
+// the transaction committed.
+func TestTV2PowerLossBeforeLazyMarkerFsync(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) {
+		c.DataDir = dir
+		c.markerSyncDelay = time.Hour
+		c.beforeRecovery = func(b *Broker) { b.fs = fs }
+	})
+	r := tv2Producer(t, b, "pl", 2)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "pl", 0, 0, "a")))
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "pl", 1, 0, "b")))
+	require.Equal(t, "NONE", codeName(r.endAt(5, r.pid, r.epoch, true).ErrorCode), "the decision is durable")
+	crashed := fs.CrashClone() // power loss: the markers were never fsynced
+	// The old broker must not get further than the power loss allows:
+	// its Close would fsync the markers and then record the completion.
+	failSyncs(fs, "pl-")
+	require.Error(t, b.Close())
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = crashed } })
+	c2 := dialRaw(t, b2)
+	for p, want := range []string{"a", "b"} {
+		got := fetchCommitted(t, c2, "pl", int32(p))
+		require.Equal(t, []string{want}, got.values, "partition %d", p)
+		require.Equal(t, got.hw, got.lso, "partition %d: nothing left open", p)
+		require.Equal(t, int64(2), got.hw, "partition %d: the record and the replayed marker", p)
+	}
+}
