@@ -53,6 +53,9 @@ example ` + "`go run ./scripts/bench --records 100000 --rounds 1 --phases produc
      every record has been delivered and accepted and every member's ` + "`FlushAcks`" + ` has returned (the broker answered the
      accepts; ack errors from ` + "`ShareAckCallback`" + ` are reported). Afterwards (untimed) every share-partition's start offset
      (DescribeShareGroupOffsets) must equal the end offset, i.e. everything was accepted. Reported as for the group.
+     Both drain phases also report a steady rate: distinct records between the deliveries of 10% and 90% of them, over
+     that time. It leaves out the start and the final acknowledgements' tail (a share consumer's last accepts ride on a
+     ShareFetch that long-polls the empty queue first), which weigh most when the drain itself is short.
 
   6. *Txn* (issue #7): the produce phase's load (same record count, value size and client settings) from ` + "`--producers`" + `
      clients (4), each with its own ` + "`TransactionalID`" + ` and goroutine, as the produce phase runs 4 goroutines (the

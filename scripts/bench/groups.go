@@ -130,7 +130,10 @@ type drainCounters struct {
 	startedAt  time.Time
 	firstNanos atomic.Int64 // when the first record arrived, since startedAt (+1 so that 0 means none)
 	doneNanos  atomic.Int64 // when the last distinct record arrived, since startedAt
-	stopPoll   context.CancelFunc
+	// when 10% and 90% of the distinct records had arrived, since
+	// startedAt (0: not yet)
+	tenNanos, ninetyNanos atomic.Int64
+	stopPoll              context.CancelFunc
 }
 
 // finish fills p's counts and times once the members have stopped:
@@ -145,6 +148,10 @@ func (d *drainCounters) finish(p *phaseResult) {
 		p.Seconds = (total - startup).Seconds()
 	}
 	p.Records, p.Bytes, p.Duplicates = d.set.seen.Load(), d.bytes.Load(), d.dups.Load()
+	if t10, t90 := d.tenNanos.Load(), d.ninetyNanos.Load(); t10 > 0 && t90 > t10 {
+		n := d.set.total*9/10 - d.set.total/10
+		p.SteadyRecordsPerSec = float64(n) / time.Duration(t90-t10).Seconds()
+	}
 }
 
 // see accounts one delivered record and stops the polls once every record
@@ -157,6 +164,13 @@ func (d *drainCounters) see(w *workload, p *phaseResult, r *kgo.Record) {
 	case 1:
 		d.bytes.Add(int64(len(r.Value)))
 		p.prog.n.Add(1)
+		switch seen := d.set.seen.Load(); {
+		case seen >= d.set.total*9/10:
+			d.ninetyNanos.CompareAndSwap(0, int64(time.Since(d.startedAt)))
+			fallthrough
+		case seen >= d.set.total/10:
+			d.tenNanos.CompareAndSwap(0, int64(time.Since(d.startedAt)))
+		}
 		if len(r.Value) != w.o.valueSize {
 			p.errs.add(fmt.Errorf("partition %d offset %d: value of %d bytes, produced %d", r.Partition, r.Offset, len(r.Value), w.o.valueSize))
 		}

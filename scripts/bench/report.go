@@ -193,6 +193,17 @@ func throughput(ph func(*targetRun) *phaseResult, mb bool) func(*targetRun) (flo
 	}
 }
 
+// steady is a drain phase's rate between 10% and 90% of its records.
+func steady(ph func(*targetRun) *phaseResult) func(*targetRun) (float64, bool) {
+	return func(r *targetRun) (float64, bool) {
+		p := ph(r)
+		if p == nil || p.SteadyRecordsPerSec == 0 {
+			return 0, false
+		}
+		return p.SteadyRecordsPerSec, true
+	}
+}
+
 func latency(ph func(*targetRun) *phaseResult, q func(*latencySummary) float64) func(*targetRun) (float64, bool) {
 	return func(r *targetRun) (float64, bool) {
 		p := ph(r)
@@ -291,9 +302,11 @@ func metrics(c benchConfig) []metric {
 		{"e2e_p999_ms", "End-to-end p99.9 at " + rate + " rec/s, ms", false, latency(e2eOf, p999), fmtMs, 0, 2, issue2Ratio},
 		{"group_records_per_sec", group + " with commits, records/s", true, throughput(groupOf, false), fmtRate, 0, 3, issue3Ratio},
 		{"group_mb_per_sec", group + " with commits, MB/s", true, throughput(groupOf, true), fmtMB, 0, 3, issue3Ratio},
+		{"group_steady_records_per_sec", group + " with commits, steady (10%→90%), records/s", true, steady(groupOf), fmtRate, 0, 0, 0},
 		{"group_startup_sec", group + ": clients created → first record, s", false, startup(groupOf), fmtSec, 0, 0, 0},
 		{"share_records_per_sec", share + " accepting, records/s", true, throughput(shareOf, false), fmtRate, 300_000, 4, issue4Ratio},
 		{"share_mb_per_sec", share + " accepting, MB/s", true, throughput(shareOf, true), fmtMB, 0, 4, issue4Ratio},
+		{"share_steady_records_per_sec", share + " accepting, steady (10%→90%), records/s", true, steady(shareOf), fmtRate, 0, 0, 0},
 		{"share_startup_sec", share + ": clients created → first record, s", false, startup(shareOf), fmtSec, 0, 0, 0},
 		{"txn_records_per_sec", txn + ", records/s", true, throughput(txnOf, false), fmtRate, 0, 0, 0},
 		{"txn_vs_produce", txn + " ÷ plain produce", true, txnRatio, fmtPct, 0.5, 7, 0},

@@ -48,10 +48,15 @@ type phaseResult struct {
 	// StartupSeconds is, for the group and share phases, the time from
 	// creating the clients to the first record delivered; Seconds starts
 	// there.
-	StartupSeconds float64   `json:"startup_seconds,omitempty"`
-	Errors         int64     `json:"errors"`
-	ErrorSamples   []string  `json:"error_samples,omitempty"`
-	Mem            *memDelta `json:"mem"`
+	StartupSeconds float64 `json:"startup_seconds,omitempty"`
+	// SteadyRecordsPerSec is, for the group and share phases, the rate
+	// between the deliveries of 10% and 90% of the distinct records: what
+	// the consumers sustain, without the start and the final
+	// acknowledgements' tail.
+	SteadyRecordsPerSec float64   `json:"steady_records_per_sec,omitempty"`
+	Errors              int64     `json:"errors"`
+	ErrorSamples        []string  `json:"error_samples,omitempty"`
+	Mem                 *memDelta `json:"mem"`
 	// Timeline samples the phase's progress every timelineStep from its
 	// start (the throughput-over-time plots).
 	Timeline []timePoint `json:"timeline,omitempty"`
