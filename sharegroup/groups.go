@@ -226,7 +226,7 @@ type GroupLimiter func(id string, want int64) int64
 // waits.
 func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecords int, limit GroupLimiter) ([]Acquired, Effects) {
 	start := p.begin()
-	nowNS := now.UnixNano()
+	nowNS := clockNanos(now)
 	p.expire(nowNS)
 	if maxRecords <= 0 {
 		maxRecords = math.MaxInt

@@ -230,7 +230,7 @@ func (p *Partition) CanAcquire() bool {
 // NextDeadline returns the earliest lock deadline, or the zero time.
 func (p *Partition) NextDeadline() time.Time {
 	if h := p.acqs.earliest(); h != 0 {
-		return time.Unix(0, p.acqs.entries[h].deadline)
+		return clockTime(p.acqs.entries[h].deadline)
 	}
 	return time.Time{}
 }
@@ -390,7 +390,7 @@ func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, ma
 		return acq, eff
 	}
 	start := p.begin()
-	nowNS := now.UnixNano()
+	nowNS := clockNanos(now)
 	p.expire(nowNS)
 	if maxRecords <= 0 {
 		maxRecords = math.MaxInt
@@ -548,7 +548,7 @@ func (p *Partition) archiveAbsent(lo, hi int64) bool {
 // Effects must be honoured even when err != nil (expiries).
 func (p *Partition) Acknowledge(now time.Time, member string, acks []AckBatch) (Effects, error) {
 	start := p.begin()
-	nowNS := now.UnixNano()
+	nowNS := clockNanos(now)
 	p.expire(nowNS)
 	if err := p.checkAcks(member, acks); err != nil {
 		return p.finish(start), err
@@ -657,7 +657,7 @@ func (p *Partition) describe(m meta) string {
 // counts as a delivery attempt.
 func (p *Partition) ExpireLocks(now time.Time) Effects {
 	start := p.begin()
-	p.expire(now.UnixNano())
+	p.expire(clockNanos(now))
 	return p.finish(start)
 }
 
@@ -707,7 +707,7 @@ func (p *Partition) releaseAcquisition(h uint32, to func(count int) meta) (n int
 // never archives.
 func (p *Partition) ReleaseMember(now time.Time, member string) Effects {
 	start := p.begin()
-	p.expire(now.UnixNano())
+	p.expire(clockNanos(now))
 	if h, ok := p.members.lookup(member); ok {
 		var mine []uint32
 		for _, a := range p.acqs.byDeadline {
@@ -868,7 +868,7 @@ func (p *Partition) Ranges() []StateRange {
 		if m.state() == StateAcquired {
 			a := p.acqs.entries[m.acq()]
 			r.Member = p.members.names[a.member]
-			r.Deadline = time.Unix(0, a.deadline)
+			r.Deadline = clockTime(a.deadline)
 			if r.Member == backoffMember { // Available again at Deadline
 				r.State, r.DeliveryCount, r.Member = StateAvailable, r.DeliveryCount-1, ""
 			}
