@@ -580,12 +580,37 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 		k++
 	}
 	dead := p.dropSegmentsLocked(k, offset)
+	snap, snapOff := p.takeSnapshotLocked()
 	p.appendMu.Unlock()
+	if err := p.writePendingSnapshot(snap, snapOff); err != nil {
+		return offset, p.fail(err)
+	}
 	if err := p.writeCheckpoint(checkpoint{logStart: offset, recoveryPoint: p.durable}); err != nil {
 		return offset, p.fail(err)
 	}
 	p.removeSegmentFiles(dead)
 	return offset, nil
+}
+
+// takeSnapshotLocked takes the producer snapshot a roll left for the next
+// Sync to write. Deleting segments must write it first (before the
+// checkpoint, whose directory fsync makes it durable): once the segments
+// below the roll are gone, an older snapshot replayed from the new first
+// segment would skip the batches in between, and a crash could leave
+// only that one. appendMu held.
+func (p *Partition) takeSnapshotLocked() ([]byte, int64) {
+	snap, off := p.snapshot, p.snapshotOffset
+	p.snapshot = nil
+	return snap, off
+}
+
+// writePendingSnapshot writes a snapshot from takeSnapshotLocked, if any.
+// syncMu held.
+func (p *Partition) writePendingSnapshot(snap []byte, off int64) error {
+	if snap == nil {
+		return nil
+	}
+	return p.writeSnapshot(snap, off)
 }
 
 // dropSegmentsLocked removes the first k segments from the list and sets
@@ -694,7 +719,11 @@ func (p *Partition) EnforceRetention(now time.Time) (int64, error) {
 	}
 	newStart := max(logStart, p.segs[k].base)
 	dead := p.dropSegmentsLocked(k, newStart)
+	snap, snapOff := p.takeSnapshotLocked()
 	p.appendMu.Unlock()
+	if err := p.writePendingSnapshot(snap, snapOff); err != nil {
+		return 0, p.fail(err)
+	}
 
 	var bytes int64
 	for _, s := range dead {
