@@ -153,6 +153,21 @@ func (p *Partition) load(now time.Time) error {
 			p.segs = append(p.segs, newSegment(base, f, now))
 		}
 	}
+	// Segments wholly below the checkpoint's log start offset are an
+	// interrupted deletion (a failed unlink is only logged): drop them
+	// before recovery, which would otherwise find the gap their deleted
+	// successors left and call it damage below the recovery point.
+	if cp.logStart > 0 {
+		k := 0
+		for k < len(p.segs)-1 && p.segs[k+1].base <= cp.logStart {
+			k++
+		}
+		if k > 0 {
+			dead := slices.Clone(p.segs[:k])
+			p.segs = slices.Clone(p.segs[k:])
+			p.removeSegmentFiles(dead)
+		}
+	}
 	if err := p.recoverSegments(cp.recoveryPoint, now); err != nil {
 		return err
 	}
