@@ -300,6 +300,10 @@ func (d *dlqCoordinator) policy() (attempts int, backoff, maxBackoff time.Durati
 // sharePart.mu.
 type dlqPartState struct {
 	running bool // a writer goroutine owns this share-partition's DLQ work
+	// gen changes when the share-partition's state is deleted
+	// (deleteState): a writer that started before must not write its
+	// intent or count back (fencedDLQ).
+	gen uint64
 }
 
 // hasArchiving reports whether persisted records put offsets into
@@ -344,6 +348,7 @@ func (sp *sharePart) runDLQ() {
 		st := c.b.shareSettings(sp.key.Group)
 		var ranges []sharegroup.StateRange
 		var epoch int32
+		gen := sp.mu.dlq.gen
 		err := sp.prepareLocked(now, st, false)
 		switch {
 		case err == nil:
@@ -371,10 +376,14 @@ func (sp *sharePart) runDLQ() {
 				sp.stopDLQ()
 				return
 			}
-			done, err = c.writeDLQ(sp.key, st, ranges)
+			done, err = c.writeDLQ(sp.key, st, ranges, gen)
 			<-c.dlq.sem
 		}
 		if errors.Is(err, errDLQCrashed) {
+			sp.haltDLQ() // a simulated crash: leave everything to the restart
+			return
+		}
+		if errors.Is(err, errDLQFenced) {
 			sp.stopDLQ()
 			return
 		}
@@ -417,7 +426,19 @@ func (sp *sharePart) runDLQ() {
 	}
 }
 
+// stopDLQ ends this writer. Under the same lock it starts a new one if
+// Archiving records are there: a kick while this writer ran did nothing,
+// and those records (rejected after a reset, or found by a reload) would
+// otherwise wait for the next kick, which may never come.
 func (sp *sharePart) stopDLQ() {
+	sp.mu.Lock()
+	sp.mu.dlq.running = false
+	sp.kickDLQLocked()
+	sp.mu.Unlock()
+}
+
+// haltDLQ ends this writer without looking for more work.
+func (sp *sharePart) haltDLQ() {
 	sp.mu.Lock()
 	sp.mu.dlq.running = false
 	sp.mu.Unlock()
@@ -577,7 +598,7 @@ func (c *shareCoordinator) deleteDLQState(k store.Key) error {
 
 // writeDLQ performs one attempt for ranges (all Archiving) and returns
 // the ranges whose DLQ copies are durable and counted.
-func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange) ([]sharegroup.StateRange, error) {
+func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64) ([]sharegroup.StateRange, error) {
 	b := c.b
 	in, err := c.loadDLQIntent(k)
 	if err != nil {
@@ -639,7 +660,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 			}
 		}
 	}
-	if err := c.putDLQIntent(k, next); err != nil {
+	if err := c.fencedDLQ(k, gen, func() error { return c.putDLQIntent(k, next) }); err != nil {
 		return nil, err
 	}
 	batches, err := c.buildDLQBatches(k, st, src.name, srcPart, ranges, found, int(dp.log.Config().MaxMessageBytes))
@@ -668,7 +689,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	if c.dlq.crashed("durable") {
 		return nil, errDLQCrashed
 	}
-	if err := c.markDLQWritten(k, next, n); err != nil {
+	if err := c.fencedDLQ(k, gen, func() error { return c.markDLQWritten(k, next, n) }); err != nil {
 		return nil, err
 	}
 	if n > 0 {
@@ -678,6 +699,25 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		return nil, errDLQCrashed
 	}
 	return intentRanges(next), nil // ranges plus what earlier attempts wrote
+}
+
+// errDLQFenced: the share-partition's state was deleted while its writer
+// worked; the writer stops without writing anything more.
+var errDLQFenced = errors.New("share-partition state deleted during the dead-letter write")
+
+// fencedDLQ runs write (an intent or count update) under the
+// share-partition's lock unless its state was deleted since the writer
+// read gen: deleteState deletes the intent and count under the same lock,
+// and a late write would bring them back (a stale Written intent would
+// later archive re-rejected records without a dead-letter copy).
+func (c *shareCoordinator) fencedDLQ(k store.Key, gen uint64, write func() error) error {
+	sp := c.part(k)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.mu.dlq.gen != gen {
+		return errDLQFenced
+	}
+	return write()
 }
 
 // intentRanges lists an intent's offsets as Archiving ranges to complete.

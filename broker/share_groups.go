@@ -623,6 +623,7 @@ func (c *shareCoordinator) deleteState(group string, topics map[[16]byte]bool) e
 		sp := c.part(k)
 		sp.mu.Lock()
 		sp.discardLocked()
+		sp.mu.dlq.gen++ // fences a running dead-letter writer (fencedDLQ)
 		errs = append(errs, c.store.Delete(k), c.deleteDLQState(k))
 		sp.mu.Unlock()
 	}

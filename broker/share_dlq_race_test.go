@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+// dlqAcquireAck acquires up to 100 records for member and acknowledges
+// them all with typ.
+func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, typ sharegroup.AckType) []sharegroup.Acquired {
+	t.Helper()
+	tp := shareTP{topicID: b.topics.get(topic).id, partition: 0}
+	_, lp, _ := b.partitionByID(tp.topicID, 0)
+	st := b.shareSettings(group)
+	sp := b.shares.part(shareKey(group, tp))
+	acq, _, err := sp.acquire(st, member, lp, 100, sharegroup.RecordLimit, 1<<20)
+	require.NoError(t, err)
+	var batches []sharegroup.AckBatch
+	for _, a := range acq {
+		batches = append(batches, sharegroup.AckBatch{First: a.First, Last: a.Last, Types: []sharegroup.AckType{typ}})
+	}
+	if len(batches) > 0 {
+		acks := []*shareAck{{tp: tp, batches: batches}}
+		b.shares.acknowledge(time.Now(), group, st, member, acks)
+		require.Zero(t, acks[0].code, acks[0].msg)
+	}
+	return acq
+}
+
+// TestDLQWriterRestartsForWorkThatArrivedWhileItRan: a reset (AlterShareGroupOffsets)
+// and new rejections land while the writer is inside writeDLQ (simulated
+// with the crashAt hook, which returns false: no crash). completeDLQ sees
+// the epoch changed and the writer stops; the epoch-1 Archiving records,
+// whose kick was a no-op because the writer was running, stay Archiving.
+func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
+	b := startShareTest(t)
+	const n = 5
+	dlqSetup(t, b, "esrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "eg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.esrc")
+	tp := shareTP{topicID: b.topics.get("esrc").id, partition: 0}
+	_, lp, _ := b.partitionByID(tp.topicID, 0)
+	key := shareKey("eg", tp)
+	fired := false
+	b.shares.dlq.crashAt = func(stage string) bool {
+		if stage == "durable" && !fired {
+			fired = true
+			// Meanwhile: the group empties, the admin resets, consumers reject again.
+			require.Zero(t, b.shares.resetOffset(key, b.shareSettings("eg"), lp, 0))
+			require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m2", sharegroup.AckReject))
+		}
+		return false
+	}
+	require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m1", sharegroup.AckReject))
+	sp := b.shares.part(key)
+	require.Eventually(t, func() bool {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return fired && !sp.mu.dlq.running
+	}, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	sp.mu.Lock()
+	arch := sp.mu.p.Archiving()
+	sp.mu.Unlock()
+	require.Empty(t, arch, "epoch-1 records stuck in Archiving with no writer")
+}
+
+// TestDLQDeleteStateFencesRunningWriter: the share-partition's state is deleted
+// (DeleteShareGroupOffsets / DeleteGroups) while its writer is between the
+// DLQ append and markDLQWritten. markDLQWritten re-creates the deleted
+// count and a Written intent; completeDLQ finds p == nil and leaves both.
+func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
+	b := startShareTest(t)
+	const n = 5
+	dlqSetup(t, b, "dsrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "dg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.dsrc")
+	tp := shareTP{topicID: b.topics.get("dsrc").id, partition: 0}
+	key := shareKey("dg", tp)
+	fired := false
+	b.shares.dlq.crashAt = func(stage string) bool {
+		if stage == "durable" && !fired {
+			fired = true
+			require.NoError(t, b.shares.deleteState("dg", nil))
+		}
+		return false
+	}
+	require.NotEmpty(t, dlqAcquireAck(t, b, "dg", "dsrc", "m1", sharegroup.AckReject))
+	sp := b.shares.part(key)
+	require.Eventually(t, func() bool {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return fired && !sp.mu.dlq.running
+	}, 10*time.Second, 10*time.Millisecond)
+	in, err := b.shares.loadDLQIntent(key)
+	require.NoError(t, err)
+	counts, err := b.ShareDLQCounts("dg")
+	require.NoError(t, err)
+	t.Logf("after delete: intent=%+v counts=%+v", in, counts)
+	// The group starts over from earliest and rejects every record again.
+	dlqHW := b.topics.partition("dlq.dsrc", 0).log.HighWatermark()
+	require.NotEmpty(t, dlqAcquireAck(t, b, "dg", "dsrc", "m2", sharegroup.AckReject))
+	require.Eventually(t, func() bool { return spso(t, b, "dg", "dsrc", 0) == n }, 5*time.Second, 10*time.Millisecond)
+	t.Logf("DLQ high watermark before re-rejection %d, after %d", dlqHW, b.topics.partition("dlq.dsrc", 0).log.HighWatermark())
+	require.Nil(t, in, "intent of a deleted share-partition")
+	require.Empty(t, counts, "count of a deleted share-partition")
+}
