@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +45,9 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	tp := shareTP{topicID: b.topics.get("esrc").id, partition: 0}
 	_, lp, _ := b.partitionByID(tp.topicID, 0)
 	key := shareKey("eg", tp)
-	fired := false
+	var fired atomic.Bool
 	b.shares.dlq.crashAt = func(stage string) bool {
-		if stage == "durable" && !fired {
-			fired = true
+		if stage == "durable" && fired.CompareAndSwap(false, true) {
 			// Meanwhile: the group empties, the admin resets, consumers reject again.
 			require.Zero(t, b.shares.resetOffset(key, b.shareSettings("eg"), lp, 0))
 			require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m2", sharegroup.AckReject))
@@ -59,7 +59,7 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	require.Eventually(t, func() bool {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
-		return fired && !sp.mu.dlq.running
+		return fired.Load() && !sp.mu.dlq.running
 	}, 10*time.Second, 10*time.Millisecond)
 	time.Sleep(2 * time.Second)
 	sp.mu.Lock()
@@ -79,10 +79,9 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	setShareGroupConfigs(t, b, "dg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.dsrc")
 	tp := shareTP{topicID: b.topics.get("dsrc").id, partition: 0}
 	key := shareKey("dg", tp)
-	fired := false
+	var fired atomic.Bool
 	b.shares.dlq.crashAt = func(stage string) bool {
-		if stage == "durable" && !fired {
-			fired = true
+		if stage == "durable" && fired.CompareAndSwap(false, true) {
 			require.NoError(t, b.shares.deleteState("dg", nil))
 		}
 		return false
@@ -92,7 +91,7 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	require.Eventually(t, func() bool {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
-		return fired && !sp.mu.dlq.running
+		return fired.Load() && !sp.mu.dlq.running
 	}, 10*time.Second, 10*time.Millisecond)
 	in, err := b.shares.loadDLQIntent(key)
 	require.NoError(t, err)
