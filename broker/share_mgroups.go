@@ -165,6 +165,10 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		}
 	}
 	acq, eff := p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
+	var lock int64
+	if len(acq) > 0 {
+		lock, _ = p.AcquisitionLock(acq[0].First) // one acquisition: one deadline
+	}
 	pending = append(pending, eff.Records...)
 	err := sp.writeLocked(pending)
 	sp.armLocked(now)
@@ -179,7 +183,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	if len(unsent) > 0 {
 		sp.mu.Lock()
 		if sp.mu.p == p { // else reloaded: the acquisitions are gone anyway
-			_ = sp.writeLocked(p.Unacquire(member, unsent).Records) // persists nothing
+			_ = sp.writeLocked(p.Unacquire(member, unsent, lock).Records) // persists nothing
 		}
 		sp.mu.Unlock()
 		sp.waiters.notify()

@@ -454,11 +454,28 @@ func ceilDiv(a, b int64) int64 {
 	return (a + b - 1) / b
 }
 
+// AcquisitionLock identifies the acquisition holding offset (its lock
+// deadline), for Unacquire; ok is false when offset is not Acquired.
+func (p *Partition) AcquisitionLock(offset int64) (lock int64, ok bool) {
+	if offset < p.spso || offset >= p.speo {
+		return 0, false
+	}
+	m := p.runs[p.find(offset)].meta
+	if m.state() != StateAcquired {
+		return 0, false
+	}
+	return p.acqs.entries[m.acq()].deadline, true
+}
+
 // Unacquire gives back records member just acquired that the broker could
 // not send (the response reached its size limit): Acquired → Available
-// with the delivery count decremented, as if never fetched. Their durable
-// view does not change, so the Effects carry no record.
-func (p *Partition) Unacquire(member string, ranges []Acquired) Effects {
+// with the delivery count decremented, as if never fetched. Only records
+// still held by that acquisition (lock, from AcquisitionLock) change: the
+// broker reads the log between acquiring and giving back, and meanwhile
+// the member's records may have been released and acquired anew (a
+// session closed, a new fetch), which must keep them. Their durable view
+// does not change, so the Effects carry no record.
+func (p *Partition) Unacquire(member string, ranges []Acquired, lock int64) Effects {
 	start := p.begin()
 	if h, ok := p.members.lookup(member); ok {
 		for _, r := range ranges {
@@ -467,7 +484,7 @@ func (p *Partition) Unacquire(member string, ranges []Acquired) Effects {
 				continue
 			}
 			p.rewrite(lo, hi, func(e *emitter, ps, pe int64, old meta) {
-				if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h {
+				if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h && p.acqs.entries[old.acq()].deadline == lock {
 					e.emit(ps, pe, pack(StateAvailable, old.count()-1, 0))
 				} else {
 					e.emit(ps, pe, old)

@@ -554,3 +554,29 @@ func TestGroupsMaxRecordLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestUnacquireKeepsANewAcquisition: the broker reads the log between
+// acquiring and giving back what it could not send. If meanwhile the
+// member's records were released (its session closed) and acquired
+// again, Unacquire of the old acquisition must leave the new one alone:
+// otherwise a second member could take records the first still holds.
+// (Found by review.)
+func TestUnacquireKeepsANewAcquisition(t *testing.T) {
+	t.Parallel()
+	h := newGroupHarness(t, &groupLog{groups: []string{"a", "b", "a", "b"}, batchSize: 4}, func(c *Config) { c.Groups = GroupsOrdered })
+	acq := h.acquire("m1", 10)
+	require.Equal(t, []int64{0, 1}, offsets(acq))
+	lock, ok := h.p.AcquisitionLock(acq[0].First)
+	require.True(t, ok)
+	h.now = h.now.Add(time.Millisecond)
+	h.keep(h.p.ReleaseMember(h.now, "m1"))
+	h.now = h.now.Add(time.Millisecond)
+	require.Equal(t, []int64{0, 1}, offsets(h.acquire("m1", 10)), "the same heads, acquired anew")
+	h.keep(h.p.Unacquire("m1", acq, lock)) // the stale give-back
+	require.Empty(t, h.acquire("m2", 10), "m1 still holds both groups' heads")
+	cur, ok := h.p.AcquisitionLock(acq[0].First)
+	require.True(t, ok)
+	require.NotEqual(t, lock, cur)
+	h.keep(h.p.Unacquire("m1", acq, cur)) // giving back the current acquisition works
+	require.Equal(t, []int64{0, 1}, offsets(h.acquire("m2", 10)))
+}
