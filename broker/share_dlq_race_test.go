@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shoal-mq/shoal/sharegroup"
+	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
 // dlqAcquireAck acquires up to 100 records for member and acknowledges
@@ -32,6 +33,29 @@ func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, 
 	return acq
 }
 
+// rejectWhileWriting has member m1 reject everything it acquires from
+// topic, runs meanwhile once the dead-letter copies are durable and not
+// yet marked written (the crashAt hook, returning false: no crash), and
+// waits until that writer has stopped. It returns the share-partition.
+func rejectWhileWriting(t *testing.T, b *Broker, group, topic string, key store.Key, meanwhile func()) *sharePart {
+	t.Helper()
+	var fired atomic.Bool
+	b.shares.dlq.crashAt = func(stage string) bool {
+		if stage == "durable" && fired.CompareAndSwap(false, true) {
+			meanwhile()
+		}
+		return false
+	}
+	require.NotEmpty(t, dlqAcquireAck(t, b, group, topic, "m1", sharegroup.AckReject))
+	sp := b.shares.part(key)
+	require.Eventually(t, func() bool {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return fired.Load() && !sp.mu.dlq.running
+	}, 10*time.Second, 10*time.Millisecond)
+	return sp
+}
+
 // TestDLQWriterRestartsForWorkThatArrivedWhileItRan: a reset (AlterShareGroupOffsets)
 // and new rejections land while the writer is inside writeDLQ (simulated
 // with the crashAt hook, which returns false: no crash). completeDLQ sees
@@ -45,22 +69,11 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	tp := shareTP{topicID: b.topics.get("esrc").id, partition: 0}
 	_, lp, _ := b.partitionByID(tp.topicID, 0)
 	key := shareKey("eg", tp)
-	var fired atomic.Bool
-	b.shares.dlq.crashAt = func(stage string) bool {
-		if stage == "durable" && fired.CompareAndSwap(false, true) {
-			// Meanwhile: the group empties, the admin resets, consumers reject again.
-			require.Zero(t, b.shares.resetOffset(key, b.shareSettings("eg"), lp, 0))
-			require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m2", sharegroup.AckReject))
-		}
-		return false
-	}
-	require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m1", sharegroup.AckReject))
-	sp := b.shares.part(key)
-	require.Eventually(t, func() bool {
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
-		return fired.Load() && !sp.mu.dlq.running
-	}, 10*time.Second, 10*time.Millisecond)
+	sp := rejectWhileWriting(t, b, "eg", "esrc", key, func() {
+		// Meanwhile: the group empties, the admin resets, consumers reject again.
+		require.Zero(t, b.shares.resetOffset(key, b.shareSettings("eg"), lp, 0))
+		require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m2", sharegroup.AckReject))
+	})
 	time.Sleep(2 * time.Second)
 	sp.mu.Lock()
 	arch := sp.mu.p.Archiving()
@@ -79,20 +92,7 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	setShareGroupConfigs(t, b, "dg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.dsrc")
 	tp := shareTP{topicID: b.topics.get("dsrc").id, partition: 0}
 	key := shareKey("dg", tp)
-	var fired atomic.Bool
-	b.shares.dlq.crashAt = func(stage string) bool {
-		if stage == "durable" && fired.CompareAndSwap(false, true) {
-			require.NoError(t, b.shares.deleteState("dg", nil))
-		}
-		return false
-	}
-	require.NotEmpty(t, dlqAcquireAck(t, b, "dg", "dsrc", "m1", sharegroup.AckReject))
-	sp := b.shares.part(key)
-	require.Eventually(t, func() bool {
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
-		return fired.Load() && !sp.mu.dlq.running
-	}, 10*time.Second, 10*time.Millisecond)
+	rejectWhileWriting(t, b, "dg", "dsrc", key, func() { require.NoError(t, b.shares.deleteState("dg", nil)) })
 	in, err := b.shares.loadDLQIntent(key)
 	require.NoError(t, err)
 	counts, err := b.ShareDLQCounts("dg")

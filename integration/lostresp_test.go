@@ -183,20 +183,30 @@ func lostScale(t *testing.T) int {
 	return n
 }
 
+// proxiedBroker starts a broker that advertises a fault proxy hitting rate
+// of the answers to keys (held answers wait 1.2 s, past the tests' request
+// timeouts), a topic of partitions, and the test's context, scaled by
+// lostScale.
+func proxiedBroker(t *testing.T, rate float64, partitions int32, keys ...int16) (*faultProxy, *testBroker, string, context.Context) {
+	t.Helper()
+	proxy := newFaultProxy(t, rate, 1200*time.Millisecond, keys...)
+	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
+	b.requireInProcess(t)
+	proxy.start(b.Addr)
+	topic := b.createTopic(t, partitions, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(lostScale(t))*testTimeout)
+	t.Cleanup(cancel)
+	return proxy, b, topic, ctx
+}
+
 func TestLostProduceResponses(t *testing.T) {
 	t.Parallel()
 	const (
 		producers  = 4
 		partitions = 4
 	)
-	perProd := 20000 * lostScale(t)                           // about 20,000 produce requests per unit
-	proxy := newFaultProxy(t, 0.02, 1200*time.Millisecond, 0) // Produce
-	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
-	b.requireInProcess(t)
-	proxy.start(b.Addr)
-	topic := b.createTopic(t, partitions, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(lostScale(t))*testTimeout)
-	defer cancel()
+	perProd := 20000 * lostScale(t)                               // about 20,000 produce requests per unit
+	proxy, b, topic, ctx := proxiedBroker(t, 0.02, partitions, 0) // Produce
 
 	type ack struct {
 		partition int32
@@ -285,13 +295,7 @@ func TestLostTxnResponses(t *testing.T) {
 		partitions = 3
 	)
 	txns := 400 * lostScale(t)
-	proxy := newFaultProxy(t, 0.08, 1200*time.Millisecond, 0, 24, 26) // Produce, AddPartitionsToTxn, EndTxn
-	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
-	b.requireInProcess(t)
-	proxy.start(b.Addr)
-	topic := b.createTopic(t, partitions, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(lostScale(t))*testTimeout)
-	defer cancel()
+	proxy, b, topic, ctx := proxiedBroker(t, 0.08, partitions, 0, 24, 26) // Produce, AddPartitionsToTxn, EndTxn
 
 	const (
 		committed = iota + 1
