@@ -143,7 +143,9 @@
 //
 // # Recovery (Open)
 //
-//  1. Delete *.tmp and orphan index files; read the checkpoint.
+//  1. Delete *.tmp and orphan index files; read the checkpoint. Segments
+//     wholly below its log start offset (an interrupted deletion) are
+//     deleted.
 //  2. Trusted prefix: a segment whose two index files are intact, match its
 //     .log size, continue the previous segment and end at or below the
 //     recovery point is trusted without reading its .log: Open reads only
@@ -161,8 +163,7 @@
 //     Open returns ErrCorruption instead, before changing anything.
 //  5. Recovered segments other than the last get index files; recovered
 //     files are fsynced and the directory synced.
-//  6. The log start offset is clamped to [first base, LEO]; segments wholly
-//     below it (an interrupted deletion) are deleted.
+//  6. The log start offset is clamped to [first base, LEO].
 //  7. Producer state: the newest valid snapshot at or below LEO is loaded
 //     (newer ones are deleted: the log was truncated below them) and batch
 //     headers from its offset to LEO are replayed, with the transaction

@@ -368,8 +368,7 @@ func (p *Partition) Sync() (int64, error) {
 	p.unsynced = nil
 	dirDirty := p.dirDirty
 	p.dirDirty = false
-	snap, snapOff := p.snapshot, p.snapshotOffset
-	p.snapshot = nil
+	snap, snapOff := p.takeSnapshotLocked()
 	ckpt := p.needCheckpoint
 	p.needCheckpoint = false
 	logStart := p.logStart.Load()

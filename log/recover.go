@@ -179,13 +179,6 @@ func (p *Partition) load(now time.Time) error {
 		logStart = p.segs[0].base
 	}
 	logStart = min(logStart, leo)
-	k := 0 // segments wholly below the log start offset: an interrupted deletion
-	for k < len(p.segs)-1 && p.segs[k+1].base <= logStart {
-		k++
-	}
-	dead := slices.Clone(p.segs[:k])
-	p.segs = p.segs[k:]
-	p.removeSegmentFiles(dead)
 
 	p.active = last
 	p.leo.Store(leo)
