@@ -624,6 +624,11 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		return nil, fmt.Errorf("%w: %s has no partitions", errDLQUnavailable, dt.name)
 	}
 	dp := dparts[int(k.Partition)%len(dparts)]
+	if in != nil && in.TopicID == dt.id && in.Partition >= 0 && int(in.Partition) < len(dparts) {
+		// An earlier attempt's partition, even if partitions were added
+		// since: its copies are there, and only that scan finds them.
+		dp = dparts[in.Partition]
+	}
 
 	// Offsets an earlier attempt may already have appended.
 	var found map[int64]bool

@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
@@ -105,4 +107,50 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	t.Logf("DLQ high watermark before re-rejection %d, after %d", dlqHW, b.topics.partition("dlq.dsrc", 0).log.HighWatermark())
 	require.Nil(t, in, "intent of a deleted share-partition")
 	require.Empty(t, counts, "count of a deleted share-partition")
+}
+
+// TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded: a writer stops
+// with its dead-letter copies durable and not yet marked written (a
+// crash). Partitions are then added to the DLQ topic, so source
+// partition 1 would now map to DLQ partition 1. The retry after the
+// restart must scan and use the partition its intent recorded (0), or it
+// writes every record a second time. (Found by review.)
+func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := startShareTest(t, func(c *Config) { c.DataDir = dir })
+	const n = 10
+	dlqSetup(t, b, "psrc", 2, 1, n)
+	setShareGroupConfigs(t, b, "pg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.psrc")
+	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" }
+	for p := range int32(2) {
+		tp := shareTP{topicID: b.topics.get("psrc").id, partition: p}
+		_, lp, _ := b.partitionByID(tp.topicID, p)
+		st := b.shareSettings("pg")
+		sp := b.shares.part(shareKey("pg", tp))
+		acq, _, err := sp.acquire(st, "m1", lp, 100, sharegroup.RecordLimit, 1<<20)
+		require.NoError(t, err)
+		require.Len(t, acq, 1)
+		acks := []*shareAck{{tp: tp, batches: []sharegroup.AckBatch{{First: acq[0].First, Last: acq[0].Last, Types: []sharegroup.AckType{sharegroup.AckReject}}}}}
+		b.shares.acknowledge(time.Now(), "pg", st, "m1", acks)
+		require.Zero(t, acks[0].code, acks[0].msg)
+		require.Eventually(t, func() bool {
+			sp.mu.Lock()
+			defer sp.mu.Unlock()
+			return !sp.mu.dlq.running
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Equal(t, int64(2*n), b.topics.partition("dlq.psrc", 0).log.HighWatermark(), "both copies durable in DLQ partition 0")
+	adm := kadm.NewClient(newClient(t, b))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := adm.CreatePartitions(ctx, 1, "dlq.psrc")
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	b2 := startShareTest(t, func(c *Config) { c.DataDir = dir })
+	for p := range int32(2) {
+		require.Eventually(t, func() bool { return spso(t, b2, "pg", "psrc", p) == n }, 10*time.Second, 10*time.Millisecond)
+	}
+	require.Len(t, dlqConsume(t, b2, "dlq.psrc", 2*n), 2*n, "every record in the DLQ exactly once")
 }
