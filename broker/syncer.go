@@ -79,6 +79,16 @@ func newSyncer(b *Broker) *syncer {
 	return s
 }
 
+// partLocked returns p's pending work, creating it. s.mu held.
+func (s *syncer) partLocked(p *partition) *partSync {
+	ps := s.mu.parts[p]
+	if ps == nil {
+		ps = &partSync{}
+		s.mu.parts[p] = ps
+	}
+	return ps
+}
+
 // appended records that p has new data [first, end). It returns a
 // channel that receives nil once [.., end) is durable, or the error that
 // prevented it; with wait false it returns nil.
@@ -91,11 +101,7 @@ func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan erro
 	}
 	var ch chan error
 	s.mu.Lock()
-	ps := s.mu.parts[p]
-	if ps == nil {
-		ps = &partSync{}
-		s.mu.parts[p] = ps
-	}
+	ps := s.partLocked(p)
 	ps.dirty = true
 	if wait && s.b.cfg.Fsync == FsyncAlways {
 		ch = make(chan error, 1)
@@ -121,11 +127,7 @@ func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duratio
 	ch := make(chan error, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := s.mu.parts[p]
-	if ps == nil {
-		ps = &partSync{}
-		s.mu.parts[p] = ps
-	}
+	ps := s.partLocked(p)
 	ps.dirty = true
 	ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
 	if ps.running || ps.lazy != nil {
@@ -250,11 +252,7 @@ func (s *syncer) syncOne(p *partition) (int64, error) {
 func (s *syncer) appendedInterval(p *partition, first, end int64) {
 	flushMessages := p.log.Config().FlushMessages
 	s.mu.Lock()
-	ps := s.mu.parts[p]
-	if ps == nil {
-		ps = &partSync{}
-		s.mu.parts[p] = ps
-	}
+	ps := s.partLocked(p)
 	if !ps.dirty {
 		ps.dirty, ps.since, ps.from = true, time.Now(), first
 	}
