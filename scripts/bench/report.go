@@ -195,12 +195,17 @@ func throughput(ph func(*targetRun) *phaseResult, mb bool) func(*targetRun) (flo
 
 // steady is a drain phase's rate between 10% and 90% of its records.
 func steady(ph func(*targetRun) *phaseResult) func(*targetRun) (float64, bool) {
+	return phaseValue(ph, func(p *phaseResult) float64 { return p.SteadyRecordsPerSec })
+}
+
+// phaseValue reads one value of a phase's result; 0 means not measured.
+func phaseValue(ph func(*targetRun) *phaseResult, get func(*phaseResult) float64) func(*targetRun) (float64, bool) {
 	return func(r *targetRun) (float64, bool) {
 		p := ph(r)
-		if p == nil || p.SteadyRecordsPerSec == 0 {
+		if p == nil || get(p) == 0 {
 			return 0, false
 		}
-		return p.SteadyRecordsPerSec, true
+		return get(p), true
 	}
 }
 
@@ -221,13 +226,7 @@ func groupOf(r *targetRun) *phaseResult   { return r.Group }
 
 // startup is a phase's time from creating its clients to the first record.
 func startup(ph func(*targetRun) *phaseResult) func(*targetRun) (float64, bool) {
-	return func(r *targetRun) (float64, bool) {
-		p := ph(r)
-		if p == nil || p.StartupSeconds == 0 {
-			return 0, false
-		}
-		return p.StartupSeconds, true
-	}
+	return phaseValue(ph, func(p *phaseResult) float64 { return p.StartupSeconds })
 }
 
 func fmtSec(v float64) string           { return fmt.Sprintf("%.2f", v) }
