@@ -998,7 +998,9 @@ func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
 func (c *txnCoordinator) expireLoop() {
 	tk := time.NewTicker(100 * time.Millisecond)
 	defer tk.Stop()
-	var lastAbort, lastRemove time.Time
+	// As Kafka's scheduler, the first pass comes one interval after
+	// start, not at once.
+	lastAbort, lastRemove := time.Now(), time.Now()
 	for {
 		select {
 		case <-c.b.ctx.Done():
