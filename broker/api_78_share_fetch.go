@@ -192,8 +192,6 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	type result struct {
 		acquired []sharegroup.Acquired
 		records  []byte
-		sp       *sharePart
-		gen      uint64 // store.Gen of sp before acquiring
 	}
 	results := map[shareTP]*result{}
 	var rateWait time.Duration // share.delivery.rate.limit: when a token is there
@@ -207,7 +205,6 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			if got >= limit || budget <= 0 {
 				break
 			}
-			gen := sc.store.Gen(t.sp.key)
 			acq, data, err := t.sp.acquire(st, member, t.lp, limit-got, mode, budget)
 			if err != nil {
 				errs[t.tp] = shareErrorCode(err)
@@ -217,7 +214,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			if len(acq) == 0 {
 				continue
 			}
-			results[t.tp] = &result{acq, data, t.sp, gen}
+			results[t.tp] = &result{acq, data}
 			budget -= len(data)
 			n := 0
 			for _, a := range acq {
@@ -277,19 +274,6 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		}
 	}
 
-	if got > 0 {
-		// What was acquired may rest on acknowledgements not yet durable
-		// (acknowledge): hand it out once they are. A failed one moved
-		// its share-partition's Gen on; what was acquired from it is
-		// dropped with the Partition it was acquired from.
-		sc.store.Barrier()
-		for tp, r := range results {
-			if sc.store.Gen(r.sp.key) != r.gen {
-				delete(results, tp)
-				errs[tp] = kerr.KafkaStorageError.Code
-			}
-		}
-	}
 	full := req.ShareSessionEpoch == 0
 	for _, p := range parts {
 		code, res := errs[p.tp], results[p.tp]

@@ -15,15 +15,10 @@ package broker
 // a mutex around a *sharegroup.Partition. Every operation locks it,
 // calls the state machine with the current time, persists the returned
 // Effects.Records through sharegroup/store (badger, SyncWrites on), and
-// answers only once they are durable ("persist, then answer"): an
+// only then unlocks and answers ("persist, then answer"): an
 // acknowledgement is durable before its success is sent, so a restart
 // never redelivers an accepted record. Acquisitions and renewals write
 // nothing; after a crash the records they held come back Available.
-// Most operations hold the lock through their write; acknowledgements
-// release it before waiting (see acknowledge), so a record an
-// acknowledgement made available may be acquired before that
-// acknowledgement is durable, and is handed out only after a
-// store.Barrier.
 //
 // A share-partition is loaded lazily, on first use, from the store; one
 // without persisted state is created at the offset share.auto.offset.reset
@@ -31,18 +26,14 @@ package broker
 // first offset at or after now - duration), and its initial snapshot is
 // persisted before it is used. If a write fails the in-memory Partition is
 // discarded (the core never rolls back) and reloaded from what is durable
-// at the next use; the failed operation answers KAFKA_STORAGE_ERROR. A
-// failed write moves the store's generation of its share-partitions
-// (store.Gen), so a Partition that ran further operations on top of it
-// meanwhile is dropped too (liveLocked), its later writes are refused,
-// and what was acquired from it is not handed out.
+// at the next use; the failed operation answers KAFKA_STORAGE_ERROR.
 //
 // Acknowledgements of one request that touch several share-partitions
 // are group-committed: their owners are locked in key order (so two
-// requests can never deadlock), the state machines run, one
-// store.Enqueue queues all records, all unlock, and the request waits
-// for that one badger transaction (one fsync). Writes queued meanwhile
-// by other requests share the next transaction.
+// requests can never deadlock), the state machines run, one store.Write
+// (one badger transaction, one fsync) persists all records, then all
+// unlock. Concurrent requests are batched further by badger's own write
+// pipeline.
 //
 // Acquiring reads the log under the share-partition's lock, from
 // NextFetchOffset up to the high watermark, a chunk at a time, and hands
@@ -69,10 +60,7 @@ package broker
 // sharePart.mu is held during that share-partition's own disk I/O (its
 // store writes and its log reads), which blocks only users of that
 // share-partition; no lock shared across share-partitions is ever held
-// during I/O. shareGroup.mu is held while its record is persisted. The
-// store's commit loop takes none of these locks, so waiting for it
-// (store.Barrier, as a deletion does under sharePart.mu) cannot
-// deadlock.
+// during I/O. shareGroup.mu is held while its record is persisted.
 
 import (
 	"bytes"
@@ -140,7 +128,7 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 	c := &shareCoordinator{
 		b:     b,
 		lg:    b.lg.Named("share"),
-		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups), BeforeCommit: b.cfg.shareBeforeCommit}),
+		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups)}),
 	}
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}
@@ -311,11 +299,7 @@ type sharePart struct {
 		sync.Mutex
 		// p is nil until loaded, and again after a failed write or a
 		// deletion of the share-partition's state.
-		p *sharegroup.Partition
-		// gen is store.Gen(key) when p was loaded or created: every write
-		// of p carries it, and p is stale once a failed write moves the
-		// store's past it (liveLocked).
-		gen     uint64
+		p       *sharegroup.Partition
 		timer   *time.Timer
 		timerAt time.Time
 		stopped bool
@@ -332,20 +316,19 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 		return errShareClosed
 	}
 	cfg := st.partitionConfig()
-	if sp.liveLocked() {
-		if p := sp.mu.p; p.Config() != cfg {
+	if p := sp.mu.p; p != nil {
+		if p.Config() != cfg {
 			return p.SetConfig(cfg)
 		}
 		return nil
 	}
-	gen := sp.c.store.Gen(sp.key) // before Load: a failure during it makes p stale
 	p, found, err := sp.c.store.Load(sp.key, cfg)
 	if err != nil {
 		sp.c.lg.Error("loading share-partition failed", zapShareKey(sp.key), zap.Error(err))
 		return err
 	}
 	if found {
-		sp.mu.p, sp.mu.gen = p, gen
+		sp.mu.p = p
 		sp.kickDLQLocked() // resume dead-letter writes pending at a crash
 		return nil
 	}
@@ -360,22 +343,12 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 	if err != nil {
 		return err
 	}
-	if err := sp.c.store.Write([]store.PartitionRecords{{Key: sp.key, Records: eff.Records, Gen: gen}}); err != nil {
+	if err := sp.c.store.Write([]store.PartitionRecords{{Key: sp.key, Records: eff.Records}}); err != nil {
 		sp.c.lg.Error("persisting new share-partition failed", zapShareKey(sp.key), zap.Error(err))
 		return err
 	}
-	sp.mu.p, sp.mu.gen = p, gen
+	sp.mu.p = p
 	return nil
-}
-
-// liveLocked reports whether a Partition is loaded, first dropping one a
-// failed write made stale (store.Gen): it may hold that write's effects,
-// which are not on disk. mu held.
-func (sp *sharePart) liveLocked() bool {
-	if sp.mu.p != nil && sp.mu.gen != sp.c.store.Gen(sp.key) {
-		sp.discardLocked()
-	}
-	return sp.mu.p != nil
 }
 
 // shareStartOffset resolves share.auto.offset.reset for a share-partition
@@ -409,7 +382,7 @@ func (sp *sharePart) writeLocked(recs []sharegroup.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	err := sp.c.store.Write([]store.PartitionRecords{{Key: sp.key, Records: recs, Gen: sp.mu.gen}})
+	err := sp.c.store.Write([]store.PartitionRecords{{Key: sp.key, Records: recs}})
 	if err != nil {
 		sp.c.lg.Error("persisting share-partition state failed; reloading from disk", zapShareKey(sp.key), zap.Error(err))
 		sp.discardLocked()
@@ -460,7 +433,7 @@ func (sp *sharePart) armLocked(now time.Time) {
 func (sp *sharePart) fire() {
 	sp.mu.Lock()
 	sp.mu.timerAt = time.Time{}
-	if sp.mu.stopped || !sp.liveLocked() {
+	if sp.mu.stopped || sp.mu.p == nil {
 		sp.mu.Unlock()
 		return
 	}
@@ -479,7 +452,7 @@ func (sp *sharePart) fire() {
 // connection dropped), without counting a delivery.
 func (sp *sharePart) releaseMember(now time.Time, member string) {
 	sp.mu.Lock()
-	if sp.mu.stopped || !sp.liveLocked() {
+	if sp.mu.stopped || sp.mu.p == nil {
 		sp.mu.Unlock()
 		return
 	}
@@ -504,18 +477,6 @@ type shareAck struct {
 // acknowledge applies acks for member, group-committing the records of
 // every share-partition touched. Entries with a non-zero code are left
 // alone; the others get their result code.
-//
-// The records are enqueued under the share-partitions' locks and waited
-// for without them: the durable write (an fsync) is most of an
-// acknowledgement's time, and holding the locks through it would keep
-// every other consumer of these share-partitions from acquiring, and
-// from reaching the group commit with its own acknowledgements, until
-// it ends. Records this acknowledgement makes available (the next
-// record of a message group in ordered mode) may be acquired meanwhile;
-// whoever acquires them hands them out only after a store.Barrier, so
-// nothing is delivered on the strength of an acknowledgement that is
-// not durable. If the write fails, store.Gen moves on and every
-// Partition built on it is dropped (liveLocked), acquisitions included.
 func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
 	var todo []*shareAck
 	for _, a := range acks {
@@ -550,44 +511,33 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 			a.code, a.msg = shareErrorCode(err), err.Error()
 		}
 		if len(eff.Records) > 0 {
-			batch = append(batch, store.PartitionRecords{Key: sp.key, Records: eff.Records, Gen: sp.mu.gen})
+			batch = append(batch, store.PartitionRecords{Key: sp.key, Records: eff.Records})
 			wrote = append(wrote, a)
 		}
 	}
-	wait := c.store.Enqueue(batch)
+	if len(batch) > 0 {
+		if err := c.store.Write(batch); err != nil {
+			c.lg.Error("persisting acknowledgements failed; reloading share-partitions from disk", zap.Error(err))
+			for _, a := range wrote {
+				a.sp.discardLocked()
+				if a.code == 0 {
+					a.code, a.msg = kerr.KafkaStorageError.Code, err.Error()
+				}
+			}
+		} else {
+			for i, a := range wrote {
+				if hasArchiving(batch[i].Records) {
+					a.sp.kickDLQLocked()
+				}
+			}
+		}
+	}
 	for _, a := range todo {
 		a.sp.armLocked(now)
 		a.sp.mu.Unlock()
 	}
 	for _, a := range todo {
 		a.sp.waiters.notify()
-	}
-	if len(batch) == 0 {
-		return
-	}
-	err := wait()
-	if err != nil {
-		c.lg.Error("persisting acknowledgements failed; reloading share-partitions from disk", zap.Error(err))
-	}
-	for i, a := range wrote {
-		if err != nil {
-			if a.code == 0 {
-				a.code, a.msg = kerr.KafkaStorageError.Code, err.Error()
-			}
-			continue
-		}
-		if hasArchiving(batch[i].Records) {
-			a.sp.mu.Lock()
-			a.sp.kickDLQLocked()
-			a.sp.mu.Unlock()
-		}
-	}
-	if err != nil {
-		for _, a := range wrote {
-			a.sp.mu.Lock()
-			a.sp.liveLocked() // drops the Partitions the failure made stale
-			a.sp.mu.Unlock()
-		}
 	}
 }
 

@@ -322,7 +322,7 @@ func hasArchiving(recs []sharegroup.Record) bool {
 // kickDLQLocked starts the writer if the Partition has Archiving records
 // and none runs. mu held.
 func (sp *sharePart) kickDLQLocked() {
-	if sp.mu.stopped || !sp.liveLocked() || sp.mu.dlq.running {
+	if sp.mu.stopped || sp.mu.p == nil || sp.mu.dlq.running {
 		return
 	}
 	if len(sp.mu.p.Archiving()) == 0 {
@@ -348,13 +348,12 @@ func (sp *sharePart) runDLQ() {
 		st := c.b.shareSettings(sp.key.Group)
 		var ranges []sharegroup.StateRange
 		var epoch int32
-		var stateGen uint64
 		gen := sp.mu.dlq.gen
 		err := sp.prepareLocked(now, st, false)
 		switch {
 		case err == nil:
 			ranges = capRanges(sp.mu.p.Archiving(), dlqMaxRecords)
-			epoch, stateGen = sp.mu.p.StateEpoch(), sp.mu.gen
+			epoch = sp.mu.p.StateEpoch()
 			if len(ranges) == 0 {
 				sp.mu.dlq.running = false
 				sp.mu.Unlock()
@@ -368,15 +367,6 @@ func (sp *sharePart) runDLQ() {
 			err = fmt.Errorf("loading share-partition: %w", err) // retried below
 		}
 		sp.mu.Unlock()
-		if err == nil {
-			// A rejection is Archiving in memory before it is durable
-			// (acknowledge): copy nothing to the dead-letter topic until
-			// it is. A failed write drops it: look again.
-			c.store.Barrier()
-			if c.store.Gen(sp.key) != stateGen {
-				continue
-			}
-		}
 
 		var done []sharegroup.StateRange
 		if err == nil {
@@ -459,13 +449,13 @@ func (sp *sharePart) haltDLQ() {
 // gone or its write failed: the next load restarts the writer).
 func (sp *sharePart) completeDLQ(epoch int32, done []sharegroup.StateRange) bool {
 	sp.mu.Lock()
-	if sp.mu.stopped || !sp.liveLocked() {
+	p := sp.mu.p
+	if p == nil || sp.mu.stopped {
 		// Not loaded (a failed write or load): the next load restarts
 		// the writer, which finds the intent.
 		sp.mu.Unlock()
 		return false
 	}
-	p := sp.mu.p
 	if p.StateEpoch() != epoch {
 		// Reset meanwhile (AlterShareGroupOffsets): the intent no longer
 		// describes this state.

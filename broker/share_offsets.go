@@ -18,25 +18,16 @@ import (
 func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *partition) (start, lag int64, code int16) {
 	sp := c.part(key)
 	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	err := sp.prepareLocked(time.Now(), st, false)
 	switch {
 	case errors.Is(err, errNoShareState):
-		sp.mu.Unlock()
 		return -1, -1, 0
 	case err != nil:
-		sp.mu.Unlock()
 		return -1, -1, shareErrorCode(err)
 	}
-	p, gen := sp.mu.p, sp.mu.gen
-	start, lag = p.SPSO(), p.Lag(lp.log.HighWatermark())
-	sp.mu.Unlock()
-	// The SPSO may rest on acknowledgements still being written: report
-	// it once they are durable (acknowledge).
-	c.store.Barrier()
-	if c.store.Gen(key) != gen {
-		return -1, -1, kerr.KafkaStorageError.Code
-	}
-	return start, lag, 0
+	p := sp.mu.p
+	return p.SPSO(), p.Lag(lp.log.HighWatermark()), 0
 }
 
 // resetOffset discards a share-partition's in-flight state and restarts
@@ -64,7 +55,6 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 		var p *sharegroup.Partition
 		var eff sharegroup.Effects
 		if p, eff, err = sharegroup.New(st.partitionConfig(), 0, offset); err == nil {
-			sp.mu.gen = sp.c.store.Gen(sp.key)
 			if err = sp.writeLocked(eff.Records); err == nil {
 				sp.mu.p = p
 			}

@@ -14,11 +14,9 @@
 //  1. calls the Partition (Acquire, Acknowledge, ExpireLocks,
 //     ReleaseMember, AdvanceLogStart, CompleteArchiving, Reset);
 //  2. persists Effects.Records, in order, durably (sharegroup/store) —
-//     possibly group-committed with other partitions, and possibly
-//     waited for after the next operations ran, but no answer that
-//     depends on an operation (its own, or records it made available)
-//     may leave before every record up to and including that
-//     operation's is durable;
+//     possibly group-committed with other partitions, but no answer that
+//     depends on an operation may leave before every record up to and
+//     including that operation's is durable;
 //  3. answers;
 //  4. re-arms its lock timer for Effects.NextDeadline (zero: none), which
 //     calls ExpireLocks through the same owner.

@@ -10,19 +10,9 @@
 // Write persists the Effects.Records of any number of share-partitions in
 // one badger transaction; Writes that arrive while another commits are
 // group-committed into the next transaction (one WAL sync for all), and
-// each share-partition's records are applied atomically and in order.
-// Enqueue is Write without the wait: Writes commit in the order they are
-// enqueued, and Barrier waits for every Write enqueued before it.
-//
-// If a Write fails, the in-memory Partitions whose records were in the
-// batch must be discarded and re-Loaded (the pure core does not roll
-// back). Since a caller may enqueue and run more operations before it
-// learns of the failure, a failure also moves Gen of each of its keys:
-// every PartitionRecords carries the Gen its Partition was loaded at, a
-// Write with an older one is refused (ErrStale) without writing, and an
-// owner drops a Partition whose Gen is behind. So what is durable for a
-// key is always the records of one Partition's history, in order, up to
-// some point, never a later record without an earlier one.
+// each share-partition's records are applied atomically and in order. If
+// Write fails, the in-memory Partitions whose records were in the batch
+// must be discarded and re-Loaded (the pure core does not roll back).
 // Load replays the snapshot and then the deltas through sharegroup.Recover,
 // i.e. through Partition.Apply, the same code the live partition uses.
 //

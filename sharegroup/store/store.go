@@ -27,18 +27,7 @@ type Key struct {
 type PartitionRecords struct {
 	Key     Key
 	Records []sharegroup.Record
-	// Gen is Gen(Key) when the caller's in-memory Partition was loaded
-	// (read before Load or New). A Write whose Gen is older is refused
-	// with ErrStale and writes nothing: that Partition may hold the
-	// effects of a Write that failed, which must never reach the disk
-	// underneath later records.
-	Gen uint64
 }
-
-// ErrStale refuses a Write built on a Partition loaded before a failed
-// Write of the same key (PartitionRecords.Gen). The caller discards the
-// Partition and reloads it.
-var ErrStale = errors.New("sharegroup/store: share-partition state changed by a failed write; reload it")
 
 // Options configures a Store.
 type Options struct {
@@ -48,18 +37,13 @@ type Options struct {
 	// SnapshotEvery is the number of deltas after which the store folds them
 	// into a new snapshot; 0 means DefaultSnapshotEvery.
 	SnapshotEvery int
-	// BeforeCommit, for fault-injection tests, runs before each group
-	// commit; an error fails every Write of the group as a failed badger
-	// commit would (nothing is written).
-	BeforeCommit func() error
 }
 
 // Store is the badger adapter for share-partition state. See doc.go.
 type Store struct {
-	db           *badger.DB
-	prefix       []byte
-	every        int
-	beforeCommit func() error
+	db     *badger.DB
+	prefix []byte
+	every  int
 
 	mu struct {
 		sync.Mutex
@@ -74,18 +58,11 @@ type Store struct {
 		sync.Mutex
 		queue   []*pendingWrite
 		running bool // a commit loop is draining queue
-		// seq numbers Writes as they are enqueued; every Write up to
-		// done has completed (durably, or failed and counted in gen).
-		seq, done uint64
-		doneCond  sync.Cond
-		// gen counts, per key, the Writes of it that failed (Gen).
-		gen map[Key]uint64
 	}
 }
 
 // pendingWrite is one Write waiting for its commit.
 type pendingWrite struct {
-	seq   uint64
 	batch []PartitionRecords
 	done  chan error
 }
@@ -96,13 +73,11 @@ func (r seqRange) count() int { return int(r.next - r.first) }
 
 // New returns a Store over db. db stays owned by the caller.
 func New(db *badger.DB, opts Options) *Store {
-	s := &Store{db: db, prefix: bytes.Clone(opts.Prefix), every: opts.SnapshotEvery, beforeCommit: opts.BeforeCommit}
+	s := &Store{db: db, prefix: bytes.Clone(opts.Prefix), every: opts.SnapshotEvery}
 	if s.every <= 0 {
 		s.every = DefaultSnapshotEvery
 	}
 	s.mu.deltas = make(map[Key]seqRange)
-	s.gc.doneCond.L = &s.gc.Mutex
-	s.gc.gen = make(map[Key]uint64)
 	return s
 }
 
@@ -141,24 +116,12 @@ func (s *Store) deltaKey(k Key, seq uint64) []byte {
 // order; callers own disjoint share-partitions (one writer each), so
 // batches of different callers never interleave on a key.
 func (s *Store) Write(batch []PartitionRecords) error {
-	return s.Enqueue(batch)()
-}
-
-// Enqueue queues batch like Write and returns at once; wait returns
-// Write's result. Writes are committed in the order they are enqueued,
-// so a caller may enqueue under its share-partition's lock and wait
-// without it: other operations on the share-partition may run meanwhile,
-// and their Writes land after this one. Whatever they hand out that
-// depends on this Write must wait for it first (Barrier).
-func (s *Store) Enqueue(batch []PartitionRecords) (wait func() error) {
 	batch = mergeByKey(batch)
 	if len(batch) == 0 {
-		return func() error { return nil }
+		return nil
 	}
 	w := &pendingWrite{batch: batch, done: make(chan error, 1)}
 	s.gc.Lock()
-	s.gc.seq++
-	w.seq = s.gc.seq
 	s.gc.queue = append(s.gc.queue, w)
 	start := !s.gc.running
 	s.gc.running = true
@@ -166,25 +129,7 @@ func (s *Store) Enqueue(batch []PartitionRecords) (wait func() error) {
 	if start {
 		go s.commitLoop()
 	}
-	return func() error { return <-w.done }
-}
-
-// Barrier waits until every Write enqueued before it was called has
-// completed: durable, or failed (then Gen of its keys has moved on).
-func (s *Store) Barrier() {
-	s.gc.Lock()
-	for target := s.gc.seq; s.gc.done < target; {
-		s.gc.doneCond.Wait()
-	}
-	s.gc.Unlock()
-}
-
-// Gen returns the number of failed Writes of k so far (see
-// PartitionRecords.Gen).
-func (s *Store) Gen(k Key) uint64 {
-	s.gc.Lock()
-	defer s.gc.Unlock()
-	return s.gc.gen[k]
+	return <-w.done
 }
 
 // commitLoop commits queued Writes until the queue is empty.
@@ -199,38 +144,10 @@ func (s *Store) commitLoop() {
 			return
 		}
 		s.gc.Unlock()
-		errs := s.safeCommitGroup(q)
-		for i, err := range errs {
+		for i, err := range s.safeCommitGroup(q) {
 			q[i].done <- err
 		}
-		s.gc.Lock()
-		s.gc.done = max(s.gc.done, q[len(q)-1].seq)
-		s.gc.doneCond.Broadcast()
-		s.gc.Unlock()
 	}
-}
-
-// fresh reports whether w's Gens are current.
-func (s *Store) fresh(w *pendingWrite) bool {
-	s.gc.Lock()
-	defer s.gc.Unlock()
-	for _, pr := range w.batch {
-		if pr.Gen != s.gc.gen[pr.Key] {
-			return false
-		}
-	}
-	return true
-}
-
-// failed moves on Gen of every key of w, whose Write failed: what it
-// wrote, if anything, is unknown to its caller's Partition and the
-// Partitions built on it are stale.
-func (s *Store) failed(w *pendingWrite) {
-	s.gc.Lock()
-	for _, pr := range w.batch {
-		s.gc.gen[pr.Key]++
-	}
-	s.gc.Unlock()
 }
 
 // safeCommitGroup is commitGroup turning a panic (a bug, in badger or in
@@ -242,7 +159,6 @@ func (s *Store) safeCommitGroup(q []*pendingWrite) (errs []error) {
 			err := fmt.Errorf("sharegroup/store: write panicked: %v", r)
 			for _, w := range q {
 				s.forget(w.batch)
-				s.failed(w)
 			}
 			errs = make([]error, len(q))
 			for i := range errs {
@@ -270,58 +186,30 @@ type prepareError struct{ err error }
 func (e *prepareError) Error() string { return e.err.Error() }
 func (e *prepareError) Unwrap() error { return e.err }
 
-// commitGroup persists the batches of q in one transaction. A Write
-// with a stale Gen is refused first (ErrStale). If building that
-// transaction fails (nothing written), each batch is retried alone, so
-// one bad batch, or a group too big for one transaction, fails only its
-// own Write, and the later Writes of its keys in q as stale. A failed
-// commit fails them all: what it wrote is unknown (update forgets their
-// cached delta ranges), and each caller discards its share-partitions
-// and reloads them from what is stored. Every failure moves on Gen of
-// the failed Write's keys before its caller hears of it.
+// commitGroup persists the batches of q in one transaction. If building
+// that transaction fails (nothing written), each batch is retried alone,
+// so one bad batch, or a group too big for one transaction, fails only
+// its own Write. A failed commit fails them all: what it wrote is
+// unknown (update forgets their cached delta ranges), and each caller
+// discards its share-partitions and reloads them from what is stored.
 func (s *Store) commitGroup(q []*pendingWrite) []error {
 	errs := make([]error, len(q))
-	var live []int
-	for i, w := range q {
-		if s.fresh(w) {
-			live = append(live, i)
-		} else {
-			errs[i] = ErrStale
-		}
-	}
-	if s.beforeCommit != nil && len(live) > 0 {
-		if err := s.beforeCommit(); err != nil {
-			for _, i := range live {
-				errs[i] = fmt.Errorf("sharegroup/store: write: %w", err)
-				s.failed(q[i])
-			}
-			return errs
-		}
-	}
-	if len(live) > 1 {
+	if len(q) > 1 {
 		var all []PartitionRecords
-		for _, i := range live {
-			all = append(all, q[i].batch...)
+		for _, w := range q {
+			all = append(all, w.batch...)
 		}
 		err := s.update(mergeByKey(all))
 		var pe *prepareError
 		if !errors.As(err, &pe) {
-			for _, i := range live {
-				if errs[i] = err; err != nil {
-					s.failed(q[i])
-				}
+			for i := range errs {
+				errs[i] = err
 			}
 			return errs
 		}
 	}
-	for _, i := range live {
-		if !s.fresh(q[i]) { // an earlier Write of one of its keys just failed
-			errs[i] = ErrStale
-			continue
-		}
-		if errs[i] = s.writeAlone(q[i].batch); errs[i] != nil {
-			s.failed(q[i])
-		}
+	for i, w := range q {
+		errs[i] = s.writeAlone(w.batch)
 	}
 	return errs
 }
@@ -341,8 +229,7 @@ func (s *Store) writeAlone(batch []PartitionRecords) error {
 	return err
 }
 
-// mergeByKey concatenates the records of repeated keys, keeping order
-// and the oldest Gen.
+// mergeByKey concatenates the records of repeated keys, keeping order.
 func mergeByKey(batch []PartitionRecords) []PartitionRecords {
 	seen := make(map[Key]int, len(batch))
 	out := make([]PartitionRecords, 0, len(batch))
@@ -352,11 +239,10 @@ func mergeByKey(batch []PartitionRecords) []PartitionRecords {
 		}
 		if i, ok := seen[pr.Key]; ok {
 			out[i].Records = append(out[i].Records, pr.Records...)
-			out[i].Gen = min(out[i].Gen, pr.Gen) // an older one is refused
 			continue
 		}
 		seen[pr.Key] = len(out)
-		out = append(out, PartitionRecords{Key: pr.Key, Records: append([]sharegroup.Record(nil), pr.Records...), Gen: pr.Gen})
+		out = append(out, PartitionRecords{Key: pr.Key, Records: append([]sharegroup.Record(nil), pr.Records...)})
 	}
 	return out
 }
@@ -547,11 +433,8 @@ func (s *Store) Load(k Key, cfg sharegroup.Config) (p *sharegroup.Partition, fou
 }
 
 // Delete removes all state of k (DeleteShareGroupOffsets, DeleteGroups,
-// topic deletion). Writes of k still queued complete first, so none
-// lands after the deletion; the caller keeps new ones from being
-// enqueued meanwhile (it holds the share-partition's owner lock).
+// topic deletion).
 func (s *Store) Delete(k Key) error {
-	s.Barrier()
 	return s.deletePrefix(s.keyPrefix(k), func() {
 		s.mu.Lock()
 		delete(s.mu.deltas, k)
@@ -559,10 +442,8 @@ func (s *Store) Delete(k Key) error {
 	})
 }
 
-// DeleteGroup removes the state of every share-partition of group,
-// after the Writes queued before it (see Delete).
+// DeleteGroup removes the state of every share-partition of group.
 func (s *Store) DeleteGroup(group string) error {
-	s.Barrier()
 	return s.deletePrefix(s.groupPrefix(group), func() {
 		s.mu.Lock()
 		for k := range s.mu.deltas {
