@@ -86,6 +86,9 @@ type Config struct {
 	// markerSyncDelay, if nonzero, replaces the default markerSyncDelay
 	// (txn.go); negative means none.
 	markerSyncDelay time.Duration
+	// shareBeforeCommit, if set, runs before each share-state group
+	// commit; an error fails it (store.Options.BeforeCommit).
+	shareBeforeCommit func() error
 }
 
 // DefaultConfig returns the configuration `go run ./cmd/shoal` uses.

@@ -128,7 +128,7 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 	c := &shareCoordinator{
 		b:     b,
 		lg:    b.lg.Named("share"),
-		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups)}),
+		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups), BeforeCommit: b.cfg.shareBeforeCommit}),
 	}
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}

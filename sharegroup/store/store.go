@@ -37,13 +37,18 @@ type Options struct {
 	// SnapshotEvery is the number of deltas after which the store folds them
 	// into a new snapshot; 0 means DefaultSnapshotEvery.
 	SnapshotEvery int
+	// BeforeCommit, for fault-injection tests, runs before each group
+	// commit; an error fails every Write of the group as a failed badger
+	// commit would (nothing is written).
+	BeforeCommit func() error
 }
 
 // Store is the badger adapter for share-partition state. See doc.go.
 type Store struct {
-	db     *badger.DB
-	prefix []byte
-	every  int
+	db           *badger.DB
+	prefix       []byte
+	every        int
+	beforeCommit func() error
 
 	mu struct {
 		sync.Mutex
@@ -73,7 +78,7 @@ func (r seqRange) count() int { return int(r.next - r.first) }
 
 // New returns a Store over db. db stays owned by the caller.
 func New(db *badger.DB, opts Options) *Store {
-	s := &Store{db: db, prefix: bytes.Clone(opts.Prefix), every: opts.SnapshotEvery}
+	s := &Store{db: db, prefix: bytes.Clone(opts.Prefix), every: opts.SnapshotEvery, beforeCommit: opts.BeforeCommit}
 	if s.every <= 0 {
 		s.every = DefaultSnapshotEvery
 	}
@@ -194,6 +199,14 @@ func (e *prepareError) Unwrap() error { return e.err }
 // discards its share-partitions and reloads them from what is stored.
 func (s *Store) commitGroup(q []*pendingWrite) []error {
 	errs := make([]error, len(q))
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(); err != nil {
+			for i := range errs {
+				errs[i] = fmt.Errorf("sharegroup/store: write: %w", err)
+			}
+			return errs
+		}
+	}
 	if len(q) > 1 {
 		var all []PartitionRecords
 		for _, w := range q {
