@@ -98,6 +98,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -246,6 +247,9 @@ type dlqCoordinator struct {
 	// written) and "written" (marked, not yet archived); true stops the
 	// writer there as a crash would (a SIGKILL test kills the process).
 	crashAt func(stage string) bool
+	// failAttempt, set by tests before any write, fails an attempt at
+	// its start when it returns an error (retried, then given up).
+	failAttempt func() error
 }
 
 func (d *dlqCoordinator) crashed(stage string) bool {
@@ -411,6 +415,13 @@ func (sp *sharePart) runDLQ() {
 			c.lg.Error("dead-letter write failed; archiving the records without a dead-letter copy", zapShareKey(sp.key),
 				zap.String("topic", st.dlqTopic), zap.Int("attempts", failures), zap.Any("offsets", ranges), zap.Error(err))
 			done = ranges
+			// An earlier attempt's intent may list offsets this window no
+			// longer does, whose copies it appended: complete them too.
+			// completeDLQ drops the intent, and a later writer without it
+			// would not look for those copies and write them again.
+			if in, ierr := c.loadDLQIntent(sp.key); ierr == nil && in != nil {
+				done = append(slices.Clone(ranges), intentRanges(in)...)
+			}
 		}
 		failures = 0
 		if !sp.completeDLQ(epoch, done) {
@@ -600,6 +611,11 @@ func (c *shareCoordinator) deleteDLQState(k store.Key) error {
 // the ranges whose DLQ copies are durable and counted.
 func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64) ([]sharegroup.StateRange, error) {
 	b := c.b
+	if c.dlq.failAttempt != nil {
+		if err := c.dlq.failAttempt(); err != nil {
+			return nil, err
+		}
+	}
 	in, err := c.loadDLQIntent(k)
 	if err != nil {
 		return nil, err

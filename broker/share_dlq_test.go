@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sort"
 	"strconv"
@@ -491,4 +492,62 @@ func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 	counts, err := b.ShareDLQCounts("wg")
 	require.NoError(t, err)
 	require.Equal(t, []DLQCount{{Group: "wg", Topic: "wsrc", Partition: 0, Records: n}}, counts, "counted once each")
+}
+
+// TestShareDLQGiveUpCompletesEarlierAttempt: an attempt appends copies
+// of offsets 50-549 and stops before marking them written; offsets 0-49
+// then start archiving (the window becomes 0-499), and every later
+// attempt fails until the writer gives up. Giving up must archive
+// 500-549 too, whose copies the intent records: left Archiving with the
+// intent gone, the next writer (for 550-599) would append them a second
+// time (found in review).
+func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	var crashes, fails atomic.Int32
+	var failing atomic.Bool
+	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" && crashes.Add(1) == 1 }
+	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
+	b.shares.dlq.failAttempt = func() error {
+		if failing.Load() && fails.Load() < 2 { // the two attempts of one writer: it gives up
+			fails.Add(1)
+			return errors.New("injected dead-letter failure")
+		}
+		return nil
+	}
+	const n = 600
+	dlqSetup(t, b, "gsrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "gg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.gsrc")
+	// Raw requests: each rejection lands in one acknowledgement, so the
+	// writers' windows are known.
+	r := newRawShare(t, b, "gg", "m1", "gsrc")
+	var acq [][3]int64
+	epoch := int32(0) // the next request's session epoch
+	for ; len(acq) == 0 || acq[len(acq)-1][1] < n-1; epoch++ {
+		require.Less(t, epoch, int32(20))
+		acq = append(acq, acquired(onlyPartition(t, r.fetch(epoch, 500, n)))...)
+	}
+	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(50, n-1, 3))))
+	require.Eventually(t, func() bool { return crashes.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
+	failing.Store(true)
+	require.Zero(t, ackCode(t, r.ack(epoch+1, false, ackBatch(0, 49, 3))))
+	require.Eventually(t, func() bool { return spso(t, b, "gg", "gsrc", 0) == n }, 20*time.Second, 10*time.Millisecond,
+		"every record archived")
+	require.Equal(t, int32(2), fails.Load(), "the writer gave up after two failed attempts")
+	// The first attempt's copies (50-549) and the next writer's
+	// (550-599, beyond the given-up window 0-499) are there, each once;
+	// 0-49 were given up without one.
+	time.Sleep(200 * time.Millisecond)
+	hw := b.topics.partition("dlq.gsrc", 0).log.HighWatermark()
+	seen := map[string]bool{}
+	for _, r := range dlqConsume(t, b, "dlq.gsrc", int(hw)) {
+		off := headerMap(r)[dlqHeaderOffset]
+		require.False(t, seen[off], "offset %s written twice", off)
+		seen[off] = true
+	}
+	require.Len(t, seen, int(hw))
+	require.Equal(t, int64(550), hw)
+	for off := 50; off < n; off++ {
+		require.True(t, seen[strconv.Itoa(off)], "offset %d has no copy", off)
+	}
 }
