@@ -123,6 +123,31 @@ func controlType(batch []byte) (typ int16, ok bool) {
 	return int16(binary.BigEndian.Uint16(key[2:])), true
 }
 
+// markerCoordinatorEpoch returns the coordinator epoch in the value of
+// a marker batch's record (version int16, coordinatorEpoch int32), or
+// -1 when it cannot be read.
+func markerCoordinatorEpoch(batch []byte) int32 {
+	if _, ok := controlType(batch); !ok {
+		return -1
+	}
+	r := batch[protocol.BatchHeaderSize:]
+	for i := range 4 { // as in controlType, up to the key
+		if i == 1 {
+			r = r[1:]
+			continue
+		}
+		_, n := binary.Varint(r)
+		r = r[n:]
+	}
+	klen, n := binary.Varint(r)
+	r = r[n+int(klen):]
+	vlen, n := binary.Varint(r)
+	if n <= 0 || vlen < 6 || int64(len(r)-n) < vlen {
+		return -1
+	}
+	return int32(binary.BigEndian.Uint32(r[n+2:]))
+}
+
 // WriteMarker appends a transaction marker (a control batch) for
 // m.ProducerID and closes its open transaction in this partition, if
 // any. Only the broker's transaction coordinator calls it. A marker with
@@ -279,6 +304,9 @@ func (p *Partition) replayTxnLocked(h *protocol.BatchHeader, batch []byte) {
 		p.aborted = append(p.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: e.txnStart, LastOffset: h.BaseOffset})
 	}
 	e.txnStart = -1
+	if ce := markerCoordinatorEpoch(batch); ce >= 0 {
+		e.coordinatorEpoch = ce // as WriteMarker recorded it (DescribeProducers)
+	}
 }
 
 // rebuildOngoingLocked derives the open transactions from the producer

@@ -30,9 +30,46 @@ func TestControlBatchRoundTrip(t *testing.T) {
 			want = controlCommit
 		}
 		require.Equal(t, want, typ)
+		require.Equal(t, int32(9), markerCoordinatorEpoch(b))
 	}
 	_, ok := controlType([]byte{1, 2, 3})
 	require.False(t, ok)
+	require.Equal(t, int32(-1), markerCoordinatorEpoch([]byte{1, 2, 3}))
+}
+
+// TestReplayRestoresCoordinatorEpoch: after a crash the producer state
+// is rebuilt from the batches, and a marker's coordinator epoch comes
+// back with it (DescribeProducers reports it), as a clean close keeps it
+// in the snapshot.
+func TestReplayRestoresCoordinatorEpoch(t *testing.T) {
+	fsys := NewMemFS()
+	p := openMem(t, fsys, smallConfig())
+	mustAppend(t, p, txnBatch(2, 100, 0, 0))
+	_, err := p.WriteMarker(Marker{ProducerID: 100, ProducerEpoch: 0, CoordinatorEpoch: 7, Commit: true}, testNow)
+	require.NoError(t, err)
+	_, err = p.Sync()
+	require.NoError(t, err)
+	byID := func(p *Partition) ProducerInfo {
+		t.Helper()
+		for _, pi := range p.Producers() {
+			if pi.ProducerID == 100 {
+				return pi
+			}
+		}
+		t.Fatal("producer 100 not found")
+		return ProducerInfo{}
+	}
+	require.Equal(t, int32(7), byID(p).CoordinatorEpoch)
+	crashed := fsys.CrashClone()
+	require.NoError(t, p.Close())
+	p = openMem(t, fsys, smallConfig())
+	require.Equal(t, int32(7), byID(p).CoordinatorEpoch, "clean close")
+	require.NoError(t, p.Close())
+	p = openMem(t, crashed, smallConfig())
+	defer p.Close()
+	pi := byID(p)
+	require.Equal(t, int32(7), pi.CoordinatorEpoch, "replayed")
+	require.Equal(t, int64(-1), pi.CurrentTxnStartOffset)
 }
 
 // TestTransactionsLSOAndAbortedIndex walks two producers through a commit
@@ -121,6 +158,7 @@ func FuzzTxnDecoders(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = controlType(b)
+		_ = markerCoordinatorEpoch(b)
 		if off, entries, aborted, ok := decodeSnapshot(b); ok {
 			off2, entries2, aborted2, ok2 := decodeSnapshot(encodeSnapshot(off, entries, aborted))
 			require.True(t, ok2)
