@@ -653,15 +653,28 @@ func (c *txnCoordinator) lockChecked(id string, pid int64, epoch, version, fence
 // checkProducerLocked applies Kafka's checks of a request's producer id
 // and epoch against the txn: INVALID_PRODUCER_ID_MAPPING for another
 // producer id, PRODUCER_FENCED (or INVALID_PRODUCER_EPOCH) for another
-// epoch. t.mu held.
+// epoch. The producer id an EndTxn answered for an exhausted epoch
+// (Next) gets CONCURRENT_TRANSACTIONS while the decision it answered is
+// still being completed: the txn moves to it then, and the client
+// retries. t.mu held.
 func (t *txn) checkProducerLocked(pid int64, epoch int16, version, fencedSince int16) int16 {
 	switch {
+	case t.nextPendingLocked(pid, epoch):
+		return kerr.ConcurrentTransactions.Code
 	case t.mu.ProducerID < 0 || pid != t.mu.ProducerID:
 		return kerr.InvalidProducerIDMapping.Code
 	case epoch != t.mu.Epoch:
 		return fencedCode(version, fencedSince)
 	}
 	return 0
+}
+
+// nextPendingLocked reports whether pid and epoch are the producer an
+// EndTxn with an exhausted epoch answered (Next), whose decision is not
+// completed yet. t.mu held.
+func (t *txn) nextPendingLocked(pid int64, epoch int16) bool {
+	n := t.mu.Next
+	return n != nil && pid == n.ProducerID && epoch == n.Epoch
 }
 
 // beginLocked moves the txn to Ongoing when it is not already. t.mu held.
@@ -1103,6 +1116,8 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 			continue // plain batches: the log judges them
 		}
 		switch {
+		case tx.nextPendingLocked(h.ProducerID, h.ProducerEpoch):
+			return refuse(kerr.ConcurrentTransactions.Code, "the previous transaction is still being completed")
 		case h.ProducerID != tx.mu.ProducerID:
 			return refuse(kerr.InvalidProducerIDMapping.Code, "the producer id is not the transactional id's")
 		case h.ProducerEpoch != tx.mu.Epoch:

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,45 @@ func TestDedupFirstCopySyncFailure(t *testing.T) {
 	require.Equal(t, int64(1), p1.log.HighWatermark(), "stored and durable in partition 1")
 	require.NoError(t, cl.ProduceSync(ctx, to(1)).FirstErr())
 	require.Equal(t, int64(2), p1.log.LogEndOffset(), "the next one is a duplicate again: a batch without records")
+}
+
+// TestTV2ExhaustedEpochFailedCompletion: EndTxn v5 at an exhausted epoch
+// answers a new producer id once its decision is durable; then the
+// marker's fsync fails, so the txn stays in PrepareCommit at the old id.
+// Requests with the new id get CONCURRENT_TRANSACTIONS (retriable), not
+// INVALID_PRODUCER_ID_MAPPING, which a client treats as fatal. After a
+// power loss the decision is completed at start and the new id works.
+func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs } })
+	r := tv2Producer(t, b, "xe", 1)
+	tx := b.txns.lock(r.id, false)
+	tx.mu.Epoch = math.MaxInt16 - 1
+	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+	tx.mu.Unlock()
+	r.epoch = math.MaxInt16 - 1
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "xe", 0, 0, "last")))
+	failSyncs(fs, "xe-0")
+	resp := r.endAt(5, r.pid, r.epoch, true)
+	require.Equal(t, "NONE", codeName(resp.ErrorCode), "the decision is durable")
+	require.NotEqual(t, r.pid, resp.ProducerID)
+	require.Equal(t, "PrepareCommit", r.describe().State, "its marker is not durable")
+
+	next := &rawTxn{c: r.c, id: r.id, pid: resp.ProducerID, epoch: resp.ProducerEpoch}
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.produceAt(12, "xe", 0, 0, "new")))
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.addOffsets("g")))
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.endAt(5, next.pid, next.epoch, true).ErrorCode))
+	require.Equal(t, "PrepareCommit", r.describe().State, "nothing changed")
+	require.Error(t, b.Close(), "xe-0 failed")
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs.CrashClone() } })
+	next.c = dialRaw(t, b2)
+	d := next.describe()
+	require.Equal(t, "CompleteCommit", d.State)
+	require.Equal(t, next.pid, d.ProducerID)
+	require.Equal(t, "NONE", codeName(next.produceAt(12, "xe", 0, 0, "new")))
+	next.endV5(t, true)
+	require.Equal(t, []string{"last", "new"}, fetchCommitted(t, next.c, "xe", 0).values)
 }
