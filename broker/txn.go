@@ -305,6 +305,9 @@ func (c *txnCoordinator) recover() {
 		t.mu.Lock()
 		if st := t.mu.State; st == txnPrepareCommit || st == txnPrepareAbort {
 			c.lg.Info("completing a transaction decided before the restart", zap.String("transactional_id", t.id), zap.Stringer("state", st))
+			if err := c.dropAppliedOffsetsLocked(t); err != nil {
+				c.lg.Warn("reading a decided transaction's offsets failed", zap.String("transactional_id", t.id), zap.Error(err))
+			}
 			if err := c.completeLocked(t, time.Now()); err != nil {
 				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
 			}
@@ -312,6 +315,56 @@ func (c *txnCoordinator) recover() {
 		t.mu.Unlock()
 	}
 	c.adoptOpenTxns(time.Now())
+}
+
+// dropAppliedOffsetsLocked removes from t, a txn found decided at start,
+// the pending offsets written since its decision: its completion got as
+// far as applying them before the restart, and a commit may have moved
+// them on since (as in Kafka, where the later commit follows the marker
+// in the offsets log and wins). Badger's versions order the writes: an
+// offset whose version is newer than the decision's record came after
+// it. Re-applying would move a group back to the transaction's offset.
+// t.mu held.
+func (c *txnCoordinator) dropAppliedOffsetsLocked(t *txn) error {
+	if len(t.mu.offsets) == 0 {
+		return nil
+	}
+	dropped := map[string]map[groupTP]offsetCommit{}
+	err := c.b.meta.db.View(func(btx *badger.Txn) error {
+		rec, err := btx.Get(txnKey(t.id))
+		if err != nil {
+			return err
+		}
+		decided := rec.Version()
+		for g, offs := range t.mu.offsets {
+			for tp, oc := range offs {
+				item, err := btx.Get(offsetKey(g, tp))
+				if errors.Is(err, badger.ErrKeyNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if item.Version() > decided {
+					if dropped[g] == nil {
+						dropped[g] = map[groupTP]offsetCommit{}
+					}
+					dropped[g][tp] = oc
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for g, offs := range dropped {
+		for tp := range offs {
+			delete(t.mu.offsets[g], tp)
+		}
+	}
+	c.clearPending(dropped)
+	return nil
 }
 
 // adoptOpenTxns reconciles, at start, the transactions open in the logs

@@ -329,6 +329,52 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 	require.Equal(t, []string{"kept"}, collect(t, b2, "rc", kgoReadCommitted, 1))
 }
 
+// TestTxnReplayKeepsLaterOffsetCommit: a crash after a commit's
+// completion applied its offsets, and after the group committed further
+// on its own, but before the Complete record was durable. Replaying the
+// decision at start must not move the group back to the transaction's
+// offset (Kafka replays its offsets log in order, where the later commit
+// follows the marker), and leaves nothing pending for RequireStable.
+func TestTxnReplayKeepsLaterOffsetCommit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := startTest(t, func(c *Config) { c.DataDir = dir })
+	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b))
+	_, err := adm.CreateTopic(ctx, 1, 1, nil, "ro")
+	require.NoError(t, err)
+	r := &rawTxn{c: dialRaw(t, b), id: "ro"}
+	require.Zero(t, r.init(60000).ErrorCode)
+	require.Equal(t, []string{"NONE"}, names(r.addPartitions("ro", 0)))
+	require.Zero(t, r.produce("ro", 0, 0, "v"))
+	require.Zero(t, r.addOffsets("g"))
+	require.Zero(t, r.commitOffset("g", -1, "", "ro", 0, 7))
+
+	tx := b.txns.lock("ro", false)
+	tx.mu.State = txnPrepareCommit
+	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+	require.NoError(t, b.txns.applyOffsets(tx.mu.offsets)) // the completion got this far
+	tx.mu.Unlock()
+	off, _ := r.fetchOffset("g", "ro", 0, false)
+	require.Equal(t, int64(7), off)
+	later := kadm.Offsets{}
+	later.Add(kadm.Offset{Topic: "ro", Partition: 0, At: 9, LeaderEpoch: -1})
+	resp, err := adm.CommitOffsets(ctx, "g", later)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	require.NoError(t, b.Close())
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
+	r.c = dialRaw(t, b2)
+	require.Equal(t, "CompleteCommit", r.describe().State)
+	off, code := r.fetchOffset("g", "ro", 0, true)
+	require.Equal(t, "NONE", code, "nothing pending")
+	require.Equal(t, int64(9), off, "the later commit stands")
+	require.Equal(t, []string{"v"}, collect(t, b2, "ro", kgoReadCommitted, 1))
+}
+
 // TestListTransactionsAndExpiry: ListTransactions filters (state,
 // producer id, duration, id pattern; unknown states reported, a bad
 // pattern INVALID_REGULAR_EXPRESSION), and transactional.id.expiration.ms
