@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -120,11 +119,7 @@ func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	fs := slog.NewMemFS()
 	b := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs } })
 	r := tv2Producer(t, b, "xe", 1)
-	tx := b.txns.lock(r.id, false)
-	tx.mu.Epoch = math.MaxInt16 - 1
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
-	tx.mu.Unlock()
-	r.epoch = math.MaxInt16 - 1
+	exhaustEpoch(t, b, r)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "xe", 0, 0, "last")))
 	failSyncs(fs, "xe-0")
 	resp := r.endAt(5, r.pid, r.epoch, true)

@@ -273,6 +273,32 @@ func TestTxnTimeoutAbortsAndFences(t *testing.T) {
 	require.Len(t, p.log.AbortedTransactions(0, p.log.HighWatermark()), 1)
 }
 
+// txnWithOffsetSetup starts a broker on dir whose cleanup pass stays
+// away (it completes a transaction left in Prepare*), with topic (one
+// partition) and a TV1 transaction id that produced value to it and
+// holds offset 7 for group "g".
+func txnWithOffsetSetup(t *testing.T, dir, topic, id, value string) (*Broker, *rawTxn) {
+	t.Helper()
+	b := startTest(t, func(c *Config) { c.DataDir = dir })
+	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+	createTopicRaw(t, b, topic, 1)
+	r := &rawTxn{c: dialRaw(t, b), id: id}
+	require.Zero(t, r.init(60000).ErrorCode)
+	require.Equal(t, []string{"NONE"}, names(r.addPartitions(topic, 0)))
+	require.Zero(t, r.produce(topic, 0, 0, value))
+	require.Zero(t, r.addOffsets("g"))
+	require.Zero(t, r.commitOffset("g", -1, "", topic, 0, 7))
+	return b, r
+}
+
+// decideLocked leaves t in PrepareCommit, durably, as a crash between
+// the decision and its markers would. t.mu held.
+func decideLocked(t *testing.T, b *Broker, tx *txn) {
+	t.Helper()
+	tx.mu.State = txnPrepareCommit
+	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+}
+
 // TestTxnRecoveryAfterRestart: a transaction decided (PrepareCommit)
 // when the broker stopped is completed at start: markers written, offsets
 // applied; an Ongoing one survives the restart (its records stay
@@ -280,20 +306,7 @@ func TestTxnTimeoutAbortsAndFences(t *testing.T) {
 func TestTxnRecoveryAfterRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	b := startTest(t, func(c *Config) { c.DataDir = dir })
-	// The cleanup pass completes a transaction left in Prepare*; keep it
-	// away until the restart.
-	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := kadm.NewClient(newClient(t, b)).CreateTopic(ctx, 1, 1, nil, "rc")
-	require.NoError(t, err)
-	decided := &rawTxn{c: dialRaw(t, b), id: "decided"}
-	require.Zero(t, decided.init(60000).ErrorCode)
-	require.Equal(t, []string{"NONE"}, names(decided.addPartitions("rc", 0)))
-	require.Zero(t, decided.produce("rc", 0, 0, "kept"))
-	require.Zero(t, decided.addOffsets("g"))
-	require.Zero(t, decided.commitOffset("g", -1, "", "rc", 0, 7))
+	b, decided := txnWithOffsetSetup(t, dir, "rc", "decided", "kept")
 	open := &rawTxn{c: dialRaw(t, b), id: "open"}
 	require.Zero(t, open.init(4000).ErrorCode)
 	require.Equal(t, []string{"NONE"}, names(open.addPartitions("rc", 0)))
@@ -301,8 +314,7 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 
 	// Simulate a crash between PrepareCommit and the markers.
 	tx := b.txns.lock("decided", false)
-	tx.mu.State = txnPrepareCommit
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+	decideLocked(t, b, tx)
 	tx.mu.Unlock()
 	// While a decided transaction is not completed, the id's requests
 	// get CONCURRENT_TRANSACTIONS (the other outcome INVALID_TXN_STATE)
@@ -338,23 +350,13 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 func TestTxnReplayKeepsLaterOffsetCommit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	b := startTest(t, func(c *Config) { c.DataDir = dir })
-	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+	b, r := txnWithOffsetSetup(t, dir, "ro", "ro", "v")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, b))
-	_, err := adm.CreateTopic(ctx, 1, 1, nil, "ro")
-	require.NoError(t, err)
-	r := &rawTxn{c: dialRaw(t, b), id: "ro"}
-	require.Zero(t, r.init(60000).ErrorCode)
-	require.Equal(t, []string{"NONE"}, names(r.addPartitions("ro", 0)))
-	require.Zero(t, r.produce("ro", 0, 0, "v"))
-	require.Zero(t, r.addOffsets("g"))
-	require.Zero(t, r.commitOffset("g", -1, "", "ro", 0, 7))
 
 	tx := b.txns.lock("ro", false)
-	tx.mu.State = txnPrepareCommit
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+	decideLocked(t, b, tx)
 	require.NoError(t, b.txns.applyOffsets(tx.mu.offsets)) // the completion got this far
 	tx.mu.Unlock()
 	off, _ := r.fetchOffset("g", "ro", 0, false)

@@ -827,6 +827,17 @@ func TestTV2RestartOffsetsAndImplicitPartition(t *testing.T) {
 	require.Equal(t, got.hw, got.lso)
 }
 
+// exhaustEpoch moves r's txn to the last epoch an EndTxn can bump from
+// (reaching it through 32766 transactions would take too long).
+func exhaustEpoch(t *testing.T, b *Broker, r *rawTxn) {
+	t.Helper()
+	tx := b.txns.lock(r.id, false)
+	defer tx.mu.Unlock()
+	tx.mu.Epoch = math.MaxInt16 - 1
+	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+	r.epoch = tx.mu.Epoch
+}
+
 // TestTV2ExhaustedEpochMovesProducerID: EndTxn v5 at the last usable
 // epoch answers a new producer id at epoch 0; the markers close the
 // transaction at the old id; a retry with the old pair answers the new
@@ -835,13 +846,7 @@ func TestTV2ExhaustedEpochMovesProducerID(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
 	r := tv2Producer(t, b, "ex", 1)
-	// Move the txn to the last epoch an EndTxn can bump from (reaching it
-	// through 32766 transactions would take too long).
-	tx := b.txns.lock(r.id, false)
-	tx.mu.Epoch = math.MaxInt16 - 1
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
-	tx.mu.Unlock()
-	r.epoch = math.MaxInt16 - 1
+	exhaustEpoch(t, b, r)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ex", 0, 0, "last")))
 	resp := r.endAt(5, r.pid, r.epoch, true)
 	require.Equal(t, "NONE", codeName(resp.ErrorCode))
