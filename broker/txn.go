@@ -301,16 +301,33 @@ func (c *txnCoordinator) load() error {
 // recover completes every transaction found in Prepare*: its decision
 // was durable before the crash. Runs at start, before the listener opens.
 func (c *txnCoordinator) recover() {
+	// Every decided txn's check runs before any completion: a completion
+	// writes its offsets at new versions, which the next txn's check
+	// would take for commits made after its own decision. They are then
+	// completed in the order they were decided.
+	type decidedTxn struct {
+		t       *txn
+		version uint64
+	}
+	var decided []decidedTxn
 	for _, t := range c.all() {
 		t.mu.Lock()
 		if st := t.mu.State; st == txnPrepareCommit || st == txnPrepareAbort {
-			c.lg.Info("completing a transaction decided before the restart", zap.String("transactional_id", t.id), zap.Stringer("state", st))
-			if err := c.dropAppliedOffsetsLocked(t); err != nil {
+			v, err := c.dropAppliedOffsetsLocked(t)
+			if err != nil {
 				c.lg.Warn("reading a decided transaction's offsets failed", zap.String("transactional_id", t.id), zap.Error(err))
 			}
-			if err := c.completeLocked(t, time.Now()); err != nil {
-				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
-			}
+			decided = append(decided, decidedTxn{t, v})
+		}
+		t.mu.Unlock()
+	}
+	sort.SliceStable(decided, func(i, j int) bool { return decided[i].version < decided[j].version })
+	for _, d := range decided {
+		t := d.t
+		t.mu.Lock()
+		c.lg.Info("completing a transaction decided before the restart", zap.String("transactional_id", t.id), zap.Stringer("state", t.mu.State))
+		if err := c.completeLocked(t, time.Now()); err != nil {
+			c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
 		}
 		t.mu.Unlock()
 	}
@@ -325,17 +342,14 @@ func (c *txnCoordinator) recover() {
 // offset whose version is newer than the decision's record came after
 // it. Re-applying would move a group back to the transaction's offset.
 // t.mu held.
-func (c *txnCoordinator) dropAppliedOffsetsLocked(t *txn) error {
-	if len(t.mu.offsets) == 0 {
-		return nil
-	}
+func (c *txnCoordinator) dropAppliedOffsetsLocked(t *txn) (decided uint64, _ error) {
 	dropped := map[string]map[groupTP]offsetCommit{}
 	err := c.b.meta.db.View(func(btx *badger.Txn) error {
 		rec, err := btx.Get(txnKey(t.id))
 		if err != nil {
 			return err
 		}
-		decided := rec.Version()
+		decided = rec.Version()
 		for g, offs := range t.mu.offsets {
 			for tp, oc := range offs {
 				item, err := btx.Get(offsetKey(g, tp))
@@ -356,7 +370,7 @@ func (c *txnCoordinator) dropAppliedOffsetsLocked(t *txn) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return decided, err
 	}
 	for g, offs := range dropped {
 		for tp := range offs {
@@ -364,7 +378,7 @@ func (c *txnCoordinator) dropAppliedOffsetsLocked(t *txn) error {
 		}
 	}
 	c.clearPending(dropped)
-	return nil
+	return decided, nil
 }
 
 // adoptOpenTxns reconciles, at start, the transactions open in the logs

@@ -377,6 +377,45 @@ func TestTxnReplayKeepsLaterOffsetCommit(t *testing.T) {
 	require.Equal(t, []string{"v"}, collect(t, b2, "ro", kgoReadCommitted, 1))
 }
 
+// TestTxnReplayTwoDecisionsInOrder: two transactional ids commit an
+// offset for the same group partition (the first decided with 7, the
+// second with 9); the broker stops with both decided and neither
+// applied. The restart checks both before completing either (a
+// completion writes its offsets at new versions, which the other's check
+// would take for later commits) and completes them in the order they
+// were decided, whatever their ids' order: the group ends at 9. (Found
+// by review.)
+func TestTxnReplayTwoDecisionsInOrder(t *testing.T) {
+	t.Parallel()
+	for _, ids := range [][2]string{{"a", "b"}, {"y", "x"}} {
+		t.Run(ids[0]+ids[1], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			topic := "t" + ids[0]
+			b, first := txnWithOffsetSetup(t, dir, topic, ids[0], "v1") // offset 7
+			second := &rawTxn{c: dialRaw(t, b), id: ids[1]}
+			require.Zero(t, second.init(60000).ErrorCode)
+			require.Equal(t, []string{"NONE"}, names(second.addPartitions(topic, 0)))
+			require.Zero(t, second.produce(topic, 0, 0, "v2"))
+			require.Zero(t, second.addOffsets("g"))
+			require.Zero(t, second.commitOffset("g", -1, "", topic, 0, 9))
+			for _, id := range ids { // decided in this order
+				tx := b.txns.lock(id, false)
+				decideLocked(t, b, tx)
+				tx.mu.Unlock()
+			}
+			require.NoError(t, b.Close())
+
+			b2 := startTest(t, func(c *Config) { c.DataDir = dir })
+			first.c = dialRaw(t, b2)
+			require.Equal(t, "CompleteCommit", first.describe().State)
+			off, code := first.fetchOffset("g", topic, 0, true)
+			require.Equal(t, "NONE", code)
+			require.Equal(t, int64(9), off, "the later decision's offset stands")
+		})
+	}
+}
+
 // TestListTransactionsAndExpiry: ListTransactions filters (state,
 // producer id, duration, id pattern; unknown states reported, a bad
 // pattern INVALID_REGULAR_EXPRESSION), and transactional.id.expiration.ms
