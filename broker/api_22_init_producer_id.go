@@ -78,6 +78,8 @@ func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now tim
 	retry := false
 	if req.Version >= 3 && req.ProducerID >= 0 && !fresh {
 		switch {
+		case t.nextPendingLocked(req.ProducerID, req.ProducerEpoch):
+			return -1, -1, kerr.ConcurrentTransactions.Code // the decision that answered it is still completing
 		case req.ProducerID == t.mu.ProducerID && req.ProducerEpoch == t.mu.Epoch:
 		case req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch && t.mu.State != txnOngoing:
 			retry = true // the answer to the previous bump was lost

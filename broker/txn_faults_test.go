@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	slog "github.com/shoal-mq/shoal/log"
 )
@@ -142,4 +143,26 @@ func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	require.Equal(t, "NONE", codeName(next.produceAt(12, "xe", 0, 0, "new")))
 	next.endV5(t, true)
 	require.Equal(t, []string{"last", "new"}, fetchCommitted(t, next.c, "xe", 0).values)
+}
+
+// TestTV2InitWithPendingNextProducerID: while the exhausted-epoch
+// decision is not completed, InitProducerId v4 carrying the producer id
+// EndTxn answered gets CONCURRENT_TRANSACTIONS like every other API, not
+// PRODUCER_FENCED, which is fatal to a client. (Found by review.)
+func TestTV2InitWithPendingNextProducerID(t *testing.T) {
+	t.Parallel()
+	fs := slog.NewMemFS()
+	b := startTest(t, func(c *Config) { c.beforeRecovery = func(b *Broker) { b.fs = fs } })
+	r := tv2Producer(t, b, "xn", 1)
+	exhaustEpoch(t, b, r)
+	require.Equal(t, "NONE", codeName(r.produceAt(12, "xn", 0, 0, "last")))
+	failSyncs(fs, "xn-0")
+	resp := r.endAt(5, r.pid, r.epoch, true)
+	require.Equal(t, "NONE", codeName(resp.ErrorCode))
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID, req.TransactionTimeoutMillis = &r.id, 60000
+	req.ProducerID, req.ProducerEpoch = resp.ProducerID, resp.ProducerEpoch
+	ir := r.c.do(req, 4).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(ir.ErrorCode))
+	fs.SetErrorHook(nil)
 }
