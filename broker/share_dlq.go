@@ -373,6 +373,7 @@ func (sp *sharePart) runDLQ() {
 		sp.mu.Unlock()
 
 		var done []sharegroup.StateRange
+		var keep *dlqIntent // give-up only: what stays of the intent
 		if err == nil {
 			select {
 			case c.dlq.sem <- struct{}{}:
@@ -416,15 +417,19 @@ func (sp *sharePart) runDLQ() {
 				zap.String("topic", st.dlqTopic), zap.Int("attempts", failures), zap.Any("offsets", ranges), zap.Error(err))
 			done = ranges
 			// An earlier attempt's intent may list offsets this window no
-			// longer does, whose copies it appended: complete them too.
-			// completeDLQ drops the intent, and a later writer without it
-			// would not look for those copies and write them again.
+			// longer does, some of whose copies it appended: keep the
+			// intent for those (not the given-up window), so the next
+			// writer still scans for them and writes only the missing ones.
 			if in, ierr := c.loadDLQIntent(sp.key); ierr == nil && in != nil {
-				done = append(slices.Clone(ranges), intentRanges(in)...)
+				if in.Written {
+					done = append(slices.Clone(ranges), intentRanges(in)...)
+				} else {
+					keep = intentWithout(in, ranges)
+				}
 			}
 		}
 		failures = 0
-		if !sp.completeDLQ(epoch, done) {
+		if !sp.completeDLQ(epoch, done, keep, gen) {
 			sp.stopDLQ()
 			return
 		}
@@ -458,7 +463,7 @@ func (sp *sharePart) haltDLQ() {
 // completeDLQ marks done Archived and persists it, then drops the
 // intent. It returns false when the writer should stop (share-partition
 // gone or its write failed: the next load restarts the writer).
-func (sp *sharePart) completeDLQ(epoch int32, done []sharegroup.StateRange) bool {
+func (sp *sharePart) completeDLQ(epoch int32, done []sharegroup.StateRange, keep *dlqIntent, gen uint64) bool {
 	sp.mu.Lock()
 	p := sp.mu.p
 	if p == nil || sp.mu.stopped {
@@ -486,6 +491,12 @@ func (sp *sharePart) completeDLQ(epoch int32, done []sharegroup.StateRange) bool
 		return false
 	}
 	sp.waiters.notify() // the SPSO may have moved: room to acquire
+	if keep != nil && len(keep.Ranges) > 0 {
+		if err := sp.c.fencedDLQ(sp.key, gen, func() error { return sp.c.putDLQIntent(sp.key, keep) }); err != nil {
+			sp.c.lg.Warn("rewriting dead-letter intent failed", zapShareKey(sp.key), zap.Error(err))
+		}
+		return true
+	}
 	if err := sp.c.deleteDLQIntent(sp.key); err != nil {
 		sp.c.lg.Warn("deleting dead-letter intent failed", zapShareKey(sp.key), zap.Error(err))
 	}
@@ -739,6 +750,25 @@ func (c *shareCoordinator) fencedDLQ(k store.Key, gen uint64, write func() error
 		return errDLQFenced
 	}
 	return write()
+}
+
+// intentWithout returns in without the offsets of ranges (same topic,
+// partition and From, still pending).
+func intentWithout(in *dlqIntent, ranges []sharegroup.StateRange) *dlqIntent {
+	out := &dlqIntent{TopicID: in.TopicID, Partition: in.Partition, From: in.From}
+	for _, r := range in.Ranges {
+		for off := r.First; off <= r.Last; off++ {
+			if coversOffset(ranges, off) {
+				continue
+			}
+			if k := len(out.Ranges) - 1; k >= 0 && out.Ranges[k].Last+1 == off && out.Ranges[k].DeliveryCount == r.DeliveryCount {
+				out.Ranges[k].Last = off
+			} else {
+				out.Ranges = append(out.Ranges, dlqRange{First: off, Last: off, DeliveryCount: r.DeliveryCount})
+			}
+		}
+	}
+	return out
 }
 
 // intentRanges lists an intent's offsets as Archiving ranges to complete.

@@ -504,29 +504,17 @@ func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	var crashes, fails atomic.Int32
+	var crashes atomic.Int32
 	var failing atomic.Bool
 	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" && crashes.Add(1) == 1 }
-	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
-	b.shares.dlq.failAttempt = func() error {
-		if failing.Load() && fails.Load() < 2 { // the two attempts of one writer: it gives up
-			fails.Add(1)
-			return errors.New("injected dead-letter failure")
-		}
-		return nil
-	}
+	fails := failOneWriter(b, &failing)
 	const n = 600
 	dlqSetup(t, b, "gsrc", 1, 1, n)
 	setShareGroupConfigs(t, b, "gg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.gsrc")
 	// Raw requests: each rejection lands in one acknowledgement, so the
 	// writers' windows are known.
 	r := newRawShare(t, b, "gg", "m1", "gsrc")
-	var acq [][3]int64
-	epoch := int32(0) // the next request's session epoch
-	for ; len(acq) == 0 || acq[len(acq)-1][1] < n-1; epoch++ {
-		require.Less(t, epoch, int32(20))
-		acq = append(acq, acquired(onlyPartition(t, r.fetch(epoch, 500, n)))...)
-	}
+	epoch := acquireAllRaw(t, r, n)
 	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(50, n-1, 3))))
 	require.Eventually(t, func() bool { return crashes.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
 	failing.Store(true)
@@ -550,4 +538,69 @@ func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	for off := 50; off < n; off++ {
 		require.True(t, seen[strconv.Itoa(off)], "offset %d has no copy", off)
 	}
+}
+
+// TestShareDLQGiveUpKeepsUnwrittenIntent: an earlier attempt wrote its
+// intent for 500-549 and stopped before appending anything (the state a
+// crash between putDLQIntent and the append leaves). The next writer's
+// window is 0-499; its two attempts fail and it gives up. 500-549 must
+// not be given up with it (nothing failed for them): the intent keeps
+// them, and the next writer scans for their copies and writes the
+// missing ones. (Found by review.)
+func TestShareDLQGiveUpKeepsUnwrittenIntent(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	fails := failOneWriter(b, &failing)
+	const n = 600
+	dlqSetup(t, b, "usrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "ug", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.usrc")
+	src, dlq := b.topics.get("usrc"), b.topics.get("dlq.usrc")
+	key := shareKey("ug", shareTP{topicID: src.id, partition: 0})
+	require.NoError(t, b.shares.putDLQIntent(key, &dlqIntent{TopicID: dlq.id, Partition: 0, From: 0,
+		Ranges: []dlqRange{{First: 500, Last: 549, DeliveryCount: 1}}}))
+	r := newRawShare(t, b, "ug", "m1", "usrc")
+	epoch := acquireAllRaw(t, r, n)
+	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(0, n-1, 3))))
+	require.Eventually(t, func() bool { return spso(t, b, "ug", "usrc", 0) == n }, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, int32(2), fails.Load())
+	time.Sleep(200 * time.Millisecond)
+	hw := b.topics.partition("dlq.usrc", 0).log.HighWatermark()
+	seen := map[string]bool{}
+	for _, rec := range dlqConsume(t, b, "dlq.usrc", int(hw)) {
+		seen[headerMap(rec)[dlqHeaderOffset]] = true
+	}
+	for off := 500; off < n; off++ { // 0-499 were given up
+		require.True(t, seen[strconv.Itoa(off)], "offset %d has no copy", off)
+	}
+}
+
+// acquireAllRaw acquires offsets 0..n-1 of partition 0 for r with raw
+// ShareFetches and returns the session epoch of r's next request.
+func acquireAllRaw(t *testing.T, r *rawShare, n int32) int32 {
+	t.Helper()
+	var acq [][3]int64
+	epoch := int32(0)
+	for ; len(acq) == 0 || acq[len(acq)-1][1] < int64(n)-1; epoch++ {
+		require.Less(t, epoch, int32(20))
+		acq = append(acq, acquired(onlyPartition(t, r.fetch(epoch, 500, n)))...)
+	}
+	return epoch
+}
+
+// failOneWriter lets a dead-letter writer make two attempts and fails
+// both once failing is set, so that writer gives up; later attempts
+// succeed. It returns the count of failed attempts.
+func failOneWriter(b *Broker, failing *atomic.Bool) *atomic.Int32 {
+	var fails atomic.Int32
+	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
+	b.shares.dlq.failAttempt = func() error {
+		if failing.Load() && fails.Load() < 2 {
+			fails.Add(1)
+			return errors.New("injected dead-letter failure")
+		}
+		return nil
+	}
+	return &fails
 }
