@@ -381,7 +381,7 @@ func (sp *sharePart) runDLQ() {
 				sp.stopDLQ()
 				return
 			}
-			done, err = c.writeDLQ(sp.key, st, ranges, gen)
+			done, err = c.writeDLQ(sp.key, st, ranges, gen, epoch)
 			<-c.dlq.sem
 		}
 		if errors.Is(err, errDLQCrashed) {
@@ -420,7 +420,7 @@ func (sp *sharePart) runDLQ() {
 			// longer does, some of whose copies it appended: keep the
 			// intent for those (not the given-up window), so the next
 			// writer still scans for them and writes only the missing ones.
-			if in, ierr := c.loadDLQIntent(sp.key); ierr == nil && in != nil {
+			if in, ierr := c.loadDLQIntentAt(sp.key, epoch); ierr == nil && in != nil {
 				if in.Written {
 					done = append(slices.Clone(ranges), intentRanges(in)...)
 				} else {
@@ -534,6 +534,21 @@ type dlqIntent struct {
 	From      int64      `json:"from"`
 	Ranges    []dlqRange `json:"ranges"`
 	Written   bool       `json:"written"`
+	// StateEpoch is the share-partition's state epoch the offsets were
+	// rejected in. After a reset (AlterShareGroupOffsets) the same
+	// offsets are delivered anew, and their rejections are new
+	// dead-letter records: an intent of another epoch is ignored.
+	StateEpoch int32 `json:"state_epoch,omitempty"`
+}
+
+// loadDLQIntentAt is loadDLQIntent, ignoring an intent of another state
+// epoch.
+func (c *shareCoordinator) loadDLQIntentAt(k store.Key, epoch int32) (*dlqIntent, error) {
+	in, err := c.loadDLQIntent(k)
+	if in != nil && in.StateEpoch != epoch {
+		in = nil
+	}
+	return in, err
 }
 
 func dlqKeySuffix(k store.Key) string {
@@ -620,14 +635,14 @@ func (c *shareCoordinator) deleteDLQState(k store.Key) error {
 
 // writeDLQ performs one attempt for ranges (all Archiving) and returns
 // the ranges whose DLQ copies are durable and counted.
-func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64) ([]sharegroup.StateRange, error) {
+func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64, epoch int32) ([]sharegroup.StateRange, error) {
 	b := c.b
 	if c.dlq.failAttempt != nil {
 		if err := c.dlq.failAttempt(); err != nil {
 			return nil, err
 		}
 	}
-	in, err := c.loadDLQIntent(k)
+	in, err := c.loadDLQIntentAt(k, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -666,7 +681,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 			return nil, err
 		}
 	}
-	next := &dlqIntent{TopicID: dt.id, Partition: dp.index, From: from}
+	next := &dlqIntent{TopicID: dt.id, Partition: dp.index, From: from, StateEpoch: epoch}
 	var n int64
 	for _, r := range ranges {
 		next.Ranges = append(next.Ranges, dlqRange{First: r.First, Last: r.Last, DeliveryCount: r.DeliveryCount})
@@ -755,7 +770,7 @@ func (c *shareCoordinator) fencedDLQ(k store.Key, gen uint64, write func() error
 // intentWithout returns in without the offsets of ranges (same topic,
 // partition and From, still pending).
 func intentWithout(in *dlqIntent, ranges []sharegroup.StateRange) *dlqIntent {
-	out := &dlqIntent{TopicID: in.TopicID, Partition: in.Partition, From: in.From}
+	out := &dlqIntent{TopicID: in.TopicID, Partition: in.Partition, From: in.From, StateEpoch: in.StateEpoch}
 	for _, r := range in.Ranges {
 		for off := r.First; off <= r.Last; off++ {
 			if coversOffset(ranges, off) {

@@ -449,8 +449,7 @@ func TestShareDLQSigkill(t *testing.T) {
 func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	var crashes atomic.Int32
-	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" && crashes.Add(1) == 1 }
+	crashes := crashOnceAt(b, "durable")
 	const n = 600
 	dlqSetup(t, b, "wsrc", 1, 1, n)
 	setShareGroupConfigs(t, b, "wg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.wsrc")
@@ -504,9 +503,8 @@ func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	var crashes atomic.Int32
+	crashes := crashOnceAt(b, "durable")
 	var failing atomic.Bool
-	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" && crashes.Add(1) == 1 }
 	fails := failOneWriter(b, &failing)
 	const n = 600
 	dlqSetup(t, b, "gsrc", 1, 1, n)
@@ -603,4 +601,41 @@ func failOneWriter(b *Broker, failing *atomic.Bool) *atomic.Int32 {
 		return nil
 	}
 	return &fails
+}
+
+// TestShareDLQResetIgnoresEarlierIntent: a writer stops after marking
+// its copies written and before archiving them (a crash); the group's
+// offsets are then reset (a new state epoch), and the same offsets are
+// delivered and rejected again. Those rejections are new dead-letter
+// records: the intent left from the earlier epoch must not pass them off
+// as already written, archiving them without a copy. (Found by review.)
+func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	crashes := crashOnceAt(b, "written")
+	const n = 10
+	dlqSetup(t, b, "rsrc", 1, 1, n)
+	setShareGroupConfigs(t, b, "rg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.rsrc")
+	r := newRawShare(t, b, "rg", "m1", "rsrc")
+	epoch := acquireAllRaw(t, r, n)
+	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(0, n-1, 3))))
+	require.Eventually(t, func() bool { return crashes.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	dlq := b.topics.partition("dlq.rsrc", 0)
+	require.Equal(t, int64(n), dlq.log.HighWatermark(), "the first epoch's copies")
+
+	key := shareKey("rg", shareTP{topicID: b.topics.get("rsrc").id, partition: 0})
+	require.Zero(t, b.shares.resetOffset(key, b.shareSettings("rg"), b.topics.partition("rsrc", 0), 0))
+	r2 := newRawShare(t, b, "rg", "m2", "rsrc")
+	epoch = acquireAllRaw(t, r2, n)
+	require.Zero(t, ackCode(t, r2.ack(epoch, false, ackBatch(0, n-1, 3))))
+	require.Eventually(t, func() bool { return spso(t, b, "rg", "rsrc", 0) == n }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(2*n), dlq.log.HighWatermark(), "the second epoch's rejections have copies of their own")
+}
+
+// crashOnceAt stops the first dead-letter writer to reach stage there,
+// as a crash would (dlqCoordinator.crashAt), and counts the stops.
+func crashOnceAt(b *Broker, stage string) *atomic.Int32 {
+	var crashes atomic.Int32
+	b.shares.dlq.crashAt = func(s string) bool { return s == stage && crashes.Add(1) == 1 }
+	return &crashes
 }
