@@ -444,8 +444,10 @@ func TestGroupSessionExpiry(t *testing.T) {
 	t.Parallel()
 	b := startGroupTest(t)
 	c := dialRaw(t, b)
-	member, gen := c.joinAndSync("expiring", joinOpts{session: 600})
+	// Taken before the session starts (at the sync), so a slow answer
+	// cannot make the expiry look early.
 	start := time.Now()
+	member, gen := c.joinAndSync("expiring", joinOpts{session: 600})
 	require.Eventually(t, func() bool {
 		dg := c.do(&kmsg.DescribeGroupsRequest{Groups: []string{"expiring"}}, 5).(*kmsg.DescribeGroupsResponse)
 		return dg.Groups[0].State == "Empty"

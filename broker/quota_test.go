@@ -384,7 +384,13 @@ func TestRequestQuotas(t *testing.T) {
 
 	var th throttles
 	chatty := newClient(t, b, kgo.ClientID("chatty"), kgo.WithHooks(&th))
-	metadata(chatty, 25) // the burst (one second: 20) and a few more
+	// Spend the burst (one second: 20): the bucket refills while the
+	// requests run, so on a slow machine 25 may not empty it. Go on until
+	// the first throttle, so the measurement starts with the bucket in debt.
+	for deadline := time.Now().Add(10 * time.Second); th.count() == 0 && time.Now().Before(deadline); {
+		metadata(chatty, 1)
+	}
+	require.Positive(t, th.count(), "throttled once the burst is spent")
 	began := time.Now()
 	metadata(chatty, 40)
 	got := 40 / time.Since(began).Seconds()
@@ -404,10 +410,11 @@ func TestRequestQuotas(t *testing.T) {
 	require.Positive(t, busyTh.count(), "throttled once its handler time is spent")
 
 	// Time a fetch spends long-polling is not handler time: 2 s of
-	// polls would spend 40 times the 5% (50 ms/s) budget if it were,
+	// polls would spend 10 times the 20% (200 ms/s) budget if it were,
 	// while the real handling (Metadata, ListOffsets, fetch setup) stays
-	// well inside it even under the race detector on a busy machine.
-	setQuota(t, adm, qEntity(sp("client-id"), sp("poller")), map[string]float64{"request_percentage": 5})
+	// well inside it even under the race detector on a starved machine
+	// (handler time is wall-clock time, descheduling included).
+	setQuota(t, adm, qEntity(sp("client-id"), sp("poller")), map[string]float64{"request_percentage": 20})
 	_, err := adm.CreateTopic(ctx, 1, 1, nil, "empty")
 	require.NoError(t, err)
 	var pollTh throttles
