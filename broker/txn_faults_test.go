@@ -112,7 +112,8 @@ func TestDedupFirstCopySyncFailure(t *testing.T) {
 // answers a new producer id once its decision is durable; then the
 // marker's fsync fails, so the txn stays in PrepareCommit at the old id.
 // Requests with the new id get CONCURRENT_TRANSACTIONS (retriable), not
-// INVALID_PRODUCER_ID_MAPPING, which a client treats as fatal. After a
+// INVALID_PRODUCER_ID_MAPPING or PRODUCER_FENCED, which a client treats
+// as fatal. After a
 // power loss the decision is completed at start and the new id works.
 func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	t.Parallel()
@@ -132,6 +133,11 @@ func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.produceAt(12, "xe", 0, 0, "new")))
 	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.addOffsets("g")))
 	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.endAt(5, next.pid, next.epoch, true).ErrorCode))
+	// InitProducerId v3+ with it too, not PRODUCER_FENCED (found by review).
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &next.id, 60000
+	init.ProducerID, init.ProducerEpoch = next.pid, next.epoch
+	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(next.c.do(init, 4).(*kmsg.InitProducerIDResponse).ErrorCode))
 	require.Equal(t, "PrepareCommit", r.describe().State, "nothing changed")
 	require.Error(t, b.Close(), "xe-0 failed")
 
@@ -143,26 +149,4 @@ func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	require.Equal(t, "NONE", codeName(next.produceAt(12, "xe", 0, 0, "new")))
 	next.endV5(t, true)
 	require.Equal(t, []string{"last", "new"}, fetchCommitted(t, next.c, "xe", 0).values)
-}
-
-// TestTV2InitWithPendingNextProducerID: while the exhausted-epoch
-// decision is not completed, InitProducerId v4 carrying the producer id
-// EndTxn answered gets CONCURRENT_TRANSACTIONS like every other API, not
-// PRODUCER_FENCED, which is fatal to a client. (Found by review.)
-func TestTV2InitWithPendingNextProducerID(t *testing.T) {
-	t.Parallel()
-	fs := slog.NewMemFS()
-	b := startTest(t, func(c *Config) { c.beforeRecovery = func(b *Broker) { b.fs = fs } })
-	r := tv2Producer(t, b, "xn", 1)
-	exhaustEpoch(t, b, r)
-	require.Equal(t, "NONE", codeName(r.produceAt(12, "xn", 0, 0, "last")))
-	failSyncs(fs, "xn-0")
-	resp := r.endAt(5, r.pid, r.epoch, true)
-	require.Equal(t, "NONE", codeName(resp.ErrorCode))
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionalID, req.TransactionTimeoutMillis = &r.id, 60000
-	req.ProducerID, req.ProducerEpoch = resp.ProducerID, resp.ProducerEpoch
-	ir := r.c.do(req, 4).(*kmsg.InitProducerIDResponse)
-	require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(ir.ErrorCode))
-	fs.SetErrorHook(nil)
 }
