@@ -91,12 +91,21 @@ func encodeControlBatch(offset int64, m Marker, ts int64) []byte {
 // (controlAbort or controlCommit) from its first record's key; ok is false
 // for a batch we cannot parse (compressed, or not a marker).
 func controlType(batch []byte) (typ int16, ok bool) {
+	typ, _, ok = parseMarker(batch)
+	return typ, ok
+}
+
+// parseMarker reads a control batch's first record: its type from the
+// key, and the coordinator epoch from the value (version int16,
+// coordinatorEpoch int32), -1 when the value cannot be read. ok is as
+// for controlType.
+func parseMarker(batch []byte) (typ int16, coordinatorEpoch int32, ok bool) {
 	if len(batch) <= protocol.BatchHeaderSize {
-		return 0, false
+		return 0, -1, false
 	}
 	h, err := protocol.ParseBatchHeader(batch)
 	if err != nil || h.Compression() != protocol.CompressionNone || h.RecordCount < 1 {
-		return 0, false
+		return 0, -1, false
 	}
 	r := batch[protocol.BatchHeaderSize:]
 	// length (varint), attributes (int8), timestampDelta and offsetDelta
@@ -104,48 +113,29 @@ func controlType(batch []byte) (typ int16, ok bool) {
 	for i := range 4 {
 		if i == 1 {
 			if len(r) == 0 {
-				return 0, false
+				return 0, -1, false
 			}
 			r = r[1:]
 			continue
 		}
 		_, n := binary.Varint(r)
 		if n <= 0 {
-			return 0, false
+			return 0, -1, false
 		}
 		r = r[n:]
 	}
 	klen, n := binary.Varint(r)
 	if n <= 0 || klen < 4 || int64(len(r)-n) < klen {
-		return 0, false
+		return 0, -1, false
 	}
 	key := r[n:]
-	return int16(binary.BigEndian.Uint16(key[2:])), true
-}
-
-// markerCoordinatorEpoch returns the coordinator epoch in the value of
-// a marker batch's record (version int16, coordinatorEpoch int32), or
-// -1 when it cannot be read.
-func markerCoordinatorEpoch(batch []byte) int32 {
-	if _, ok := controlType(batch); !ok {
-		return -1
-	}
-	r := batch[protocol.BatchHeaderSize:]
-	for i := range 4 { // as in controlType, up to the key
-		if i == 1 {
-			r = r[1:]
-			continue
-		}
-		_, n := binary.Varint(r)
-		r = r[n:]
-	}
-	klen, n := binary.Varint(r)
+	typ = int16(binary.BigEndian.Uint16(key[2:]))
 	r = r[n+int(klen):]
 	vlen, n := binary.Varint(r)
 	if n <= 0 || vlen < 6 || int64(len(r)-n) < vlen {
-		return -1
+		return typ, -1, true
 	}
-	return int32(binary.BigEndian.Uint32(r[n+2:]))
+	return typ, int32(binary.BigEndian.Uint32(r[n+2:])), true
 }
 
 // WriteMarker appends a transaction marker (a control batch) for
@@ -299,12 +289,12 @@ func (p *Partition) replayTxnLocked(h *protocol.BatchHeader, batch []byte) {
 		}
 		return
 	}
-	typ, ok := controlType(batch)
+	typ, ce, ok := parseMarker(batch)
 	if ok && typ == controlAbort && e.txnStart >= 0 {
 		p.aborted = append(p.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: e.txnStart, LastOffset: h.BaseOffset})
 	}
 	e.txnStart = -1
-	if ce := markerCoordinatorEpoch(batch); ce >= 0 {
+	if ce >= 0 {
 		e.coordinatorEpoch = ce // as WriteMarker recorded it (DescribeProducers)
 	}
 }

@@ -30,11 +30,14 @@ func TestControlBatchRoundTrip(t *testing.T) {
 			want = controlCommit
 		}
 		require.Equal(t, want, typ)
-		require.Equal(t, int32(9), markerCoordinatorEpoch(b))
+		_, ce, ok := parseMarker(b)
+		require.True(t, ok)
+		require.Equal(t, int32(9), ce)
 	}
 	_, ok := controlType([]byte{1, 2, 3})
 	require.False(t, ok)
-	require.Equal(t, int32(-1), markerCoordinatorEpoch([]byte{1, 2, 3}))
+	_, ce, _ := parseMarker([]byte{1, 2, 3})
+	require.Equal(t, int32(-1), ce)
 }
 
 // TestReplayRestoresCoordinatorEpoch: after a crash the producer state
@@ -157,8 +160,7 @@ func FuzzTxnDecoders(f *testing.F) {
 	f.Add(encodeSnapshot(0, nil, nil))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = controlType(b)
-		_ = markerCoordinatorEpoch(b)
+		_, _, _ = parseMarker(b)
 		if off, entries, aborted, ok := decodeSnapshot(b); ok {
 			off2, entries2, aborted2, ok2 := decodeSnapshot(encodeSnapshot(off, entries, aborted))
 			require.True(t, ok2)
