@@ -461,8 +461,10 @@ func (sp *sharePart) haltDLQ() {
 }
 
 // completeDLQ marks done Archived and persists it, then drops the
-// intent. It returns false when the writer should stop (share-partition
-// gone or its write failed: the next load restarts the writer).
+// intent, or, when keep has ranges (a give-up left offsets of an
+// unwritten intent outside its window), replaces it with keep. It
+// returns false when the writer should stop (share-partition gone or its
+// write failed: the next load restarts the writer).
 func (sp *sharePart) completeDLQ(epoch int32, done []sharegroup.StateRange, keep *dlqIntent, gen uint64) bool {
 	sp.mu.Lock()
 	p := sp.mu.p
@@ -698,11 +700,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 				if !found[off] || coversOffset(ranges, off) {
 					continue
 				}
-				if k := len(next.Ranges) - 1; k >= 0 && next.Ranges[k].Last+1 == off && next.Ranges[k].DeliveryCount == r.DeliveryCount {
-					next.Ranges[k].Last = off
-				} else {
-					next.Ranges = append(next.Ranges, dlqRange{First: off, Last: off, DeliveryCount: r.DeliveryCount})
-				}
+				next.Ranges = appendOffset(next.Ranges, off, r.DeliveryCount)
 				n++
 			}
 		}
@@ -776,14 +774,20 @@ func intentWithout(in *dlqIntent, ranges []sharegroup.StateRange) *dlqIntent {
 			if coversOffset(ranges, off) {
 				continue
 			}
-			if k := len(out.Ranges) - 1; k >= 0 && out.Ranges[k].Last+1 == off && out.Ranges[k].DeliveryCount == r.DeliveryCount {
-				out.Ranges[k].Last = off
-			} else {
-				out.Ranges = append(out.Ranges, dlqRange{First: off, Last: off, DeliveryCount: r.DeliveryCount})
-			}
+			out.Ranges = appendOffset(out.Ranges, off, r.DeliveryCount)
 		}
 	}
 	return out
+}
+
+// appendOffset adds off (delivered count times) to ranges, extending the
+// last range when off follows it with the same count.
+func appendOffset(ranges []dlqRange, off int64, count int16) []dlqRange {
+	if k := len(ranges) - 1; k >= 0 && ranges[k].Last+1 == off && ranges[k].DeliveryCount == count {
+		ranges[k].Last = off
+		return ranges
+	}
+	return append(ranges, dlqRange{First: off, Last: off, DeliveryCount: count})
 }
 
 // intentRanges lists an intent's offsets as Archiving ranges to complete.
