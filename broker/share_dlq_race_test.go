@@ -66,8 +66,7 @@ func rejectWhileWriting(t *testing.T, b *Broker, group, topic string, key store.
 func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	b := startShareTest(t)
 	const n = 5
-	dlqSetup(t, b, "esrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "eg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.esrc")
+	dlqGroupSetup(t, b, "eg", "esrc", 1, 1, n)
 	tp := shareTP{topicID: b.topics.get("esrc").id, partition: 0}
 	_, lp, _ := b.partitionByID(tp.topicID, 0)
 	key := shareKey("eg", tp)
@@ -90,8 +89,7 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	b := startShareTest(t)
 	const n = 5
-	dlqSetup(t, b, "dsrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "dg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.dsrc")
+	dlqGroupSetup(t, b, "dg", "dsrc", 1, 1, n)
 	tp := shareTP{topicID: b.topics.get("dsrc").id, partition: 0}
 	key := shareKey("dg", tp)
 	rejectWhileWriting(t, b, "dg", "dsrc", key, func() { require.NoError(t, b.shares.deleteState("dg", nil)) })
@@ -120,8 +118,7 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 	dir := t.TempDir()
 	b := startShareTest(t, func(c *Config) { c.DataDir = dir })
 	const n = 10
-	dlqSetup(t, b, "psrc", 2, 1, n)
-	setShareGroupConfigs(t, b, "pg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.psrc")
+	dlqGroupSetup(t, b, "pg", "psrc", 2, 1, n)
 	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" }
 	for p := range int32(2) {
 		tp := shareTP{topicID: b.topics.get("psrc").id, partition: p}

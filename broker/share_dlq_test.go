@@ -46,6 +46,14 @@ func dlqSetup(t *testing.T, b *Broker, src string, partitions int32, dlqParts in
 	}
 }
 
+// dlqGroupSetup is dlqSetup plus share group group reading src from the
+// earliest offset with dlq.<src> as its dead-letter topic.
+func dlqGroupSetup(t *testing.T, b *Broker, group, src string, partitions, dlqParts int32, n int) {
+	t.Helper()
+	dlqSetup(t, b, src, partitions, dlqParts, n)
+	setShareGroupConfigs(t, b, group, "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq."+src)
+}
+
 // dlqConsume reads every record of topic from the start until want
 // records arrived (and a little longer, to catch extras).
 func dlqConsume(t *testing.T, b *Broker, topic string, want int) []*kgo.Record {
@@ -228,8 +236,7 @@ func TestShareDLQUnavailableDoesNotStall(t *testing.T) {
 	b := startShareTest(t)
 	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
 	const n = 10
-	dlqSetup(t, b, "usrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "ug", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.usrc")
+	dlqGroupSetup(t, b, "ug", "usrc", 1, 1, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := kadm.NewClient(newClient(t, b)).DeleteTopics(ctx, "dlq.usrc")
@@ -309,8 +316,7 @@ func TestShareDLQRestartMidWrite(t *testing.T) {
 			b := startShareTest(t, func(c *Config) { c.DataDir = dir })
 			b.shares.dlq.crashAt = func(s string) bool { return s == stage }
 			const n = 20
-			dlqSetup(t, b, "csrc", 1, 1, n)
-			setShareGroupConfigs(t, b, "cg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.csrc")
+			dlqGroupSetup(t, b, "cg", "csrc", 1, 1, n)
 			cl := newShareClient(t, b, "cg", kgo.ConsumeTopics("csrc"))
 			got := 0
 			deadline := time.Now().Add(30 * time.Second)
@@ -451,8 +457,7 @@ func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 	b := startShareTest(t)
 	crashes := crashOnceAt(b, "durable")
 	const n = 600
-	dlqSetup(t, b, "wsrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "wg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.wsrc")
+	dlqGroupSetup(t, b, "wg", "wsrc", 1, 1, n)
 	cl := newShareClient(t, b, "wg", kgo.ConsumeTopics("wsrc"), kgo.ShareMaxRecords(n))
 	var held []*kgo.Record
 	deadline := time.Now().Add(30 * time.Second)
@@ -507,8 +512,7 @@ func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	var failing atomic.Bool
 	fails := failOneWriter(b, &failing)
 	const n = 600
-	dlqSetup(t, b, "gsrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "gg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.gsrc")
+	dlqGroupSetup(t, b, "gg", "gsrc", 1, 1, n)
 	// Raw requests: each rejection lands in one acknowledgement, so the
 	// writers' windows are known.
 	r := newRawShare(t, b, "gg", "m1", "gsrc")
@@ -552,8 +556,7 @@ func TestShareDLQGiveUpKeepsUnwrittenIntent(t *testing.T) {
 	failing.Store(true)
 	fails := failOneWriter(b, &failing)
 	const n = 600
-	dlqSetup(t, b, "usrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "ug", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.usrc")
+	dlqGroupSetup(t, b, "ug", "usrc", 1, 1, n)
 	src, dlq := b.topics.get("usrc"), b.topics.get("dlq.usrc")
 	key := shareKey("ug", shareTP{topicID: src.id, partition: 0})
 	require.NoError(t, b.shares.putDLQIntent(key, &dlqIntent{TopicID: dlq.id, Partition: 0, From: 0,
@@ -614,8 +617,7 @@ func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
 	b := startShareTest(t)
 	crashes := crashOnceAt(b, "written")
 	const n = 10
-	dlqSetup(t, b, "rsrc", 1, 1, n)
-	setShareGroupConfigs(t, b, "rg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.rsrc")
+	dlqGroupSetup(t, b, "rg", "rsrc", 1, 1, n)
 	r := newRawShare(t, b, "rg", "m1", "rsrc")
 	epoch := acquireAllRaw(t, r, n)
 	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(0, n-1, 3))))
