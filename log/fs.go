@@ -84,3 +84,20 @@ func (osFS) SyncDir(dir string) error {
 	}
 	return cerr
 }
+
+// writebackStarter is implemented by files that can start writing their
+// dirty pages to the disk without waiting for it (Linux sync_file_range).
+// A partition calls it after each append, so that by the time the group
+// commit's fsync runs (often queued behind the partition's previous fsync)
+// most of the data is already written. It is advice only: the fsync alone
+// decides what is durable, and reports any error.
+type writebackStarter interface {
+	StartWriteback(off, n int64)
+}
+
+// startWriteback starts writing back n bytes of f from off if f can.
+func startWriteback(f File, off, n int64) {
+	if w, ok := f.(writebackStarter); ok {
+		w.StartWriteback(off, n)
+	}
+}
