@@ -6,7 +6,10 @@ package broker
 // pending, stored with the transaction in badger (durable before the
 // answer), and become the group's committed offsets only when the
 // transaction commits (EndTxn, or the completion after a restart); an
-// abort drops them. While they are pending, OffsetFetch with
+// abort drops them. As in Kafka, a commit made after this one (a plain
+// OffsetCommit, or another transaction's TxnOffsetCommit) wins: the
+// transaction's offset is then not applied (txn_offsets.go). While they
+// are pending, OffsetFetch with
 // RequireStable answers UNSTABLE_OFFSET_COMMIT for those partitions.
 //
 // Checks: an empty TransactionalID is INVALID_REQUEST and an empty group
@@ -162,6 +165,12 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 		}
 		t.restoreLocked(snap)
 		setAll(kerr.NotCoordinator.Code)
+		return answer()
 	}
+	tps := make([]groupTP, len(cands))
+	for i, cd := range cands {
+		tps[i] = cd.tp
+	}
+	b.txns.stampLocked(t, req.Group, tps)
 	return answer()
 }

@@ -114,6 +114,11 @@ type offsetCommit struct {
 	// expireTime is set by OffsetCommit v2-v4 with an explicit
 	// RetentionTimeMillis; zero means the broker's retention rules.
 	expireTime time.Time
+	// stamp orders a transactional commit among all offset commits, as
+	// the position of its record in Kafka's offsets log does: the badger
+	// version of the TxnOffsetCommit's write (txn_offsets.go). Zero for
+	// a plain commit, whose own badger version is its stamp.
+	stamp uint64
 }
 
 // groupMember is one member of a classic group. Guarded by its group's mu.

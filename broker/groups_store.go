@@ -216,9 +216,20 @@ func parseOffsetKey(k string) (string, groupTP, bool) {
 	return group, groupTP{topic: rest[i+1 : j], partition: int32(p)}, true
 }
 
+// encodeOffset encodes a committed offset: version 1 for a plain commit,
+// version 2 (the stamp after the fixed fields) for one a transaction
+// made.
 func encodeOffset(oc offsetCommit) []byte {
-	b := make([]byte, 29, 29+len(oc.metadata))
+	n := 29
+	if oc.stamp != 0 {
+		n += 8
+	}
+	b := make([]byte, n, n+len(oc.metadata))
 	b[0] = 1
+	if oc.stamp != 0 {
+		b[0] = 2
+		binary.BigEndian.PutUint64(b[29:], oc.stamp)
+	}
 	binary.BigEndian.PutUint64(b[1:], uint64(oc.offset))
 	binary.BigEndian.PutUint32(b[9:], uint32(oc.leaderEpoch))
 	binary.BigEndian.PutUint64(b[13:], uint64(oc.commitTime.UnixMilli()))
@@ -231,14 +242,21 @@ func encodeOffset(oc offsetCommit) []byte {
 }
 
 func decodeOffset(b []byte) (offsetCommit, error) {
-	if len(b) < 29 || b[0] != 1 {
+	n := 29
+	if firstByte(b) == 2 {
+		n += 8
+	}
+	if len(b) < n || b[0] != 1 && b[0] != 2 {
 		return offsetCommit{}, fmt.Errorf("%w: offset value of %d bytes, version %d", errCorruptGroupState, len(b), firstByte(b))
 	}
 	oc := offsetCommit{
 		offset:      int64(binary.BigEndian.Uint64(b[1:])),
 		leaderEpoch: int32(binary.BigEndian.Uint32(b[9:])),
 		commitTime:  time.UnixMilli(int64(binary.BigEndian.Uint64(b[13:]))),
-		metadata:    string(b[29:]),
+		metadata:    string(b[n:]),
+	}
+	if n > 29 {
+		oc.stamp = binary.BigEndian.Uint64(b[29:])
 	}
 	if exp := int64(binary.BigEndian.Uint64(b[21:])); exp >= 0 {
 		oc.expireTime = time.UnixMilli(exp)

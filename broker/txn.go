@@ -199,6 +199,9 @@ type txnOffsetJSON struct {
 	LeaderEpoch int32  `json:"e"`
 	Metadata    string `json:"m,omitempty"`
 	CommitMs    int64  `json:"c"`
+	// Stamp is offsetCommit.stamp; absent in a record written before
+	// the stamp was known, whose own version then is the stamp (load).
+	Stamp uint64 `json:"s,omitempty"`
 }
 
 // txn is one transactional id.
@@ -277,7 +280,8 @@ func newTxnCoordinator(b *Broker) *txnCoordinator {
 
 // load reads every txn from badger.
 func (c *txnCoordinator) load() error {
-	return scanJSON(c.b.meta.db, prefixTxn, func(_ string, rec txnRecord) error {
+	var unstamped []*txn
+	err := scanJSON(c.b.meta.db, prefixTxn, func(_ string, rec txnRecord) error {
 		t := &txn{id: rec.ID}
 		t.mu.txnRecord = rec
 		t.mu.partitions = map[groupTP]struct{}{}
@@ -291,20 +295,59 @@ func (c *txnCoordinator) load() error {
 		t.mu.offsets = map[string]map[groupTP]offsetCommit{}
 		for _, o := range rec.Offsets {
 			c.addPendingOffset(t, o.Group, groupTP{o.Topic, o.Partition},
-				offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs)})
+				offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs), stamp: o.Stamp})
+			if o.Stamp == 0 {
+				unstamped = append(unstamped, t)
+			}
 		}
 		c.mu.txns[rec.ID] = t
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// An offset without a stamp was written by the record's own write
+	// (the TxnOffsetCommit, before its stamp was read back) or before
+	// stamps existed: the record's version stands in for it.
+	for _, t := range unstamped {
+		v, err := c.recordVersion(t.id)
+		if err != nil {
+			return err
+		}
+		for _, offs := range t.mu.offsets {
+			for tp, oc := range offs {
+				if oc.stamp == 0 {
+					oc.stamp = v
+					offs[tp] = oc
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// recordVersion is the badger version of id's txn record: the order of
+// its last write among all of badger's. Read under the txn's lock, right
+// after a write of the txn, it is that write's version.
+func (c *txnCoordinator) recordVersion(id string) (uint64, error) {
+	var v uint64
+	err := c.b.meta.db.View(func(btx *badger.Txn) error {
+		item, err := btx.Get(txnKey(id))
+		if err != nil {
+			return err
+		}
+		v = item.Version()
+		return nil
+	})
+	return v, err
 }
 
 // recover completes every transaction found in Prepare*: its decision
 // was durable before the crash. Runs at start, before the listener opens.
 func (c *txnCoordinator) recover() {
-	// Every decided txn's check runs before any completion: a completion
-	// writes its offsets at new versions, which the next txn's check
-	// would take for commits made after its own decision. They are then
-	// completed in the order they were decided.
+	// They are completed in the order they were decided. (Their offsets
+	// do not depend on it: applyTxnOffsets keeps the latest commit by
+	// stamp, whatever order the transactions complete in.)
 	type decidedTxn struct {
 		t       *txn
 		version uint64
@@ -313,9 +356,9 @@ func (c *txnCoordinator) recover() {
 	for _, t := range c.all() {
 		t.mu.Lock()
 		if st := t.mu.State; st == txnPrepareCommit || st == txnPrepareAbort {
-			v, err := c.dropAppliedOffsetsLocked(t)
+			v, err := c.recordVersion(t.id)
 			if err != nil {
-				c.lg.Warn("reading a decided transaction's offsets failed", zap.String("transactional_id", t.id), zap.Error(err))
+				c.lg.Warn("reading a decided transaction's record failed", zap.String("transactional_id", t.id), zap.Error(err))
 			}
 			decided = append(decided, decidedTxn{t, v})
 		}
@@ -332,53 +375,6 @@ func (c *txnCoordinator) recover() {
 		t.mu.Unlock()
 	}
 	c.adoptOpenTxns(time.Now())
-}
-
-// dropAppliedOffsetsLocked removes from t, a txn found decided at start,
-// the pending offsets written since its decision: its completion got as
-// far as applying them before the restart, and a commit may have moved
-// them on since (as in Kafka, where the later commit follows the marker
-// in the offsets log and wins). Badger's versions order the writes: an
-// offset whose version is newer than the decision's record came after
-// it. Re-applying would move a group back to the transaction's offset.
-// t.mu held.
-func (c *txnCoordinator) dropAppliedOffsetsLocked(t *txn) (decided uint64, _ error) {
-	dropped := map[string]map[groupTP]offsetCommit{}
-	err := c.b.meta.db.View(func(btx *badger.Txn) error {
-		rec, err := btx.Get(txnKey(t.id))
-		if err != nil {
-			return err
-		}
-		decided = rec.Version()
-		for g, offs := range t.mu.offsets {
-			for tp, oc := range offs {
-				item, err := btx.Get(offsetKey(g, tp))
-				if errors.Is(err, badger.ErrKeyNotFound) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if item.Version() > decided {
-					if dropped[g] == nil {
-						dropped[g] = map[groupTP]offsetCommit{}
-					}
-					dropped[g][tp] = oc
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return decided, err
-	}
-	for g, offs := range dropped {
-		for tp := range offs {
-			delete(t.mu.offsets[g], tp)
-		}
-	}
-	c.clearPending(dropped)
-	return decided, nil
 }
 
 // adoptOpenTxns reconciles, at start, the transactions open in the logs
@@ -557,7 +553,7 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 		cmp.marked = true
 	}
 	if !cmp.applied {
-		if err := c.applyOffsets(cmp.offsets); err != nil {
+		if err := c.applyOffsets(t.id, cmp.offsets); err != nil {
 			return err
 		}
 		cmp.applied = true
@@ -593,7 +589,7 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	for g, offs := range t.mu.offsets {
 		for tp, oc := range offs {
 			rec.Offsets = append(rec.Offsets, txnOffsetJSON{Group: g, Topic: tp.topic, Partition: tp.partition, Offset: oc.offset,
-				LeaderEpoch: oc.leaderEpoch, Metadata: oc.metadata, CommitMs: oc.commitTime.UnixMilli()})
+				LeaderEpoch: oc.leaderEpoch, Metadata: oc.metadata, CommitMs: oc.commitTime.UnixMilli(), Stamp: oc.stamp})
 		}
 	}
 	return json.Marshal(rec)
@@ -644,6 +640,25 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc o
 	}
 	m[tp]++
 	c.mu.Unlock()
+}
+
+// stampLocked gives group's pending offsets tps, just written with t's
+// record, that write's version as their stamp (offsetCommit.stamp): the
+// TxnOffsetCommit's place among all offset commits, as its record's
+// offset in Kafka's offsets log. t.mu held, since the write.
+func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groupTP) {
+	v, err := c.recordVersion(t.id)
+	if err != nil {
+		// Not below the write's version: the commit is placed no
+		// earlier than it is answered.
+		v = c.b.meta.db.MaxVersion()
+	}
+	offs := t.mu.offsets[group]
+	for _, tp := range tps {
+		oc := offs[tp]
+		oc.stamp = v
+		offs[tp] = oc
+	}
 }
 
 // dropPendingOffsetLocked forgets one pending offset. t.mu held.
@@ -830,7 +845,7 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 		return err
 	}
 	if t.mu.State == txnPrepareCommit {
-		if err := c.applyOffsets(t.mu.offsets); err != nil {
+		if err := c.applyOffsets(t.id, t.mu.offsets); err != nil {
 			return err
 		}
 	}
@@ -895,7 +910,7 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 	}
 	cmp.marked = true
 	if cmp.commit {
-		if err := c.applyOffsets(cmp.offsets); err != nil {
+		if err := c.applyOffsets(id, cmp.offsets); err != nil {
 			c.lg.Warn("applying a committed transaction's offsets failed; completing it again later", zap.String("transactional_id", id), zap.Error(err))
 			cmp.err = err
 			close(cmp.done)
@@ -999,15 +1014,27 @@ func waitMarkers(waits []markerWait) error {
 	return errors.Join(errs...)
 }
 
-// applyOffsets makes a committed transaction's offsets their groups'.
-func (c *txnCoordinator) applyOffsets(offsets map[string]map[groupTP]offsetCommit) error {
+// applyOffsets makes the offsets of id's committed transaction their
+// groups' (applyTxnOffsets). It runs while badger still holds the
+// decision (Prepare*): that record's version orders the decision among
+// offset deletions.
+func (c *txnCoordinator) applyOffsets(id string, offsets map[string]map[groupTP]offsetCommit) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	decided, err := c.recordVersion(id)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		decided = math.MaxUint64 // no deletion is known to follow it
+	} else if err != nil {
+		return err
+	}
 	groups := make([]string, 0, len(offsets))
 	for g := range offsets {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
-		if err := c.b.groups.applyTxnOffsets(g, offsets[g]); err != nil {
+		if err := c.b.groups.applyTxnOffsets(g, offsets[g], decided); err != nil {
 			return err
 		}
 	}

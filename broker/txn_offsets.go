@@ -5,7 +5,10 @@ package broker
 // group, and applying a committed transaction's offsets.
 
 import (
+	"bytes"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,9 +55,16 @@ func (c *groupCoordinator) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) i
 }
 
 // applyTxnOffsets makes a committed transaction's offsets the group's
-// committed offsets: durable in badger, then visible. The group is
-// created if needed (a simple committer's group).
-func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit) error {
+// committed offsets: durable in badger, then visible. As in Kafka, which
+// keeps the most recent of transactional and plain commits by the
+// position of their records in its offsets log, an offset is skipped if
+// its partition holds a commit made after it (a plain OffsetCommit, or
+// another transaction's TxnOffsetCommit, with a later stamp), or was
+// deleted after the decision (the write at version decided), which in
+// Kafka's log follows the marker. So a completion redone, at start or
+// after a failure, never moves a group back. The group is created if
+// needed (a simple committer's group).
+func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit, decided uint64) error {
 	if len(offs) == 0 {
 		return nil
 	}
@@ -65,8 +75,20 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 		g.unlock(now)
 	}()
 	writes := make([]offsetWrite, 0, len(offs))
-	for tp, oc := range offs {
-		writes = append(writes, offsetWrite{tp: tp, oc: oc})
+	err := c.b.meta.db.View(func(btx *badger.Txn) error {
+		for tp, oc := range offs {
+			later, err := laterOffsetWrite(btx, offsetKey(group, tp), oc.stamp, decided)
+			if err != nil {
+				return err
+			}
+			if !later {
+				writes = append(writes, offsetWrite{tp: tp, oc: oc})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := c.b.meta.putOffsets(g.name, writes, nil); err != nil {
 		return err
@@ -75,6 +97,40 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 		g.mu.offsets[w.tp] = w.oc
 	}
 	return nil
+}
+
+// laterOffsetWrite reports whether the newest write of an offset key
+// supersedes a transactional commit with stamp whose decision was
+// written at version decided: a commit whose stamp (a plain commit's is
+// its own version) is not below stamp, or a deletion after the decision.
+// Badger keeps a deletion's version until compaction drops it, after
+// which the key reads as never written. A zero stamp (none known) is
+// superseded by nothing.
+func laterOffsetWrite(btx *badger.Txn, key []byte, stamp, decided uint64) (bool, error) {
+	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if !bytes.Equal(item.Key(), key) {
+			continue // a longer key (partition 1 and 10)
+		}
+		if item.IsDeletedOrExpired() {
+			return item.Version() > decided, nil
+		}
+		if stamp == 0 {
+			return false, nil
+		}
+		existing := item.Version()
+		err := item.Value(func(v []byte) error {
+			oc, err := decodeOffset(v)
+			if oc.stamp != 0 {
+				existing = oc.stamp
+			}
+			return err
+		})
+		return existing >= stamp, err
+	}
+	return false, nil
 }
 
 // markUnstableOffsets answers UNSTABLE_OFFSET_COMMIT (offset -1) for the
