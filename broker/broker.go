@@ -447,6 +447,7 @@ func (b *Broker) logConfig(configs map[string]string) slog.Config {
 	lc.MaxMessageBytes = int32(parseInt(get("max.message.bytes"), int64(lc.MaxMessageBytes)))
 	lc.FlushMessages = parseInt(get("flush.messages"), lc.FlushMessages)
 	lc.FlushMs = parseInt(get("flush.ms"), lc.FlushMs)
+	lc.CheckpointIntervalMs = b.cfg.CheckpointInterval.Milliseconds()
 	return lc
 }
 

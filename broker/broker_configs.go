@@ -99,6 +99,9 @@ var brokerConfigDefs = func() []brokerConfigDef {
 				}
 				return dir, true
 			}},
+		{name: "log.flush.offset.checkpoint.interval.ms", typ: kmsg.ConfigTypeInt,
+			doc:    "How often, at most, a partition's recovery point is written as fsyncs move it (--checkpoint-interval).",
+			static: func(c *Config) (string, bool) { return str(durationMs(c.CheckpointInterval)) }},
 		{name: "log.retention.check.interval.ms", typ: kmsg.ConfigTypeLong,
 			doc:    "How often retention runs.",
 			static: func(c *Config) (string, bool) { return str(durationMs(c.RetentionCheckInterval)) }},

@@ -56,6 +56,12 @@ type Config struct {
 	// RetentionCheckInterval is how often retention runs
 	// (Kafka log.retention.check.interval.ms, default 5 minutes).
 	RetentionCheckInterval time.Duration
+	// CheckpointInterval is how often, at most, a partition's recovery
+	// point is written as its fsyncs move it (Kafka
+	// log.flush.offset.checkpoint.interval.ms, default 1 minute; 0 means
+	// the default). Recovery after a crash re-reads and CRC-checks only
+	// what lies above it.
+	CheckpointInterval time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	// IdleTimeout closes a connection that sends no request for this long
@@ -103,6 +109,7 @@ func DefaultConfig() Config {
 		FlushInterval:          time.Second,
 		MaxRequestBytes:        100 << 20,
 		RetentionCheckInterval: 5 * time.Minute,
+		CheckpointInterval:     time.Minute,
 		ShutdownTimeout:        10 * time.Second,
 		IdleTimeout:            10 * time.Minute,
 	}
@@ -123,6 +130,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: fsync policy %q is not one of always, interval", c.Fsync)
 	case c.Fsync == FsyncInterval && c.FlushInterval <= 0:
 		return fmt.Errorf("broker: flush interval %v must be positive", c.FlushInterval)
+	case c.CheckpointInterval < 0:
+		return fmt.Errorf("broker: checkpoint interval %v is negative", c.CheckpointInterval)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("broker: idle timeout %v must be positive", c.IdleTimeout)
 	case c.MaxRequestBytes < 1024:

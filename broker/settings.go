@@ -136,6 +136,10 @@ var Settings = func() []Setting {
 			Doc: "How often retention (retention.ms, retention.bytes) runs.",
 			set: durationSetting(func(o *Options) *time.Duration { return &o.RetentionCheckInterval }),
 			get: func(o *Options) string { return o.RetentionCheckInterval.String() }},
+		{Key: "log.flush.offset.checkpoint.interval.ms", Flag: "checkpoint-interval", Kind: KindDuration,
+			Doc: "How often, at most, a partition's recovery point is written as fsyncs move it; recovery after a crash re-reads and CRC-checks only what lies above it.",
+			set: durationSetting(func(o *Options) *time.Duration { return &o.CheckpointInterval }),
+			get: func(o *Options) string { return o.CheckpointInterval.String() }},
 		{Key: "shoal.fsync.policy", Flag: "fsync", Kind: KindString,
 			Doc: "Durability: always fsyncs before acknowledging acks=1/all produce (grouped across requests); interval acknowledges at once and fsyncs every shoal.fsync.interval.ms (a power loss can lose that window).",
 			set: func(o *Options, v string) error {

@@ -41,6 +41,14 @@ type Config struct {
 	// forgets idempotent producers idle for longer. <= 0 means the default
 	// (1 day).
 	ProducerIDExpirationMs int64
+	// CheckpointIntervalMs is the broker's
+	// log.flush.offset.checkpoint.interval.ms: a Sync rewrites the
+	// checkpoint, moving the recovery point to what it made durable, when
+	// the last write is older than this, so that recovery after a crash
+	// re-reads at most about this much of the log. Rolls, DeleteRecords
+	// and Close write it too. 0 means the default (1 minute, Kafka's);
+	// < 0 only at those.
+	CheckpointIntervalMs int64
 }
 
 // Defaults, as in Kafka.
@@ -51,6 +59,7 @@ const (
 	DefaultIndexIntervalBytes     = 4096
 	DefaultMaxMessageBytes        = 1048588
 	DefaultProducerIDExpirationMs = 24 * 60 * 60 * 1000
+	DefaultCheckpointIntervalMs   = 60 * 1000
 )
 
 // DefaultConfig returns Kafka's defaults.
@@ -65,6 +74,7 @@ func DefaultConfig() Config {
 		FlushMessages:          math.MaxInt64,
 		FlushMs:                math.MaxInt64,
 		ProducerIDExpirationMs: DefaultProducerIDExpirationMs,
+		CheckpointIntervalMs:   DefaultCheckpointIntervalMs,
 	}
 }
 
@@ -87,6 +97,9 @@ func (c Config) normalized() Config {
 	}
 	if c.ProducerIDExpirationMs <= 0 {
 		c.ProducerIDExpirationMs = DefaultProducerIDExpirationMs
+	}
+	if c.CheckpointIntervalMs == 0 {
+		c.CheckpointIntervalMs = DefaultCheckpointIntervalMs
 	}
 	return c
 }

@@ -98,9 +98,12 @@
 //	    24    4 CRC-32C of bytes 0..23
 //
 // Written atomically (write .tmp, fsync, rename, fsync the directory) by
-// the first Sync after a roll, by Close, by DeleteRecordsBefore (before it
-// returns), by retention when it deleted segments, and by Open after
-// recovery.
+// the first Sync after a roll, by a Sync that moves the recovery point
+// when the last write is older than Config.CheckpointIntervalMs (Kafka's
+// log.flush.offset.checkpoint.interval.ms, 1 minute), by Close, by
+// DeleteRecordsBefore (before it returns), by retention when it deleted
+// segments, and by Open after recovery. So a crash re-reads about a
+// minute of appends, not the whole active segment.
 //
 // # Producer snapshot (<offset>.snapshot)
 //
@@ -156,7 +159,9 @@
 //     ErrCorruption.
 //  4. From the first remaining segment on, every batch is re-read:
 //     framing, CRC-32C, recordCount == lastOffsetDelta+1, baseOffset equal
-//     to the expected next offset, 32-bit limits. At the first failure the
+//     to the expected next offset, 32-bit limits. Batches below the
+//     recovery point (fsynced, CRC-checked on append) are read by their
+//     headers alone, without the CRC, as the trusted prefix is. At the first failure the
 //     segment is truncated at the last valid byte and all later segments
 //     are deleted; a segment that does not continue the log is deleted
 //     with all later ones. If this would cut below the recovery point,

@@ -35,6 +35,10 @@ type Partition struct {
 	// Owned by syncMu.
 	durable   int64   // every offset below is fsynced (the recovery point)
 	snapshots []int64 // offsets of producer snapshot files on disk, ascending
+	// checkpointed is the recovery point in the checkpoint file, written
+	// at checkpointAt.
+	checkpointed int64
+	checkpointAt time.Time
 
 	// appendMu serialises writers of the log: Append, rolls, retention.
 	appendMu sync.Mutex
@@ -373,7 +377,14 @@ func (p *Partition) Sync() (int64, error) {
 	ckpt := p.needCheckpoint
 	p.needCheckpoint = false
 	logStart := p.logStart.Load()
+	every := p.cfg.CheckpointIntervalMs
 	p.appendMu.Unlock()
+	// Move the recovery point on now and then (Kafka's
+	// log.flush.offset.checkpoint.interval.ms), so a crash re-reads a
+	// bounded part of the active segment, not all of it.
+	if every >= 0 && leo > p.checkpointed && time.Since(p.checkpointAt).Milliseconds() >= every {
+		ckpt = true
+	}
 
 	if leo == p.durable && len(sealed) == 0 && !dirDirty && snap == nil && !ckpt {
 		return leo, nil
@@ -454,6 +465,7 @@ func (p *Partition) writeCheckpoint(c checkpoint) error {
 	if err := p.fs.SyncDir(p.dir); err != nil {
 		return storageErr("sync dir", p.dir, err)
 	}
+	p.checkpointed, p.checkpointAt = c.recoveryPoint, time.Now()
 	return nil
 }
 

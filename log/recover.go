@@ -242,7 +242,7 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 			break
 		}
 		// Wholly below the recovery point, but the index is unusable.
-		end, err := p.scanSegment(s, sizes[i], interval)
+		end, err := p.scanSegment(s, sizes[i], interval, -1)
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,15 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 			drop = j
 			break
 		}
-		end, err := p.scanSegment(s, sizes[j], interval)
+		// An active segment has no index files until Close: their
+		// absence is what a crash leaves, and its fsynced part is trusted
+		// as a sealed one's is. Index files that exist but did not load
+		// are damage: every batch is CRC-checked.
+		trusted := int64(-1)
+		if !p.hasIndexFile(s.base) {
+			trusted = recoveryPoint
+		}
+		end, err := p.scanSegment(s, sizes[j], interval, trusted)
 		if err != nil {
 			return err
 		}
@@ -359,11 +367,16 @@ func syncAll(dir string, s *segment) error {
 // scanSegment re-reads a segment from position 0, checking every batch
 // (framing, CRC, record count, offset continuity from the segment's base,
 // 32-bit relative offsets and positions) and indexing the valid ones. It
-// returns the end of the valid prefix.
-func (p *Partition) scanSegment(s *segment, fileSize int64, interval int32) (int64, error) {
+// returns the end of the valid prefix. Batches below trusted (the
+// recovery point: fsynced, and CRC-checked when they were appended) are
+// read by their headers alone, without their CRC, as a segment wholly
+// below it is trusted by its index files: a crash then re-reads only what
+// was appended since the checkpoint, not the whole active segment.
+func (p *Partition) scanSegment(s *segment, fileSize int64, interval int32, trusted int64) (int64, error) {
 	s.resetIndexes()
 	r := batchReader{f: s.log, end: fileSize, full: true}
 	for {
+		r.full = s.next >= trusted
 		pos, h, batch, err := r.next()
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, errTorn):
@@ -371,7 +384,7 @@ func (p *Partition) scanSegment(s *segment, fileSize int64, interval int32) (int
 		case err != nil:
 			return 0, err
 		}
-		valid := protocol.VerifyBatchCRC(batch) &&
+		valid := (!r.full || protocol.VerifyBatchCRC(batch)) &&
 			h.BaseOffset == s.next &&
 			// Fewer records than offsets: a batch the broker rewrote
 			// without duplicates (AppendCompacted).
@@ -393,6 +406,22 @@ func (s *segment) resetIndexes() {
 	s.offIdx, s.timeIdx = s.offIdx[:0], s.timeIdx[:0]
 	s.lastIdx = math.MinInt64
 	s.bytesSinceIndex = 0
+}
+
+// hasIndexFile reports whether either index file of the segment at base
+// exists.
+func (p *Partition) hasIndexFile(base int64) bool {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		f, err := p.fs.OpenFile(fileName(p.dir, base, suffix), os.O_RDONLY, 0)
+		if err == nil {
+			_ = f.Close()
+			return true
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return true // unreadable: not known to be absent
+		}
+	}
+	return false
 }
 
 // loadIndexes opens a segment's index files if both are intact and match
