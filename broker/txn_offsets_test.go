@@ -60,18 +60,13 @@ const txnDeleteCrashEnv = "SHOAL_TXN_DELETE_CRASH_DIR"
 func TestTxnReplayKeepsOffsetDeletion(t *testing.T) {
 	serveCrashChild(t, txnDeleteCrashEnv, func(b *Broker) {
 		r := txnWithOffset(t, b, "rd", "rd", "v")
-		tx := b.txns.lock("rd", false)
-		decideLocked(t, b, tx)
-		require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets)) // the completion got this far
-		tx.mu.Unlock()
-		off, _ := r.fetchOffset("g", "rd", 0, false)
-		require.Equal(t, int64(7), off)
+		decidedAndApplied(t, b, r, "rd")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		del, err := kadm.NewClient(newClient(t, b)).DeleteOffsets(ctx, "g", kadm.TopicsSet{"rd": {0: {}}})
 		require.NoError(t, err)
 		require.NoError(t, del.Error())
-		off, _ = r.fetchOffset("g", "rd", 0, false)
+		off, _ := r.fetchOffset("g", "rd", 0, false)
 		require.Equal(t, int64(-1), off)
 	})
 	t.Parallel()

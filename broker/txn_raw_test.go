@@ -298,6 +298,19 @@ func txnWithOffset(t *testing.T, b *Broker, topic, id, value string) *rawTxn {
 	return r
 }
 
+// decidedAndApplied leaves r's transaction (txnWithOffsetSetup's) decided
+// and its offset 7 applied to group "g", as a completion that stopped
+// before writing its Complete record leaves it.
+func decidedAndApplied(t *testing.T, b *Broker, r *rawTxn, topic string) {
+	t.Helper()
+	tx := b.txns.lock(r.id, false)
+	decideLocked(t, b, tx)
+	require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets))
+	tx.mu.Unlock()
+	off, _ := r.fetchOffset("g", topic, 0, false)
+	require.Equal(t, int64(7), off)
+}
+
 // decideLocked leaves t in PrepareCommit, durably, as a crash between
 // the decision and its markers would. t.mu held.
 func decideLocked(t *testing.T, b *Broker, tx *txn) {
@@ -358,21 +371,8 @@ func TestTxnReplayKeepsLaterOffsetCommit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	b, r := txnWithOffsetSetup(t, dir, "ro", "ro", "v")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(newClient(t, b))
-
-	tx := b.txns.lock("ro", false)
-	decideLocked(t, b, tx)
-	require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets)) // the completion got this far
-	tx.mu.Unlock()
-	off, _ := r.fetchOffset("g", "ro", 0, false)
-	require.Equal(t, int64(7), off)
-	later := kadm.Offsets{}
-	later.Add(kadm.Offset{Topic: "ro", Partition: 0, At: 9, LeaderEpoch: -1})
-	resp, err := adm.CommitOffsets(ctx, "g", later)
-	require.NoError(t, err)
-	require.NoError(t, resp.Error())
+	decidedAndApplied(t, b, r, "ro")
+	plainCommit(t, kadm.NewClient(newClient(t, b)), "g", "ro", 9)
 	require.NoError(t, b.Close())
 
 	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
