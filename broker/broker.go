@@ -448,6 +448,7 @@ func (b *Broker) logConfig(configs map[string]string) slog.Config {
 	lc.FlushMessages = parseInt(get("flush.messages"), lc.FlushMessages)
 	lc.FlushMs = parseInt(get("flush.ms"), lc.FlushMs)
 	lc.CheckpointIntervalMs = b.cfg.CheckpointInterval.Milliseconds()
+	lc.StartWriteback = b.cfg.Fsync == FsyncAlways
 	return lc
 }
 

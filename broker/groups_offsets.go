@@ -344,8 +344,12 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 			case isSubscribed(rt.Topic):
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			default:
-				if hasKey(g.mu.offsets, groupTP{rt.Topic, rp.Partition}) {
-					dels = append(dels, groupTP{rt.Topic, rp.Partition})
+				// A partition with only an open transaction's pending
+				// offset gets a deletion too, which that offset then
+				// does not overtake (applyTxnOffsets), as in Kafka.
+				tp := groupTP{rt.Topic, rp.Partition}
+				if hasKey(g.mu.offsets, tp) || c.b.txns.hasPendingOffset(g.name, tp) {
+					dels = append(dels, tp)
 				}
 				ok = append(ok, sp)
 			}
@@ -380,7 +384,7 @@ func (c *groupCoordinator) deleteGroup(name string) (int16, string) {
 	if !g.emptyLocked() {
 		return kerr.NonEmptyGroup.Code, "The group is not empty."
 	}
-	if err := c.b.meta.deleteGroup(name); err != nil {
+	if err := c.b.meta.deleteGroup(name, c.b.txns.pendingTPs(name)); err != nil {
 		c.lg.Error("deleting group failed", zap.String("group", name), zap.Error(err))
 		return kerr.NotCoordinator.Code, err.Error()
 	}
@@ -546,6 +550,11 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 				if subscribed != nil && subscribed[tp.topic] {
 					continue
 				}
+				if c.b.txns.hasPendingOffset(g.name, tp) {
+					// As Kafka: an open transaction's offset for it
+					// would otherwise be dropped by the deletion.
+					continue
+				}
 				if !oc.expireTime.IsZero() && !now.Before(oc.expireTime) ||
 					oc.expireTime.IsZero() && now.Sub(base(oc)) >= retention {
 					dels = append(dels, tp)
@@ -563,9 +572,9 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			}
 			c.lg.Info("expired offsets", zap.String("group", g.name), zap.Int("partitions", len(dels)))
 		}
-		if g.emptyLocked() && len(g.mu.offsets) == 0 && len(g.mu.pending) == 0 {
+		if g.emptyLocked() && len(g.mu.offsets) == 0 && len(g.mu.pending) == 0 && len(c.b.txns.pendingTPs(g.name)) == 0 {
 			if g.mu.persisted {
-				if err := c.b.meta.deleteGroup(g.name); err != nil {
+				if err := c.b.meta.deleteGroup(g.name, nil); err != nil {
 					c.lg.Error("deleting expired group failed", zap.String("group", g.name), zap.Error(err))
 					g.mu.Unlock()
 					continue
@@ -590,6 +599,11 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 		for tp := range g.mu.offsets {
 			if tp.topic == topic {
 				dels = append(dels, tp)
+			}
+		}
+		for _, tp := range c.b.txns.pendingTPs(g.name) {
+			if tp.topic == topic && !hasKey(g.mu.offsets, tp) {
+				dels = append(dels, tp) // its transaction's offset is not applied
 			}
 		}
 		if len(dels) > 0 {

@@ -20,12 +20,15 @@ package broker
 // The offset value (badger checksums values; the version byte allows a
 // later format):
 //
-//	+---------+----------+--------------+-------------+-------------+----------+
-//	| ver = 1 | offset   | leader epoch | commit (ms) | expire (ms) | metadata |
-//	| 1 byte  | int64 BE | int32 BE     | int64 BE    | int64 BE    | rest     |
-//	+---------+----------+--------------+-------------+-------------+----------+
+//	+---------+----------+--------------+-------------+-------------+----------+----------+
+//	| ver     | offset   | leader epoch | commit (ms) | expire (ms) | stamp    | metadata |
+//	| 1 byte  | int64 BE | int32 BE     | int64 BE    | int64 BE    | uint64   | rest     |
+//	+---------+----------+--------------+-------------+-------------+----------+----------+
 //
 // expire is -1 unless the commit (v2-v4) carried its own retention.
+// Version 1 (a plain commit) has no stamp; version 2 (an offset a
+// transaction committed) has its TxnOffsetCommit's stamp (txn_offsets.go).
+// A binary older than version 2 refuses to start on it.
 // An offset commit is one badger transaction, split only when it is too
 // large for one (thousands of partitions with large metadata).
 
@@ -315,8 +318,10 @@ func (m *metaStore) putGroup(group string, rec *groupRecord) error {
 	return m.db.Update(func(txn *badger.Txn) error { return txn.Set(groupKey(group), v) })
 }
 
-// deleteGroup removes a group's record and all its offsets.
-func (m *metaStore) deleteGroup(group string) error {
+// deleteGroup removes a group's record and all its offsets, and writes
+// a deletion for the partitions pending too (an open transaction's
+// offsets, which then are not applied: applyTxnOffsets).
+func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	var keys [][]byte
 	err := m.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(offsetGroupPrefix(group))})
@@ -328,6 +333,9 @@ func (m *metaStore) deleteGroup(group string) error {
 	})
 	if err != nil {
 		return err
+	}
+	for _, tp := range pending {
+		keys = append(keys, offsetKey(group, tp))
 	}
 	keys = append(keys, groupKey(group))
 	ops := make([]func(*badger.Txn) error, len(keys))

@@ -708,6 +708,20 @@ func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
 	return c.mu.pending[group][tp] > 0
 }
 
+// pendingTPs lists the partitions of group that an open transaction
+// holds a pending offset for.
+func (c *txnCoordinator) pendingTPs(group string) []groupTP {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]groupTP, 0, len(c.mu.pending[group]))
+	for tp, n := range c.mu.pending[group] {
+		if n > 0 {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
 // fencedCode is PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for request
 // versions older than fencedSince, as Kafka answers.
 func fencedCode(version, fencedSince int16) int16 {
@@ -1015,26 +1029,15 @@ func waitMarkers(waits []markerWait) error {
 }
 
 // applyOffsets makes the offsets of id's committed transaction their
-// groups' (applyTxnOffsets). It runs while badger still holds the
-// decision (Prepare*): that record's version orders the decision among
-// offset deletions.
+// groups' (applyTxnOffsets).
 func (c *txnCoordinator) applyOffsets(id string, offsets map[string]map[groupTP]offsetCommit) error {
-	if len(offsets) == 0 {
-		return nil
-	}
-	decided, err := c.recordVersion(id)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		decided = math.MaxUint64 // no deletion is known to follow it
-	} else if err != nil {
-		return err
-	}
 	groups := make([]string, 0, len(offsets))
 	for g := range offsets {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
-		if err := c.b.groups.applyTxnOffsets(g, offsets[g], decided); err != nil {
+		if err := c.b.groups.applyTxnOffsets(g, offsets[g]); err != nil {
 			return err
 		}
 	}

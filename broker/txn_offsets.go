@@ -56,15 +56,16 @@ func (c *groupCoordinator) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) i
 
 // applyTxnOffsets makes a committed transaction's offsets the group's
 // committed offsets: durable in badger, then visible. As in Kafka, which
-// keeps the most recent of transactional and plain commits by the
-// position of their records in its offsets log, an offset is skipped if
-// its partition holds a commit made after it (a plain OffsetCommit, or
-// another transaction's TxnOffsetCommit, with a later stamp), or was
-// deleted after the decision (the write at version decided), which in
-// Kafka's log follows the marker. So a completion redone, at start or
-// after a failure, never moves a group back. The group is created if
-// needed (a simple committer's group).
-func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit, decided uint64) error {
+// orders transactional and plain commits and deletions by the position
+// of their records in its offsets log, an offset is skipped if its
+// partition's newest write came after its TxnOffsetCommit (its stamp): a
+// plain OffsetCommit, another transaction's TxnOffsetCommit, or a
+// deletion (OffsetDelete, DeleteGroups, a deleted topic: these write a
+// deletion for partitions with only a pending offset too, and offset
+// expiry skips those). So a completion redone, at start or after a
+// failure, never moves a group back. The group is created if needed (a
+// simple committer's group).
+func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit) error {
 	if len(offs) == 0 {
 		return nil
 	}
@@ -75,14 +76,17 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 		g.unlock(now)
 	}()
 	writes := make([]offsetWrite, 0, len(offs))
+	var applied []offsetWrite // by an earlier try of this completion
 	err := c.b.meta.db.View(func(btx *badger.Txn) error {
 		for tp, oc := range offs {
-			later, err := laterOffsetWrite(btx, offsetKey(group, tp), oc.stamp, decided)
-			if err != nil {
+			switch newest, err := newestOffsetWrite(btx, offsetKey(group, tp)); {
+			case err != nil:
 				return err
-			}
-			if !later {
+			case oc.stamp == 0 || newest == 0 || newest < oc.stamp:
 				writes = append(writes, offsetWrite{tp: tp, oc: oc})
+			case newest == oc.stamp:
+				// Its own write: every write has a version of its own.
+				applied = append(applied, offsetWrite{tp: tp, oc: oc})
 			}
 		}
 		return nil
@@ -93,20 +97,17 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 	if err := c.b.meta.putOffsets(g.name, writes, nil); err != nil {
 		return err
 	}
-	for _, w := range writes {
+	for _, w := range append(writes, applied...) {
 		g.mu.offsets[w.tp] = w.oc
 	}
 	return nil
 }
 
-// laterOffsetWrite reports whether the newest write of an offset key
-// supersedes a transactional commit with stamp whose decision was
-// written at version decided: a commit whose stamp (a plain commit's is
-// its own version) is not below stamp, or a deletion after the decision.
-// Badger keeps a deletion's version until compaction drops it, after
-// which the key reads as never written. A zero stamp (none known) is
-// superseded by nothing.
-func laterOffsetWrite(btx *badger.Txn, key []byte, stamp, decided uint64) (bool, error) {
+// newestOffsetWrite returns the stamp of an offset key's newest write: a
+// committed offset's stamp (a plain commit's is its own version), or a
+// deletion's version. Zero: never written, as far as badger still knows
+// (compaction drops a deletion's record eventually).
+func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
@@ -114,23 +115,20 @@ func laterOffsetWrite(btx *badger.Txn, key []byte, stamp, decided uint64) (bool,
 		if !bytes.Equal(item.Key(), key) {
 			continue // a longer key (partition 1 and 10)
 		}
+		stamp := item.Version()
 		if item.IsDeletedOrExpired() {
-			return item.Version() > decided, nil
+			return stamp, nil
 		}
-		if stamp == 0 {
-			return false, nil
-		}
-		existing := item.Version()
 		err := item.Value(func(v []byte) error {
 			oc, err := decodeOffset(v)
 			if oc.stamp != 0 {
-				existing = oc.stamp
+				stamp = oc.stamp
 			}
 			return err
 		})
-		return existing >= stamp, err
+		return stamp, err
 	}
-	return false, nil
+	return 0, nil
 }
 
 // markUnstableOffsets answers UNSTABLE_OFFSET_COMMIT (offset -1) for the

@@ -81,21 +81,112 @@ func TestTxnReplayKeepsOffsetDeletion(t *testing.T) {
 	require.Equal(t, int64(-1), off, "the deletion stands")
 }
 
-// TestTxnOffsetDeletedBeforeDecisionApplies: an offset deleted between
-// the TxnOffsetCommit and the commit is deleted before the marker in
-// Kafka's offsets log, so the commit applies the transaction's offset.
-func TestTxnOffsetDeletedBeforeDecisionApplies(t *testing.T) {
+// TestTxnOffsetDeletionAfterCommitWins: as in Kafka, deleting a group's
+// offset after a TxnOffsetCommit for it wins over that commit, also when
+// the partition had only the pending offset (the deletion is written all
+// the same): OffsetDelete, DeleteGroups, and a deletion after the
+// decision. (Found by review.)
+func TestTxnOffsetDeletionAfterCommitWins(t *testing.T) {
 	t.Parallel()
-	b, r := txnWithOffsetSetup(t, t.TempDir(), "db", "db", "v") // TxnOffsetCommit 7
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	for _, how := range []string{"offset-delete", "delete-groups", "after-decision", "delete-topic"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			adm := kadm.NewClient(newClient(t, b))
+			createTopicRaw(t, b, "other", 1)
+			plainCommit(t, adm, "g", "other", 1)      // the group exists, Empty
+			r := txnWithOffset(t, b, "dl", "dl", "v") // TxnOffsetCommit 7, pending only
+			if how == "after-decision" {
+				tx := b.txns.lock("dl", false)
+				decideLocked(t, b, tx)
+				tx.mu.Unlock()
+			}
+			switch how {
+			case "delete-groups":
+				resp, err := adm.DeleteGroups(ctx, "g")
+				require.NoError(t, err)
+				require.NoError(t, resp.Error())
+			case "delete-topic":
+				resp, err := adm.DeleteTopics(ctx, "dl")
+				require.NoError(t, err)
+				require.NoError(t, resp.Error())
+			default:
+				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"dl": {0: {}}})
+				require.NoError(t, err)
+				require.NoError(t, del.Error())
+			}
+			if how == "after-decision" {
+				tx := b.txns.lock("dl", false)
+				require.NoError(t, b.txns.completeLocked(tx, time.Now()))
+				tx.mu.Unlock()
+			} else {
+				require.Zero(t, r.end(true))
+			}
+			if how == "delete-topic" {
+				g := b.groups.lockGroup("g", false)
+				require.NotNil(t, g)
+				defer g.mu.Unlock()
+				require.NotContains(t, g.mu.offsets, groupTP{"dl", 0}, "the deletion stands")
+				return
+			}
+			off, code := r.fetchOffset("g", "dl", 0, true)
+			require.Equal(t, "NONE", code)
+			require.Equal(t, int64(-1), off, "the deletion stands")
+		})
+	}
+}
+
+// TestTxnOffsetSurvivesExpiry: offset expiry leaves a partition an open
+// transaction holds an offset for, as Kafka does: its deletion would
+// otherwise win over the transaction's commit. (Found by review.)
+func TestTxnOffsetSurvivesExpiry(t *testing.T) {
+	t.Parallel()
+	b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
+	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+	createTopicRaw(t, b, "ex", 1)
 	adm := kadm.NewClient(newClient(t, b))
-	plainCommit(t, adm, "g", "db", 3)
-	del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"db": {0: {}}})
-	require.NoError(t, err)
-	require.NoError(t, del.Error())
-	require.Zero(t, r.end(true))
-	off, _ := r.fetchOffset("g", "db", 0, true)
+	plainCommit(t, adm, "g", "ex", 3) // before the TxnOffsetCommit
+	r := &rawTxn{c: dialRaw(t, b), id: "ex"}
+	require.Zero(t, r.init(60000).ErrorCode)
+	require.Equal(t, []string{"NONE"}, names(r.addPartitions("ex", 0)))
+	require.Zero(t, r.produce("ex", 0, 0, "v"))
+	require.Zero(t, r.addOffsets("g"))
+	require.Zero(t, r.commitOffset("g", -1, "", "ex", 0, 7))
+	tx := b.txns.lock("ex", false)
+	decideLocked(t, b, tx)
+	tx.mu.Unlock()
+	b.groups.expireOffsets(time.Now().Add(365 * 24 * time.Hour))
+	off, _ := r.fetchOffset("g", "ex", 0, false)
+	require.Equal(t, int64(3), off, "not expired")
+	tx = b.txns.lock("ex", false)
+	require.NoError(t, b.txns.completeLocked(tx, time.Now()))
+	tx.mu.Unlock()
+	off, code := r.fetchOffset("g", "ex", 0, true)
+	require.Equal(t, "NONE", code)
+	require.Equal(t, int64(7), off)
+	b.groups.expireOffsets(time.Now().Add(365 * 24 * time.Hour))
+	off, _ = r.fetchOffset("g", "ex", 0, false)
+	require.Equal(t, int64(-1), off, "expired once nothing is pending")
+}
+
+// TestTxnOffsetRedoAfterPartialWrite: a completion whose offset write
+// reached badger but failed as a whole (a commit split in two, the second
+// failing) is redone: the offset already there, with the transaction's
+// own stamp, is made visible without being written again. (Found by
+// review.)
+func TestTxnOffsetRedoAfterPartialWrite(t *testing.T) {
+	t.Parallel()
+	b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
+	r := txnWithOffset(t, b, "pw", "pw", "v")
+	tx := b.txns.lock("pw", false)
+	decideLocked(t, b, tx)
+	tp := groupTP{"pw", 0}
+	require.NoError(t, b.meta.putOffsets("g", []offsetWrite{{tp: tp, oc: tx.mu.offsets["g"][tp]}}, nil)) // the part that got through
+	require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets))
+	tx.mu.Unlock()
+	off, _ := r.fetchOffset("g", "pw", 0, false)
 	require.Equal(t, int64(7), off)
 }
 

@@ -49,6 +49,12 @@ type Config struct {
 	// and Close write it too. 0 means the default (1 minute, Kafka's);
 	// < 0 only at those.
 	CheckpointIntervalMs int64
+	// StartWriteback starts each append's write-out at once (Linux
+	// sync_file_range), so the Sync that follows has little left to
+	// write. Worth it when every append is soon fsynced (the broker's
+	// --fsync=always); otherwise the operating system's own write-back
+	// does better, without rewriting partly filled pages.
+	StartWriteback bool
 }
 
 // Defaults, as in Kafka.

@@ -294,7 +294,9 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 	if err != nil {
 		return 0, p.fail(storageErr("write", fileName(p.dir, seg.base, logSuffix), err))
 	}
-	startWriteback(seg.log, pos, int64(n))
+	if cfg.StartWriteback {
+		startWriteback(seg.log, pos, int64(n))
+	}
 
 	// Pass 3: index; the caller publishes the new end to readers.
 	seg.mu.Lock()
