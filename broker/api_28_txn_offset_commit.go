@@ -6,8 +6,9 @@ package broker
 // pending, stored with the transaction in badger (durable before the
 // answer), and become the group's committed offsets only when the
 // transaction commits (EndTxn, or the completion after a restart); an
-// abort drops them. As in Kafka, a commit made after this one (a plain
-// OffsetCommit, or another transaction's TxnOffsetCommit) wins: the
+// abort drops them. As in Kafka, a commit or deletion made after this
+// one (a plain OffsetCommit, another transaction's TxnOffsetCommit,
+// OffsetDelete, DeleteGroups, deleting the topic) wins: the
 // transaction's offset is then not applied (txn_offsets.go). While they
 // are pending, OffsetFetch with
 // RequireStable answers UNSTABLE_OFFSET_COMMIT for those partitions.
