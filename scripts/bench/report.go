@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -138,9 +137,8 @@ func collectMachine(o *options) machineInfo {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err == nil {
-		m.DataDirFS = dir + " on " + fsName(int64(st.Type))
+	if magic, ok := fsMagic(dir); ok {
+		m.DataDirFS = dir + " on " + fsName(magic)
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.GitCommit = strings.TrimSpace(string(out))

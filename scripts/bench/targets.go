@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -130,7 +129,7 @@ func runTarget(ctx context.Context, o *options, name string, round int, stderr i
 		}
 		// Flush whatever this target left dirty so the next one does not
 		// pay for it, then let the machine settle.
-		syscall.Sync()
+		syncDisks()
 		sleepCtx(ctx, o.cooldown)
 	}()
 

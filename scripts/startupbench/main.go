@@ -118,9 +118,7 @@ func run(o *options) error {
 	}
 	target := int64(o.gib * (1 << 30))
 	if !o.reuse {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(filepath.Dir(filepath.Clean(o.dir)), &st); err == nil {
-			free := int64(st.Bavail) * st.Bsize
+		if free, ok := freeBytes(filepath.Dir(filepath.Clean(o.dir))); ok {
 			if free < target+target/10+(1<<30) {
 				return fmt.Errorf("only %.1f GiB free under %s, need about %.1f", gib(free), o.dir, gib(target+target/10+(1<<30)))
 			}
@@ -183,7 +181,7 @@ func run(o *options) error {
 // dropCaches writes back dirty pages and drops the page cache, dentries and
 // inodes. It reports whether the kernel accepted it (needs root).
 func dropCaches() bool {
-	syscall.Sync()
+	syncDisks()
 	err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
 	if err != nil {
 		fmt.Println("drop_caches failed (cache stays warm):", err)
