@@ -13,6 +13,7 @@ package broker
 // failure of the coordinator), which every client retries.
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -150,7 +151,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 	if len(writes) == 0 {
 		return
 	}
-	if err := c.b.meta.putOffsets(g.name, writes, nil); err != nil {
+	if err := c.b.meta.putOffsets(g.name, writes, nil, nil); err != nil {
 		c.lg.Error("persisting offsets failed", zap.String("group", g.name), zap.Error(err))
 		for _, cd := range cands {
 			if cd.sp.ErrorCode == 0 {
@@ -326,7 +327,7 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 		}
 		return subscribed == nil || subscribed[topic]
 	}
-	var dels []groupTP
+	var dels, marks []groupTP
 	var ok []*kmsg.OffsetDeleteResponseTopicPartition
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
@@ -344,28 +345,31 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 			case isSubscribed(rt.Topic):
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			default:
-				// A partition with only an open transaction's pending
-				// offset gets a deletion too, which that offset then
-				// does not overtake (applyTxnOffsets), as in Kafka.
+				// A partition an open transaction holds an offset for
+				// gets a deletion mark, which that offset then does
+				// not overtake (applyTxnOffsets), as in Kafka.
 				tp := groupTP{rt.Topic, rp.Partition}
-				if hasKey(g.mu.offsets, tp) || c.b.txns.hasPendingOffset(g.name, tp) {
+				switch {
+				case c.b.txns.hasPendingOffset(g.name, tp):
+					marks = append(marks, tp)
+				case hasKey(g.mu.offsets, tp):
 					dels = append(dels, tp)
 				}
 				ok = append(ok, sp)
 			}
 		}
 	}
-	if len(dels) == 0 {
+	if len(dels)+len(marks) == 0 {
 		return
 	}
-	if err := c.b.meta.putOffsets(g.name, nil, dels); err != nil {
+	if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
 		c.lg.Error("deleting offsets failed", zap.String("group", g.name), zap.Error(err))
 		for _, sp := range ok {
 			sp.ErrorCode = kerr.NotCoordinator.Code
 		}
 		return
 	}
-	for _, tp := range dels {
+	for _, tp := range append(dels, marks...) {
 		delete(g.mu.offsets, tp)
 	}
 }
@@ -562,7 +566,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			}
 		}
 		if len(dels) > 0 {
-			if err := c.b.meta.putOffsets(g.name, nil, dels); err != nil {
+			if err := c.b.meta.putOffsets(g.name, nil, dels, nil); err != nil {
 				c.lg.Error("expiring offsets failed", zap.String("group", g.name), zap.Error(err))
 				g.mu.Unlock()
 				continue
@@ -593,28 +597,52 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 // topic is gone (it takes each group's lock in turn, no other lock).
 func (c *groupCoordinator) dropTopicOffsets(topic string) {
 	now := time.Now()
+	seen := map[string]bool{}
 	for _, g := range c.all() {
 		g.mu.Lock()
+		seen[g.name] = true
+		marks := c.pendingOfTopic(g.name, topic)
 		var dels []groupTP
 		for tp := range g.mu.offsets {
-			if tp.topic == topic {
+			if tp.topic == topic && !slices.Contains(marks, tp) {
 				dels = append(dels, tp)
 			}
 		}
-		for _, tp := range c.b.txns.pendingTPs(g.name) {
-			if tp.topic == topic && !hasKey(g.mu.offsets, tp) {
-				dels = append(dels, tp) // its transaction's offset is not applied
-			}
-		}
-		if len(dels) > 0 {
-			if err := c.b.meta.putOffsets(g.name, nil, dels); err != nil {
+		if len(dels)+len(marks) > 0 {
+			if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
 				c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", g.name), zap.String("topic", topic), zap.Error(err))
 			} else {
-				for _, tp := range dels {
+				for _, tp := range append(dels, marks...) {
 					delete(g.mu.offsets, tp)
 				}
 			}
 		}
 		g.unlock(now)
 	}
+	// A group that only an open transaction's offsets name (a simple
+	// committer's first transaction) is not loaded: mark its partitions
+	// all the same.
+	for _, name := range c.b.txns.pendingGroups() {
+		if seen[name] {
+			continue
+		}
+		if marks := c.pendingOfTopic(name, topic); len(marks) > 0 {
+			if err := c.b.meta.putOffsets(name, nil, nil, marks); err != nil {
+				c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", name), zap.String("topic", topic), zap.Error(err))
+			}
+		}
+	}
+}
+
+// pendingOfTopic lists group's partitions of topic that an open
+// transaction holds an offset for: a deletion marks them rather than
+// deleting them, so the transaction's commit does not bring them back.
+func (c *groupCoordinator) pendingOfTopic(group, topic string) []groupTP {
+	var out []groupTP
+	for _, tp := range c.b.txns.pendingTPs(group) {
+		if tp.topic == topic {
+			out = append(out, tp)
+		}
+	}
+	return out
 }

@@ -33,6 +33,7 @@ package broker
 // large for one (thousands of partitions with large metadata).
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -245,6 +246,9 @@ func encodeOffset(oc offsetCommit) []byte {
 }
 
 func decodeOffset(b []byte) (offsetCommit, error) {
+	if bytes.Equal(b, deletionMark) {
+		return offsetCommit{}, errOffsetDeleted
+	}
 	n := 29
 	if firstByte(b) == 2 {
 		n += 8
@@ -296,9 +300,22 @@ func (m *metaStore) batchUpdate(ops []func(txn *badger.Txn) error) error {
 	return txn.Commit()
 }
 
-// putOffsets writes and deletes committed offsets of one group.
-func (m *metaStore) putOffsets(group string, set []offsetWrite, del []groupTP) error {
-	ops := make([]func(*badger.Txn) error, 0, len(set)+len(del))
+// errOffsetDeleted is decodeOffset's answer for a deletion mark.
+var errOffsetDeleted = errors.New("broker: offset deleted")
+
+// deletionMark is the value of an offset deleted while an open
+// transaction holds a pending offset for it (value version 3, nothing
+// else). A badger deletion would tell the transaction's commit that the
+// deletion came after its TxnOffsetCommit only until compaction drops
+// it; the mark stays (applyTxnOffsets reads its version). It reads as no
+// offset, and is removed once nothing is pending for the partition
+// (dropDeletionMarks).
+var deletionMark = []byte{3}
+
+// putOffsets writes and deletes committed offsets of one group; mark
+// deletes with a deletion mark.
+func (m *metaStore) putOffsets(group string, set []offsetWrite, del, mark []groupTP) error {
+	ops := make([]func(*badger.Txn) error, 0, len(set)+len(del)+len(mark))
 	for _, w := range set {
 		k, v := offsetKey(group, w.tp), encodeOffset(w.oc)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, v) })
@@ -307,7 +324,58 @@ func (m *metaStore) putOffsets(group string, set []offsetWrite, del []groupTP) e
 		k := offsetKey(group, tp)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
 	}
-	return m.batchUpdate(ops)
+	for _, tp := range mark {
+		k := offsetKey(group, tp)
+		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, deletionMark) })
+	}
+	if err := m.batchUpdate(ops); err != nil {
+		return err
+	}
+	for _, tp := range mark {
+		m.noteMark(offsetKey(group, tp))
+	}
+	return nil
+}
+
+func (m *metaStore) noteMark(key []byte) {
+	m.marks.Lock()
+	defer m.marks.Unlock()
+	if m.marks.keys == nil {
+		m.marks.keys = map[string]struct{}{}
+	}
+	m.marks.keys[string(key)] = struct{}{}
+}
+
+// dropDeletionMarks removes the deletion marks of group's tps, called
+// once nothing is pending for them. A key written since (a commit) is
+// left alone; a failure leaves the mark, which reads as no offset.
+func (m *metaStore) dropDeletionMarks(group string, tps []groupTP) {
+	for _, tp := range tps {
+		k := offsetKey(group, tp)
+		m.marks.Lock()
+		_, ok := m.marks.keys[string(k)]
+		m.marks.Unlock()
+		if !ok {
+			continue
+		}
+		err := m.db.Update(func(txn *badger.Txn) error {
+			item, err := txn.Get(k)
+			if err != nil {
+				return err
+			}
+			return item.Value(func(v []byte) error {
+				if !bytes.Equal(v, deletionMark) {
+					return nil
+				}
+				return txn.Delete(k)
+			})
+		})
+		if err == nil || errors.Is(err, badger.ErrKeyNotFound) || errors.Is(err, badger.ErrConflict) {
+			m.marks.Lock()
+			delete(m.marks.keys, string(k))
+			m.marks.Unlock()
+		}
+	}
 }
 
 func (m *metaStore) putGroup(group string, rec *groupRecord) error {
@@ -318,9 +386,9 @@ func (m *metaStore) putGroup(group string, rec *groupRecord) error {
 	return m.db.Update(func(txn *badger.Txn) error { return txn.Set(groupKey(group), v) })
 }
 
-// deleteGroup removes a group's record and all its offsets, and writes
-// a deletion for the partitions pending too (an open transaction's
-// offsets, which then are not applied: applyTxnOffsets).
+// deleteGroup removes a group's record and all its offsets. Partitions
+// pending (an open transaction's offsets, which then are not applied:
+// applyTxnOffsets) get a deletion mark instead.
 func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	var keys [][]byte
 	err := m.db.View(func(txn *badger.Txn) error {
@@ -334,15 +402,28 @@ func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	if err != nil {
 		return err
 	}
+	marked := map[string]bool{}
 	for _, tp := range pending {
-		keys = append(keys, offsetKey(group, tp))
+		marked[string(offsetKey(group, tp))] = true
 	}
 	keys = append(keys, groupKey(group))
-	ops := make([]func(*badger.Txn) error, len(keys))
-	for i, k := range keys {
-		ops[i] = func(txn *badger.Txn) error { return txn.Delete(k) }
+	ops := make([]func(*badger.Txn) error, 0, len(keys)+len(pending))
+	for _, k := range keys {
+		if !marked[string(k)] {
+			ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
+		}
 	}
-	return m.batchUpdate(ops)
+	for _, tp := range pending {
+		k := offsetKey(group, tp)
+		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, deletionMark) })
+	}
+	if err := m.batchUpdate(ops); err != nil {
+		return err
+	}
+	for _, tp := range pending {
+		m.noteMark(offsetKey(group, tp))
+	}
+	return nil
 }
 
 // loadGroups reads every group record and committed offset.
@@ -379,11 +460,16 @@ func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupT
 				return fmt.Errorf("%w: key %q", errCorruptGroupState, k)
 			}
 			var oc offsetCommit
-			if err := it.Item().Value(func(v []byte) error {
+			err := it.Item().Value(func(v []byte) error {
 				var err error
 				oc, err = decodeOffset(v)
 				return err
-			}); err != nil {
+			})
+			if errors.Is(err, errOffsetDeleted) {
+				m.noteMark(it.Item().KeyCopy(nil))
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
 			if offsets[group] == nil {

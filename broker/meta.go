@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -66,6 +67,13 @@ type topicRecord struct {
 type metaStore struct {
 	db    *badger.DB
 	pidSq *badger.Sequence
+	// marks are the offset keys holding a deletion mark
+	// (groups_store.go), so that dropping them costs nothing when there
+	// are none.
+	marks struct {
+		sync.Mutex
+		keys map[string]struct{}
+	}
 }
 
 // badgerLogger routes badger's logging to zap; badger's Warningf does not

@@ -649,9 +649,10 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc o
 func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groupTP) {
 	v, err := c.recordVersion(t.id)
 	if err != nil {
-		// Not below the write's version: the commit is placed no
-		// earlier than it is answered.
-		v = c.b.meta.db.MaxVersion()
+		// No stamp: applied whatever came after it, as before stamps
+		// existed; a restart gives it the record's version (load).
+		c.lg.Warn("reading back a transactional offset commit failed", zap.String("transactional_id", t.id), zap.Error(err))
+		v = 0
 	}
 	offs := t.mu.offsets[group]
 	for _, tp := range tps {
@@ -685,18 +686,23 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupT
 
 // clearPending forgets pending offsets of a transaction that ended.
 func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommit) {
+	done := map[string][]groupTP{} // nothing pending any more
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for g, offs := range offsets {
 		m := c.mu.pending[g]
 		for tp := range offs {
 			if m[tp]--; m[tp] <= 0 {
 				delete(m, tp)
+				done[g] = append(done[g], tp)
 			}
 		}
 		if len(m) == 0 {
 			delete(c.mu.pending, g)
 		}
+	}
+	c.mu.Unlock()
+	for g, tps := range done {
+		c.b.meta.dropDeletionMarks(g, tps)
 	}
 }
 
@@ -706,6 +712,18 @@ func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.pending[group][tp] > 0
+}
+
+// pendingGroups lists the groups an open transaction holds an offset
+// for.
+func (c *txnCoordinator) pendingGroups() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.mu.pending))
+	for g := range c.mu.pending {
+		out = append(out, g)
+	}
+	return out
 }
 
 // pendingTPs lists the partitions of group that an open transaction

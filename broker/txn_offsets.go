@@ -6,6 +6,7 @@ package broker
 
 import (
 	"bytes"
+	"errors"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -60,10 +61,11 @@ func (c *groupCoordinator) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) i
 // of their records in its offsets log, an offset is skipped if its
 // partition's newest write came after its TxnOffsetCommit (its stamp): a
 // plain OffsetCommit, another transaction's TxnOffsetCommit, or a
-// deletion (OffsetDelete, DeleteGroups, a deleted topic: these write a
-// deletion for partitions with only a pending offset too, and offset
-// expiry skips those). So a completion redone, at start or after a
-// failure, never moves a group back. The group is created if needed (a
+// deletion (OffsetDelete, DeleteGroups, a deleted topic: for a
+// partition an open transaction holds an offset for, these write a
+// deletion mark, which compaction keeps, and offset expiry skips those
+// partitions). So a completion redone, at start or after a failure,
+// never moves a group back. The group is created if needed (a
 // simple committer's group).
 func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit) error {
 	if len(offs) == 0 {
@@ -94,7 +96,7 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 	if err != nil {
 		return err
 	}
-	if err := c.b.meta.putOffsets(g.name, writes, nil); err != nil {
+	if err := c.b.meta.putOffsets(g.name, writes, nil, nil); err != nil {
 		return err
 	}
 	for _, w := range append(writes, applied...) {
@@ -105,8 +107,8 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 
 // newestOffsetWrite returns the stamp of an offset key's newest write: a
 // committed offset's stamp (a plain commit's is its own version), or a
-// deletion's version. Zero: never written, as far as badger still knows
-// (compaction drops a deletion's record eventually).
+// deletion's version (a deletion mark's, or a badger deletion's until
+// compaction drops it). Zero: never written.
 func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
 	defer it.Close()
@@ -126,6 +128,9 @@ func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 			}
 			return err
 		})
+		if errors.Is(err, errOffsetDeleted) {
+			return stamp, nil // a deletion mark: its version
+		}
 		return stamp, err
 	}
 	return 0, nil
