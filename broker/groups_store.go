@@ -324,14 +324,20 @@ func (m *metaStore) putOffsets(group string, set []offsetWrite, del, mark []grou
 		k := offsetKey(group, tp)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
 	}
-	for _, tp := range mark {
+	return m.updateMarking(ops, group, mark)
+}
+
+// updateMarking runs ops, plus deletion marks for group's tps, as
+// batchUpdate does, and records the marked keys.
+func (m *metaStore) updateMarking(ops []func(*badger.Txn) error, group string, tps []groupTP) error {
+	for _, tp := range tps {
 		k := offsetKey(group, tp)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, deletionMark) })
 	}
 	if err := m.batchUpdate(ops); err != nil {
 		return err
 	}
-	for _, tp := range mark {
+	for _, tp := range tps {
 		m.noteMark(offsetKey(group, tp))
 	}
 	return nil
@@ -413,17 +419,7 @@ func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 			ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
 		}
 	}
-	for _, tp := range pending {
-		k := offsetKey(group, tp)
-		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, deletionMark) })
-	}
-	if err := m.batchUpdate(ops); err != nil {
-		return err
-	}
-	for _, tp := range pending {
-		m.noteMark(offsetKey(group, tp))
-	}
-	return nil
+	return m.updateMarking(ops, group, pending)
 }
 
 // loadGroups reads every group record and committed offset.
