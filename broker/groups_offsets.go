@@ -548,15 +548,13 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 				base = func(oc offsetCommit) time.Time { return oc.commitTime }
 			}
 		}
+		// As Kafka, partitions an open transaction holds an offset for
+		// are kept (their deletion would win over it), and so is the group.
+		pending := c.b.txns.pendingTPs(g.name)
 		var dels []groupTP
 		if base != nil {
 			for tp, oc := range g.mu.offsets {
-				if subscribed != nil && subscribed[tp.topic] {
-					continue
-				}
-				if c.b.txns.hasPendingOffset(g.name, tp) {
-					// As Kafka: an open transaction's offset for it
-					// would otherwise be dropped by the deletion.
+				if subscribed != nil && subscribed[tp.topic] || slices.Contains(pending, tp) {
 					continue
 				}
 				if !oc.expireTime.IsZero() && !now.Before(oc.expireTime) ||
@@ -576,7 +574,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			}
 			c.lg.Info("expired offsets", zap.String("group", g.name), zap.Int("partitions", len(dels)))
 		}
-		if g.emptyLocked() && len(g.mu.offsets) == 0 && len(g.mu.pending) == 0 && len(c.b.txns.pendingTPs(g.name)) == 0 {
+		if g.emptyLocked() && len(g.mu.offsets) == 0 && len(g.mu.pending) == 0 && len(pending) == 0 {
 			if g.mu.persisted {
 				if err := c.b.meta.deleteGroup(g.name, nil); err != nil {
 					c.lg.Error("deleting expired group failed", zap.String("group", g.name), zap.Error(err))
