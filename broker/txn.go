@@ -73,6 +73,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -296,9 +297,9 @@ func (c *txnCoordinator) load() error {
 		for _, o := range rec.Offsets {
 			c.addPendingOffset(t, o.Group, groupTP{o.Topic, o.Partition},
 				offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs), stamp: o.Stamp})
-			if o.Stamp == 0 {
-				unstamped = append(unstamped, t)
-			}
+		}
+		if slices.ContainsFunc(rec.Offsets, func(o txnOffsetJSON) bool { return o.Stamp == 0 }) {
+			unstamped = append(unstamped, t)
 		}
 		c.mu.txns[rec.ID] = t
 		return nil
