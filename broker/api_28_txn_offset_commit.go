@@ -155,7 +155,7 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 		}
 		b.txns.addPendingOffset(t, req.Group, cd.tp, cd.oc)
 	}
-	if err := b.txns.persistLocked(t, now); err != nil {
+	if err := b.txns.persistStampedLocked(t, now); err != nil {
 		// Undo: restore replaced offsets, drop new ones.
 		for _, cd := range cands {
 			if had[cd.tp] {

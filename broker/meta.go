@@ -67,6 +67,8 @@ type topicRecord struct {
 type metaStore struct {
 	db    *badger.DB
 	pidSq *badger.Sequence
+	// gc group-commits the transaction coordinator's writes.
+	gc *groupCommitter
 	// marks are the offset keys holding a deletion mark
 	// (groups_store.go), so that dropping them costs nothing when there
 	// are none.
@@ -151,7 +153,7 @@ func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("broker: producer id sequence: %w", err)
 	}
-	return &metaStore{db: db, pidSq: sq}, nil
+	return &metaStore{db: db, pidSq: sq, gc: &groupCommitter{db: db}}, nil
 }
 
 func (m *metaStore) close() error {

@@ -494,8 +494,25 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 }
 
 // persistLocked writes t to badger and waits for it to be durable,
-// after the last completion (settleLocked). t.mu held.
+// after the last completion (settleLocked). The write is group-committed
+// with other transactions' concurrent writes (groupCommitter). t.mu
+// held.
 func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
+	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.b.meta.gc.write(metaOp{key: k, value: v}) })
+}
+
+// persistStampedLocked is persistLocked in a badger commit of its own,
+// for a record whose version becomes the stamp of the offsets it adds
+// (TxnOffsetCommit, stampLocked): a group commit gives every write in it
+// the same version, and applyTxnOffsets takes an offset whose stamp
+// equals the partition's newest write for that write itself. t.mu held.
+func (c *txnCoordinator) persistStampedLocked(t *txn, now time.Time) error {
+	return c.persistWithLocked(t, now, func(k, v []byte) error {
+		return c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(k, v) })
+	})
+}
+
+func (c *txnCoordinator) persistWithLocked(t *txn, now time.Time, write func(k, v []byte) error) error {
 	if err := c.settleLocked(t, now); err != nil {
 		return err
 	}
@@ -503,7 +520,7 @@ func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), v) }); err != nil {
+	if err := write(txnKey(t.id), v); err != nil {
 		c.lg.Error("persisting transaction state failed", zap.String("transactional_id", t.id), zap.Error(err))
 		return err
 	}
@@ -563,7 +580,7 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 		c.clearPending(cmp.offsets)
 		cmp.cleared = true
 	}
-	if err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(t.id), cmp.record) }); err != nil {
+	if err := c.b.meta.gc.write(metaOp{key: txnKey(t.id), value: cmp.record}); err != nil {
 		return err
 	}
 	cmp.err = nil
@@ -958,18 +975,12 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 }
 
 // writeCompleteAsync writes cmp's Complete* record and closes cmp.done
-// once it is durable (or failed). Badger applies commits in the order
-// they are made, so no later write of the txn can be overtaken by it.
+// once it is durable (or failed). The group committer commits writes in
+// the order they are queued, so no later write of the txn can be
+// overtaken by it.
 func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
-	btx := c.b.meta.db.NewTransaction(true)
-	defer btx.Discard()
-	if err := btx.Set(txnKey(id), cmp.record); err != nil {
-		cmp.err = err
-		close(cmp.done)
-		return
-	}
 	c.finishing.Add(1)
-	btx.CommitWith(func(err error) {
+	c.b.meta.gc.writeAsync([]metaOp{{key: txnKey(id), value: cmp.record}}, func(err error) {
 		defer c.finishing.Done()
 		if err != nil {
 			c.lg.Error("persisting a completed transaction failed; it is completed again later", zap.String("transactional_id", id), zap.Error(err))

@@ -150,3 +150,54 @@ func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	next.endV5(t, true)
 	require.Equal(t, []string{"last", "new"}, fetchCommitted(t, next.c, "xe", 0).values)
 }
+
+// TestTxnStateWriteFailures: the transaction coordinator's group-commit
+// writes fail. A decision whose write fails is not taken: EndTxn answers
+// NOT_COORDINATOR (the client retries) and the transaction stays open
+// with its partitions; the retry commits it. A completion whose
+// Complete write fails is redone by the transaction's next write, which
+// succeeds once the store does.
+func TestTxnStateWriteFailures(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	injected := errors.New("injected badger failure")
+	plan := make(chan error, 2) // the next commits' outcomes; then success
+	b.meta.gc.beforeCommit = func() error {
+		select {
+		case err := <-plan:
+			return err
+		default:
+			return nil
+		}
+	}
+	r := txnWithOffset(t, b, "wf", "wf", "a")
+	plan <- injected
+	require.Equal(t, "NOT_COORDINATOR", codeName(r.end(true)))
+	d := r.describe()
+	require.Equal(t, "Ongoing", d.State, "the decision was not taken")
+	require.Len(t, d.Topics, 1)
+	off, code := r.fetchOffset("g", "wf", 0, true)
+	require.Equal(t, "UNSTABLE_OFFSET_COMMIT", code, "the offset is still pending")
+	require.Zero(t, r.end(true))
+	require.Equal(t, []string{"a"}, fetchCommitted(t, r.c, "wf", 0).values)
+	off, code = r.fetchOffset("g", "wf", 0, true)
+	require.Equal(t, "NONE", code)
+	require.Equal(t, int64(7), off)
+
+	// The next transaction's Complete write fails (its Prepare is written).
+	require.Equal(t, []string{"NONE"}, names(r.addPartitions("wf", 0)))
+	require.Zero(t, r.produce("wf", 0, 1, "b"))
+	plan <- nil      // Prepare
+	plan <- injected // Complete
+	tx := b.txns.lock(r.id, false)
+	require.NoError(t, b.txns.endTxnLocked(tx, true, false, time.Now()))
+	cmp := tx.mu.completing
+	tx.mu.Unlock()
+	<-cmp.done
+	require.Error(t, cmp.err)
+	require.Equal(t, []string{"a", "b"}, fetchCommitted(t, r.c, "wf", 0).values, "the markers are durable")
+	require.Equal(t, []string{"NONE"}, names(r.addPartitions("wf", 0)), "the redo writes Complete first")
+	tx = b.txns.lock(r.id, false)
+	require.Nil(t, tx.mu.completing)
+	tx.mu.Unlock()
+}

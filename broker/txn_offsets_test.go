@@ -2,9 +2,12 @@ package broker
 
 import (
 	"context"
-	"github.com/dgraph-io/badger/v4"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -266,4 +269,59 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 			}, 5*time.Second, 10*time.Millisecond)
 		})
 	}
+}
+
+// TestTxnOffsetConcurrentCommitsGetDistinctStamps: eight transactions
+// commit an offset for the same partition at once. Each TxnOffsetCommit
+// gets a stamp of its own (a group commit of the txn records would give
+// them one version, and applyTxnOffsets would then take a later
+// transaction's offset for the earlier one's own write: applied in
+// memory, not stored). Whatever the order of the commits, the group
+// ends at the offset of the latest TxnOffsetCommit, as in Kafka, and
+// the same after a restart.
+func TestTxnOffsetConcurrentCommitsGetDistinctStamps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := startTest(t, func(c *Config) { c.DataDir = dir })
+	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+	createTopicRaw(t, b, "cs", 1)
+	const n = 8
+	rs := make([]*rawTxn, n)
+	for i := range rs {
+		r := &rawTxn{c: dialRaw(t, b), id: fmt.Sprintf("cs-%d", i)}
+		require.Zero(t, r.init(60000).ErrorCode)
+		require.Zero(t, r.addOffsets("g"))
+		rs[i] = r
+	}
+	var wg sync.WaitGroup
+	codes := make([]int16, n)
+	for i, r := range rs {
+		wg.Go(func() { codes[i] = r.commitOffset("g", -1, "", "cs", 0, int64(100+i)) })
+	}
+	wg.Wait()
+	stamps := map[uint64]int{}
+	newest, want := uint64(0), int64(0)
+	for i, r := range rs {
+		require.Zero(t, codes[i])
+		tx := b.txns.lock(r.id, false)
+		st := tx.mu.offsets["g"][groupTP{"cs", 0}].stamp
+		tx.mu.Unlock()
+		require.NotZero(t, st)
+		require.NotContains(t, stamps, st, "transactions %d and %d share a stamp", stamps[st], i)
+		stamps[st] = i
+		if st > newest {
+			newest, want = st, int64(100+i)
+		}
+	}
+	for i := n - 1; i >= 0; i-- { // the reverse of nothing in particular
+		require.Zero(t, rs[i].end(true))
+	}
+	off, code := rs[0].fetchOffset("g", "cs", 0, true)
+	require.Equal(t, "NONE", code)
+	require.Equal(t, want, off, "the latest TxnOffsetCommit wins")
+	require.NoError(t, b.Close())
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
+	off, _ = (&rawTxn{c: dialRaw(t, b2)}).fetchOffset("g", "cs", 0, true)
+	require.Equal(t, want, off, "what was answered is what was stored")
 }
