@@ -47,6 +47,7 @@ type Partition struct {
 	active         *segment
 	producers      producerState
 	pending        []producerEntry // scratch for Append
+	writeback      writeback       // the write-out to start once appendMu is released (unlockAppend)
 	unsynced       []*segment      // sealed since the last Sync; their files need fsync
 	dirDirty       bool            // files created since the last Sync
 	needCheckpoint bool            // a roll happened: write the checkpoint at the next Sync
@@ -144,7 +145,7 @@ func (p *Partition) AppendCompacted(records []byte, now time.Time) (AppendResult
 
 func (p *Partition) append(records []byte, now time.Time, compacted bool) (AppendResult, error) {
 	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
+	defer p.unlockAppend()
 	if p.closed {
 		return AppendResult{}, ErrClosed
 	}
@@ -295,7 +296,7 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 		return 0, p.fail(storageErr("write", fileName(p.dir, seg.base, logSuffix), err))
 	}
 	if cfg.StartWriteback {
-		startWriteback(seg.log, pos, int64(n))
+		p.writeback = writeback{f: seg.log, off: pos, n: int64(n)}
 	}
 
 	// Pass 3: index; the caller publishes the new end to readers.
@@ -309,6 +310,26 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 	seg.mu.Unlock()
 	p.size.Add(int64(len(records)))
 	return off, nil
+}
+
+// writeback is a range of a segment file whose write-out is to start.
+type writeback struct {
+	f      File
+	off, n int64
+}
+
+// unlockAppend releases appendMu, then starts the write-out of what the
+// holder wrote (writeLocked, Config.StartWriteback). sync_file_range
+// blocks when the device's request queue is full; the next append must
+// not wait for that. The file may be closed meanwhile (retention): the
+// call then fails, harmlessly, as it is only a hint.
+func (p *Partition) unlockAppend() {
+	wb := p.writeback
+	p.writeback = writeback{}
+	p.appendMu.Unlock()
+	if wb.f != nil {
+		startWriteback(wb.f, wb.off, wb.n)
+	}
 }
 
 // segmentAge is how long the active segment has been collecting, for

@@ -147,7 +147,7 @@ func parseMarker(batch []byte) (typ int16, coordinatorEpoch int32, ok bool) {
 // (a retried completion after a crash) and only appends the marker.
 func (p *Partition) WriteMarker(m Marker, now time.Time) (AppendResult, error) {
 	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
+	defer p.unlockAppend()
 	if p.closed {
 		return AppendResult{}, ErrClosed
 	}
