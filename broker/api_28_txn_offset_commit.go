@@ -28,6 +28,12 @@ package broker
 // otherwise). Per partition: UNKNOWN_TOPIC_OR_PARTITION,
 // OFFSET_METADATA_TOO_LARGE. Nothing is stored when any check fails.
 //
+// The group is locked from its check until the offsets are pending,
+// durable and stamped. Offset expiry and deletions look at a group's
+// pending offsets under that lock, so none of them falls between the
+// two: a deletion chosen without this commit's offset but written after
+// it would win over it at the commit.
+//
 // Version notes: v1 is v0; v2 adds the committed leader epoch; v3 adds
 // generation, member id and instance id (KIP-447) and is flexible; v4
 // only allows TRANSACTION_ABORTABLE, never returned. v5 is KIP-890 part
@@ -108,12 +114,30 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 		}
 	}
 	if code == 0 {
-		code = b.groups.validateTxnCommit(req)
+		// The last transaction's completion may still be applying its
+		// offsets, which takes group locks: it is waited for (as the
+		// write below would) before ours is taken.
+		if err := b.txns.settleLocked(t, now); err != nil {
+			code = kerr.NotCoordinator.Code
+		}
+	}
+	var g *group
+	if code == 0 {
+		g, code = b.groups.lockTxnCommit(req)
 	}
 	if code != 0 {
 		setAll(code)
 		return answer()
 	}
+	// The group stays locked until the offsets are pending, durable and
+	// stamped: offset expiry and deletions (OffsetDelete, DeleteGroups,
+	// a deleted topic) read the pending offsets under this lock, so none
+	// of them can decide on a partition without this commit and write
+	// its deletion after it.
+	defer func() {
+		g.dropIfUnusedLocked()
+		g.unlock(now)
+	}()
 	snap := t.snapshotLocked()
 	if implicit {
 		t.beginLocked(now)
@@ -146,6 +170,9 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 	if len(cands) == 0 {
 		t.restoreLocked(snap)
 		return answer()
+	}
+	if h := b.cfg.txnOffsetBeforeAdd; h != nil {
+		h(req.Group)
 	}
 	prev := map[groupTP]offsetCommit{}
 	had := map[groupTP]bool{}

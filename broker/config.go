@@ -95,6 +95,13 @@ type Config struct {
 	// shareBeforeCommit, if set, runs before each share-state group
 	// commit; an error fails it (store.Options.BeforeCommit).
 	shareBeforeCommit func() error
+	// txnOffsetBeforeAdd, if set, runs in TxnOffsetCommit once its checks
+	// passed, just before its pending offsets are added (tests of what
+	// may interleave there).
+	txnOffsetBeforeAdd func(group string)
+	// expiryBeforeDelete, if set, runs in offset expiry once a group's
+	// expired offsets are chosen, just before they are deleted.
+	expiryBeforeDelete func(group string)
 }
 
 // DefaultConfig returns the configuration `go run ./cmd/shoal` uses.

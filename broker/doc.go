@@ -59,7 +59,10 @@
 //     held across its badger writes, its marker appends and fsync waits,
 //     the group locks its committed offsets go to, and a transactional
 //     produce's appends (so no EndTxn slips between check and append);
-//     never two txns at once.
+//     never two txns at once. A TxnOffsetCommit holds its group's lock
+//     while it adds, persists and stamps its pending offsets (offset
+//     expiry and deletions read them under that lock), after waiting
+//     for its txn's last completion, which takes group locks itself.
 //
 //   - Quotas (quota.go): quotaManager.writeMu serialises AlterClientQuotas
 //     and may do its badger write; quotaManager.cfgMu guards the entity

@@ -550,6 +550,8 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 		}
 		// As Kafka, partitions an open transaction holds an offset for
 		// are kept (their deletion would win over it), and so is the group.
+		// A TxnOffsetCommit adds its offsets under the group lock, held
+		// here until the deletion is written: none lands in between.
 		pending := c.b.txns.pendingTPs(g.name)
 		var dels []groupTP
 		if base != nil {
@@ -564,6 +566,9 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			}
 		}
 		if len(dels) > 0 {
+			if h := c.b.cfg.expiryBeforeDelete; h != nil {
+				h(g.name)
+			}
 			if err := c.b.meta.putOffsets(g.name, nil, dels, nil); err != nil {
 				c.lg.Error("expiring offsets failed", zap.String("group", g.name), zap.Error(err))
 				g.mu.Unlock()

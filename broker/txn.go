@@ -637,8 +637,8 @@ func (t *txn) restoreLocked(s txnSnapshot) {
 	t.mu.txnRecord, t.mu.partitions, t.mu.groups = s.rec, s.partitions, s.groups
 }
 
-// addPendingOffset records a pending transactional offset. t.mu held (or
-// loading).
+// addPendingOffset records a pending transactional offset. t.mu held, and
+// the group's lock (handleTxnOffsetCommit), or loading.
 func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc offsetCommit) {
 	offs := t.mu.offsets[group]
 	if offs == nil {

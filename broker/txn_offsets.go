@@ -15,44 +15,49 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// validateTxnCommit checks a TxnOffsetCommit's member against its group
-// (Kafka OffsetMetadataManager.validateTransactionalOffsetCommit). It
-// creates nothing.
-func (c *groupCoordinator) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) int16 {
+// lockTxnCommit returns a TxnOffsetCommit's group locked, once its member
+// passed Kafka's checks (OffsetMetadataManager.validateTransactionalOffsetCommit),
+// or nil and the error code. A group that does not exist is created for
+// a "simple" committer (generation -1), as Kafka does; otherwise it is
+// ILLEGAL_GENERATION. The caller adds its pending offsets under the lock:
+// offset expiry and deletions read them under it, so they see a
+// TxnOffsetCommit whole or not at all (see handleTxnOffsetCommit).
+func (c *groupCoordinator) lockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*group, int16) {
 	if c.b.isShareGroup(req.Group) {
-		return kerr.GroupIDNotFound.Code
+		return nil, kerr.GroupIDNotFound.Code
 	}
 	simple := req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil
-	g := c.lockGroup(req.Group, false)
+	g := c.lockGroup(req.Group, req.Generation < 0)
 	if g == nil {
-		if req.Generation < 0 {
-			return 0 // a simple committer may commit to a new group
-		}
-		return kerr.IllegalGeneration.Code
+		return nil, kerr.IllegalGeneration.Code
 	}
-	defer g.mu.Unlock()
-	if simple {
-		// v0-v2 carry no member: Kafka accepts them whatever the state.
-		return 0
-	}
+	var code int16
 	oc := &kmsg.OffsetCommitRequest{Version: 9, Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID}
-	if g.mu.cg != nil {
-		code, _ := g.validateConsumerCommitLocked(oc)
+	switch {
+	case simple:
+		// v0-v2 carry no member: Kafka accepts them whatever the state.
+	case g.mu.cg != nil:
+		code, _ = g.validateConsumerCommitLocked(oc)
 		if m := g.mu.cg.members[req.MemberID]; code == 0 && m != nil && req.Generation != m.epoch {
 			code = kerr.IllegalGeneration.Code
 		}
 		if code == kerr.StaleMemberEpoch.Code {
 			code = kerr.IllegalGeneration.Code
 		}
-		return code
+	default:
+		code = g.validateCommitLocked(oc)
+		if code == kerr.RebalanceInProgress.Code {
+			// Kafka lets a transactional commit through while the group
+			// completes a rebalance at the same generation.
+			code = 0
+		}
 	}
-	code := g.validateCommitLocked(oc)
-	if code == kerr.RebalanceInProgress.Code {
-		// Kafka lets a transactional commit through while the group
-		// completes a rebalance at the same generation.
-		code = 0
+	if code != 0 {
+		g.dropIfUnusedLocked()
+		g.unlock(time.Now())
+		return nil, code
 	}
-	return code
+	return g, 0
 }
 
 // applyTxnOffsets makes a committed transaction's offsets the group's
