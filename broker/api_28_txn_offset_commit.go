@@ -32,7 +32,10 @@ package broker
 // durable and stamped. Offset expiry and deletions look at a group's
 // pending offsets under that lock, so none of them falls between the
 // two: a deletion chosen without this commit's offset but written after
-// it would win over it at the commit.
+// it would win over it at the commit. The partitions are checked under
+// the lock too: a topic deleted before gets UNKNOWN_TOPIC_OR_PARTITION,
+// as in Kafka; one deleted after finds the offsets pending, and its
+// deletion removes them (dropTopicOffsets).
 //
 // Version notes: v1 is v0; v2 adds the committed leader epoch; v3 adds
 // generation, member id and instance id (KIP-447) and is flexible; v4
@@ -123,6 +126,9 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 	}
 	var g *group
 	if code == 0 {
+		if h := b.cfg.txnOffsetBeforeLock; h != nil {
+			h(req.Group)
+		}
 		g, code = b.groups.lockTxnCommit(req)
 	}
 	if code != 0 {

@@ -95,10 +95,12 @@ type Config struct {
 	// shareBeforeCommit, if set, runs before each share-state group
 	// commit; an error fails it (store.Options.BeforeCommit).
 	shareBeforeCommit func() error
-	// txnOffsetBeforeAdd, if set, runs in TxnOffsetCommit once its checks
-	// passed, just before its pending offsets are added (tests of what
-	// may interleave there).
-	txnOffsetBeforeAdd func(group string)
+	// txnOffsetBeforeLock and txnOffsetBeforeAdd, if set, run in
+	// TxnOffsetCommit just before it locks its group, and once its checks
+	// passed just before its pending offsets are added (tests of what may
+	// interleave there).
+	txnOffsetBeforeLock func(group string)
+	txnOffsetBeforeAdd  func(group string)
 	// expiryBeforeDelete, if set, runs in offset expiry once a group's
 	// expired offsets are chosen, just before they are deleted.
 	expiryBeforeDelete func(group string)

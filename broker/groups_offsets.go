@@ -598,6 +598,11 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 // topic, as Kafka does, so a topic created again under the same name
 // starts without them. Meant to be called by topic deletion once the
 // topic is gone (it takes each group's lock in turn, no other lock).
+// A TxnOffsetCommit checks its partitions and adds its pending offsets
+// under its group's lock, so one for this topic either got
+// UNKNOWN_TOPIC_OR_PARTITION or added them before that group is looked
+// at here (a group it created after the list below was taken found the
+// topic gone).
 func (c *groupCoordinator) dropTopicOffsets(topic string) {
 	now := time.Now()
 	seen := map[string]bool{}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,4 +87,75 @@ func TestTxnOffsetCommitVsExpiry(t *testing.T) {
 		off, code := r.fetchOffset("g", "xr", 0, true)
 		return code == "NONE" && off == 7
 	}, 5*time.Second, 10*time.Millisecond, "the transaction's offset is committed")
+}
+
+// TestTxnOffsetCommitVsTopicDeletion: a topic deleted while a
+// TxnOffsetCommit for it is in flight must not leave the transaction an
+// offset the deletion did not see: committed, it would outlive the topic
+// and be what the group reads for a topic created again under that name.
+// As in Kafka, a TxnOffsetCommit for a topic already gone gets
+// UNKNOWN_TOPIC_OR_PARTITION (the partitions are checked under the group
+// lock: "before-lock"), and the deletion removes the transaction's offset
+// if it is pending by then (a deletion mark here: "before-add", for a
+// group that exists and for one the commit creates, a simple
+// committer's). (Found by review.)
+func TestTxnOffsetCommitVsTopicDeletion(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"before-add", "before-add-new-group", "before-lock"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			var adm atomic.Pointer[kadm.Client]
+			var armed atomic.Bool
+			var once sync.Once
+			deleted := make(chan struct{}) // DeleteTopics answered
+			deleteTopic := func(string) {
+				if !armed.Load() {
+					return
+				}
+				once.Do(func() {
+					go func() {
+						defer close(deleted)
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						defer cancel()
+						_, _ = adm.Load().DeleteTopics(ctx, "td")
+					}()
+					waitOrTimeout(deleted)
+				})
+			}
+			b := startTest(t, func(c *Config) {
+				c.DataDir = t.TempDir()
+				if how == "before-lock" {
+					c.txnOffsetBeforeLock = deleteTopic
+				} else {
+					c.txnOffsetBeforeAdd = deleteTopic
+				}
+			})
+			adm.Store(kadm.NewClient(newClient(t, b)))
+			setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+			createTopicRaw(t, b, "td", 1)
+			createTopicRaw(t, b, "data", 1)
+			if how != "before-add-new-group" {
+				plainCommit(t, adm.Load(), "g", "data", 1)
+			}
+			r := &rawTxn{c: dialRaw(t, b), id: "td"}
+			require.Zero(t, r.init(60000).ErrorCode)
+			require.Equal(t, []string{"NONE"}, names(r.addPartitions("data", 0)))
+			require.Zero(t, r.produce("data", 0, 0, "v"))
+			require.Zero(t, r.addOffsets("g"))
+			armed.Store(true)
+			code := codeName(r.commitOffset("g", -1, "", "td", 0, 7))
+			if how == "before-lock" {
+				require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", code)
+			} else {
+				require.Equal(t, "NONE", code, "checked before the deletion")
+			}
+			<-deleted
+			require.Nil(t, b.topics.get("td"))
+			require.Zero(t, r.end(true))
+			createTopicRaw(t, b, "td", 1)
+			off, code := r.fetchOffset("g", "td", 0, true)
+			require.Equal(t, "NONE", code)
+			require.Equal(t, int64(-1), off, "the topic created again has no offset")
+		})
+	}
 }
