@@ -21,7 +21,9 @@ package broker
 // transaction, INVALID_TXN_STATE. The group is then checked as Kafka's
 // coordinator checks a transactional commit: a group that does not exist
 // is accepted only from a "simple" committer (generation -1, which v0-v2
-// always are) and otherwise gets ILLEGAL_GENERATION; a classic group
+// always are), and created as Kafka creates it (an empty classic group
+// without protocol type, kept while a transaction holds offsets for it,
+// and after a restart), and otherwise gets ILLEGAL_GENERATION; a classic group
 // needs a current member and generation (UNKNOWN_MEMBER_ID,
 // ILLEGAL_GENERATION, FENCED_INSTANCE_ID) unless the commit is simple; a
 // KIP-848 group needs the member's current epoch (ILLEGAL_GENERATION

@@ -253,25 +253,34 @@ func (c *groupCoordinator) newGroup(name string) *group {
 // true, or nil if it does not exist. A group found Dead was deleted
 // meanwhile; the name is looked up again.
 func (c *groupCoordinator) lockGroup(name string, create bool) *group {
+	g, _ := c.lockGroupCreated(name, create)
+	return g
+}
+
+// lockGroupCreated is lockGroup, also reporting whether this call
+// created the group.
+func (c *groupCoordinator) lockGroupCreated(name string, create bool) (*group, bool) {
 	for {
+		created := false
 		c.mu.RLock()
 		g := c.mu.groups[name]
 		c.mu.RUnlock()
 		if g == nil {
 			if !create {
-				return nil
+				return nil, false
 			}
 			c.mu.Lock()
 			if g = c.mu.groups[name]; g == nil {
 				g = c.newGroup(name)
 				g.mu.stopped = c.mu.closed
 				c.mu.groups[name] = g
+				created = true
 			}
 			c.mu.Unlock()
 		}
 		g.mu.Lock()
 		if g.mu.state != groupDead {
-			return g
+			return g, created
 		}
 		g.mu.Unlock()
 	}
@@ -311,11 +320,14 @@ func (g *group) removeLocked() {
 }
 
 // dropIfUnusedLocked removes a group that holds nothing worth keeping:
-// created by a request that then failed. g.mu held.
+// created by a request that then failed. A group an open transaction
+// holds offsets for is kept: as in Kafka, a TxnOffsetCommit makes the
+// group exist (offset expiry removes it once nothing is left). g.mu held.
 func (g *group) dropIfUnusedLocked() {
 	if g.mu.state == groupEmpty && !g.mu.persisted && len(g.mu.members) == 0 &&
 		len(g.mu.pending) == 0 && len(g.mu.offsets) == 0 && g.mu.generation == 0 &&
-		(g.mu.cg == nil || len(g.mu.cg.members) == 0 && g.mu.cg.epoch == 0) {
+		(g.mu.cg == nil || len(g.mu.cg.members) == 0 && g.mu.cg.epoch == 0) &&
+		!g.c.b.txns.hasPendingGroup(g.name) {
 		g.removeLocked()
 	}
 }

@@ -627,9 +627,8 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 		}
 		g.unlock(now)
 	}
-	// A group that only an open transaction's offsets name (a simple
-	// committer's first transaction) is not loaded: mark its partitions
-	// all the same.
+	// A group DeleteGroups removed while an open transaction holds
+	// offsets for it is gone: mark its partitions all the same.
 	for _, name := range c.b.txns.pendingGroups() {
 		if seen[name] {
 			continue

@@ -511,6 +511,17 @@ func (g *group) persistLocked(now time.Time) error {
 	return nil
 }
 
+// loadTxnGroup makes, at start, a group an open transaction's offsets
+// name if nothing else made it: an empty classic group without protocol
+// type, as a simple committer's (txnCoordinator.loadGroups).
+func (c *groupCoordinator) loadTxnGroup(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.groups[name] == nil {
+		c.mu.groups[name] = c.newGroup(name)
+	}
+}
+
 // load rebuilds every group from the store. Groups with members come back
 // Stable at their stored generation, each member with a fresh session.
 // Called by Start before the listener accepts connections.

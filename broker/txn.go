@@ -324,6 +324,42 @@ func (c *txnCoordinator) load() error {
 			}
 		}
 	}
+	return c.loadGroups()
+}
+
+// loadGroups makes, at start, the groups that open transactions hold
+// offsets for and that nothing else made (a simple committer's group
+// has no record): as Kafka, replaying a TxnOffsetCommit's record, makes
+// its group. A group whose every pending offset a deletion came after
+// is left out, as Kafka's replay of that group's deletion (DeleteGroups)
+// would remove it.
+func (c *txnCoordinator) loadGroups() error {
+	live := map[string]bool{}
+	err := c.b.meta.db.View(func(btx *badger.Txn) error {
+		for _, t := range c.mu.txns {
+			for group, offs := range t.mu.offsets {
+				for tp, oc := range offs {
+					if live[group] {
+						break
+					}
+					deleted, err := deletedSince(btx, offsetKey(group, tp), oc.stamp)
+					if err != nil {
+						return err
+					}
+					live[group] = !deleted
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for group, ok := range live {
+		if ok {
+			c.b.groups.loadTxnGroup(group)
+		}
+	}
 	return nil
 }
 
@@ -730,6 +766,17 @@ func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.pending[group][tp] > 0
+}
+
+// hasPendingGroup reports whether an open transaction holds an offset
+// for one of group's partitions.
+func (c *txnCoordinator) hasPendingGroup(group string) bool {
+	if c == nil {
+		return false // starting: groups load before transactions
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.mu.pending[group]) > 0
 }
 
 // pendingGroups lists the groups an open transaction holds an offset

@@ -70,20 +70,24 @@ func (c *groupCoordinator) lockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*gro
 // partition an open transaction holds an offset for, these write a
 // deletion mark, which compaction keeps, and offset expiry skips those
 // partitions). So a completion redone, at start or after a failure,
-// never moves a group back. The group is created if needed (a
-// simple committer's group).
+// never moves a group back. The TxnOffsetCommit made the group; if it
+// is gone (DeleteGroups, whose deletion then came after every offset
+// here), it is made again only if an offset is applied.
 func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit) error {
 	if len(offs) == 0 {
 		return nil
 	}
 	now := time.Now()
-	g := c.lockGroup(group, true)
+	g, created := c.lockGroupCreated(group, true)
+	var writes, applied []offsetWrite // applied: by an earlier try of this completion
 	defer func() {
-		g.dropIfUnusedLocked()
+		if created && len(writes)+len(applied) == 0 {
+			g.removeLocked()
+		} else {
+			g.dropIfUnusedLocked()
+		}
 		g.unlock(now)
 	}()
-	writes := make([]offsetWrite, 0, len(offs))
-	var applied []offsetWrite // by an earlier try of this completion
 	err := c.b.meta.db.View(func(btx *badger.Txn) error {
 		for tp, oc := range offs {
 			switch newest, err := newestOffsetWrite(btx, offsetKey(group, tp)); {
@@ -139,6 +143,34 @@ func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 		return stamp, err
 	}
 	return 0, nil
+}
+
+// deletedSince reports whether an offset key was deleted (a deletion
+// mark, or a badger deletion) after stamp, as far as badger still keeps
+// the versions written since.
+func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (bool, error) {
+	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if !bytes.Equal(item.Key(), key) {
+			break // a longer key (partition 10 after 1): ours are done
+		}
+		if item.Version() <= stamp {
+			return false, nil // versions come newest first
+		}
+		if item.IsDeletedOrExpired() {
+			return true, nil
+		}
+		mark := false
+		if err := item.Value(func(v []byte) error { mark = bytes.Equal(v, deletionMark); return nil }); err != nil {
+			return false, err
+		}
+		if mark {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // markUnstableOffsets answers UNSTABLE_OFFSET_COMMIT (offset -1) for the

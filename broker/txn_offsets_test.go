@@ -218,12 +218,12 @@ func TestOffsetValueStamp(t *testing.T) {
 // TestTxnOffsetDeletionSurvivesCleanRestart: a deletion made while a
 // transaction holds an offset for the partition still wins after a clean
 // restart, whose badger compaction drops deletion records, and with the
-// transaction committed after it. Also for a group that only the
-// transaction's offset names, and for a deleted topic. Once the
+// transaction committed after it. Also for a deleted topic whose group
+// DeleteGroups removed first (so no group is loaded for it). Once the
 // transaction ends, the deletion mark is gone. (Found by review.)
 func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"offset-delete", "delete-topic-unloaded-group"} {
+	for _, how := range []string{"offset-delete", "delete-groups-then-topic"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -241,7 +241,10 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, del.Error())
 			} else {
-				require.Nil(t, b.groups.lockGroup("g", false), "only the transaction names g")
+				dg, err := adm.DeleteGroups(ctx, "g")
+				require.NoError(t, err)
+				require.NoError(t, dg.Error())
+				require.False(t, b.groups.exists("g"))
 				resp, err := adm.DeleteTopics(ctx, "tl")
 				require.NoError(t, err)
 				require.NoError(t, resp.Error())
@@ -324,4 +327,81 @@ func TestTxnOffsetConcurrentCommitsGetDistinctStamps(t *testing.T) {
 	b2 := startTest(t, func(c *Config) { c.DataDir = dir })
 	off, _ = (&rawTxn{c: dialRaw(t, b2)}).fetchOffset("g", "cs", 0, true)
 	require.Equal(t, want, off, "what was answered is what was stored")
+}
+
+// TestTxnOffsetCommitCreatesGroup: as in Kafka, whose coordinator creates
+// a "simple" group (an empty classic group without protocol type) for a
+// TxnOffsetCommit to a group that does not exist, the group exists from
+// the TxnOffsetCommit on: DescribeGroups and ListGroups show it Empty, and
+// OffsetDelete and DeleteGroups act on it, their deletion winning over
+// the transaction's offset. It survives a restart while the transaction
+// is open; a group DeleteGroups removed does not come back with the
+// transaction's commit. (Found by review.)
+func TestTxnOffsetCommitCreatesGroup(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"offset-delete", "delete-groups", "restart", "delete-groups-restart"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			b := startTest(t, func(c *Config) { c.DataDir = dir })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r := txnWithOffset(t, b, "cg", "cg", "v") // TxnOffsetCommit 7 for the new group g
+			adm := kadm.NewClient(newClient(t, b))
+			if how == "restart" {
+				require.NoError(t, b.Close())
+				b = startTest(t, func(c *Config) { c.DataDir = dir })
+				setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+				r.c = dialRaw(t, b)
+				adm = kadm.NewClient(newClient(t, b))
+			}
+			described, err := adm.DescribeGroups(ctx, "g")
+			require.NoError(t, err)
+			d := described["g"]
+			require.NoError(t, d.Err)
+			require.Equal(t, "Empty", d.State)
+			require.Empty(t, d.ProtocolType)
+			require.Empty(t, d.Members)
+			listed, err := adm.ListGroups(ctx)
+			require.NoError(t, err)
+			require.Equal(t, kadm.ListedGroup{Group: "g", GroupType: "classic", State: "Empty"}, listed["g"])
+
+			switch how {
+			case "offset-delete":
+				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"cg": {0: {}}})
+				require.NoError(t, err)
+				require.NoError(t, del.Error())
+			case "delete-groups", "delete-groups-restart":
+				resp, err := adm.DeleteGroups(ctx, "g")
+				require.NoError(t, err)
+				require.NoError(t, resp.Error())
+				if how == "delete-groups-restart" {
+					require.NoError(t, b.Close())
+					b = startTest(t, func(c *Config) { c.DataDir = dir })
+					setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+					r.c = dialRaw(t, b)
+					adm = kadm.NewClient(newClient(t, b))
+				}
+				listed, err := adm.ListGroups(ctx)
+				require.NoError(t, err)
+				require.NotContains(t, listed, "g")
+			}
+			require.Zero(t, r.end(true))
+			off, code := r.fetchOffset("g", "cg", 0, true)
+			require.Equal(t, "NONE", code)
+			listed, err = adm.ListGroups(ctx)
+			require.NoError(t, err)
+			switch how {
+			case "restart":
+				require.Equal(t, int64(7), off)
+				require.Contains(t, listed, "g")
+			case "offset-delete":
+				require.Equal(t, int64(-1), off, "the deletion stands")
+				require.Contains(t, listed, "g", "kept until offset expiry removes it")
+			case "delete-groups", "delete-groups-restart":
+				require.Equal(t, int64(-1), off, "the deletion stands")
+				require.NotContains(t, listed, "g", "the commit does not bring it back")
+			}
+		})
+	}
 }
