@@ -11,7 +11,8 @@ package broker
 // OffsetDelete, DeleteGroups, deleting the topic) wins: the
 // transaction's offset is then not applied (txn_offsets.go). While they
 // are pending, OffsetFetch with
-// RequireStable answers UNSTABLE_OFFSET_COMMIT for those partitions.
+// RequireStable answers UNSTABLE_OFFSET_COMMIT for those partitions
+// (until a deletion of the partition, which removes them in Kafka).
 //
 // Checks: an empty TransactionalID is INVALID_REQUEST and an empty group
 // INVALID_GROUP_ID for every partition; an unknown transactional id or
@@ -194,7 +195,7 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 		// Undo: restore replaced offsets, drop new ones.
 		for _, cd := range cands {
 			if had[cd.tp] {
-				t.mu.offsets[req.Group][cd.tp] = prev[cd.tp]
+				b.txns.restorePendingOffsetLocked(t, req.Group, cd.tp, prev[cd.tp])
 			} else {
 				b.txns.dropPendingOffsetLocked(t, req.Group, cd.tp)
 			}

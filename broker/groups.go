@@ -119,6 +119,10 @@ type offsetCommit struct {
 	// version of the TxnOffsetCommit's write (txn_offsets.go). Zero for
 	// a plain commit, whose own badger version is its stamp.
 	stamp uint64
+	// pendingSeq (a pending transactional offset only) is the count of
+	// its partition's deletions when it was added (pendingTP.seq): a
+	// later deletion supersedes it. Not stored.
+	pendingSeq uint64
 }
 
 // groupMember is one member of a classic group. Guarded by its group's mu.

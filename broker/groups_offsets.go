@@ -372,6 +372,7 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 	for _, tp := range append(dels, marks...) {
 		delete(g.mu.offsets, tp)
 	}
+	c.b.txns.supersedePending(g.name, marks)
 }
 
 // deleteGroup handles one group of a DeleteGroups: only an empty group
@@ -388,10 +389,12 @@ func (c *groupCoordinator) deleteGroup(name string) (int16, string) {
 	if !g.emptyLocked() {
 		return kerr.NonEmptyGroup.Code, "The group is not empty."
 	}
-	if err := c.b.meta.deleteGroup(name, c.b.txns.pendingTPs(name)); err != nil {
+	pending := c.b.txns.pendingTPs(name)
+	if err := c.b.meta.deleteGroup(name, pending); err != nil {
 		c.lg.Error("deleting group failed", zap.String("group", name), zap.Error(err))
 		return kerr.NotCoordinator.Code, err.Error()
 	}
+	c.b.txns.supersedePending(name, pending)
 	g.removeLocked()
 	c.lg.Info("deleted group", zap.String("group", name))
 	return 0, ""
@@ -623,6 +626,7 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 				for _, tp := range append(dels, marks...) {
 					delete(g.mu.offsets, tp)
 				}
+				c.b.txns.supersedePending(g.name, marks)
 			}
 		}
 		g.unlock(now)
@@ -636,6 +640,8 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 		if marks := c.pendingOfTopic(name, topic); len(marks) > 0 {
 			if err := c.b.meta.putOffsets(name, nil, nil, marks); err != nil {
 				c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", name), zap.String("topic", topic), zap.Error(err))
+			} else {
+				c.b.txns.supersedePending(name, marks)
 			}
 		}
 	}

@@ -261,11 +261,33 @@ type txnCoordinator struct {
 	mu struct {
 		sync.Mutex
 		txns map[string]*txn
-		// pending counts, per group and partition, the open transactions
-		// holding an offset for it (OffsetFetch RequireStable).
-		pending map[string]map[groupTP]int
+		// pending indexes, per group and partition, the open
+		// transactions' offsets for it.
+		pending map[string]map[groupTP]*pendingTP
 	}
 }
+
+// pendingTP is what the open transactions hold for one partition of a
+// group. While they hold any offset for it (n), a deletion of the
+// partition writes a deletion mark and offset expiry leaves it alone:
+// those offsets must not overtake a deletion made after them when their
+// transaction commits. Only those added since the partition's last
+// deletion (live) make OffsetFetch with RequireStable answer
+// UNSTABLE_OFFSET_COMMIT: in Kafka a deletion's tombstone removes the
+// pending offsets before it.
+//
+// A deletion and a TxnOffsetCommit hold the group's lock (see
+// handleTxnOffsetCommit), so every offset pending when a deletion is
+// written was stamped before it: a deletion supersedes them all.
+type pendingTP struct {
+	n    int    // open transactions' offsets for the partition
+	live int    // of them, those added since its last deletion
+	seq  uint64 // its deletions so far (offsetCommit.pendingSeq)
+}
+
+// supersededSeq is the pendingSeq of an offset found superseded at
+// load (it never matches a pendingTP.seq).
+const supersededSeq = math.MaxUint64
 
 func txnKey(id string) []byte { return []byte(prefixTxn + url.PathEscape(id)) }
 
@@ -275,7 +297,7 @@ func newTxnCoordinator(b *Broker) *txnCoordinator {
 		c.markerDelay = max(d, 0)
 	}
 	c.mu.txns = map[string]*txn{}
-	c.mu.pending = map[string]map[groupTP]int{}
+	c.mu.pending = map[string]map[groupTP]*pendingTP{}
 	return c
 }
 
@@ -324,7 +346,37 @@ func (c *txnCoordinator) load() error {
 			}
 		}
 	}
-	return c.loadGroups()
+	if err := c.supersedeLoaded(); err != nil {
+		return err
+	}
+	c.loadGroups()
+	return nil
+}
+
+// supersedeLoaded finds, at start, the pending offsets that a deletion
+// came after (pendingTP.live), as far as badger still keeps that
+// deletion: a deletion mark overwritten by a plain commit may be gone
+// after compaction, and the offset then counts as live again (the
+// commit still skips it: the plain commit came after it). Runs alone.
+func (c *txnCoordinator) supersedeLoaded() error {
+	return c.b.meta.db.View(func(btx *badger.Txn) error {
+		for _, t := range c.mu.txns {
+			for group, offs := range t.mu.offsets {
+				for tp, oc := range offs {
+					deleted, err := deletedSince(btx, offsetKey(group, tp), oc.stamp)
+					if err != nil {
+						return err
+					}
+					if deleted {
+						c.mu.pending[group][tp].live--
+						oc.pendingSeq = supersededSeq
+						offs[tp] = oc
+					}
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // loadGroups makes, at start, the groups that open transactions hold
@@ -333,34 +385,15 @@ func (c *txnCoordinator) load() error {
 // its group. A group whose every pending offset a deletion came after
 // is left out, as Kafka's replay of that group's deletion (DeleteGroups)
 // would remove it.
-func (c *txnCoordinator) loadGroups() error {
-	live := map[string]bool{}
-	err := c.b.meta.db.View(func(btx *badger.Txn) error {
-		for _, t := range c.mu.txns {
-			for group, offs := range t.mu.offsets {
-				for tp, oc := range offs {
-					if live[group] {
-						break
-					}
-					deleted, err := deletedSince(btx, offsetKey(group, tp), oc.stamp)
-					if err != nil {
-						return err
-					}
-					live[group] = !deleted
-				}
+func (c *txnCoordinator) loadGroups() {
+	for group, tps := range c.mu.pending {
+		for _, p := range tps {
+			if p.live > 0 {
+				c.b.groups.loadTxnGroup(group)
+				break
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	for group, ok := range live {
-		if ok {
-			c.b.groups.loadTxnGroup(group)
-		}
-	}
-	return nil
 }
 
 // recordVersion is the badger version of id's txn record: the order of
@@ -681,19 +714,40 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc o
 		offs = map[groupTP]offsetCommit{}
 		t.mu.offsets[group] = offs
 	}
-	_, had := offs[tp]
-	offs[tp] = oc
-	if had {
-		return
-	}
+	old, had := offs[tp]
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	m := c.mu.pending[group]
 	if m == nil {
-		m = map[groupTP]int{}
+		m = map[groupTP]*pendingTP{}
 		c.mu.pending[group] = m
 	}
-	m[tp]++
-	c.mu.Unlock()
+	p := m[tp]
+	if p == nil {
+		p = &pendingTP{}
+		m[tp] = p
+	}
+	switch {
+	case !had:
+		p.n++
+		p.live++
+	case old.pendingSeq != p.seq:
+		p.live++ // it replaces one a deletion superseded
+	}
+	oc.pendingSeq = p.seq
+	offs[tp] = oc
+}
+
+// restorePendingOffsetLocked puts back prev, the pending offset that one
+// just added (addPendingOffset) replaced. t.mu held, and the group's
+// lock since the addition.
+func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp groupTP, prev offsetCommit) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.mu.pending[group][tp]; p != nil && prev.pendingSeq != p.seq {
+		p.live--
+	}
+	t.mu.offsets[group][tp] = prev
 }
 
 // stampLocked gives group's pending offsets tps, just written with t's
@@ -719,7 +773,8 @@ func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groupTP) {
 // dropPendingOffsetLocked forgets one pending offset. t.mu held.
 func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupTP) {
 	offs := t.mu.offsets[group]
-	if _, ok := offs[tp]; !ok {
+	oc, ok := offs[tp]
+	if !ok {
 		return
 	}
 	delete(offs, tp)
@@ -727,15 +782,30 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupT
 		delete(t.mu.offsets, group)
 	}
 	c.mu.Lock()
-	if m := c.mu.pending[group]; m != nil {
-		if m[tp]--; m[tp] <= 0 {
-			delete(m, tp)
-		}
-		if len(m) == 0 {
-			delete(c.mu.pending, group)
-		}
-	}
+	c.forgetPendingLocked(group, tp, oc)
 	c.mu.Unlock()
+}
+
+// forgetPendingLocked takes one pending offset, oc, out of the index,
+// and reports whether nothing is pending for the partition any more.
+// c.mu held.
+func (c *txnCoordinator) forgetPendingLocked(group string, tp groupTP, oc offsetCommit) bool {
+	m := c.mu.pending[group]
+	p := m[tp]
+	if p == nil {
+		return false
+	}
+	if oc.pendingSeq == p.seq {
+		p.live--
+	}
+	if p.n--; p.n > 0 {
+		return false
+	}
+	delete(m, tp)
+	if len(m) == 0 {
+		delete(c.mu.pending, group)
+	}
+	return true
 }
 
 // clearPending forgets pending offsets of a transaction that ended.
@@ -743,15 +813,10 @@ func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommi
 	done := map[string][]groupTP{} // nothing pending any more
 	c.mu.Lock()
 	for g, offs := range offsets {
-		m := c.mu.pending[g]
-		for tp := range offs {
-			if m[tp]--; m[tp] <= 0 {
-				delete(m, tp)
+		for tp, oc := range offs {
+			if c.forgetPendingLocked(g, tp, oc) {
 				done[g] = append(done[g], tp)
 			}
-		}
-		if len(m) == 0 {
-			delete(c.mu.pending, g)
 		}
 	}
 	c.mu.Unlock()
@@ -760,12 +825,36 @@ func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommi
 	}
 }
 
+// supersedePending records a deletion of group's tps (made under the
+// group's lock): the offsets pending for them stop counting for
+// RequireStable (pendingTP).
+func (c *txnCoordinator) supersedePending(group string, tps []groupTP) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range tps {
+		if p := c.mu.pending[group][tp]; p != nil {
+			p.seq++
+			p.live = 0
+		}
+	}
+}
+
 // hasPendingOffset reports whether an open transaction holds an offset
-// for group's tp (OffsetFetch RequireStable: UNSTABLE_OFFSET_COMMIT).
+// for group's tp (a deletion then writes a deletion mark).
 func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mu.pending[group][tp] > 0
+	return c.mu.pending[group][tp] != nil
+}
+
+// unstableOffset reports whether an open transaction holds an offset for
+// group's tp that no deletion came after (OffsetFetch RequireStable:
+// UNSTABLE_OFFSET_COMMIT).
+func (c *txnCoordinator) unstableOffset(group string, tp groupTP) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.mu.pending[group][tp]
+	return p != nil && p.live > 0
 }
 
 // hasPendingGroup reports whether an open transaction holds an offset
@@ -797,10 +886,8 @@ func (c *txnCoordinator) pendingTPs(group string) []groupTP {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]groupTP, 0, len(c.mu.pending[group]))
-	for tp, n := range c.mu.pending[group] {
-		if n > 0 {
-			out = append(out, tp)
-		}
+	for tp := range c.mu.pending[group] {
+		out = append(out, tp)
 	}
 	return out
 }

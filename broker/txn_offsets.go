@@ -94,9 +94,11 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 			case err != nil:
 				return err
 			case oc.stamp == 0 || newest == 0 || newest < oc.stamp:
+				oc.pendingSeq = 0
 				writes = append(writes, offsetWrite{tp: tp, oc: oc})
 			case newest == oc.stamp:
 				// Its own write: every write has a version of its own.
+				oc.pendingSeq = 0
 				applied = append(applied, offsetWrite{tp: tp, oc: oc})
 			}
 		}
@@ -175,13 +177,14 @@ func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (bool, error) {
 
 // markUnstableOffsets answers UNSTABLE_OFFSET_COMMIT (offset -1) for the
 // partitions of an OffsetFetch with RequireStable that an open
-// transaction holds an offset for, as Kafka does.
+// transaction holds an offset for, as Kafka does; not for one deleted
+// since (pendingTP), whose deletion removed that offset in Kafka.
 func (b *Broker) markUnstableOffsets(sg *kmsg.OffsetFetchResponseGroup) {
 	for i := range sg.Topics {
 		st := &sg.Topics[i]
 		for j := range st.Partitions {
 			sp := &st.Partitions[j]
-			if sp.ErrorCode == 0 && b.txns.hasPendingOffset(sg.Group, groupTP{st.Topic, sp.Partition}) {
+			if sp.ErrorCode == 0 && b.txns.unstableOffset(sg.Group, groupTP{st.Topic, sp.Partition}) {
 				sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 				sp.Offset, sp.LeaderEpoch = -1, -1
 			}

@@ -405,3 +405,88 @@ func TestTxnOffsetCommitCreatesGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnOffsetStableAfterDeletion: as in Kafka, where a deletion's
+// tombstone removes the open transactions' pending offsets of its
+// partition, OffsetFetch with RequireStable answers a partition deleted
+// after a TxnOffsetCommit as stable (no offset) rather than
+// UNSTABLE_OFFSET_COMMIT until the transaction ends: OffsetDelete,
+// DeleteGroups, deleting the topic, and after a restart. A
+// TxnOffsetCommit after the deletion makes it unstable again, and its
+// offset is committed. Deletion marks are still written while the
+// superseded offset is pending: a plain commit and a second deletion
+// after the first leave the deletion standing through a clean restart
+// (whose compaction drops plain badger deletions). (Found by review.)
+func TestTxnOffsetStableAfterDeletion(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"offset-delete", "delete-groups", "delete-topic", "restart", "commit-again", "delete-twice-restart"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			b := startTest(t, func(c *Config) { c.DataDir = dir })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			adm := kadm.NewClient(newClient(t, b))
+			createTopicRaw(t, b, "other", 1)
+			plainCommit(t, adm, "g", "other", 1)      // the group exists, Empty
+			r := txnWithOffset(t, b, "sd", "sd", "v") // TxnOffsetCommit 7, pending
+			_, code := r.fetchOffset("g", "sd", 0, true)
+			require.Equal(t, "UNSTABLE_OFFSET_COMMIT", code)
+			deleteOffset := func() {
+				t.Helper()
+				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"sd": {0: {}}})
+				require.NoError(t, err)
+				require.NoError(t, del.Error())
+			}
+			restart := func() {
+				t.Helper()
+				require.NoError(t, b.Close())
+				b = startTest(t, func(c *Config) { c.DataDir = dir })
+				setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+				r.c = dialRaw(t, b)
+				adm = kadm.NewClient(newClient(t, b))
+			}
+			switch how {
+			case "delete-groups":
+				resp, err := adm.DeleteGroups(ctx, "g")
+				require.NoError(t, err)
+				require.NoError(t, resp.Error())
+			case "delete-topic":
+				resp, err := adm.DeleteTopics(ctx, "sd")
+				require.NoError(t, err)
+				require.NoError(t, resp.Error())
+			default:
+				deleteOffset()
+			}
+			off, code := r.fetchOffset("g", "sd", 0, true)
+			require.Equal(t, "NONE", code, "the deletion removed the pending offset")
+			require.Equal(t, int64(-1), off)
+			want := int64(-1)
+			switch how {
+			case "restart":
+				restart()
+				off, code := r.fetchOffset("g", "sd", 0, true)
+				require.Equal(t, "NONE", code, "the deletion removed the pending offset")
+				require.Equal(t, int64(-1), off)
+			case "commit-again":
+				require.Zero(t, r.commitOffset("g", -1, "", "sd", 0, 8))
+				_, code := r.fetchOffset("g", "sd", 0, true)
+				require.Equal(t, "UNSTABLE_OFFSET_COMMIT", code, "pending again")
+				want = 8
+			case "delete-twice-restart":
+				plainCommit(t, adm, "g", "sd", 5)
+				deleteOffset()
+				restart()
+				_, code := r.fetchOffset("g", "sd", 0, true)
+				require.Equal(t, "NONE", code)
+			}
+			require.Zero(t, r.end(true))
+			if how == "delete-topic" {
+				createTopicRaw(t, b, "sd", 1)
+			}
+			off, code = r.fetchOffset("g", "sd", 0, true)
+			require.Equal(t, "NONE", code)
+			require.Equal(t, want, off)
+		})
+	}
+}
