@@ -101,6 +101,10 @@ type Config struct {
 	// interleave there).
 	txnOffsetBeforeLock func(group string)
 	txnOffsetBeforeAdd  func(group string)
+	// beforeDropMarks, if set, runs when a transaction's end left
+	// partitions of group without pending offsets, just before their
+	// deletion marks are dropped.
+	beforeDropMarks func(group string)
 	// expiryBeforeDelete, if set, runs in offset expiry once a group's
 	// expired offsets are chosen, just before they are deleted.
 	expiryBeforeDelete func(group string)

@@ -353,7 +353,8 @@ func (m *metaStore) noteMark(key []byte) {
 }
 
 // dropDeletionMarks removes the deletion marks of group's tps, called
-// once nothing is pending for them. A key written since (a commit) is
+// once nothing is pending for them, under the group's lock
+// (groupCoordinator.dropDeletionMarks). A key written since (a commit) is
 // left alone; a failure leaves the mark, which reads as no offset.
 func (m *metaStore) dropDeletionMarks(group string, tps []groupTP) {
 	for _, tp := range tps {

@@ -821,7 +821,10 @@ func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommi
 	}
 	c.mu.Unlock()
 	for g, tps := range done {
-		c.b.meta.dropDeletionMarks(g, tps)
+		if h := c.b.cfg.beforeDropMarks; h != nil {
+			h(g)
+		}
+		c.b.groups.dropDeletionMarks(g, tps)
 	}
 }
 

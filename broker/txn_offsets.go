@@ -147,6 +147,32 @@ func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 	return 0, nil
 }
 
+// dropDeletionMarks drops the deletion marks of group's tps, left
+// without pending offsets by a transaction's end (clearPending). It
+// holds the group's lock, under which a TxnOffsetCommit adds its offsets
+// and a deletion decides to write a mark: a tp that got a pending offset
+// since keeps its mark (that offset's commit comes after it, and a
+// badger deletion of the mark, newer than the offset's stamp, would win
+// over it); a mark written since for a tp still without one is dropped.
+// A group that does not exist (DeleteGroups) is held by name the same
+// way, then forgotten.
+func (c *groupCoordinator) dropDeletionMarks(group string, tps []groupTP) {
+	g, created := c.lockGroupCreated(group, true)
+	defer func() {
+		if created {
+			g.removeLocked()
+		}
+		g.mu.Unlock()
+	}()
+	free := tps[:0]
+	for _, tp := range tps {
+		if !c.b.txns.hasPendingOffset(group, tp) {
+			free = append(free, tp)
+		}
+	}
+	c.b.meta.dropDeletionMarks(group, free)
+}
+
 // deletedSince reports whether an offset key was deleted (a deletion
 // mark, or a badger deletion) after stamp, as far as badger still keeps
 // the versions written since.

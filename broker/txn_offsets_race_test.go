@@ -159,3 +159,58 @@ func TestTxnOffsetCommitVsTopicDeletion(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnOffsetCommitVsDroppingMarks: once the transaction that a
+// deletion mark was written for ends, the mark is dropped; a
+// TxnOffsetCommit of another transaction for the partition landing
+// between the end and the drop must not lose to the drop (a badger
+// deletion, newer than its stamp): made after the deletion, its offset
+// is committed with its transaction, as in Kafka. (Found while fixing
+// the review's findings.)
+func TestTxnOffsetCommitVsDroppingMarks(t *testing.T) {
+	t.Parallel()
+	var other atomic.Pointer[rawTxn]
+	var code atomic.Int32 // o's TxnOffsetCommit's answer
+	committed := make(chan struct{})
+	var armed atomic.Bool
+	var once sync.Once
+	b := startTest(t, func(c *Config) {
+		c.DataDir = t.TempDir()
+		c.beforeDropMarks = func(group string) {
+			if group != "g" || !armed.Load() {
+				return
+			}
+			once.Do(func() {
+				go func() {
+					defer close(committed)
+					code.Store(int32(other.Load().commitOffset("g", -1, "", "dm", 0, 9)))
+				}()
+				waitOrTimeout(committed)
+			})
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b))
+	r := txnWithOffset(t, b, "dm", "dm", "v") // TxnOffsetCommit 7 for g, pending
+	del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"dm": {0: {}}})
+	require.NoError(t, err)
+	require.NoError(t, del.Error()) // a deletion mark
+	o := &rawTxn{c: dialRaw(t, b), id: "dm2"}
+	require.Zero(t, o.init(60000).ErrorCode)
+	require.Equal(t, []string{"NONE"}, names(o.addPartitions("dm", 0)))
+	require.Zero(t, o.produce("dm", 0, 0, "w"))
+	require.Zero(t, o.addOffsets("g"))
+	other.Store(o)
+	armed.Store(true)
+	require.Zero(t, r.end(false)) // the mark is dropped, o commits 9 meanwhile
+	<-committed
+	armed.Store(false)
+	require.Zero(t, code.Load())
+	_, fetched := o.fetchOffset("g", "dm", 0, true)
+	require.Equal(t, "UNSTABLE_OFFSET_COMMIT", fetched, "o's offset is pending")
+	require.Zero(t, o.end(true))
+	off, fetched := o.fetchOffset("g", "dm", 0, true)
+	require.Equal(t, "NONE", fetched)
+	require.Equal(t, int64(9), off, "made after the deletion, o's offset is committed")
+}
