@@ -63,9 +63,10 @@ package broker
 //
 // Ownership and lock order: txnCoordinator.mu guards only the map of
 // txns and the pending-offsets index; txn.mu guards one txn and is held
-// across its badger writes, its marker appends (log locks) and, for
-// commits, the group locks its offsets go to. Order: txn.mu → group.mu →
-// txnCoordinator.mu. Never two txns at once.
+// across its badger writes, its marker appends (log locks) and the group
+// locks its offsets go to (a TxnOffsetCommit's, a commit's, dropping
+// deletion marks). Order: txn.mu → group.mu → txnCoordinator.mu. Never
+// two txns at once.
 
 import (
 	"encoding/json"
