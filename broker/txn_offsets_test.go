@@ -26,6 +26,38 @@ func plainCommit(t *testing.T, adm *kadm.Client, group, topic string, off int64)
 	require.NoError(t, resp.Error())
 }
 
+// deleteOffset deletes group's offset for topic's partition 0
+// (OffsetDelete).
+func deleteOffset(t *testing.T, adm *kadm.Client, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	del, err := adm.DeleteOffsets(ctx, group, kadm.TopicsSet{topic: {0: {}}})
+	require.NoError(t, err)
+	require.NoError(t, del.Error())
+}
+
+// deleteBy removes group's offset for topic's partition 0 the way how
+// names: "delete-groups" deletes the group, "delete-topic" the topic,
+// anything else the offset alone.
+func deleteBy(t *testing.T, adm *kadm.Client, how, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch how {
+	case "delete-groups":
+		resp, err := adm.DeleteGroups(ctx, group)
+		require.NoError(t, err)
+		require.NoError(t, resp.Error())
+	case "delete-topic":
+		resp, err := adm.DeleteTopics(ctx, topic)
+		require.NoError(t, err)
+		require.NoError(t, resp.Error())
+	default:
+		deleteOffset(t, adm, group, topic)
+	}
+}
+
 // TestTxnOffsetLaterCommitWins: as in Kafka, which keeps the most recent
 // of transactional and plain offset commits by their place in its
 // offsets log, a plain commit made after a TxnOffsetCommit stands when
@@ -65,11 +97,7 @@ func TestTxnReplayKeepsOffsetDeletion(t *testing.T) {
 	serveCrashChild(t, txnDeleteCrashEnv, func(b *Broker) {
 		r := txnWithOffset(t, b, "rd", "rd", "v")
 		decidedAndApplied(t, b, r, "rd")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		del, err := kadm.NewClient(newClient(t, b)).DeleteOffsets(ctx, "g", kadm.TopicsSet{"rd": {0: {}}})
-		require.NoError(t, err)
-		require.NoError(t, del.Error())
+		deleteOffset(t, kadm.NewClient(newClient(t, b)), "g", "rd")
 		off, _ := r.fetchOffset("g", "rd", 0, false)
 		require.Equal(t, int64(-1), off)
 	})
@@ -96,8 +124,6 @@ func TestTxnOffsetDeletionAfterCommitWins(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			adm := kadm.NewClient(newClient(t, b))
 			createTopicRaw(t, b, "other", 1)
 			plainCommit(t, adm, "g", "other", 1)      // the group exists, Empty
@@ -107,20 +133,7 @@ func TestTxnOffsetDeletionAfterCommitWins(t *testing.T) {
 				decideLocked(t, b, tx)
 				tx.mu.Unlock()
 			}
-			switch how {
-			case "delete-groups":
-				resp, err := adm.DeleteGroups(ctx, "g")
-				require.NoError(t, err)
-				require.NoError(t, resp.Error())
-			case "delete-topic":
-				resp, err := adm.DeleteTopics(ctx, "dl")
-				require.NoError(t, err)
-				require.NoError(t, resp.Error())
-			default:
-				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"dl": {0: {}}})
-				require.NoError(t, err)
-				require.NoError(t, del.Error())
-			}
+			deleteBy(t, adm, how, "g", "dl")
 			if how == "after-decision" {
 				tx := b.txns.lock("dl", false)
 				require.NoError(t, b.txns.completeLocked(tx, time.Now()))
@@ -237,9 +250,7 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 			}
 			r := txnWithOffset(t, b, "tl", "tl", "v") // TxnOffsetCommit 7 for g
 			if how == "offset-delete" {
-				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"tl": {0: {}}})
-				require.NoError(t, err)
-				require.NoError(t, del.Error())
+				deleteOffset(t, adm, "g", "tl")
 			} else {
 				dg, err := adm.DeleteGroups(ctx, "g")
 				require.NoError(t, err)
@@ -368,9 +379,7 @@ func TestTxnOffsetCommitCreatesGroup(t *testing.T) {
 
 			switch how {
 			case "offset-delete":
-				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"cg": {0: {}}})
-				require.NoError(t, err)
-				require.NoError(t, del.Error())
+				deleteOffset(t, adm, "g", "cg")
 			case "delete-groups", "delete-groups-restart":
 				resp, err := adm.DeleteGroups(ctx, "g")
 				require.NoError(t, err)
@@ -424,20 +433,12 @@ func TestTxnOffsetStableAfterDeletion(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			b := startTest(t, func(c *Config) { c.DataDir = dir })
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			adm := kadm.NewClient(newClient(t, b))
 			createTopicRaw(t, b, "other", 1)
 			plainCommit(t, adm, "g", "other", 1)      // the group exists, Empty
 			r := txnWithOffset(t, b, "sd", "sd", "v") // TxnOffsetCommit 7, pending
 			_, code := r.fetchOffset("g", "sd", 0, true)
 			require.Equal(t, "UNSTABLE_OFFSET_COMMIT", code)
-			deleteOffset := func() {
-				t.Helper()
-				del, err := adm.DeleteOffsets(ctx, "g", kadm.TopicsSet{"sd": {0: {}}})
-				require.NoError(t, err)
-				require.NoError(t, del.Error())
-			}
 			restart := func() {
 				t.Helper()
 				require.NoError(t, b.Close())
@@ -446,18 +447,7 @@ func TestTxnOffsetStableAfterDeletion(t *testing.T) {
 				r.c = dialRaw(t, b)
 				adm = kadm.NewClient(newClient(t, b))
 			}
-			switch how {
-			case "delete-groups":
-				resp, err := adm.DeleteGroups(ctx, "g")
-				require.NoError(t, err)
-				require.NoError(t, resp.Error())
-			case "delete-topic":
-				resp, err := adm.DeleteTopics(ctx, "sd")
-				require.NoError(t, err)
-				require.NoError(t, resp.Error())
-			default:
-				deleteOffset()
-			}
+			deleteBy(t, adm, how, "g", "sd")
 			off, code := r.fetchOffset("g", "sd", 0, true)
 			require.Equal(t, "NONE", code, "the deletion removed the pending offset")
 			require.Equal(t, int64(-1), off)
@@ -475,7 +465,7 @@ func TestTxnOffsetStableAfterDeletion(t *testing.T) {
 				want = 8
 			case "delete-twice-restart":
 				plainCommit(t, adm, "g", "sd", 5)
-				deleteOffset()
+				deleteOffset(t, adm, "g", "sd")
 				restart()
 				_, code := r.fetchOffset("g", "sd", 0, true)
 				require.Equal(t, "NONE", code)
