@@ -180,6 +180,19 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 		t.restoreLocked(snap)
 		return answer()
 	}
+	// A partition named twice counts once, its last entry winning (Kafka
+	// turns the request into a map); the undo below needs one entry each.
+	idx := make(map[groupTP]int, len(cands))
+	uniq := cands[:0]
+	for _, cd := range cands {
+		if i, ok := idx[cd.tp]; ok {
+			uniq[i] = cd
+			continue
+		}
+		idx[cd.tp] = len(uniq)
+		uniq = append(uniq, cd)
+	}
+	cands = uniq
 	if h := b.cfg.txnOffsetBeforeAdd; h != nil {
 		h(req.Group)
 	}

@@ -108,6 +108,9 @@ type Config struct {
 	// expiryBeforeDelete, if set, runs in offset expiry once a group's
 	// expired offsets are chosen, just before they are deleted.
 	expiryBeforeDelete func(group string)
+	// txnStampedBeforeWrite, if set, runs before a
+	// TxnOffsetCommit's own badger write; an error fails it.
+	txnStampedBeforeWrite func() error
 }
 
 // DefaultConfig returns the configuration `go run ./cmd/shoal` uses.

@@ -578,6 +578,11 @@ func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 // equals the partition's newest write for that write itself. t.mu held.
 func (c *txnCoordinator) persistStampedLocked(t *txn, now time.Time) error {
 	return c.persistWithLocked(t, now, func(k, v []byte) error {
+		if h := c.b.cfg.txnStampedBeforeWrite; h != nil {
+			if err := h(); err != nil {
+				return err
+			}
+		}
 		return c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(k, v) })
 	})
 }
