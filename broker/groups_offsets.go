@@ -632,17 +632,33 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 		g.unlock(now)
 	}
 	// A group DeleteGroups removed while an open transaction holds
-	// offsets for it is gone: mark its partitions all the same.
+	// offsets for it is gone: mark its partitions all the same, holding
+	// the group's name locked as dropDeletionMarks does, so a
+	// transaction's end cannot drop the marks before they are written.
 	for _, name := range c.b.txns.pendingGroups() {
 		if seen[name] {
 			continue
 		}
-		if marks := c.pendingOfTopic(name, topic); len(marks) > 0 {
-			if err := c.b.meta.putOffsets(name, nil, nil, marks); err != nil {
-				c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", name), zap.String("topic", topic), zap.Error(err))
-			} else {
-				c.b.txns.supersedePending(name, marks)
-			}
+		c.markDeletedTopicLocked(name, topic)
+	}
+}
+
+// markDeletedTopicLocked writes deletion marks for the partitions of
+// topic that open transactions hold offsets for in group, a group not
+// loaded (DeleteGroups removed it), under the group's lock.
+func (c *groupCoordinator) markDeletedTopicLocked(name, topic string) {
+	g, created := c.lockGroupCreated(name, true)
+	defer func() {
+		if created {
+			g.removeLocked()
+		}
+		g.mu.Unlock()
+	}()
+	if marks := c.pendingOfTopic(name, topic); len(marks) > 0 {
+		if err := c.b.meta.putOffsets(name, nil, nil, marks); err != nil {
+			c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", name), zap.String("topic", topic), zap.Error(err))
+		} else {
+			c.b.txns.supersedePending(name, marks)
 		}
 	}
 }
