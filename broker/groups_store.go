@@ -354,11 +354,19 @@ func (m *metaStore) noteMark(key []byte) {
 
 // dropDeletionMarks removes the deletion marks of group's tps, called
 // once nothing is pending for them, under the group's lock
-// (groupCoordinator.dropDeletionMarks). A key written since (a commit) is
-// left alone; a failure leaves the mark, which reads as no offset.
-func (m *metaStore) dropDeletionMarks(group string, tps []groupTP) {
+// (groupCoordinator.dropDeletionMarks), and the group's own (deleteGroup)
+// with group too, once nothing at all is pending for it. A key written
+// since (a commit, a group record) is left alone; a failure leaves the
+// mark, which reads as no offset (no group).
+func (m *metaStore) dropDeletionMarks(group string, tps []groupTP, withGroup bool) {
+	keys := make([][]byte, 0, len(tps)+1)
 	for _, tp := range tps {
-		k := offsetKey(group, tp)
+		keys = append(keys, offsetKey(group, tp))
+	}
+	if withGroup {
+		keys = append(keys, groupKey(group))
+	}
+	for _, k := range keys {
 		m.marks.Lock()
 		_, ok := m.marks.keys[string(k)]
 		m.marks.Unlock()
@@ -413,14 +421,44 @@ func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	for _, tp := range pending {
 		marked[string(offsetKey(group, tp))] = true
 	}
-	keys = append(keys, groupKey(group))
-	ops := make([]func(*badger.Txn) error, 0, len(keys)+len(pending))
+	ops := make([]func(*badger.Txn) error, 0, len(keys)+len(pending)+1)
 	for _, k := range keys {
 		if !marked[string(k)] {
 			ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
 		}
 	}
-	return m.updateMarking(ops, group, pending)
+	gk := groupKey(group)
+	if len(pending) == 0 {
+		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(gk) })
+		return m.updateMarking(ops, group, nil)
+	}
+	// An open transaction holds offsets for the group: the group's
+	// deletion is marked too, so that a restart knows it came after
+	// them (txnCoordinator.loadGroups) although compaction drops badger
+	// deletions. OffsetDelete and a deleted topic leave the group.
+	ops = append(ops, func(txn *badger.Txn) error { return txn.Set(gk, deletionMark) })
+	if err := m.updateMarking(ops, group, pending); err != nil {
+		return err
+	}
+	m.noteMark(gk)
+	return nil
+}
+
+// groupDeletedAfter reports whether group's record key holds a deletion
+// mark (deleteGroup) written after stamp.
+func groupDeletedAfter(btx *badger.Txn, group string, stamp uint64) (bool, error) {
+	item, err := btx.Get(groupKey(group))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	mark := false
+	if err := item.Value(func(v []byte) error { mark = bytes.Equal(v, deletionMark); return nil }); err != nil {
+		return false, err
+	}
+	return mark && item.Version() > stamp, nil
 }
 
 // loadGroups reads every group record and committed offset.
@@ -437,8 +475,18 @@ func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupT
 				return fmt.Errorf("%w: key %q", errCorruptGroupState, k)
 			}
 			rec := &groupRecord{}
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, rec) }); err != nil {
+			deleted := false
+			if err := it.Item().Value(func(v []byte) error {
+				if deleted = bytes.Equal(v, deletionMark); deleted {
+					return nil
+				}
+				return json.Unmarshal(v, rec)
+			}); err != nil {
 				return fmt.Errorf("%w: %s: %v", errCorruptGroupState, k, err)
+			}
+			if deleted { // deleteGroup's mark: no group
+				m.noteMark(it.Item().KeyCopy(nil))
+				continue
 			}
 			recs[name] = rec
 		}

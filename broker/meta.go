@@ -24,7 +24,10 @@ import (
 //	meta/topic/<name>          topicRecord
 //	meta/broker-config/<name>  string: a dynamic broker config override
 //	meta/seq/producer-id       badger sequence for InitProducerId
-//	meta/group/<group>         groupRecord (groups_store.go); <group> is path-escaped
+//	meta/group/<group>         groupRecord (groups_store.go); <group> is path-escaped. A group
+//	                           deleted while a transaction holds offsets for it keeps the
+//	                           deletion mark []byte{3} here until nothing is pending for it
+//	                           (a binary older than this refuses to start on it)
 //	meta/offset/<group>/<topic>/<partition>
 //	                           a committed offset (binary, groups_store.go)
 //	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped

@@ -350,8 +350,7 @@ func (c *txnCoordinator) load() error {
 	if err := c.supersedeLoaded(); err != nil {
 		return err
 	}
-	c.loadGroups()
-	return nil
+	return c.loadGroups()
 }
 
 // supersedeLoaded finds, at start, the pending offsets that a deletion
@@ -384,17 +383,40 @@ func (c *txnCoordinator) supersedeLoaded() error {
 // offsets for and that nothing else made (a simple committer's group
 // has no record): as Kafka, replaying a TxnOffsetCommit's record, makes
 // its group. A group whose every pending offset a deletion came after
-// is left out, as Kafka's replay of that group's deletion (DeleteGroups)
-// would remove it.
-func (c *txnCoordinator) loadGroups() {
-	for group, tps := range c.mu.pending {
-		for _, p := range tps {
-			if p.live > 0 {
-				c.b.groups.loadTxnGroup(group)
-				break
+// is left out if that was its own deletion (DeleteGroups marks the
+// group's record key), as Kafka's replay of the group's tombstone
+// removes it; OffsetDelete and a deleted topic leave it. Runs alone.
+func (c *txnCoordinator) loadGroups() error {
+	newest := map[string]uint64{} // per group, its newest pending offset's stamp
+	for _, t := range c.mu.txns {
+		for g, offs := range t.mu.offsets {
+			for _, oc := range offs {
+				newest[g] = max(newest[g], oc.stamp)
 			}
 		}
 	}
+	return c.b.meta.db.View(func(btx *badger.Txn) error {
+		for group, tps := range c.mu.pending {
+			keep := false
+			for _, p := range tps {
+				if p.live > 0 {
+					keep = true
+					break
+				}
+			}
+			if !keep {
+				deleted, err := groupDeletedAfter(btx, group, newest[group])
+				if err != nil {
+					return err
+				}
+				keep = !deleted
+			}
+			if keep {
+				c.b.groups.loadTxnGroup(group)
+			}
+		}
+		return nil
+	})
 }
 
 // recordVersion is the badger version of id's txn record: the order of

@@ -170,7 +170,7 @@ func (c *groupCoordinator) dropDeletionMarks(group string, tps []groupTP) {
 			free = append(free, tp)
 		}
 	}
-	c.b.meta.dropDeletionMarks(group, free)
+	c.b.meta.dropDeletionMarks(group, free, !c.b.txns.hasPendingGroup(group))
 }
 
 // deletedSince reports whether an offset key was deleted (a deletion

@@ -413,6 +413,14 @@ func TestTxnOffsetCommitCreatesGroup(t *testing.T) {
 			case "delete-groups", "delete-groups-restart":
 				require.Equal(t, int64(-1), off, "the deletion stands")
 				require.NotContains(t, listed, "g", "the commit does not bring it back")
+				// The group's deletion mark went with the last pending offset.
+				require.Eventually(t, func() bool {
+					err := b.meta.db.View(func(btx *badger.Txn) error {
+						_, err := btx.Get(groupKey("g"))
+						return err
+					})
+					return errors.Is(err, badger.ErrKeyNotFound)
+				}, 10*time.Second, 10*time.Millisecond, "the group's deletion mark is dropped")
 			}
 		})
 	}
@@ -593,5 +601,47 @@ func TestTxnStampedWritesGetDistinctVersions(t *testing.T) {
 		v := <-done
 		require.False(t, seen[v], "two stamped writes share version %d", v)
 		seen[v] = true
+	}
+}
+
+// TestTxnGroupKeptAfterOffsetDeletionAndRestart: a group a
+// TxnOffsetCommit created, whose only pending offset OffsetDelete or a
+// topic deletion then superseded, still exists (Empty) after a restart
+// while the transaction is open, as in Kafka, whose replay of the
+// TxnOffsetCommit makes the group and whose offset tombstone leaves it;
+// only DeleteGroups removes it (TestTxnOffsetCommitCreatesGroup). The
+// deletion still wins over the transaction's offset. (Found by review.)
+func TestTxnGroupKeptAfterOffsetDeletionAndRestart(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"offset-delete", "delete-topic"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			b := startTest(t, func(c *Config) { c.DataDir = dir })
+			r := txnWithOffset(t, b, "gr", "gr", "v") // TxnOffsetCommit 7 creates g
+			adm := kadm.NewClient(newClient(t, b))
+			deleteBy(t, adm, how, "g", "gr")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			listed, err := adm.ListGroups(ctx)
+			require.NoError(t, err)
+			require.Contains(t, listed, "g", "before the restart")
+			require.NoError(t, b.Close())
+
+			b = startTest(t, func(c *Config) { c.DataDir = dir })
+			setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+			adm = kadm.NewClient(newClient(t, b))
+			r.c = dialRaw(t, b)
+			require.Equal(t, "Ongoing", r.describe().State)
+			listed, err = adm.ListGroups(ctx)
+			require.NoError(t, err)
+			require.Contains(t, listed, "g", "after the restart, the transaction still open")
+			if how == "delete-topic" {
+				createTopicRaw(t, b, "gr", 1)
+			}
+			require.Zero(t, r.end(true))
+			off, _ := r.fetchOffset("g", "gr", 0, true)
+			require.Equal(t, int64(-1), off, "the deletion stands")
+		})
 	}
 }
