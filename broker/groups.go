@@ -261,6 +261,21 @@ func (c *groupCoordinator) lockGroup(name string, create bool) *group {
 	return g
 }
 
+// holdGroupName locks the group called name, making a placeholder if
+// there is none (one DeleteGroups removed), which release then forgets:
+// what is done under a group's lock (a TxnOffsetCommit adding pending
+// offsets, a deletion writing marks) is done under it even for a group
+// that does not exist.
+func (c *groupCoordinator) holdGroupName(name string) (g *group, release func()) {
+	g, created := c.lockGroupCreated(name, true)
+	return g, func() {
+		if created {
+			g.removeLocked()
+		}
+		g.mu.Unlock()
+	}
+}
+
 // lockGroupCreated is lockGroup, also reporting whether this call
 // created the group.
 func (c *groupCoordinator) lockGroupCreated(name string, create bool) (*group, bool) {

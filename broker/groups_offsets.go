@@ -612,23 +612,7 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 	for _, g := range c.all() {
 		g.mu.Lock()
 		seen[g.name] = true
-		marks := c.pendingOfTopic(g.name, topic)
-		var dels []groupTP
-		for tp := range g.mu.offsets {
-			if tp.topic == topic && !slices.Contains(marks, tp) {
-				dels = append(dels, tp)
-			}
-		}
-		if len(dels)+len(marks) > 0 {
-			if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
-				c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", g.name), zap.String("topic", topic), zap.Error(err))
-			} else {
-				for _, tp := range append(dels, marks...) {
-					delete(g.mu.offsets, tp)
-				}
-				c.b.txns.supersedePending(g.name, marks)
-			}
-		}
+		c.dropTopicOffsetsLocked(g, topic)
 		g.unlock(now)
 	}
 	// A group DeleteGroups removed while an open transaction holds
@@ -639,28 +623,33 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 		if seen[name] {
 			continue
 		}
-		c.markDeletedTopicLocked(name, topic)
+		g, release := c.holdGroupName(name)
+		c.dropTopicOffsetsLocked(g, topic)
+		release()
 	}
 }
 
-// markDeletedTopicLocked writes deletion marks for the partitions of
-// topic that open transactions hold offsets for in group, a group not
-// loaded (DeleteGroups removed it), under the group's lock.
-func (c *groupCoordinator) markDeletedTopicLocked(name, topic string) {
-	g, created := c.lockGroupCreated(name, true)
-	defer func() {
-		if created {
-			g.removeLocked()
-		}
-		g.mu.Unlock()
-	}()
-	if marks := c.pendingOfTopic(name, topic); len(marks) > 0 {
-		if err := c.b.meta.putOffsets(name, nil, nil, marks); err != nil {
-			c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", name), zap.String("topic", topic), zap.Error(err))
-		} else {
-			c.b.txns.supersedePending(name, marks)
+// dropTopicOffsetsLocked deletes g's offsets of topic, with deletion
+// marks for the partitions open transactions hold offsets for. g.mu held.
+func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) {
+	marks := c.pendingOfTopic(g.name, topic)
+	var dels []groupTP
+	for tp := range g.mu.offsets {
+		if tp.topic == topic && !slices.Contains(marks, tp) {
+			dels = append(dels, tp)
 		}
 	}
+	if len(dels)+len(marks) == 0 {
+		return
+	}
+	if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
+		c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", g.name), zap.String("topic", topic), zap.Error(err))
+		return
+	}
+	for _, tp := range append(dels, marks...) {
+		delete(g.mu.offsets, tp)
+	}
+	c.b.txns.supersedePending(g.name, marks)
 }
 
 // pendingOfTopic lists group's partitions of topic that an open

@@ -157,13 +157,8 @@ func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 // A group that does not exist (DeleteGroups) is held by name the same
 // way, then forgotten.
 func (c *groupCoordinator) dropDeletionMarks(group string, tps []groupTP) {
-	g, created := c.lockGroupCreated(group, true)
-	defer func() {
-		if created {
-			g.removeLocked()
-		}
-		g.mu.Unlock()
-	}()
+	_, release := c.holdGroupName(group)
+	defer release()
 	free := tps[:0]
 	for _, tp := range tps {
 		if !c.b.txns.hasPendingOffset(group, tp) {
