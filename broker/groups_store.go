@@ -378,12 +378,10 @@ func (m *metaStore) dropDeletionMarks(group string, tps []groupTP, withGroup boo
 			if err != nil {
 				return err
 			}
-			return item.Value(func(v []byte) error {
-				if !bytes.Equal(v, deletionMark) {
-					return nil
-				}
-				return txn.Delete(k)
-			})
+			if mark, err := isDeletionMark(item); err != nil || !mark {
+				return err
+			}
+			return txn.Delete(k)
 		})
 		if err == nil || errors.Is(err, badger.ErrKeyNotFound) || errors.Is(err, badger.ErrConflict) {
 			m.marks.Lock()
@@ -454,11 +452,8 @@ func groupDeletedAfter(btx *badger.Txn, group string, stamp uint64) (bool, error
 	if err != nil {
 		return false, err
 	}
-	mark := false
-	if err := item.Value(func(v []byte) error { mark = bytes.Equal(v, deletionMark); return nil }); err != nil {
-		return false, err
-	}
-	return mark && item.Version() > stamp, nil
+	mark, err := isDeletionMark(item)
+	return mark && item.Version() > stamp, err
 }
 
 // loadGroups reads every group record and committed offset.

@@ -120,17 +120,11 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 // committed offset's stamp (a plain commit's is its own version), or a
 // deletion's version (a deletion mark's, or a badger deletion's until
 // compaction drops it). Zero: never written.
-func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
-	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		if !bytes.Equal(item.Key(), key) {
-			continue // a longer key (partition 1 and 10)
-		}
-		stamp := item.Version()
+func newestOffsetWrite(btx *badger.Txn, key []byte) (stamp uint64, err error) {
+	err = keyVersions(btx, key, func(item *badger.Item) (bool, error) {
+		stamp = item.Version()
 		if item.IsDeletedOrExpired() {
-			return stamp, nil
+			return false, nil
 		}
 		err := item.Value(func(v []byte) error {
 			oc, err := decodeOffset(v)
@@ -140,11 +134,34 @@ func newestOffsetWrite(btx *badger.Txn, key []byte) (uint64, error) {
 			return err
 		})
 		if errors.Is(err, errOffsetDeleted) {
-			return stamp, nil // a deletion mark: its version
+			err = nil // a deletion mark: its version
 		}
-		return stamp, err
+		return false, err
+	})
+	return stamp, err
+}
+
+// keyVersions calls fn with key's versions, newest first (deletions
+// included), until fn reports false or an error.
+func keyVersions(btx *badger.Txn, key []byte, fn func(*badger.Item) (bool, error)) error {
+	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if !bytes.Equal(item.Key(), key) {
+			return nil // a longer key (partition 10 after 1): ours are done
+		}
+		if more, err := fn(item); err != nil || !more {
+			return err
+		}
 	}
-	return 0, nil
+	return nil
+}
+
+// isDeletionMark reports whether item holds a deletion mark.
+func isDeletionMark(item *badger.Item) (mark bool, err error) {
+	err = item.Value(func(v []byte) error { mark = bytes.Equal(v, deletionMark); return nil })
+	return mark, err
 }
 
 // dropDeletionMarks drops the deletion marks of group's tps, left
@@ -171,29 +188,20 @@ func (c *groupCoordinator) dropDeletionMarks(group string, tps []groupTP) {
 // deletedSince reports whether an offset key was deleted (a deletion
 // mark, or a badger deletion) after stamp, as far as badger still keeps
 // the versions written since.
-func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (bool, error) {
-	it := btx.NewIterator(badger.IteratorOptions{Prefix: key, AllVersions: true})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		if !bytes.Equal(item.Key(), key) {
-			break // a longer key (partition 10 after 1): ours are done
-		}
+func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (deleted bool, err error) {
+	err = keyVersions(btx, key, func(item *badger.Item) (bool, error) {
 		if item.Version() <= stamp {
 			return false, nil // versions come newest first
 		}
 		if item.IsDeletedOrExpired() {
-			return true, nil
+			deleted = true
+			return false, nil
 		}
-		mark := false
-		if err := item.Value(func(v []byte) error { mark = bytes.Equal(v, deletionMark); return nil }); err != nil {
-			return false, err
-		}
-		if mark {
-			return true, nil
-		}
-	}
-	return false, nil
+		mark, err := isDeletionMark(item)
+		deleted = mark
+		return !mark, err
+	})
+	return deleted, err
 }
 
 // markUnstableOffsets answers UNSTABLE_OFFSET_COMMIT (offset -1) for the
