@@ -196,30 +196,27 @@ func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Respo
 	if h := b.cfg.txnOffsetBeforeAdd; h != nil {
 		h(req.Group)
 	}
-	prev := map[groupTP]offsetCommit{}
-	had := map[groupTP]bool{}
-	for _, cd := range cands {
+	prev := map[groupTP]offsetCommit{} // the pending offsets replaced
+	tps := make([]groupTP, len(cands))
+	for i, cd := range cands {
 		if oc, ok := t.mu.offsets[req.Group][cd.tp]; ok {
-			prev[cd.tp], had[cd.tp] = oc, true
+			prev[cd.tp] = oc
 		}
 		b.txns.addPendingOffset(t, req.Group, cd.tp, cd.oc)
+		tps[i] = cd.tp
 	}
 	if err := b.txns.persistStampedLocked(t, now); err != nil {
 		// Undo: restore replaced offsets, drop new ones.
-		for _, cd := range cands {
-			if had[cd.tp] {
-				b.txns.restorePendingOffsetLocked(t, req.Group, cd.tp, prev[cd.tp])
+		for _, tp := range tps {
+			if oc, ok := prev[tp]; ok {
+				b.txns.restorePendingOffsetLocked(t, req.Group, tp, oc)
 			} else {
-				b.txns.dropPendingOffsetLocked(t, req.Group, cd.tp)
+				b.txns.dropPendingOffsetLocked(t, req.Group, tp)
 			}
 		}
 		t.restoreLocked(snap)
 		setAll(kerr.NotCoordinator.Code)
 		return answer()
-	}
-	tps := make([]groupTP, len(cands))
-	for i, cd := range cands {
-		tps[i] = cd.tp
 	}
 	b.txns.stampLocked(t, req.Group, tps)
 	return answer()
