@@ -542,9 +542,11 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 }
 
 // acquire hands member up to maxRecords records (mode) from this
-// share-partition, reading at most budget bytes of the log lp. It returns
-// the acquired ranges and the log batches covering them.
-func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int) ([]sharegroup.Acquired, []byte, error) {
+// share-partition, reading at most budget bytes of the log lp onto the end
+// of *arena (nil: a buffer of its own), the buffer of the whole response
+// (handleShareFetch). It returns the acquired ranges and the log batches
+// covering them, which may lie in *arena.
+func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	sp.mu.Lock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
@@ -552,17 +554,26 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 		return nil, nil, err
 	}
 	if sp.mu.p.Config().Groups != sharegroup.GroupsNone {
-		return sp.acquireGroups(now, st, member, lp, maxRecords, budget) // unlocks
+		return sp.acquireGroups(now, st, member, lp, maxRecords, budget, arena) // unlocks
 	}
 	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p
+	if arena == nil {
+		arena = new([]byte)
+	}
 	var (
 		out     []sharegroup.Acquired
-		data    []byte
+		start   = len(*arena) // the data is (*arena)[start:]
 		pending []sharegroup.Record
 		got     int
 	)
+	data := func() []byte {
+		if len(*arena) == start {
+			return nil
+		}
+		return (*arena)[start:len(*arena):len(*arena)]
+	}
 	flush := func() error {
 		err := sp.writeLocked(pending)
 		pending = nil
@@ -577,7 +588,10 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 		if off >= hw {
 			break
 		}
-		raw, err := lp.log.Read(off, hw, min(budget, 1<<20), true)
+		base := len(*arena)
+		var err error
+		*arena, err = lp.log.ReadAppend(*arena, off, hw, min(budget, 1<<20), true)
+		raw := (*arena)[base:]
 		if errors.Is(err, slog.ErrOffsetOutOfRange) {
 			if ls := lp.log.LogStartOffset(); off < ls {
 				pending = append(pending, p.AdvanceLogStart(ls).Records...)
@@ -589,12 +603,13 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 				return nil, nil, ferr
 			}
 			if len(out) > 0 {
-				return out, data, nil // the error shows at the next fetch
+				return out, data(), nil // the error shows at the next fetch
 			}
 			return nil, nil, err
 		}
 		batches, ends := parseLogBatches(raw, shareAborted(lp, st, off, hw))
 		if len(batches) == 0 {
+			*arena = (*arena)[:base]
 			break
 		}
 		acq, eff := p.Acquire(now, member, batches, maxRecords-got, mode)
@@ -615,17 +630,17 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 			if lo > 0 {
 				from = ends[lo-1]
 			}
-			chunk := raw[from:ends[hi]]
-			if data == nil {
-				data = chunk // raw is ours: no copy for the usual single read
-			} else {
-				data = append(data, chunk...)
-			}
-			budget -= len(chunk)
+			// Keep the batches covering the acquisitions: moved down
+			// over the ones before them, none after.
+			n := copy(raw, raw[from:ends[hi]])
+			*arena = (*arena)[:base+n]
+			budget -= n
 			for _, a := range acq {
 				got += int(a.Last - a.First + 1)
 			}
 			out = appendAcquired(out, acq)
+		} else {
+			*arena = (*arena)[:base]
 		}
 		if p.NextFetchOffset() <= off && len(acq) == 0 {
 			break // no progress
@@ -634,7 +649,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 	if err := flush(); err != nil {
 		return nil, nil, err
 	}
-	return out, data, nil
+	return out, data(), nil
 }
 
 // appendAcquired appends ranges keeping the result sorted and merging

@@ -130,21 +130,28 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 // (the Partition prepared); it unlocks. The log bytes of the picked
 // records are read after unlocking: the records are this member's, and
 // other members' fetches and acknowledgements need not wait for the read.
-func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords, budget int) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	p := sp.mu.p
 	var pending []sharegroup.Record
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
 	hw := shareReadLimit(lp, st)
-	var raw []byte
+	bp := fetchBufs.Get().(*[]byte) // Classify copies what it keeps
+	raw := (*bp)[:0]
+	defer func() {
+		if cap(raw) <= maxPooledFetchBuf {
+			*bp = raw[:0]
+			fetchBufs.Put(bp)
+		}
+	}()
 	for read := 0; read < classifyBudget && p.CanClassify(); {
 		off := p.ClassifyOffset()
 		if off >= hw {
 			break
 		}
 		var err error
-		raw, err = lp.log.ReadAppend(raw[:0], off, hw, 1<<20, true) // Classify copies what it keeps
+		raw, err = lp.log.ReadAppend(raw[:0], off, hw, 1<<20, true)
 		if errors.Is(err, slog.ErrOffsetOutOfRange) {
 			if ls := lp.log.LogStartOffset(); off < ls {
 				pending = append(pending, p.AdvanceLogStart(ls).Records...)
@@ -179,7 +186,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	if len(acq) == 0 {
 		return nil, nil, nil
 	}
-	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget, &sp.c.trims)
+	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget, &sp.c.trims, arena)
 	if len(unsent) > 0 {
 		sp.mu.Lock()
 		if sp.mu.p == p { // else reloaded: the acquisitions are gone anyway
@@ -197,9 +204,15 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 // readAcquired reads, in offset order and each once, the log batches
 // covering the acquired ranges (trimmed to the acquired records:
 // parsedBatch.trim), until budget bytes are used (the first range is
-// always covered). It returns the bytes, the ranges they cover
-// and the ranges (or parts) they do not.
-func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+// always covered), copying what it must onto the end of *arena (nil: a
+// buffer of its own; see shareData). It returns the bytes, the ranges
+// they cover and the ranges (or parts) they do not.
+func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+	out := shareData{arena: arena}
+	if out.arena == nil {
+		out.arena = new([]byte)
+	}
+	out.start = len(*out.arena)
 	covered := int64(-1) // offsets < covered have their batch in data
 	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {
 		a := acq[i]
@@ -214,13 +227,13 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 	for i := 0; i < len(acq); i++ {
 		a := acq[i]
 		for covered <= a.Last {
-			if len(data) > 0 && len(data) >= budget {
+			if len(out.data) > 0 && len(out.data) >= budget {
 				sent, unsent = split(i)
-				return data, sent, unsent, nil
+				return out.data, sent, unsent, nil
 			}
 			from := max(a.First, covered)
 			if pb := cache.get(lp, from); pb != nil && pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset() {
-				data = appendBatch(data, pb, acq[i:])
+				out.add(pb, acq[i:])
 				covered = pb.h.LastOffset() + 1
 				continue
 			}
@@ -228,7 +241,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, 1<<20, true)
 			if rerr != nil {
 				sent, unsent = split(i)
-				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)
+				return out.data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)
 			}
 			progressed, adopted := false, false
 			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
@@ -247,13 +260,13 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 							pb = parseBatch(h, batch)
 						}
 						cache.put(lp, pb)
-						data = appendBatch(data, pb, acq[j:])
+						out.add(pb, acq[j:])
 						break
 					}
 				}
 				covered = h.LastOffset() + 1
 				progressed = true
-				if covered > a.Last && len(data) >= budget {
+				if covered > a.Last && len(out.data) >= budget {
 					return errStopRead
 				}
 				return nil
@@ -263,23 +276,40 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 			}
 			if !progressed {
 				sent, unsent = split(i)
-				return data, sent, unsent, fmt.Errorf("reading acquired records at %d: no batch", from)
+				return out.data, sent, unsent, fmt.Errorf("reading acquired records at %d: no batch", from)
 			}
 		}
 	}
-	return data, acq, nil, nil
+	return out.data, acq, nil, nil
 }
 
-// appendBatch appends pb, trimmed to acq, to data. A batch sent as it is
-// starts an empty data without a copy (cached batches never change; the
-// capacity is clipped so a later append copies).
-func appendBatch(data []byte, pb *parsedBatch, acq []sharegroup.Acquired) []byte {
+// shareData builds one partition's record data in a ShareFetch
+// response. A batch sent as it is starts an empty data without a copy
+// (cached batches never change); anything else is copied onto the end of
+// the response's arena, the buffer every partition of the response
+// appends to (handleShareFetch pools it and takes it back once the
+// response is encoded), and data is then the arena from start on.
+type shareData struct {
+	arena *[]byte
+	start int
+	data  []byte
+	owned bool // data is (*arena)[start:]
+}
+
+// add appends pb, trimmed to acq, to data.
+func (d *shareData) add(pb *parsedBatch, acq []sharegroup.Acquired) {
 	var buf [16][2]int
 	runs := pb.keptRuns(acq, buf[:0])
-	if len(data) == 0 && !pb.trimmed(pb.keptSize(runs)) {
-		return pb.batch[:len(pb.batch):len(pb.batch)]
+	if len(d.data) == 0 && !pb.trimmed(pb.keptSize(runs)) {
+		d.data = pb.batch[:len(pb.batch):len(pb.batch)]
+		return
 	}
-	return pb.appendKept(data, runs)
+	if !d.owned {
+		*d.arena = append((*d.arena)[:d.start], d.data...)
+		d.owned = true
+	}
+	*d.arena = pb.appendKept(*d.arena, runs)
+	d.data = (*d.arena)[d.start:len(*d.arena):len(*d.arena)]
 }
 
 // recordOffsets calls fn with the absolute offset and wire bytes of each

@@ -225,8 +225,8 @@ func TestAppendTrim(t *testing.T) {
 		require.Equal(t, []int64{100, 101, 105}, offs)
 		require.Equal(t, []string{"100", "101", "105"}, vals)
 		require.Equal(t, raw, pb.appendTrim(nil, all), "all acquired: as stored")
-		require.Equal(t, raw, appendBatch(nil, pb, all))
-		require.Equal(t, pb.trim(some), appendBatch(nil, pb, some))
+		require.Equal(t, raw, shareDataOf(pb, all))
+		require.Equal(t, pb.trim(some), shareDataOf(pb, some))
 	}
 }
 
@@ -286,5 +286,37 @@ func TestTrimRecordsOutsideSpan(t *testing.T) {
 	require.NoError(t, err)
 	pb := parseBatch(&h, raw)
 	require.True(t, pb.whole, "a record at 105 lies outside 100..102")
-	require.Equal(t, raw, appendBatch(nil, pb, []sharegroup.Acquired{{First: 100, Last: 100}, {First: 105, Last: 105}}))
+	require.Equal(t, raw, shareDataOf(pb, []sharegroup.Acquired{{First: 100, Last: 100}, {First: 105, Last: 105}}))
+}
+
+// shareDataOf is the data shareData builds from pb alone.
+func shareDataOf(pb *parsedBatch, acq []sharegroup.Acquired) []byte {
+	d := shareData{arena: new([]byte)}
+	d.add(pb, acq)
+	return d.data
+}
+
+// TestShareDataArena: a partition's data goes onto the end of the
+// response's arena without touching what other partitions put there; a
+// batch sent as it is is not copied until another batch follows it.
+func TestShareDataArena(t *testing.T) {
+	t.Parallel()
+	batch := func(base int64) *parsedBatch {
+		raw, h := numberedBatch(t, base, 4)
+		return parseBatch(&h, raw)
+	}
+	a, b := batch(0), batch(4)
+	arena := []byte("other partition")
+	d := shareData{arena: &arena, start: len(arena)}
+	d.add(a, []sharegroup.Acquired{{First: 0, Last: 3}})
+	require.Equal(t, a.batch, d.data)
+	require.Same(t, &a.batch[0], &d.data[0], "sent as it is: no copy")
+	require.Equal(t, "other partition", string(arena), "nothing copied yet")
+
+	some := []sharegroup.Acquired{{First: 5, Last: 5}}
+	d.add(b, some)
+	want := append(bytes.Clone(a.batch), b.trim(some)...)
+	require.Equal(t, want, d.data)
+	require.Equal(t, "other partition", string(arena[:15]))
+	require.Equal(t, want, arena[15:])
 }
