@@ -14,7 +14,10 @@
 // plain mode's acknowledgements trail its deliveries by one fetch per
 // consumer), and whole, from the first delivery until every record was
 // accepted and every consumer's FlushAcks returned, which ends with a
-// fixed tail of 0.5-1 s in every mode. The order of the modes rotates per
+// fixed tail of 0.5-1 s in every mode. Beside the rates, the process's
+// CPU time per record over the whole drain (broker and clients: both run
+// here), the steadier figure when comparing two builds on this noisy
+// machine. The order of the modes rotates per
 // round so each is measured early and late; the medians of --rounds rounds
 // are printed as a markdown table with the ratios to plain.
 //
@@ -33,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -139,21 +143,24 @@ func run(o options) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	steady, whole := map[string][]float64{}, map[string][]float64{}
+	steady, whole, cpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for round := range o.rounds {
 		for k := range modes {
 			mode := modes[(k+round)%len(modes)]
 			group := fmt.Sprintf("sharebench-%s-%d", mode, round)
+			cpu0 := processCPU()
 			r, err := drain(ctx, o, seeds, cl, topic, group, mode)
 			if err != nil {
 				return fmt.Errorf("round %d %s: %w", round+1, mode, err)
 			}
-			fmt.Fprintf(os.Stderr, "round %d %-8s steady %10.0f records/s, whole drain %10.0f records/s\n", round+1, mode, r.steady, r.whole)
+			perRecord := float64((processCPU() - cpu0).Microseconds()) / float64(o.records)
+			fmt.Fprintf(os.Stderr, "round %d %-8s steady %10.0f records/s, whole drain %10.0f records/s, CPU %.2f µs/record\n", round+1, mode, r.steady, r.whole, perRecord)
 			steady[mode] = append(steady[mode], r.steady)
 			whole[mode] = append(whole[mode], r.whole)
+			cpu[mode] = append(cpu[mode], perRecord)
 		}
 	}
-	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s), medians of %d | steady records/s (10%%→90%%) | vs plain | whole drain records/s | vs plain |\n|---|--:|--:|--:|--:|\n",
+	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s), medians of %d | steady records/s (10%%→90%%) | vs plain | whole drain records/s | vs plain | process CPU µs/record |\n|---|--:|--:|--:|--:|--:|\n",
 		o.consumers, o.groups, o.records, o.valueSize, o.partitions, o.compress, o.rounds)
 	ratio := func(v, plain float64) string {
 		if plain <= 0 {
@@ -164,9 +171,18 @@ func run(o options) error {
 	ps, pw := median(steady["plain"]), median(whole["plain"])
 	for _, m := range modes {
 		s, w := median(steady[m]), median(whole[m])
-		fmt.Printf("| %s | %.0f | %s | %.0f | %s |\n", m, s, ratio(s, ps), w, ratio(w, pw))
+		fmt.Printf("| %s | %.0f | %s | %.0f | %s | %.2f |\n", m, s, ratio(s, ps), w, ratio(w, pw), median(cpu[m]))
 	}
 	return nil
+}
+
+// processCPU is the CPU time this process (broker and clients) has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // drainRates are one drain's two rates. steady is the rate between the
