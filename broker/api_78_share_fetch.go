@@ -33,7 +33,10 @@ package broker
 //     MaxRecords.
 //   - If nothing was acquired the request waits up to MaxWaitMillis,
 //     woken by appends to the session's partitions and by releases,
-//     expiries and acknowledgements on its share-partitions.
+//     expiries and acknowledgements on its share-partitions. In ordered
+//     mode a member holding records only its own acknowledgements can
+//     free waits less: not at all the first time, then a quarter of the
+//     time it has been fetching so (shareSession.ownGroupsWait).
 //   - A full (epoch 0) response lists every session partition; an
 //     incremental one those with records, errors, just added or erroring
 //     last time, plus every acknowledged partition. CurrentLeader is
@@ -239,11 +242,13 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	got, failed := try()
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	blocked := false
 	for _, t := range targets {
-		if got == 0 && wait > 0 && t.sp.blocksOwnGroups(member) {
-			wait = 0 // ordered mode: only this member's own acks can free its groups (share_mgroups.go)
+		if got == 0 && wait > 0 && !blocked && t.sp.blocksOwnGroups(member) {
+			blocked = true // ordered mode: only this member's own acks can free its groups (share_mgroups.go)
 		}
 	}
+	wait = sess.ownGroupsWait(time.Now(), blocked, len(acks) > 0, wait)
 	if got == 0 && !failed && wait > 0 && len(targets) > 0 {
 		deadline := time.Now().Add(wait)
 		wake := make(chan struct{}, 1)

@@ -352,9 +352,9 @@ var errStopRead = errors.New("broker: stop reading")
 
 // blocksOwnGroups reports whether member holds records of this
 // share-partition in ordered mode: nothing else may be acquirable until it
-// acknowledges them, so its long poll must not wait (the client piggybacks
-// those acknowledgements on its next ShareFetch; franz-go does not send
-// them while a fetch is outstanding).
+// acknowledges them, so its long poll must not wait long (the client
+// piggybacks those acknowledgements on its next ShareFetch; franz-go does
+// not send them while a fetch is outstanding): shareSession.ownGroupsWait.
 func (sp *sharePart) blocksOwnGroups(member string) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()

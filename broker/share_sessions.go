@@ -59,7 +59,38 @@ type shareSession struct {
 		epoch int32 // the epoch the next request must carry
 		parts []*shareSessionPart
 		index map[shareTP]*shareSessionPart
+		// blockedSince is when a run of fetches began that acquired
+		// nothing, carried no acknowledgement and found the member
+		// holding ordered-mode records (ownGroupsWait); zero: none.
+		blockedSince time.Time
 	}
+}
+
+// ownGroupsWait is how long a fetch of this session may long-poll when it
+// acquired nothing, while its member holds ordered-mode records that only
+// its own acknowledgements can free (sharePart.blocksOwnGroups), and
+// blocked says whether that is so. franz-go sends acknowledgements only
+// with the member's next fetch, so a long poll would hold them back: the
+// first such fetch is answered at once. But a member still processing
+// what it holds fetches again and again meanwhile (franz-go refetches at
+// once after an empty answer), so later fetches of the same run wait a
+// quarter of the run's age so far (at least 1 ms, at most maxWait): a
+// member busy for 100 ms sends about 20 fetches instead of one per round
+// trip, and its acknowledgements, when they come, are late by at most a
+// quarter of the time it took. Anything else that fetch may acquire
+// still wakes it. A fetch carrying acknowledgements starts a new run (it
+// is answered at once: the member may hold more it has not acknowledged
+// yet); one that is not blocked ends the run. Called with mu held.
+func (s *shareSession) ownGroupsWait(now time.Time, blocked, acked bool, maxWait time.Duration) time.Duration {
+	switch {
+	case !blocked:
+		s.mu.blockedSince = time.Time{}
+		return maxWait
+	case acked || s.mu.blockedSince.IsZero():
+		s.mu.blockedSince = now
+		return 0
+	}
+	return min(max(now.Sub(s.mu.blockedSince)/4, time.Millisecond), maxWait)
 }
 
 // addLocked adds tp if it is not in the session yet.
