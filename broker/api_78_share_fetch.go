@@ -36,7 +36,9 @@ package broker
 //     expiries and acknowledgements on its share-partitions. In ordered
 //     mode a member holding records only its own acknowledgements can
 //     free waits less: not at all the first time, then a quarter of the
-//     time it has been fetching so (shareSession.ownGroupsWait).
+//     time it has been fetching so, and never more than a quarter of
+//     the time left until its earliest lock deadline
+//     (shareSession.ownGroupsWait).
 //   - A full (epoch 0) response lists every session partition; an
 //     incremental one those with records, errors, just added or erroring
 //     last time, plus every acknowledged partition. CurrentLeader is
@@ -242,13 +244,22 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	got, failed := try()
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	// Ordered mode: only this member's own acks can free its groups
+	// (share_mgroups.go), due before its earliest lock deadline.
+	var lockDeadline time.Time
 	blocked := false
 	for _, t := range targets {
-		if got == 0 && wait > 0 && !blocked && t.sp.blocksOwnGroups(member) {
-			blocked = true // ordered mode: only this member's own acks can free its groups (share_mgroups.go)
+		if got > 0 || wait <= 0 {
+			break
+		}
+		if d, ok := t.sp.blocksOwnGroups(member); ok {
+			if !blocked || d.Before(lockDeadline) {
+				lockDeadline = d
+			}
+			blocked = true
 		}
 	}
-	wait = sess.ownGroupsWait(time.Now(), blocked, len(acks) > 0, wait)
+	wait = sess.ownGroupsWait(time.Now(), blocked, len(acks) > 0, wait, lockDeadline)
 	if got == 0 && !failed && wait > 0 && len(targets) > 0 {
 		deadline := time.Now().Add(wait)
 		wake := make(chan struct{}, 1)

@@ -79,6 +79,7 @@ func handleShareAcknowledge(c *conn, req *kmsg.ShareAcknowledgeRequest) kmsg.Res
 		}
 	}
 	sc.acknowledge(time.Now(), group, st, member, col.acks)
+	sess.ackedLocked()
 	if req.ShareSessionEpoch == -1 {
 		sc.sessions.remove(sess)
 		tps := sess.partsLocked()

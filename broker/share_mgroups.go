@@ -351,15 +351,19 @@ func recordOffsets(batch []byte, h *protocol.BatchHeader, fn func(offset int64, 
 var errStopRead = errors.New("broker: stop reading")
 
 // blocksOwnGroups reports whether member holds records of this
-// share-partition in ordered mode: nothing else may be acquirable until it
-// acknowledges them, so its long poll must not wait long (the client
+// share-partition in ordered mode, and the earliest lock deadline among
+// them: nothing else may be acquirable until it acknowledges them, so its
+// long poll must not wait long, and never to that deadline (the client
 // piggybacks those acknowledgements on its next ShareFetch; franz-go does
 // not send them while a fetch is outstanding): shareSession.ownGroupsWait.
-func (sp *sharePart) blocksOwnGroups(member string) bool {
+func (sp *sharePart) blocksOwnGroups(member string) (deadline time.Time, blocked bool) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	p := sp.mu.p
-	return p != nil && p.Config().Groups == sharegroup.GroupsOrdered && p.Holds(member)
+	if p == nil || p.Config().Groups != sharegroup.GroupsOrdered {
+		return time.Time{}, false
+	}
+	return p.HeldUntil(member)
 }
 
 // mgRateState is a share-partition's per-message-group delivery rate

@@ -83,19 +83,75 @@ func TestOrderedSlowConsumerDoesNotSpin(t *testing.T) {
 
 // TestOwnGroupsWait: the first blocked fetch of a run is answered at once,
 // later ones wait a quarter of the run's age (1 ms at least, MaxWait at
-// most); acknowledgements start a new run, a fetch that is not blocked
-// ends it.
+// most) and a quarter of the time left until the member's earliest lock
+// deadline at most; acknowledgements start a new run, a fetch that is not
+// blocked ends it.
 func TestOwnGroupsWait(t *testing.T) {
 	t.Parallel()
 	var s shareSession
 	t0 := time.Unix(1000, 0)
+	far := t0.Add(time.Hour)
 	const maxWait = 500 * time.Millisecond
-	require.Equal(t, time.Duration(0), s.ownGroupsWait(t0, true, false, maxWait), "first of a run")
-	require.Equal(t, time.Millisecond, s.ownGroupsWait(t0.Add(time.Millisecond), true, false, maxWait), "at least 1 ms")
-	require.Equal(t, 25*time.Millisecond, s.ownGroupsWait(t0.Add(100*time.Millisecond), true, false, maxWait))
-	require.Equal(t, maxWait, s.ownGroupsWait(t0.Add(10*time.Second), true, false, maxWait), "at most MaxWait")
-	require.Equal(t, time.Duration(0), s.ownGroupsWait(t0.Add(11*time.Second), true, true, maxWait), "acknowledgements: a new run")
-	require.Equal(t, 25*time.Millisecond, s.ownGroupsWait(t0.Add(11*time.Second+100*time.Millisecond), true, false, maxWait))
-	require.Equal(t, maxWait, s.ownGroupsWait(t0.Add(12*time.Second), false, false, maxWait), "not blocked: the full long poll")
-	require.Equal(t, time.Duration(0), s.ownGroupsWait(t0.Add(13*time.Second), true, false, maxWait), "the run ended")
+	wait := func(at time.Duration, blocked, acked bool, deadline time.Time) time.Duration {
+		return s.ownGroupsWait(t0.Add(at), blocked, acked, maxWait, deadline)
+	}
+	require.Equal(t, time.Duration(0), wait(0, true, false, far), "first of a run")
+	require.Equal(t, time.Millisecond, wait(time.Millisecond, true, false, far), "at least 1 ms")
+	require.Equal(t, 25*time.Millisecond, wait(100*time.Millisecond, true, false, far))
+	require.Equal(t, maxWait, wait(10*time.Second, true, false, far), "at most MaxWait")
+	require.Equal(t, 100*time.Millisecond, wait(10*time.Second, true, false, t0.Add(10*time.Second+400*time.Millisecond)),
+		"a quarter of the time left until the lock deadline")
+	require.Equal(t, 100*time.Microsecond, wait(10*time.Second, true, false, t0.Add(10*time.Second+400*time.Microsecond)),
+		"even under 1 ms")
+	require.Equal(t, time.Duration(0), wait(10*time.Second, true, false, t0.Add(9*time.Second)), "the deadline passed")
+	require.Equal(t, time.Duration(0), wait(11*time.Second, true, true, far), "acknowledgements: a new run")
+	require.Equal(t, 25*time.Millisecond, wait(11*time.Second+100*time.Millisecond, true, false, far))
+	require.Equal(t, maxWait, wait(12*time.Second, false, false, time.Time{}), "not blocked: the full long poll")
+	require.Equal(t, time.Duration(0), wait(13*time.Second, true, false, far), "the run ended")
+	require.Equal(t, time.Millisecond, wait(13*time.Second+time.Millisecond, true, false, far))
+	s.ackedLocked()
+	require.Equal(t, time.Duration(0), wait(14*time.Second, true, false, far), "a ShareAcknowledge: a new run")
+}
+
+// TestOrderedBackoffEndsBeforeLock: a member (refetching at once after an
+// empty answer, acknowledging only on its next fetch, as franz-go does)
+// finishes processing the record it holds 2.5 s into a 3 s lock. The fetch
+// in flight then must not wait past the lock's expiry, or the
+// acknowledgement made in time would arrive late and the record be
+// delivered again. (Found by review of the backoff.)
+func TestOrderedBackoffEndsBeforeLock(t *testing.T) {
+	t.Parallel()
+	b := startShareTest(t)
+	createTopicRaw(t, b, "lk", 1)
+	produceAll(t, newClient(t, b), &kgo.Record{Topic: "lk", Key: []byte("a"), Value: []byte("0")},
+		&kgo.Record{Topic: "lk", Key: []byte("a"), Value: []byte("1")})
+	const lock = 3000 * time.Millisecond
+	setShareGroupConfigs(t, b, "lkg", "share.auto.offset.reset", "earliest",
+		"share.message.group.source", "key", "share.message.group.ordered", "true",
+		"share.record.lock.duration.ms", "3000")
+	m := newRawShare(t, b, "lkg", "m1", "lk")
+	acquiredAt := time.Now()
+	require.Equal(t, [][3]int64{{0, 0, 1}}, acquired(onlyPartition(t, m.fetch(0, 0, 100))))
+
+	epoch := int32(1)
+	fetches := 0
+	for {
+		start := time.Now()
+		done := start.Sub(acquiredAt) >= 2500*time.Millisecond
+		resp := m.fetch(epoch, 500, 100)
+		epoch++
+		fetches++
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				require.Empty(t, acquired(p), "a fetch sent %v into the %v lock outlived it and redelivered", start.Sub(acquiredAt), lock)
+			}
+		}
+		if done {
+			break
+		}
+	}
+	t.Logf("%d fetches in %v", fetches, time.Since(acquiredAt))
+	pp := onlyPartition(t, m.fetch(epoch, 500, 100, ackBatch(0, 0, 1)))
+	require.Zero(t, pp.AcknowledgeErrorCode, "the acknowledgement is in time")
+	require.Equal(t, [][3]int64{{1, 1, 1}}, acquired(pp), "the group's next record, delivered once")
 }

@@ -77,11 +77,15 @@ type shareSession struct {
 // quarter of the run's age so far (at least 1 ms, at most maxWait): a
 // member busy for 100 ms sends about 20 fetches instead of one per round
 // trip, and its acknowledgements, when they come, are late by at most a
-// quarter of the time it took. Anything else that fetch may acquire
-// still wakes it. A fetch carrying acknowledgements starts a new run (it
+// quarter of the time it took. Nor may a wait run into the member's
+// earliest lock deadline (lockDeadline), or acknowledgements made in time
+// would reach the broker after their records' locks expired: it is at
+// most a quarter of the time left until then. Anything else that fetch
+// may acquire still wakes it. Acknowledgements, on a fetch (acked) or a
+// ShareAcknowledge (ackedLocked), start a new run (a fetch carrying them
 // is answered at once: the member may hold more it has not acknowledged
-// yet); one that is not blocked ends the run. Called with mu held.
-func (s *shareSession) ownGroupsWait(now time.Time, blocked, acked bool, maxWait time.Duration) time.Duration {
+// yet); a fetch that is not blocked ends the run. Called with mu held.
+func (s *shareSession) ownGroupsWait(now time.Time, blocked, acked bool, maxWait time.Duration, lockDeadline time.Time) time.Duration {
 	switch {
 	case !blocked:
 		s.mu.blockedSince = time.Time{}
@@ -90,8 +94,14 @@ func (s *shareSession) ownGroupsWait(now time.Time, blocked, acked bool, maxWait
 		s.mu.blockedSince = now
 		return 0
 	}
-	return min(max(now.Sub(s.mu.blockedSince)/4, time.Millisecond), maxWait)
+	wait := min(max(now.Sub(s.mu.blockedSince)/4, time.Millisecond), maxWait, lockDeadline.Sub(now)/4)
+	return max(wait, 0)
 }
+
+// ackedLocked notes acknowledgements sent on their own (ShareAcknowledge):
+// the member's next blocked fetch starts a new run (ownGroupsWait). Called
+// with mu held.
+func (s *shareSession) ackedLocked() { s.mu.blockedSince = time.Time{} }
 
 // addLocked adds tp if it is not in the session yet.
 func (s *shareSession) addLocked(tp shareTP) {

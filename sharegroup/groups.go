@@ -495,11 +495,25 @@ func (p *Partition) Unacquire(member string, ranges []Acquired, lock int64) Effe
 	return p.finish(start)
 }
 
-// Holds reports whether member has records acquired here (lock not yet
-// expired). In ordered mode a long poll by such a member should not wait:
-// its own pending acknowledgements are what releases its groups' next
-// records, and the client sends them with its next request.
-func (p *Partition) Holds(member string) bool {
-	_, ok := p.members.lookup(member)
-	return ok
+// HeldUntil reports whether member has records acquired here, and the
+// earliest lock deadline among them (it may have passed if no operation
+// has expired it yet). In ordered mode a long poll by such a member should
+// not wait long: its own pending acknowledgements are what releases its
+// groups' next records, the client sends them with its next request, and
+// they must arrive before that deadline.
+func (p *Partition) HeldUntil(member string) (deadline time.Time, ok bool) {
+	m, ok := p.members.lookup(member)
+	if !ok {
+		return time.Time{}, false
+	}
+	first := int64(math.MaxInt64)
+	for _, h := range p.acqs.byDeadline {
+		if e := &p.acqs.entries[h]; e.member == m && e.deadline < first {
+			first = e.deadline
+		}
+	}
+	if first == math.MaxInt64 {
+		return time.Time{}, false
+	}
+	return clockTime(first), true
 }

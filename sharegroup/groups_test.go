@@ -580,3 +580,31 @@ func TestUnacquireKeepsANewAcquisition(t *testing.T) {
 	h.keep(h.p.Unacquire("m1", acq, cur)) // giving back the current acquisition works
 	require.Equal(t, []int64{0, 1}, offsets(h.acquire("m2", 10)))
 }
+
+// TestHeldUntil: the earliest lock deadline among a member's acquisitions,
+// while it holds any.
+func TestHeldUntil(t *testing.T) {
+	t.Parallel()
+	h := newGroupHarness(t, &groupLog{groups: []string{"a", "b", "c", "a", "b", "c"}, batchSize: 6}, func(c *Config) { c.Groups = GroupsOrdered })
+	lockFor := h.p.Config().RecordLockDuration
+	_, ok := h.p.HeldUntil("m1")
+	require.False(t, ok, "holds nothing yet")
+	first := h.now
+	require.Equal(t, []int64{0}, offsets(h.acquire("m1", 1)))
+	h.now = h.now.Add(time.Second)
+	require.Equal(t, []int64{1}, offsets(h.acquire("m1", 1)))
+	require.Equal(t, []int64{2}, offsets(h.acquire("m2", 1)))
+	d, ok := h.p.HeldUntil("m1")
+	require.True(t, ok)
+	require.True(t, d.Equal(first.Add(lockFor)), "the earlier of m1's two acquisitions: %v", d)
+	h.ack("m1", 0, 0, AckAccept)
+	d, ok = h.p.HeldUntil("m1")
+	require.True(t, ok)
+	require.True(t, d.Equal(first.Add(time.Second+lockFor)), "only the later one is left: %v", d)
+	h.ack("m1", 1, 1, AckAccept)
+	_, ok = h.p.HeldUntil("m1")
+	require.False(t, ok, "holds nothing any more")
+	d, ok = h.p.HeldUntil("m2")
+	require.True(t, ok)
+	require.True(t, d.Equal(first.Add(time.Second+lockFor)))
+}
