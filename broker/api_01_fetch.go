@@ -202,23 +202,13 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		parts[i] = p
 	}
 
-	// Every partition's records are read into one pooled buffer, returned
-	// once the response is encoded (conn.afterWrite).
-	bp := fetchBufs.Get().(*[]byte)
-	buf := (*bp)[:0]
-	defer func() {
-		c.afterWrite(func() {
-			if cap(buf) <= maxPooledFetchBuf {
-				*bp = buf[:0]
-				fetchBufs.Put(bp)
-			}
-		})
-	}()
+	// Every partition's records are read into one pooled buffer.
+	buf := c.recordBuf()
 	maxBytes := req.MaxBytes // capped by consumer quotas below
 	read := func() (int, bool) {
 		var total int
 		var anyErr bool
-		buf, total, anyErr = b.fetchOnce(buf[:0], items, parts, maxBytes, req.IsolationLevel == 1)
+		*buf, total, anyErr = b.fetchOnce((*buf)[:0], items, parts, maxBytes, req.IsolationLevel == 1)
 		return total, anyErr
 	}
 
@@ -345,6 +335,27 @@ var fetchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return 
 
 // maxPooledFetchBuf bounds the buffers kept in fetchBufs.
 const maxPooledFetchBuf = 64 << 20
+
+// recordBuf takes a buffer from fetchBufs for the records of the response
+// being handled (Fetch, ShareFetch) and hands it back once that response
+// is encoded or dropped (conn.afterWrite). The handler appends to *buf;
+// what *buf holds then goes back, however often it grew. Reader goroutine
+// only.
+func (c *conn) recordBuf() *[]byte {
+	bp := fetchBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	c.afterWrite(func() { putFetchBuf(bp, buf) })
+	return &buf
+}
+
+// putFetchBuf gives back to fetchBufs the buffer bp was taken as, now buf
+// (grown from it or not), unless it grew past maxPooledFetchBuf.
+func putFetchBuf(bp *[]byte, buf []byte) {
+	if cap(buf) <= maxPooledFetchBuf {
+		*bp = buf[:0]
+		fetchBufs.Put(bp)
+	}
+}
 
 // fetchOnce reads every item once, appending records to buf (each item's
 // records are a sub-slice of the returned buffer), honouring MaxBytes

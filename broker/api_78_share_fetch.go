@@ -199,16 +199,8 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		records  []byte
 	}
 	results := map[shareTP]*result{}
-	// Every partition's records are read onto one pooled buffer, taken
-	// back once the response is encoded (as Fetch does).
-	bp := fetchBufs.Get().(*[]byte)
-	arena := (*bp)[:0]
-	defer c.afterWrite(func() {
-		if cap(arena) <= maxPooledFetchBuf {
-			*bp = arena[:0]
-			fetchBufs.Put(bp)
-		}
-	})
+	// Every partition's records are read onto one pooled buffer.
+	arena := c.recordBuf()
 	var rateWait time.Duration // share.delivery.rate.limit: when a token is there
 	try := func() (got int, failed bool) {
 		// The group's delivery rate limit (quota_share.go) bounds what
@@ -220,7 +212,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			if got >= limit || budget <= 0 {
 				break
 			}
-			acq, data, err := t.sp.acquire(st, member, t.lp, limit-got, mode, budget, &arena)
+			acq, data, err := t.sp.acquire(st, member, t.lp, limit-got, mode, budget, arena)
 			if err != nil {
 				errs[t.tp] = shareErrorCode(err)
 				failed = true

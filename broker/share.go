@@ -543,8 +543,7 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 
 // acquire hands member up to maxRecords records (mode) from this
 // share-partition, reading at most budget bytes of the log lp onto the end
-// of *arena (nil: a buffer of its own), the buffer of the whole response
-// (handleShareFetch). It returns the acquired ranges and the log batches
+// of *arena, the buffer of the whole response (handleShareFetch). It returns the acquired ranges and the log batches
 // covering them, which may lie in *arena.
 func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	sp.mu.Lock()
@@ -559,9 +558,6 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p
-	if arena == nil {
-		arena = new([]byte)
-	}
 	var (
 		out     []sharegroup.Acquired
 		start   = len(*arena) // the data is (*arena)[start:]

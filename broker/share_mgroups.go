@@ -139,12 +139,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	hw := shareReadLimit(lp, st)
 	bp := fetchBufs.Get().(*[]byte) // Classify copies what it keeps
 	raw := (*bp)[:0]
-	defer func() {
-		if cap(raw) <= maxPooledFetchBuf {
-			*bp = raw[:0]
-			fetchBufs.Put(bp)
-		}
-	}()
+	defer func() { putFetchBuf(bp, raw) }()
 	for read := 0; read < classifyBudget && p.CanClassify(); {
 		off := p.ClassifyOffset()
 		if off >= hw {
@@ -204,15 +199,11 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 // readAcquired reads, in offset order and each once, the log batches
 // covering the acquired ranges (trimmed to the acquired records:
 // parsedBatch.trim), until budget bytes are used (the first range is
-// always covered), copying what it must onto the end of *arena (nil: a
-// buffer of its own; see shareData). It returns the bytes, the ranges
+// always covered), copying what it must onto the end of *arena (see
+// shareData). It returns the bytes, the ranges
 // they cover and the ranges (or parts) they do not.
 func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
-	out := shareData{arena: arena}
-	if out.arena == nil {
-		out.arena = new([]byte)
-	}
-	out.start = len(*out.arena)
+	out := shareData{arena: arena, start: len(*arena)}
 	covered := int64(-1) // offsets < covered have their batch in data
 	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {
 		a := acq[i]
