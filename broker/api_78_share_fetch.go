@@ -240,11 +240,8 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	// (share_mgroups.go), due before its earliest lock deadline.
 	var lockDeadline time.Time
 	blocked := false
-	for _, t := range targets {
-		if got > 0 || wait <= 0 {
-			break
-		}
-		if d, ok := t.sp.blocksOwnGroups(member); ok {
+	for i := 0; got == 0 && wait > 0 && i < len(targets); i++ {
+		if d, ok := targets[i].sp.blocksOwnGroups(member); ok {
 			if !blocked || d.Before(lockDeadline) {
 				lockDeadline = d
 			}
