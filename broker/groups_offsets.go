@@ -362,17 +362,32 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 	if len(dels)+len(marks) == 0 {
 		return
 	}
-	if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
+	if err := c.deleteOffsetsLocked(g, dels, marks); err != nil {
 		c.lg.Error("deleting offsets failed", zap.String("group", g.name), zap.Error(err))
 		for _, sp := range ok {
 			sp.ErrorCode = kerr.NotCoordinator.Code
 		}
-		return
 	}
-	for _, tp := range append(dels, marks...) {
+}
+
+// deleteOffsetsLocked deletes g's committed offsets of dels, and writes
+// deletion marks for marks, the partitions open transactions hold
+// offsets for (their commit must not overtake the deletion): durably,
+// then in memory, then superseding those pending offsets for
+// RequireStable (txn.go pendingTP). On failure nothing changes in
+// memory. g.mu held, as a TxnOffsetCommit adds its offsets under it.
+func (c *groupCoordinator) deleteOffsetsLocked(g *group, dels, marks []groupTP) error {
+	if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
+		return err
+	}
+	for _, tp := range dels {
+		delete(g.mu.offsets, tp)
+	}
+	for _, tp := range marks {
 		delete(g.mu.offsets, tp)
 	}
 	c.b.txns.supersedePending(g.name, marks)
+	return nil
 }
 
 // deleteGroup handles one group of a DeleteGroups: only an empty group
@@ -572,13 +587,10 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			if h := c.b.cfg.expiryBeforeDelete; h != nil {
 				h(g.name)
 			}
-			if err := c.b.meta.putOffsets(g.name, nil, dels, nil); err != nil {
+			if err := c.deleteOffsetsLocked(g, dels, nil); err != nil {
 				c.lg.Error("expiring offsets failed", zap.String("group", g.name), zap.Error(err))
 				g.mu.Unlock()
 				continue
-			}
-			for _, tp := range dels {
-				delete(g.mu.offsets, tp)
 			}
 			c.lg.Info("expired offsets", zap.String("group", g.name), zap.Int("partitions", len(dels)))
 		}
@@ -642,14 +654,9 @@ func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) {
 	if len(dels)+len(marks) == 0 {
 		return
 	}
-	if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
+	if err := c.deleteOffsetsLocked(g, dels, marks); err != nil {
 		c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", g.name), zap.String("topic", topic), zap.Error(err))
-		return
 	}
-	for _, tp := range append(dels, marks...) {
-		delete(g.mu.offsets, tp)
-	}
-	c.b.txns.supersedePending(g.name, marks)
 }
 
 // pendingOfTopic lists group's partitions of topic that an open
