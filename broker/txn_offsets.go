@@ -90,15 +90,14 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 	}()
 	err := c.b.meta.db.View(func(btx *badger.Txn) error {
 		for tp, oc := range offs {
+			oc.pendingSeq = 0 // an index field of pending offsets only
 			switch newest, err := newestOffsetWrite(btx, offsetKey(group, tp)); {
 			case err != nil:
 				return err
 			case oc.stamp == 0 || newest == 0 || newest < oc.stamp:
-				oc.pendingSeq = 0
 				writes = append(writes, offsetWrite{tp: tp, oc: oc})
 			case newest == oc.stamp:
 				// Its own write: every write has a version of its own.
-				oc.pendingSeq = 0
 				applied = append(applied, offsetWrite{tp: tp, oc: oc})
 			}
 		}
