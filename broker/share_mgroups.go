@@ -26,8 +26,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"unsafe"
 
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
@@ -80,44 +79,94 @@ func messageGroupMode(get func(string) string) sharegroup.GroupMode {
 	return sharegroup.GroupsNone
 }
 
-// groupID returns the message-group id of r under src ("" = none). A null
-// or empty key or header value is no group.
-func (s messageGroupSource) groupID(r *kmsg.Record) []byte {
-	if s.key {
-		return r.Key
+// groupID returns the message-group id of one record's wire bytes (from
+// its length on) under src: the key, or the value of the last header named
+// src.header (as for Kafka header lookups). A null or empty key or header
+// value, or a record that does not parse, is no group. It reads only the
+// fields before the id (and, for a header, the value and the headers), so
+// classification does not decode whole records.
+func (s messageGroupSource) groupID(rec []byte) []byte {
+	_, i := binary.Varint(rec) // the length
+	if i <= 0 {
+		return nil
 	}
+	i++           // attributes (int8)
+	for range 2 { // timestampDelta, offsetDelta
+		if i >= len(rec) {
+			return nil
+		}
+		_, n := binary.Varint(rec[i:])
+		if n <= 0 {
+			return nil
+		}
+		i += n
+	}
+	key, i, ok := varBytes(rec, i)
+	if !ok || s.key {
+		return key
+	}
+	if _, i, ok = varBytes(rec, i); !ok { // the value
+		return nil
+	}
+	count, n := binary.Varint(rec[i:])
+	if n <= 0 || count < 0 {
+		return nil
+	}
+	i += n
 	var id []byte
-	for i := range r.Headers {
-		if r.Headers[i].Key == s.header {
-			id = r.Headers[i].Value // the last one wins, as for Kafka headers lookups
+	for range count {
+		var hk, hv []byte
+		if hk, i, ok = varBytes(rec, i); !ok {
+			return nil
+		}
+		if hv, i, ok = varBytes(rec, i); !ok {
+			return nil
+		}
+		if string(hk) == s.header {
+			id = hv
 		}
 	}
 	return id
 }
 
+// varBytes reads a varint length (-1: null) and that many bytes of rec
+// at i, returning them and the index after them.
+func varBytes(rec []byte, i int) ([]byte, int, bool) {
+	l, n := binary.Varint(rec[i:])
+	if n <= 0 || l < -1 || int64(len(rec)-i-n) < l {
+		return nil, i, false
+	}
+	i += n
+	if l <= 0 {
+		return nil, i, true
+	}
+	return rec[i : i+int(l) : i+int(l)], i + int(l), true
+}
+
 // classifyBatches lists the batches of raw log bytes with their records'
-// message groups. A batch whose records do not decode is classified as
-// records without a group (it is still delivered; the client sees what it
-// sees for any record).
+// message groups. A record that does not parse has no group, nor have
+// the rest of its batch if its length is bad (they are still delivered;
+// the client sees what it sees for any record). The ids point
+// into raw (or a batch's decompressed records): Classify copies what it
+// keeps.
 func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedTxn) []sharegroup.LogBatch {
 	var out []sharegroup.LogBatch
 	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skipForShare(h, aborted)}
 		if !b.Skip {
 			var last []byte
-			_ = batchRecords(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
-				id := src.groupID(r)
+			_, _ = recordOffsets(batch, h, func(off int64, rec []byte) {
+				id := src.groupID(rec)
 				if len(id) == 0 {
 					last = nil
-					return true
+					return
 				}
 				if n := len(b.Groups); n > 0 && last != nil && b.Groups[n-1].Last == off-1 && bytes.Equal(last, id) {
 					b.Groups[n-1].Last = off
-					return true
+					return
 				}
-				b.Groups = append(b.Groups, sharegroup.GroupSpan{First: off, Last: off, ID: string(id)})
+				b.Groups = append(b.Groups, sharegroup.GroupSpan{First: off, Last: off, ID: unsafe.String(&id[0], len(id))})
 				last = id
-				return true
 			})
 		}
 		out = append(out, b)

@@ -1,6 +1,9 @@
 package sharegroup
 
-import "container/heap"
+import (
+	"container/heap"
+	"strings"
+)
 
 // An acquisition is one grant of records to one member with one lock
 // deadline: every Acquire call and every RENEW creates one. Runs point to it
@@ -135,10 +138,14 @@ func (m *interned) lookup(id string) (uint32, bool) {
 	return h, ok
 }
 
+// intern returns id's handle, adding it if new. id may alias memory that
+// changes after the call (Classify's group ids point into the broker's
+// read buffer): what is kept is a copy.
 func (m *interned) intern(id string) uint32 {
 	if h, ok := m.ids[id]; ok {
 		return h
 	}
+	id = strings.Clone(id)
 	if m.ids == nil {
 		m.ids = make(map[string]uint32)
 		m.names = []string{""}

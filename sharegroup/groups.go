@@ -9,7 +9,8 @@ import (
 
 // GroupSpan names the message group of offsets [First, Last] of a LogBatch.
 // Offsets of a batch not covered by any span have no group: each such
-// record is a group of its own.
+// record is a group of its own. ID may point into a buffer the caller
+// reuses once Classify returns: the Partition keeps copies.
 type GroupSpan struct {
 	First, Last int64
 	ID          string
