@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,11 +13,30 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
-// TestGroupIDMatchesDecodedRecord: groupID, which reads only a record's
-// fields up to its id, finds what decoding the whole record gives (the
-// key, or the last header of that name; null and empty are no group) for
-// random keys, values, timestamps and headers, and a record cut short
-// anywhere gives no group (or the id it got to) without panicking.
+// groupIDOfDecoded is what groupID must find: the record decoded whole by
+// kmsg (as a client decodes it), then its key or its last header of the
+// source's name; nothing if it does not decode.
+func groupIDOfDecoded(src messageGroupSource, rec []byte) []byte {
+	var r kmsg.Record
+	if r.UnsafeReadFrom(rec) != nil {
+		return nil
+	}
+	if src.key {
+		return r.Key
+	}
+	var id []byte
+	for _, h := range r.Headers {
+		if h.Key == src.header {
+			id = h.Value
+		}
+	}
+	return id
+}
+
+// TestGroupIDMatchesDecodedRecord: groupID, which only walks a record's
+// fields, finds what decoding the whole record gives (null and empty are
+// no group) for random keys, values, timestamps and headers, and for the
+// same records cut short anywhere or with a byte changed.
 func TestGroupIDMatchesDecodedRecord(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -32,6 +53,14 @@ func TestGroupIDMatchesDecodedRecord(t *testing.T) {
 		}
 		return b
 	}
+	check := func(src messageGroupSource, rec []byte, what string) {
+		want, got := groupIDOfDecoded(src, rec), src.groupID(rec)
+		if len(want) == 0 {
+			require.Empty(t, got, "%s, source %+v, record %x", what, src, rec)
+		} else {
+			require.Equal(t, want, got, "%s, source %+v, record %x", what, src, rec)
+		}
+	}
 	sources := []messageGroupSource{{key: true}, {header: "mg"}, {header: "other"}}
 	for range 2000 {
 		r := kmsg.Record{
@@ -47,25 +76,49 @@ func TestGroupIDMatchesDecodedRecord(t *testing.T) {
 		}
 		rec := appendRecord(nil, &r)
 		for _, src := range sources {
-			var want []byte
-			if src.key {
-				want = r.Key
-			}
-			for _, h := range r.Headers {
-				if !src.key && h.Key == src.header {
-					want = h.Value
-				}
-			}
-			got := src.groupID(rec)
-			if len(want) == 0 {
-				require.Empty(t, got, "record %+v, source %+v", r, src)
-			} else {
-				require.Equal(t, want, got, "record %+v, source %+v", r, src)
-			}
+			check(src, rec, "whole")
 			for cut := range len(rec) {
-				_ = src.groupID(rec[:cut])
+				check(src, rec[:cut], "cut")
+			}
+			for range 20 {
+				bad := slices.Clone(rec)
+				bad[rng.IntN(len(bad))] = byte(rng.IntN(256))
+				check(src, bad, "changed")
 			}
 		}
+	}
+}
+
+// TestGroupIDMalformed: lengths below -1, a varint longer than 32 bits
+// allow and records whose tail does not decode give what kmsg gives.
+func TestGroupIDMalformed(t *testing.T) {
+	t.Parallel()
+	v := func(x int64) []byte { return binary.AppendVarint(nil, x) }
+	rec := func(parts ...[]byte) []byte {
+		b := slices.Concat(parts...)
+		return append(v(int64(len(b))), b...)
+	}
+	pre := []byte{0, 0, 0}
+	k, val := append(v(1), 'k'), append(v(1), 'v')
+	mg := slices.Concat(v(2), []byte("mg"), v(1), []byte("x"))
+	mgSrc, keySrc := messageGroupSource{header: "mg"}, messageGroupSource{key: true}
+	for name, c := range map[string]struct {
+		src messageGroupSource
+		rec []byte
+	}{
+		"key length -2, header source":     {mgSrc, rec(pre, v(-2), val, v(1), mg)},
+		"value length -2, header source":   {mgSrc, rec(pre, k, v(-2), v(1), mg)},
+		"another header's value -5":        {mgSrc, rec(pre, k, val, v(2), v(1), []byte("o"), v(-5), mg)},
+		"header key length -2":             {mgSrc, rec(pre, k, val, v(2), v(-2), v(1), []byte("y"), mg)},
+		"negative header count":            {mgSrc, rec(pre, k, val, v(-3))},
+		"key source, value truncated":      {keySrc, rec(pre, k, v(50), []byte("v"))},
+		"key source, no header count":      {keySrc, rec(pre, k, val)},
+		"key source, header count too big": {keySrc, rec(pre, k, val, v(5), mg)},
+		"key source, 6-byte key length":    {keySrc, rec(pre, []byte{0x82, 0x80, 0x80, 0x80, 0x80, 0}, []byte("k"), val, v(0))},
+		"key source, key fine":             {keySrc, rec(pre, k, val, v(1), mg)},
+		"header source, header fine":       {mgSrc, rec(pre, k, val, v(1), mg)},
+	} {
+		require.Equal(t, string(groupIDOfDecoded(c.src, c.rec)), string(c.src.groupID(c.rec)), name)
 	}
 }
 

@@ -28,6 +28,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/twmb/franz-go/pkg/kbin"
+
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -82,65 +84,31 @@ func messageGroupMode(get func(string) string) sharegroup.GroupMode {
 // groupID returns the message-group id of one record's wire bytes (from
 // its length on) under src: the key, or the value of the last header named
 // src.header (as for Kafka header lookups). A null or empty key or header
-// value, or a record that does not parse, is no group. It reads only the
-// fields before the id (and, for a header, the value and the headers), so
-// classification does not decode whole records.
+// value, or a record that does not decode, is no group. It walks the
+// record's fields with franz-go's reader as kmsg.Record does, so it agrees
+// with the client on what decodes, but only slices them: no record is
+// built and nothing is copied.
 func (s messageGroupSource) groupID(rec []byte) []byte {
-	_, i := binary.Varint(rec) // the length
-	if i <= 0 {
+	b := kbin.Reader{Src: rec}
+	b.Varint()  // length
+	b.Int8()    // attributes
+	b.Varlong() // timestampDelta
+	b.Varint()  // offsetDelta
+	id := b.VarintBytes()
+	b.VarintBytes() // value
+	if !s.key {
+		id = nil
+	}
+	for range max(b.VarintArrayLen(), 0) {
+		k, v := b.VarintBytes(), b.VarintBytes()
+		if !s.key && string(k) == s.header {
+			id = v
+		}
+	}
+	if !b.Ok() {
 		return nil
-	}
-	i++           // attributes (int8)
-	for range 2 { // timestampDelta, offsetDelta
-		if i >= len(rec) {
-			return nil
-		}
-		_, n := binary.Varint(rec[i:])
-		if n <= 0 {
-			return nil
-		}
-		i += n
-	}
-	key, i, ok := varBytes(rec, i)
-	if !ok || s.key {
-		return key
-	}
-	if _, i, ok = varBytes(rec, i); !ok { // the value
-		return nil
-	}
-	count, n := binary.Varint(rec[i:])
-	if n <= 0 || count < 0 {
-		return nil
-	}
-	i += n
-	var id []byte
-	for range count {
-		var hk, hv []byte
-		if hk, i, ok = varBytes(rec, i); !ok {
-			return nil
-		}
-		if hv, i, ok = varBytes(rec, i); !ok {
-			return nil
-		}
-		if string(hk) == s.header {
-			id = hv
-		}
 	}
 	return id
-}
-
-// varBytes reads a varint length (-1: null) and that many bytes of rec
-// at i, returning them and the index after them.
-func varBytes(rec []byte, i int) ([]byte, int, bool) {
-	l, n := binary.Varint(rec[i:])
-	if n <= 0 || l < -1 || int64(len(rec)-i-n) < l {
-		return nil, i, false
-	}
-	i += n
-	if l <= 0 {
-		return nil, i, true
-	}
-	return rec[i : i+int(l) : i+int(l)], i + int(l), true
 }
 
 // classifyBatches lists the batches of raw log bytes with their records'
