@@ -143,3 +143,25 @@ func TestClassifyBatchesGroups(t *testing.T) {
 		{First: 40, Last: 41, ID: "a"}, {First: 43, Last: 43, ID: "b"}, {First: 44, Last: 45, ID: "a"}, {First: 46, Last: 47, ID: "c"},
 	}}}, got)
 }
+
+// FuzzGroupID: for any bytes, groupID finds what kmsg's decoding of them
+// gives, under a key and a header source, and never panics.
+func FuzzGroupID(f *testing.F) {
+	for _, r := range []kmsg.Record{
+		{Key: []byte("k"), Value: []byte("v")},
+		{Value: []byte("v"), Headers: []kmsg.Header{{Key: "mg", Value: []byte("g")}, {Key: "mg", Value: []byte("h")}}},
+		{Key: []byte{}, Headers: []kmsg.Header{{Key: "mg"}}},
+	} {
+		f.Add(appendRecord(nil, &r))
+	}
+	f.Fuzz(func(t *testing.T, rec []byte) {
+		for _, src := range []messageGroupSource{{key: true}, {header: "mg"}} {
+			want, got := groupIDOfDecoded(src, rec), src.groupID(rec)
+			if len(want) == 0 {
+				require.Empty(t, got)
+			} else {
+				require.Equal(t, want, got)
+			}
+		}
+	})
+}
