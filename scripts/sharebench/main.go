@@ -17,7 +17,10 @@
 // fixed tail of 0.5-1 s in every mode. Beside the rates, the process's
 // CPU time per record over the whole drain (broker and clients: both run
 // here), the steadier figure when comparing two builds on this noisy
-// machine. The order of the modes rotates per
+// machine; the CPU cores the process used between those 10% and 90%
+// deliveries (near 2 on this 2-core machine: CPU-bound; lower: bound by
+// the cycle's latency); and the records per ShareFetch (the broker's
+// request count, from its /metrics). The order of the modes rotates per
 // round so each is measured early and late; the medians of --rounds rounds
 // are printed as a markdown table with the ratios to plain.
 //
@@ -28,6 +31,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -93,6 +98,7 @@ func run(o options) error {
 	cfg.ListenAddr = "127.0.0.1:0"
 	cfg.DataDir = dir
 	cfg.Logger = zap.NewNop()
+	cfg.HTTPAddr = "127.0.0.1:0" // /metrics: ShareFetch requests per drain
 	b, err := broker.Start(cfg)
 	if err != nil {
 		return err
@@ -144,23 +150,36 @@ func run(o options) error {
 		defer pprof.StopCPUProfile()
 	}
 	steady, whole, cpu := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+	cores, perFetch := map[string][]float64{}, map[string][]float64{}
 	for round := range o.rounds {
 		for k := range modes {
 			mode := modes[(k+round)%len(modes)]
 			group := fmt.Sprintf("sharebench-%s-%d", mode, round)
 			cpu0 := processCPU()
+			f0, err := shareFetches(b.HTTPAddr())
+			if err != nil {
+				return err
+			}
 			r, err := drain(ctx, o, seeds, cl, topic, group, mode)
 			if err != nil {
 				return fmt.Errorf("round %d %s: %w", round+1, mode, err)
 			}
 			perRecord := float64((processCPU() - cpu0).Microseconds()) / float64(o.records)
-			fmt.Fprintf(os.Stderr, "round %d %-8s steady %10.0f records/s, whole drain %10.0f records/s, CPU %.2f µs/record\n", round+1, mode, r.steady, r.whole, perRecord)
+			f1, err := shareFetches(b.HTTPAddr())
+			if err != nil {
+				return err
+			}
+			rpf := float64(o.records) / max(f1-f0, 1)
+			fmt.Fprintf(os.Stderr, "round %d %-8s steady %10.0f records/s, whole drain %10.0f records/s, CPU %.2f µs/record, steady %.2f cores, %.0f records/ShareFetch\n",
+				round+1, mode, r.steady, r.whole, perRecord, r.cores, rpf)
 			steady[mode] = append(steady[mode], r.steady)
 			whole[mode] = append(whole[mode], r.whole)
 			cpu[mode] = append(cpu[mode], perRecord)
+			cores[mode] = append(cores[mode], r.cores)
+			perFetch[mode] = append(perFetch[mode], rpf)
 		}
 	}
-	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s), medians of %d | steady records/s (10%%→90%%) | vs plain | whole drain records/s | vs plain | process CPU µs/record |\n|---|--:|--:|--:|--:|--:|\n",
+	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s), medians of %d | steady records/s (10%%→90%%) | vs plain | whole drain records/s | vs plain | process CPU µs/record | steady CPU cores | records per ShareFetch |\n|---|--:|--:|--:|--:|--:|--:|--:|\n",
 		o.consumers, o.groups, o.records, o.valueSize, o.partitions, o.compress, o.rounds)
 	ratio := func(v, plain float64) string {
 		if plain <= 0 {
@@ -171,7 +190,7 @@ func run(o options) error {
 	ps, pw := median(steady["plain"]), median(whole["plain"])
 	for _, m := range modes {
 		s, w := median(steady[m]), median(whole[m])
-		fmt.Printf("| %s | %.0f | %s | %.0f | %s | %.2f |\n", m, s, ratio(s, ps), w, ratio(w, pw), median(cpu[m]))
+		fmt.Printf("| %s | %.0f | %s | %.0f | %s | %.2f | %.2f | %.0f |\n", m, s, ratio(s, ps), w, ratio(w, pw), median(cpu[m]), median(cores[m]), median(perFetch[m]))
 	}
 	return nil
 }
@@ -194,7 +213,8 @@ func processCPU() time.Duration {
 // consumers' next ShareFetch, which long-polls an empty queue for
 // franz-go's max wait before they can be sent (Kafka behaves the same),
 // so it understates every mode and flatters the slower ones' ratios.
-type drainRates struct{ steady, whole float64 }
+// cores is the CPU the process used over the steady window, in cores.
+type drainRates struct{ steady, whole, cores float64 }
 
 // drain consumes the whole topic with a fresh share group in mode and
 // returns its rates (drainRates).
@@ -211,7 +231,8 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 		mu       sync.Mutex
 		left     = o.records
 		first    time.Time
-		t10, t90 time.Time // when 10% and 90% of the records were delivered
+		t10, t90 time.Time     // when 10% and 90% of the records were delivered
+		c10, c90 time.Duration // processCPU then
 		ackErr   atomic.Value
 		done     = make(chan struct{})
 		doneOnce sync.Once
@@ -258,9 +279,9 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 						left--
 						switch o.records - left {
 						case o.records / 10:
-							t10 = time.Now()
+							t10, c10 = time.Now(), processCPU()
 						case o.records * 9 / 10:
-							t90 = time.Now()
+							t90, c90 = time.Now(), processCPU()
 						}
 					}
 				})
@@ -293,6 +314,7 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 	r := drainRates{whole: float64(o.records) / elapsed.Seconds()}
 	if d := t90.Sub(t10); d > 0 {
 		r.steady = float64(o.records*9/10-o.records/10) / d.Seconds()
+		r.cores = float64(c90-c10) / float64(d)
 	}
 	return r, nil
 }
@@ -327,4 +349,31 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// shareFetches is the number of ShareFetch requests the broker at addr
+// has served, from its /metrics.
+func shareFetches(addr string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, `shoal_request_duration_seconds_count{api="ShareFetch"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics: %q: %w", line, err)
+		}
+		n += v
+	}
+	return n, nil
 }
