@@ -85,16 +85,12 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 					break
 				}
 				parts, _ := b.topics.snapshot(t)
+				// Committed offsets and share-group state of the topic
+				// go with it (deleteTopic), so a re-created topic of the
+				// same name starts fresh.
 				err = b.deleteTopic(t)
 				if err == nil {
 					c.mutationCharge(req.Version >= 5, len(parts))
-				}
-				if err == nil {
-					// Committed offsets and share-group state of the
-					// topic go with it, so a re-created topic of the same
-					// name starts fresh.
-					b.groups.dropTopicOffsets(t.name)
-					err = b.deleteShareTopicState(t.id)
 				}
 			}
 		}

@@ -95,6 +95,9 @@ type Config struct {
 	// shareBeforeCommit, if set, runs before each share-state group
 	// commit; an error fails it (store.Options.BeforeCommit).
 	shareBeforeCommit func() error
+	// beforeTopicCleanup, if set, runs when a topic deletion is about to
+	// remove the topic's group offsets and share-group state.
+	beforeTopicCleanup func(topic string)
 	// txnOffsetBeforeLock and txnOffsetBeforeAdd, if set, run in
 	// TxnOffsetCommit just before it locks its group, and once its checks
 	// passed just before its pending offsets are added (tests of what may

@@ -27,7 +27,10 @@
 // # Ownership and lock order
 //
 //   - Broker.adminMu serialises topic creation, deletion, partition growth
-//     and config changes (they do disk I/O; they are rare).
+//     and config changes (they do disk I/O; they are rare). A deletion
+//     removes the topic's group offsets and share-group state under it
+//     (topics.go), taking group.mu and sharePart.mu in turn: nothing takes
+//     adminMu while holding a group, share-partition or transaction lock.
 //
 //   - topicRegistry.mu guards the topic maps and each topic's partition
 //     slice and configs; never held during I/O.
@@ -71,7 +74,8 @@
 //     during I/O, and nothing else is taken under them. A connection's
 //     connQuota belongs to its reader goroutine.
 //
-// Order: adminMu → topicRegistry.mu → partition.mu.
+// Order: adminMu → topicRegistry.mu → partition.mu; adminMu → group.mu,
+// sharePart.mu (a topic deletion's clean-up).
 // txn.mu → group.mu → txnCoordinator.mu; txn.mu → log locks. fetchSession.mu may be
 // held while taking topicRegistry.mu and partition.mu, never the reverse.
 // group.mu → groupCoordinator.mu → Broker.dyn / topicRegistry.mu.

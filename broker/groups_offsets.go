@@ -13,6 +13,7 @@ package broker
 // failure of the coordinator), which every client retries.
 
 import (
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -612,19 +613,22 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 // dropTopicOffsets removes every group's committed offsets of a deleted
 // topic, as Kafka does, so a topic created again under the same name
 // starts without them. Meant to be called by topic deletion once the
-// topic is gone (it takes each group's lock in turn, no other lock).
+// topic is gone, under adminMu so no topic of the name can be created
+// meanwhile (Broker.deleteTopic); it takes each group's lock in turn.
+// It returns the failures (joined); the deletion stays pending then.
 // A TxnOffsetCommit checks its partitions and adds its pending offsets
 // under its group's lock, so one for this topic either got
 // UNKNOWN_TOPIC_OR_PARTITION or added them before that group is looked
 // at here (a group it created after the list below was taken found the
 // topic gone).
-func (c *groupCoordinator) dropTopicOffsets(topic string) {
+func (c *groupCoordinator) dropTopicOffsets(topic string) error {
 	now := time.Now()
 	seen := map[string]bool{}
+	var errs []error
 	for _, g := range c.all() {
 		g.mu.Lock()
 		seen[g.name] = true
-		c.dropTopicOffsetsLocked(g, topic)
+		errs = append(errs, c.dropTopicOffsetsLocked(g, topic))
 		g.unlock(now)
 	}
 	// A group DeleteGroups removed while an open transaction holds
@@ -636,14 +640,15 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) {
 			continue
 		}
 		g, release := c.holdGroupName(name)
-		c.dropTopicOffsetsLocked(g, topic)
+		errs = append(errs, c.dropTopicOffsetsLocked(g, topic))
 		release()
 	}
+	return errors.Join(errs...)
 }
 
 // dropTopicOffsetsLocked deletes g's offsets of topic, with deletion
 // marks for the partitions open transactions hold offsets for. g.mu held.
-func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) {
+func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) error {
 	marks := c.pendingOfTopic(g.name, topic)
 	var dels []groupTP
 	for tp := range g.mu.offsets {
@@ -652,11 +657,13 @@ func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) {
 		}
 	}
 	if len(dels)+len(marks) == 0 {
-		return
+		return nil
 	}
 	if err := c.deleteOffsetsLocked(g, dels, marks); err != nil {
 		c.lg.Error("dropping offsets of a deleted topic failed", zap.String("group", g.name), zap.String("topic", topic), zap.Error(err))
+		return err
 	}
+	return nil
 }
 
 // pendingOfTopic lists group's partitions of topic that an open

@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,9 @@ import (
 //
 //	meta/cluster-id            string: the cluster id, made on first start
 //	meta/topic/<name>          topicRecord
+//	meta/deleting-topic/<id hex> string: the name of a deleted topic whose group offsets and
+//	                           share-group state are still being removed (topics.go); written
+//	                           with the topic record's deletion, finished at start-up
 //	meta/broker-config/<name>  string: a dynamic broker config override
 //	meta/seq/producer-id       badger sequence for InitProducerId
 //	meta/group/<group>         groupRecord (groups_store.go); <group> is path-escaped. A group
@@ -41,18 +45,19 @@ import (
 //	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
-	keyClusterID       = "meta/cluster-id"
-	prefixTopic        = "meta/topic/"
-	prefixBrokerConfig = "meta/broker-config/"
-	keyProducerIDSeq   = "meta/seq/producer-id"
-	prefixGroup        = "meta/group/"
-	prefixOffset       = "meta/offset/"
-	prefixShareGroup   = "meta/share-group/"
-	prefixGroupConfig  = "meta/group-config/"
-	prefixDLQPending   = "meta/dlq/pending/"
-	prefixDLQCount     = "meta/dlq/count/"
-	prefixTxn          = "meta/txn/"
-	prefixClientQuota  = "meta/client-quota/"
+	keyClusterID        = "meta/cluster-id"
+	prefixTopic         = "meta/topic/"
+	prefixDeletingTopic = "meta/deleting-topic/"
+	prefixBrokerConfig  = "meta/broker-config/"
+	keyProducerIDSeq    = "meta/seq/producer-id"
+	prefixGroup         = "meta/group/"
+	prefixOffset        = "meta/offset/"
+	prefixShareGroup    = "meta/share-group/"
+	prefixGroupConfig   = "meta/group-config/"
+	prefixDLQPending    = "meta/dlq/pending/"
+	prefixDLQCount      = "meta/dlq/count/"
+	prefixTxn           = "meta/txn/"
+	prefixClientQuota   = "meta/client-quota/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )
@@ -224,9 +229,56 @@ func (m *metaStore) putTopic(t topicRecord) error {
 	})
 }
 
-func (m *metaStore) deleteTopic(name string) error {
+// deleteTopic removes the topic record of name and, in the same
+// transaction, records that its group offsets and share-group state (by
+// id) are still to be removed: finishTopicDeletion clears that, and a
+// start-up after a crash in between finishes it (topics.go).
+func (m *metaStore) deleteTopic(name string, id [16]byte) error {
 	return m.db.Update(func(txn *badger.Txn) error {
-		return txn.Delete([]byte(prefixTopic + name))
+		if err := txn.Delete([]byte(prefixTopic + name)); err != nil {
+			return err
+		}
+		return txn.Set([]byte(prefixDeletingTopic+hex.EncodeToString(id[:])), []byte(name))
+	})
+}
+
+// deletedTopic is a topic deletion whose clean-up has not finished.
+type deletedTopic struct {
+	name string
+	id   [16]byte
+}
+
+// deletingTopics lists the deletions deleteTopic recorded and
+// clearTopicDeletion has not cleared.
+func (m *metaStore) deletingTopics() ([]deletedTopic, error) {
+	var out []deletedTopic
+	err := m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixDeletingTopic), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := string(it.Item().Key())
+			var d deletedTopic
+			raw, err := hex.DecodeString(strings.TrimPrefix(key, prefixDeletingTopic))
+			if err != nil || len(raw) != len(d.id) {
+				return fmt.Errorf("broker: bad key %q", key)
+			}
+			copy(d.id[:], raw)
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			d.name = string(v)
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// clearTopicDeletion records that the clean-up of topic id finished.
+func (m *metaStore) clearTopicDeletion(id [16]byte) error {
+	return m.db.Update(func(txn *badger.Txn) error {
+		return txn.Delete([]byte(prefixDeletingTopic + hex.EncodeToString(id[:])))
 	})
 }
 

@@ -308,14 +308,22 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 	return t, nil
 }
 
-// deleteTopic removes a topic durably, then deletes its logs.
+// deleteTopic removes a topic durably, then deletes its logs, then every
+// group's committed offsets of it and its share-group state, so a topic
+// created again under the same name starts fresh (Kafka does the same).
+// All of it runs under adminMu: a topic of the same name cannot be
+// created, and its consumers cannot commit offsets for it, before the old
+// one's offsets are gone (they are removed by name). The deletion of the
+// topic record also records the clean-up as pending (metaStore.deleteTopic)
+// until it has finished, and a start-up finishes one a crash interrupted
+// (finishTopicDeletions).
 func (b *Broker) deleteTopic(t *topic) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if b.topics.get(t.name) != t {
 		return errUnknownTopic // deleted (and maybe re-created) meanwhile
 	}
-	if err := b.meta.deleteTopic(t.name); err != nil {
+	if err := b.meta.deleteTopic(t.name, t.id); err != nil {
 		return err
 	}
 	b.topics.mu.Lock()
@@ -330,7 +338,50 @@ func (b *Broker) deleteTopic(t *topic) error {
 	}
 	b.metrics.forgetTopic(t.name)
 	b.lg.Info("deleted topic", zap.String("topic", t.name))
+	errs = append(errs, b.finishTopicDeletion(deletedTopic{t.name, t.id}))
 	return errors.Join(errs...)
+}
+
+// finishTopicDeletion removes a deleted topic's committed offsets (by
+// name) and share-group state (by id), then clears its pending record
+// (metaStore.deleteTopic). adminMu held, or start-up before serving.
+func (b *Broker) finishTopicDeletion(d deletedTopic) error {
+	if b.cfg.beforeTopicCleanup != nil {
+		b.cfg.beforeTopicCleanup(d.name)
+	}
+	err := errors.Join(b.groups.dropTopicOffsets(d.name), b.deleteShareTopicState(d.id))
+	if err != nil {
+		return err // still pending: the next start-up retries
+	}
+	return b.meta.clearTopicDeletion(d.id)
+}
+
+// finishTopicDeletions finishes, at start-up, the clean-ups of topic
+// deletions a crash interrupted. A topic of the same name cannot exist
+// yet (creating one waits for the clean-up), but if one does its offsets
+// are left alone.
+func (b *Broker) finishTopicDeletions() error {
+	ds, err := b.meta.deletingTopics()
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if b.topics.get(d.name) != nil {
+			b.lg.Warn("a deleted topic's name is in use again; keeping its offsets", zap.String("topic", d.name))
+			d.name = ""
+		}
+		if d.name == "" {
+			if err := errors.Join(b.deleteShareTopicState(d.id), b.meta.clearTopicDeletion(d.id)); err != nil {
+				return err
+			}
+			continue
+		}
+		b.lg.Info("finishing an interrupted topic deletion", zap.String("topic", d.name))
+		if err := b.finishTopicDeletion(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addPartitions grows a topic to count partitions.
