@@ -96,8 +96,9 @@ type Config struct {
 	// commit; an error fails it (store.Options.BeforeCommit).
 	shareBeforeCommit func() error
 	// beforeTopicCleanup, if set, runs when a topic deletion is about to
-	// remove the topic's group offsets and share-group state.
-	beforeTopicCleanup func(topic string)
+	// remove the topic's group offsets and share-group state; an error
+	// fails the clean-up as a failed write would.
+	beforeTopicCleanup func(topic string) error
 	// txnOffsetBeforeLock and txnOffsetBeforeAdd, if set, run in
 	// TxnOffsetCommit just before it locks its group, and once its checks
 	// passed just before its pending offsets are added (tests of what may

@@ -51,9 +51,11 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 	// Per-partition checks first, as Kafka's request layer does: unknown
 	// topics and partitions, then metadata size.
 	type cand struct {
-		sp *kmsg.OffsetCommitResponseTopicPartition
-		tp groupTP
-		oc offsetCommit
+		sp   *kmsg.OffsetCommitResponseTopicPartition
+		tp   groupTP
+		oc   offsetCommit
+		t    *topic // the topic checked; the write re-checks it (below)
+		gone int16  // the code if it is gone by then
 	}
 	var cands []cand
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
@@ -91,7 +93,16 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 				if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 					oc.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
 				}
-				cands = append(cands, cand{sp: sp, tp: groupTP{name, rp.Partition}, oc: oc})
+				gone := kerr.UnknownTopicOrPartition.Code
+				if req.Version >= 10 {
+					gone = kerr.UnknownTopicID.Code
+				}
+				t := c.b.topics.get(name)
+				if t == nil { // deleted just now
+					sp.ErrorCode = gone
+					continue
+				}
+				cands = append(cands, cand{sp: sp, tp: groupTP{name, rp.Partition}, oc: oc, t: t, gone: gone})
 			}
 		}
 	}
@@ -137,6 +148,15 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 	}
 	var writes []offsetWrite
 	for _, cd := range cands {
+		// The topic may have been deleted since it was checked: its
+		// deletion drops this group's offsets of it under this lock
+		// (dropTopicOffsets), either before (then it is gone from the
+		// registry now) or after this write. A topic re-created under
+		// the name is another topic.
+		if c.b.topics.get(cd.tp.topic) != cd.t {
+			cd.sp.ErrorCode = cd.gone
+			continue
+		}
 		if perPartition != nil {
 			if code := perPartition(cd.tp); code != 0 {
 				cd.sp.ErrorCode = code

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +19,12 @@ func TestTopicRecreatedDuringCleanupKeepsItsOffsets(t *testing.T) {
 	t.Parallel()
 	var hook func()
 	b := startGroupTest(t, func(c *Config) {
-		c.beforeTopicCleanup = func(string) {
+		c.beforeTopicCleanup = func(string) error {
 			if h := hook; h != nil {
 				hook = nil
 				h()
 			}
+			return nil
 		}
 	})
 	createTopicRaw(t, b, "gone", 1)
@@ -79,4 +82,41 @@ func TestInterruptedTopicDeletionFinishesAtStart(t *testing.T) {
 	c2 := dialRaw(t, b2)
 	require.Equal(t, int64(-1), c2.fetch("g", "gone", 0)[0].Offset, "the re-created topic starts without offsets")
 	require.Equal(t, int64(6), c2.fetch("g", "kept", 0)[0].Offset)
+}
+
+// TestFailedTopicCleanupFinishedBeforeNameReuse: a deletion whose
+// clean-up fails leaves the topic deleted and the clean-up pending;
+// creating the name again finishes it first (the old offsets go), and
+// refuses while it still fails.
+func TestFailedTopicCleanupFinishedBeforeNameReuse(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	b := startGroupTest(t, func(c *Config) {
+		c.beforeTopicCleanup = func(string) error {
+			if failing.Load() {
+				return errors.New("injected clean-up failure")
+			}
+			return nil
+		}
+	})
+	createTopicRaw(t, b, "gone", 1)
+	c := dialRaw(t, b)
+	require.Equal(t, []int16{0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}))
+	failing.Store(true)
+	require.Error(t, b.deleteTopic(b.topics.get("gone")))
+	require.Nil(t, b.topics.get("gone"), "the topic itself is deleted")
+	pending, err := b.meta.deletingTopics()
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+
+	_, err = b.createTopic("gone", 1, nil, false)
+	require.Error(t, err, "the name stays taken while its clean-up fails")
+	require.Equal(t, "KAFKA_STORAGE_ERROR", codeName(errorCode(err)))
+
+	failing.Store(false)
+	createTopicRaw(t, b, "gone", 1)
+	require.Equal(t, int64(-1), c.fetch("g", "gone", 0)[0].Offset, "the old topic's offset went first")
+	pending, err = b.meta.deletingTopics()
+	require.NoError(t, err)
+	require.Empty(t, pending)
 }

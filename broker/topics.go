@@ -275,6 +275,11 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 	if validateOnly {
 		return &topic{name: name, configs: configs}, nil
 	}
+	// A deletion of this name whose clean-up failed (its offsets are
+	// still there) is finished first, or the name stays taken.
+	if err := b.finishTopicDeletionsOf(name); err != nil {
+		return nil, err
+	}
 	if configs == nil {
 		configs = map[string]string{}
 	}
@@ -347,7 +352,9 @@ func (b *Broker) deleteTopic(t *topic) error {
 // (metaStore.deleteTopic). adminMu held, or start-up before serving.
 func (b *Broker) finishTopicDeletion(d deletedTopic) error {
 	if b.cfg.beforeTopicCleanup != nil {
-		b.cfg.beforeTopicCleanup(d.name)
+		if err := b.cfg.beforeTopicCleanup(d.name); err != nil {
+			return err
+		}
 	}
 	err := errors.Join(b.groups.dropTopicOffsets(d.name), b.deleteShareTopicState(d.id))
 	if err != nil {
@@ -357,9 +364,9 @@ func (b *Broker) finishTopicDeletion(d deletedTopic) error {
 }
 
 // finishTopicDeletions finishes, at start-up, the clean-ups of topic
-// deletions a crash interrupted. A topic of the same name cannot exist
-// yet (creating one waits for the clean-up), but if one does its offsets
-// are left alone.
+// deletions a crash interrupted (or that failed). A topic of the same
+// name cannot exist (creating one finishes them first), but if one does
+// its offsets are left alone.
 func (b *Broker) finishTopicDeletions() error {
 	ds, err := b.meta.deletingTopics()
 	if err != nil {
@@ -368,10 +375,10 @@ func (b *Broker) finishTopicDeletions() error {
 	for _, d := range ds {
 		if b.topics.get(d.name) != nil {
 			b.lg.Warn("a deleted topic's name is in use again; keeping its offsets", zap.String("topic", d.name))
-			d.name = ""
-		}
-		if d.name == "" {
-			if err := errors.Join(b.deleteShareTopicState(d.id), b.meta.clearTopicDeletion(d.id)); err != nil {
+			if err := b.deleteShareTopicState(d.id); err != nil {
+				return err
+			}
+			if err := b.meta.clearTopicDeletion(d.id); err != nil {
 				return err
 			}
 			continue
@@ -379,6 +386,25 @@ func (b *Broker) finishTopicDeletions() error {
 		b.lg.Info("finishing an interrupted topic deletion", zap.String("topic", d.name))
 		if err := b.finishTopicDeletion(d); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// finishTopicDeletionsOf finishes the pending clean-ups of deleted topics
+// called name (createTopic, adminMu held).
+func (b *Broker) finishTopicDeletionsOf(name string) error {
+	ds, err := b.meta.deletingTopics()
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if d.name != name {
+			continue
+		}
+		b.lg.Info("finishing a topic deletion before its name is used again", zap.String("topic", name))
+		if err := b.finishTopicDeletion(d); err != nil {
+			return fmt.Errorf("the deletion of an earlier topic %s is not finished (KAFKA_STORAGE_ERROR): %w", name, err)
 		}
 	}
 	return nil
