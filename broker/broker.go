@@ -159,7 +159,7 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	b.txns.recover() // complete transactions decided before a crash
-	if err := b.finishTopicDeletions(); err != nil {
+	if err := b.finishTopicDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))
 	}
 	b.ln, err = net.Listen("tcp", cfg.ListenAddr)

@@ -23,7 +23,7 @@ import (
 //
 //	meta/cluster-id            string: the cluster id, made on first start
 //	meta/topic/<name>          topicRecord
-//	meta/deleting-topic/<id hex> string: the name of a deleted topic whose group offsets and
+//	meta/deleting-topic/<id hex> JSON string: the name of a deleted topic whose group offsets and
 //	                           share-group state are still being removed (topics.go); written
 //	                           with the topic record's deletion, finished at start-up
 //	meta/broker-config/<name>  string: a dynamic broker config override
@@ -238,7 +238,11 @@ func (m *metaStore) deleteTopic(name string, id [16]byte) error {
 		if err := txn.Delete([]byte(prefixTopic + name)); err != nil {
 			return err
 		}
-		return txn.Set([]byte(prefixDeletingTopic+hex.EncodeToString(id[:])), []byte(name))
+		v, err := json.Marshal(name)
+		if err != nil {
+			return err
+		}
+		return txn.Set([]byte(prefixDeletingTopic+hex.EncodeToString(id[:])), v)
 	})
 }
 
@@ -252,24 +256,14 @@ type deletedTopic struct {
 // clearTopicDeletion has not cleared.
 func (m *metaStore) deletingTopics() ([]deletedTopic, error) {
 	var out []deletedTopic
-	err := m.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixDeletingTopic), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			key := string(it.Item().Key())
-			var d deletedTopic
-			raw, err := hex.DecodeString(strings.TrimPrefix(key, prefixDeletingTopic))
-			if err != nil || len(raw) != len(d.id) {
-				return fmt.Errorf("broker: bad key %q", key)
-			}
-			copy(d.id[:], raw)
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			d.name = string(v)
-			out = append(out, d)
+	err := scanJSON(m.db, prefixDeletingTopic, func(idHex string, name string) error {
+		d := deletedTopic{name: name}
+		raw, err := hex.DecodeString(idHex)
+		if err != nil || len(raw) != len(d.id) {
+			return fmt.Errorf("broker: bad topic id %q under %s", idHex, prefixDeletingTopic)
 		}
+		copy(d.id[:], raw)
+		out = append(out, d)
 		return nil
 	})
 	return out, err

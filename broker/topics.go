@@ -277,8 +277,8 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 	}
 	// A deletion of this name whose clean-up failed (its offsets are
 	// still there) is finished first, or the name stays taken.
-	if err := b.finishTopicDeletionsOf(name); err != nil {
-		return nil, err
+	if err := b.finishTopicDeletions(name); err != nil {
+		return nil, fmt.Errorf("the deletion of an earlier topic %s is not finished: %w", name, err)
 	}
 	if configs == nil {
 		configs = map[string]string{}
@@ -320,8 +320,8 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 // created, and its consumers cannot commit offsets for it, before the old
 // one's offsets are gone (they are removed by name). The deletion of the
 // topic record also records the clean-up as pending (metaStore.deleteTopic)
-// until it has finished, and a start-up finishes one a crash interrupted
-// (finishTopicDeletions).
+// until it has finished; a start-up finishes one a crash interrupted, and
+// creating the name again one that failed (finishTopicDeletions).
 func (b *Broker) deleteTopic(t *topic) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -356,55 +356,37 @@ func (b *Broker) finishTopicDeletion(d deletedTopic) error {
 			return err
 		}
 	}
-	err := errors.Join(b.groups.dropTopicOffsets(d.name), b.deleteShareTopicState(d.id))
-	if err != nil {
-		return err // still pending: the next start-up retries
+	var dropErr error
+	if b.topics.get(d.name) == nil {
+		dropErr = b.groups.dropTopicOffsets(d.name)
+	} else {
+		// Cannot happen (a name is used again only once this is done),
+		// but if it does the offsets may be the new topic's.
+		b.lg.Warn("a deleted topic's name is in use again; keeping its offsets", zap.String("topic", d.name))
+	}
+	if err := errors.Join(dropErr, b.deleteShareTopicState(d.id)); err != nil {
+		return err // still pending
 	}
 	return b.meta.clearTopicDeletion(d.id)
 }
 
-// finishTopicDeletions finishes, at start-up, the clean-ups of topic
-// deletions a crash interrupted (or that failed). A topic of the same
-// name cannot exist (creating one finishes them first), but if one does
-// its offsets are left alone.
-func (b *Broker) finishTopicDeletions() error {
+// finishTopicDeletions finishes the pending clean-ups of deleted topics
+// called name, or of every deleted topic when name is "": at start-up,
+// before serving, for those a crash interrupted, and in createTopic for
+// its name (adminMu held), so a name is used again only once the old
+// topic's offsets are gone even if its clean-up failed.
+func (b *Broker) finishTopicDeletions(name string) error {
 	ds, err := b.meta.deletingTopics()
 	if err != nil {
 		return err
 	}
 	for _, d := range ds {
-		if b.topics.get(d.name) != nil {
-			b.lg.Warn("a deleted topic's name is in use again; keeping its offsets", zap.String("topic", d.name))
-			if err := b.deleteShareTopicState(d.id); err != nil {
-				return err
-			}
-			if err := b.meta.clearTopicDeletion(d.id); err != nil {
-				return err
-			}
+		if name != "" && d.name != name {
 			continue
 		}
-		b.lg.Info("finishing an interrupted topic deletion", zap.String("topic", d.name))
+		b.lg.Info("finishing a topic deletion's clean-up", zap.String("topic", d.name))
 		if err := b.finishTopicDeletion(d); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// finishTopicDeletionsOf finishes the pending clean-ups of deleted topics
-// called name (createTopic, adminMu held).
-func (b *Broker) finishTopicDeletionsOf(name string) error {
-	ds, err := b.meta.deletingTopics()
-	if err != nil {
-		return err
-	}
-	for _, d := range ds {
-		if d.name != name {
-			continue
-		}
-		b.lg.Info("finishing a topic deletion before its name is used again", zap.String("topic", name))
-		if err := b.finishTopicDeletion(d); err != nil {
-			return fmt.Errorf("the deletion of an earlier topic %s is not finished (KAFKA_STORAGE_ERROR): %w", name, err)
 		}
 	}
 	return nil
