@@ -48,6 +48,13 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 	}
 	sp := c.part(key)
 	sp.mu.Lock()
+	// The topic may have been deleted since the caller found it. Its
+	// share state is deleted under this lock after it left the registry
+	// (deleteShareTopicState), so checked here no state outlives it.
+	if _, _, code := c.b.partitionByID(key.TopicID, key.Partition); code != 0 {
+		sp.mu.Unlock()
+		return kerr.UnknownTopicOrPartition.Code
+	}
 	now := time.Now()
 	err := sp.prepareLocked(now, st, false)
 	switch {
