@@ -62,6 +62,10 @@ type Config struct {
 	// the default). Recovery after a crash re-reads and CRC-checks only
 	// what lies above it.
 	CheckpointInterval time.Duration
+	// ShareBatchCacheBytes bounds the parsed log batches kept for
+	// message-group share fetches, across all share-partitions
+	// (share_batchcache.go); 0 keeps none.
+	ShareBatchCacheBytes int64
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	// IdleTimeout closes a connection that sends no request for this long
@@ -130,6 +134,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:        100 << 20,
 		RetentionCheckInterval: 5 * time.Minute,
 		CheckpointInterval:     time.Minute,
+		ShareBatchCacheBytes:   trimCacheBytes,
 		ShutdownTimeout:        10 * time.Second,
 		IdleTimeout:            10 * time.Minute,
 	}
@@ -150,6 +155,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: fsync policy %q is not one of always, interval", c.Fsync)
 	case c.Fsync == FsyncInterval && c.FlushInterval <= 0:
 		return fmt.Errorf("broker: flush interval %v must be positive", c.FlushInterval)
+	case c.ShareBatchCacheBytes < 0:
+		return fmt.Errorf("broker: share batch cache bytes %d is negative", c.ShareBatchCacheBytes)
 	case c.CheckpointInterval < 0:
 		return fmt.Errorf("broker: checkpoint interval %v is negative", c.CheckpointInterval)
 	case c.IdleTimeout <= 0:

@@ -130,6 +130,7 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 		lg:    b.lg.Named("share"),
 		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups), BeforeCommit: b.cfg.shareBeforeCommit}),
 	}
+	c.trims.max = b.cfg.ShareBatchCacheBytes
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}
 	c.sessions.m = map[shareSessionKey]*shareSession{}

@@ -28,8 +28,9 @@ import (
 // retention and DeleteRecords only remove whole batches below the log
 // start, and a hit below the log start is ignored), so entries need no
 // invalidation; a deleted and re-created topic has new partition objects. The cache is
-// bounded by bytes (trimCacheBytes) across all partitions, least recently
-// used first out; batches over trimCacheMaxBatch are not kept.
+// bounded by bytes (shoal.share.batch.cache.bytes, default trimCacheBytes)
+// across all partitions, least recently used first out; batches over
+// trimCacheMaxBatch are not kept.
 
 const (
 	trimCacheBytes    = 64 << 20
@@ -191,7 +192,7 @@ func (pb *parsedBatch) keptRuns(acq []sharegroup.Acquired, runs [][2]int) [][2]i
 
 // trimCache is the broker's cache of parsed batches.
 type trimCache struct {
-	max   int // bytes; 0: trimCacheBytes
+	max   int64 // bytes; 0: nothing is kept
 	mu    sync.Mutex
 	parts map[*partition][]*trimEntry // per partition, by base offset
 	lru   list.List                   // of *trimEntry, most recent first
@@ -220,7 +221,7 @@ func (c *trimCache) get(lp *partition, off int64) *parsedBatch {
 // put caches pb, a batch of lp, evicting the least recently used
 // batches beyond the budget.
 func (c *trimCache) put(lp *partition, pb *parsedBatch) {
-	if pb.size > trimCacheMaxBatch {
+	if pb.size > trimCacheMaxBatch || int64(pb.size) > c.max {
 		return
 	}
 	c.mu.Lock()
@@ -237,11 +238,7 @@ func (c *trimCache) put(lp *partition, pb *parsedBatch) {
 	e.elem = c.lru.PushFront(e)
 	c.parts[lp] = append(es[:i], append([]*trimEntry{e}, es[i:]...)...)
 	c.bytes += pb.size
-	limit := c.max
-	if limit == 0 {
-		limit = trimCacheBytes
-	}
-	for c.bytes > limit {
+	for int64(c.bytes) > c.max {
 		old := c.lru.Back().Value.(*trimEntry)
 		c.remove(old)
 	}

@@ -164,7 +164,7 @@ func TestTrimCache(t *testing.T) {
 	p1, p2 := &partition{}, &partition{}
 	a, b2, c := mk(0, 10), mk(10, 10), mk(0, 5)
 	size := a.size
-	cache := &trimCache{max: 2*size + size/2}
+	cache := &trimCache{max: int64(2*size + size/2)}
 	cache.put(p1, a)
 	cache.put(p1, b2)
 	require.Same(t, a, cache.get(p1, 0))
@@ -177,6 +177,13 @@ func TestTrimCache(t *testing.T) {
 	require.Nil(t, cache.get(p1, 15))
 	require.Same(t, a, cache.get(p1, 3))
 	require.Same(t, c, cache.get(p2, 3))
+
+	none := &trimCache{} // shoal.share.batch.cache.bytes=0
+	none.put(p1, a)
+	require.Nil(t, none.get(p1, 0), "a budget of 0 keeps nothing")
+	small := &trimCache{max: int64(size - 1)}
+	small.put(p1, a)
+	require.Nil(t, small.get(p1, 0), "a batch over the whole budget is not kept")
 
 	out := a.trim([]sharegroup.Acquired{{First: 2, Last: 3}, {First: 7, Last: 7}})
 	bases, deltas, offs, vals := batchOffsets(t, out)

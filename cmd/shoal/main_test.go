@@ -116,6 +116,7 @@ func TestBadConfigRejected(t *testing.T) {
 		{name: "ssl listener", lines: []string{"listeners=SSL://127.0.0.1:9093"}, want: []string{"listeners", "only PLAINTEXT"}},
 		{name: "two log dirs", lines: []string{"log.dirs=/a,/b"}, want: []string{"log.dirs", "one data directory"}},
 		{name: "bad fsync", lines: []string{"shoal.fsync.policy=sometimes"}, want: []string{"shoal.fsync.policy", "not always or interval"}},
+		{name: "negative batch cache", lines: []string{"shoal.share.batch.cache.bytes=-1"}, want: []string{"shoal.share.batch.cache.bytes", "outside [0,"}},
 		{name: "bad dynamic broker config", lines: []string{"log.retention.ms=forever"}, want: []string{"log.retention.ms", `"forever" is not an integer`}},
 		{name: "dynamic broker config out of range", lines: []string{"group.share.max.size=0"}, want: []string{"group.share.max.size", "outside [1, 1000]"}},
 		{name: "read-only broker config", lines: []string{"broker.id=3"}, want: []string{"broker.id", "another key"}},
