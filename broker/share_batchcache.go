@@ -144,8 +144,22 @@ func (pb *parsedBatch) trims(acq []sharegroup.Acquired) bool {
 	return pb.trimmed(pb.keptSize(pb.keptRuns(acq, buf[:0])))
 }
 
+// trimmed reports whether a batch keeping kept of its records, size
+// bytes trimmed, is sent trimmed: when that is smaller, or when it is
+// compressed and the client would throw away half its records or more
+// after decompressing all of them. The uncompressed copy is then larger on
+// the wire than the compressed batch, but it is what the client holds
+// once it has decompressed anyway, and decompressing whole batches to
+// keep a few records of each was most of a consumer's CPU in a group mode
+// (sharebench --compression zstd).
 func (pb *parsedBatch) trimmed(kept, size int) bool {
-	return !pb.whole && kept > 0 && kept < len(pb.offs) && size < len(pb.batch)
+	switch {
+	case pb.whole || kept == 0 || kept >= len(pb.offs):
+		return false
+	case size < len(pb.batch):
+		return true
+	}
+	return protocol.CompressionOf(pb.h.Attributes) != protocol.CompressionNone && 2*kept <= len(pb.offs)
 }
 
 // keptSize counts the records of runs and the size of a batch holding
