@@ -64,13 +64,18 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		st2 := &resp.Topics[i]
 		*st2 = kmsg.NewOffsetCommitResponseTopic()
 		st2.Topic, st2.TopicID = rt.Topic, rt.TopicID
-		name, topicCode := rt.Topic, int16(0)
+		// One lookup: the write re-checks this very topic (below).
+		name, topicCode, gone := rt.Topic, int16(0), kerr.UnknownTopicOrPartition.Code
+		var t *topic
 		if req.Version >= 10 {
-			if t := c.b.topics.getID(rt.TopicID); t != nil {
+			gone = kerr.UnknownTopicID.Code
+			if t = c.b.topics.getID(rt.TopicID); t != nil {
 				name = t.name
 			} else {
-				topicCode = kerr.UnknownTopicID.Code
+				topicCode = gone
 			}
+		} else {
+			t = c.b.topics.get(name)
 		}
 		st2.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
@@ -80,7 +85,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 			switch {
 			case topicCode != 0:
 				sp.ErrorCode = topicCode
-			case !c.b.partitionExists(name, rp.Partition):
+			case t == nil || rp.Partition < 0 || rp.Partition >= c.b.topicPartitionCount(t):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				oc := offsetCommit{offset: rp.Offset, leaderEpoch: -1, commitTime: now}
@@ -92,15 +97,6 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 				}
 				if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 					oc.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
-				}
-				gone := kerr.UnknownTopicOrPartition.Code
-				if req.Version >= 10 {
-					gone = kerr.UnknownTopicID.Code
-				}
-				t := c.b.topics.get(name)
-				if t == nil { // deleted just now
-					sp.ErrorCode = gone
-					continue
 				}
 				cands = append(cands, cand{sp: sp, tp: groupTP{name, rp.Partition}, oc: oc, t: t, gone: gone})
 			}
