@@ -242,8 +242,13 @@ func (m *metaStore) deleteTopic(name string, id [16]byte) error {
 		if err != nil {
 			return err
 		}
-		return txn.Set([]byte(prefixDeletingTopic+hex.EncodeToString(id[:])), v)
+		return txn.Set(deletingTopicKey(id), v)
 	})
+}
+
+// deletingTopicKey is the key of topic id's pending clean-up record.
+func deletingTopicKey(id [16]byte) []byte {
+	return []byte(prefixDeletingTopic + hex.EncodeToString(id[:]))
 }
 
 // deletedTopic is a topic deletion whose clean-up has not finished.
@@ -272,7 +277,7 @@ func (m *metaStore) deletingTopics() ([]deletedTopic, error) {
 // clearTopicDeletion records that the clean-up of topic id finished.
 func (m *metaStore) clearTopicDeletion(id [16]byte) error {
 	return m.db.Update(func(txn *badger.Txn) error {
-		return txn.Delete([]byte(prefixDeletingTopic + hex.EncodeToString(id[:])))
+		return txn.Delete(deletingTopicKey(id))
 	})
 }
 
