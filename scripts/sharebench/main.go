@@ -22,7 +22,10 @@
 // the cycle's latency); and the records per ShareFetch (the broker's
 // request count, from its /metrics). The order of the modes rotates per
 // round so each is measured early and late; the medians of --rounds rounds
-// are printed as a markdown table with the ratios to plain.
+// are printed as a markdown table with the ratios to plain. With
+// --process each consumer sleeps that long per record it polled before
+// accepting them, a handler bound by I/O. Every drain also prints, on
+// stderr, how many records each consumer accepted.
 //
 //	go run ./scripts/sharebench --records 300000 --rounds 3
 package main
@@ -64,6 +67,7 @@ type options struct {
 	modes      string
 	compress   string
 	cpuprofile string
+	process    time.Duration
 }
 
 var modes = []string{"plain", "fair", "ordered"}
@@ -79,6 +83,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (medians are reported)")
 	flag.StringVar(&o.modes, "modes", strings.Join(modes, ","), "modes to run: plain, fair, ordered")
 	flag.StringVar(&o.compress, "compression", "none", "producer compression: none, gzip, snappy, lz4, zstd (group modes decompress each batch once to read keys)")
+	flag.DurationVar(&o.process, "process", 0, "simulated handling time per record: each consumer sleeps this long per record it polled before accepting them (an I/O-bound handler); 0 = none")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (broker and clients) here")
 	flag.Parse()
 	modes = strings.Split(o.modes, ",")
@@ -179,8 +184,12 @@ func run(o options) error {
 			perFetch[mode] = append(perFetch[mode], rpf)
 		}
 	}
-	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s), medians of %d | steady records/s (10%%→90%%) | vs plain | whole drain records/s | vs plain | process CPU µs/record | steady CPU cores | records per ShareFetch |\n|---|--:|--:|--:|--:|--:|--:|--:|\n",
-		o.consumers, o.groups, o.records, o.valueSize, o.partitions, o.compress, o.rounds)
+	handling := ""
+	if o.process > 0 {
+		handling = fmt.Sprintf(", handling %v per record", o.process)
+	}
+	fmt.Printf("| mode (%d consumers, %d groups, %d × %d B, %d partitions, compression %s%s), medians of %d | steady records/s (10%%→90%%) | vs plain | whole drain records/s | vs plain | process CPU µs/record | steady CPU cores | records per ShareFetch |\n|---|--:|--:|--:|--:|--:|--:|--:|\n",
+		o.consumers, o.groups, o.records, o.valueSize, o.partitions, o.compress, handling, o.rounds)
 	ratio := func(v, plain float64) string {
 		if plain <= 0 {
 			return "—"
@@ -264,10 +273,17 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 		clients = append(clients, c)
 	}
 	var wg sync.WaitGroup
-	for _, c := range clients {
+	perConsumer := make([]int, len(clients))
+	for ci, c := range clients {
 		wg.Go(func() {
 			for pctx.Err() == nil {
 				fs := c.PollRecords(pctx, -1)
+				if o.process > 0 && fs.NumRecords() > 0 {
+					select {
+					case <-time.After(time.Duration(fs.NumRecords()) * o.process):
+					case <-pctx.Done():
+					}
+				}
 				mu.Lock()
 				fs.EachRecord(func(r *kgo.Record) {
 					r.Ack(kgo.AckAccept)
@@ -276,6 +292,7 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 					}
 					if !seen[r.Partition][r.Offset] {
 						seen[r.Partition][r.Offset] = true
+						perConsumer[ci]++
 						left--
 						switch o.records - left {
 						case o.records / 10:
@@ -308,6 +325,7 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 		}
 	}
 	elapsed := time.Since(first)
+	fmt.Fprintf(os.Stderr, "%s: records accepted per consumer %v\n", mode, perConsumer)
 	if err, _ := ackErr.Load().(error); err != nil {
 		return drainRates{}, fmt.Errorf("ack: %w", err)
 	}
