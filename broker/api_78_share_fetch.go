@@ -152,6 +152,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			sess.forgetLocked(shareTP{ft.TopicID, p})
 		}
 	}
+	spread := sess.spreadHeads(time.Now(), len(acks) > 0)
 	sc.acknowledge(time.Now(), group, st, member, acks)
 	for _, a := range acks {
 		out.ack(a)
@@ -212,7 +213,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			if got >= limit || budget <= 0 {
 				break
 			}
-			acq, data, err := t.sp.acquire(st, member, t.lp, limit-got, mode, budget, arena)
+			acq, data, err := t.sp.acquire(st, member, spread, t.lp, limit-got, mode, budget, arena)
 			if err != nil {
 				errs[t.tp] = shareErrorCode(err)
 				failed = true
@@ -254,7 +255,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		wake := make(chan struct{}, 1)
 		for _, t := range targets {
 			t.lp.watch(wake)
-			t.sp.waiters.add(wake)
+			t.sp.waiters.add(wake, member)
 		}
 		defer func() {
 			for _, t := range targets {
@@ -289,6 +290,9 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		}
 	}
 
+	if got > 0 {
+		sess.mu.deliveredAt = time.Now()
+	}
 	full := req.ShareSessionEpoch == 0
 	for _, p := range parts {
 		code, res := errs[p.tp], results[p.tp]

@@ -78,6 +78,7 @@ func handleShareAcknowledge(c *conn, req *kmsg.ShareAcknowledgeRequest) kmsg.Res
 			}
 		}
 	}
+	sess.spreadHeads(time.Now(), len(col.acks) > 0)
 	sc.acknowledge(time.Now(), group, st, member, col.acks)
 	sess.ackedLocked()
 	if req.ShareSessionEpoch == -1 {

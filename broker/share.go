@@ -66,6 +66,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -260,15 +261,15 @@ func (b *Broker) topicPartitionCount(t *topic) int32 {
 // moved the window).
 type shareWaiters struct {
 	mu sync.Mutex
-	m  map[chan struct{}]struct{}
+	m  map[chan struct{}]string // wake channel → the waiting member
 }
 
-func (w *shareWaiters) add(ch chan struct{}) {
+func (w *shareWaiters) add(ch chan struct{}, member string) {
 	w.mu.Lock()
 	if w.m == nil {
-		w.m = map[chan struct{}]struct{}{}
+		w.m = map[chan struct{}]string{}
 	}
-	w.m[ch] = struct{}{}
+	w.m[ch] = member
 	w.mu.Unlock()
 }
 
@@ -276,6 +277,19 @@ func (w *shareWaiters) remove(ch chan struct{}) {
 	w.mu.Lock()
 	delete(w.m, ch)
 	w.mu.Unlock()
+}
+
+// members returns the distinct members waiting now, other than except.
+func (w *shareWaiters) members(except string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, m := range w.m {
+		if m != except && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (w *shareWaiters) notify() {
@@ -546,7 +560,7 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 // share-partition, reading at most budget bytes of the log lp onto the end
 // of *arena, the buffer of the whole response (handleShareFetch). It returns the acquired ranges and the log batches
 // covering them, which may lie in *arena.
-func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	sp.mu.Lock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
@@ -554,7 +568,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, lp *partition
 		return nil, nil, err
 	}
 	if sp.mu.p.Config().Groups != sharegroup.GroupsNone {
-		return sp.acquireGroups(now, st, member, lp, maxRecords, budget, arena) // unlocks
+		return sp.acquireGroups(now, st, member, spread, lp, maxRecords, budget, arena) // unlocks
 	}
 	defer sp.mu.Unlock()
 	defer sp.armLocked(now)

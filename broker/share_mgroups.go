@@ -147,7 +147,7 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 // (the Partition prepared); it unlocks. The log bytes of the picked
 // records are read after unlocking: the records are this member's, and
 // other members' fetches and acknowledgements need not wait for the read.
-func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *partition, maxRecords, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	p := sp.mu.p
 	var pending []sharegroup.Record
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
@@ -183,7 +183,19 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 			break // no progress (window cost limit)
 		}
 	}
-	acq, eff := p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
+	// Ordered mode, a member slow to acknowledge: leave the members
+	// waiting for heads their share (sharegroup.Partition.HeadShare).
+	capped := false
+	if spread {
+		if share := p.HeadShare(member, sp.waiters.members(member)); share >= 0 && share < maxRecords {
+			maxRecords, capped = share, true
+		}
+	}
+	var acq []sharegroup.Acquired
+	var eff sharegroup.Effects
+	if maxRecords > 0 {
+		acq, eff = p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
+	}
 	var lock int64
 	if len(acq) > 0 {
 		lock, _ = p.AcquisitionLock(acq[0].First) // one acquisition: one deadline
@@ -197,6 +209,9 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	}
 	if len(acq) == 0 {
 		return nil, nil, nil
+	}
+	if capped {
+		sp.waiters.notify() // what this member left is for the waiting ones
 	}
 	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget, &sp.c.trims, arena)
 	if len(unsent) > 0 {

@@ -63,7 +63,34 @@ type shareSession struct {
 		// nothing, carried no acknowledgement and found the member
 		// holding ordered-mode records (ownGroupsWait); zero: none.
 		blockedSince time.Time
+		// deliveredAt is when the last response with records was built;
+		// slow says the member's last acknowledgements came spreadAfter
+		// or more after it (spreadHeads).
+		deliveredAt time.Time
+		slow        bool
 	}
+}
+
+// spreadAfter is the time from a delivery to the acknowledgement after
+// which a member counts as slow: it spends that long processing what it
+// holds. A client acknowledging at once comes back within a round trip of
+// a millisecond or so.
+const spreadAfter = 5 * time.Millisecond
+
+// spreadHeads notes acknowledgements arriving at now and reports whether
+// the member is slow (deliveredAt, slow): in ordered mode such a member
+// takes at most its share of the message groups' heads while other
+// members wait for them (sharegroup.Partition.HeadShare). A member that
+// acknowledges at once keeps taking what its acknowledgements free: a few
+// large fetches cost less than many small ones, and nobody waits long
+// for the heads it holds. A member processing slowly, holding many heads,
+// would leave the waiting members idle: spreading them lets every member
+// work. Called with mu held.
+func (s *shareSession) spreadHeads(now time.Time, acked bool) bool {
+	if acked && !s.mu.deliveredAt.IsZero() {
+		s.mu.slow = now.Sub(s.mu.deliveredAt) >= spreadAfter
+	}
+	return s.mu.slow
 }
 
 // ownGroupsWait is how long a fetch of this session may long-poll when it

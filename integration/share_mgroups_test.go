@@ -400,3 +400,84 @@ func TestShareMessageGroupRateLimit(t *testing.T) {
 	t.Logf("hot message group: %.1f records/s after its burst (limit %d)", steady, rate)
 	require.InDelta(t, rate, steady, rate*0.1)
 }
+
+// Ordered mode with consumers that take a while per record: the message
+// groups' heads are spread over every consumer. 200 groups and four
+// consumers fetching up to 100 records each: without the spreading, the
+// first two consumers would hold all 200 heads, take back the heads their
+// acknowledgements free, and the other two would get nothing for the whole
+// run. Each group's records are still processed in order.
+func TestShareOrderedSlowConsumersAllWork(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	ctx := testContext(t)
+	topic := b.createTopic(t, 1, nil)
+	group := "ordered-slow-" + topic
+	admin := b.client(t)
+	require.NoError(t, setGroupConfigs(ctx, admin, group,
+		"share.auto.offset.reset", "earliest",
+		"share.message.group.source", "key",
+		"share.message.group.ordered", "true"))
+
+	const nGroups, perGroup, consumers = 200, 15, 4
+	const perRecord = 300 * time.Microsecond // simulated handling time
+	var groups []string
+	for range perGroup {
+		for g := range nGroups {
+			groups = append(groups, fmt.Sprintf("g%03d", g))
+		}
+	}
+	produceGrouped(t, ctx, admin, topic, false, groups)
+
+	var (
+		mu        sync.Mutex
+		next      = map[string]int{}
+		processed = make([]int, consumers)
+		accepted  atomic.Int64
+		violation error
+	)
+	total := int64(len(groups))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for c := range consumers {
+		cl := b.client(t, kgo.ClientID(fmt.Sprintf("slow-%d", c)), kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(100))
+		wg.Go(func() {
+			for accepted.Load() < total && ctx.Err() == nil {
+				rs := cl.PollRecords(ctx, -1).Records()
+				select {
+				case <-time.After(time.Duration(len(rs)) * perRecord):
+				case <-ctx.Done():
+					return
+				}
+				mu.Lock()
+				for _, r := range rs {
+					g, seq := parseGroupValue(t, r.Value)
+					if want := next[g]; seq != want && violation == nil {
+						violation = fmt.Errorf("group %s: got seq %d (offset %d), want %d", g, seq, r.Offset, want)
+					}
+					next[g] = seq + 1
+					processed[c]++
+					r.Ack(kgo.AckAccept)
+				}
+				mu.Unlock()
+				accepted.Add(int64(len(rs)))
+			}
+		})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for accepted.Load() < total && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.NoError(t, violation)
+	require.Equal(t, total, accepted.Load(), "every record accepted once")
+	for c, n := range processed {
+		// An even split is 25% each; the first two consumers alone
+		// would process everything without the spreading.
+		require.GreaterOrEqual(t, n, len(groups)/10, "consumer %d processed %d of %d records (all: %v)", c, n, len(groups), processed)
+	}
+}

@@ -518,3 +518,65 @@ func (p *Partition) HeldUntil(member string) (deadline time.Time, ok bool) {
 	}
 	return clockTime(first), true
 }
+
+// HeadShare bounds what member may acquire next in ordered mode so that
+// the message groups' heads are spread over the members that want them.
+// In ordered mode at most one record per group is in flight, so the live
+// groups are all there is to hand out; a member acknowledging its records
+// would otherwise take the heads it freed straight back (its next fetch
+// carries the acknowledgements) and members that asked later would get
+// nothing for as long as it keeps up. waiting lists the members whose
+// fetches are waiting for records of this share-partition now.
+//
+// With C contenders (member, the waiting members and every member
+// holding records here) each may hold ceil(live groups / C) records.
+// HeadShare returns how many more records member may take under that
+// share, or -1 (no bound) outside ordered mode or when no other waiting
+// member holds less than the share: heads nobody waits for are not left
+// idle. Records without a group are not ordered and count as no head.
+func (p *Partition) HeadShare(member string, waiting []string) int {
+	if p.cfg.Groups != GroupsOrdered || len(waiting) == 0 {
+		return -1
+	}
+	heads := p.mg.live()
+	if heads == 0 {
+		return -1
+	}
+	backoff, _ := p.members.lookup(backoffMember)
+	held := map[uint32]int64{} // records held per member handle
+	for _, h := range p.acqs.byDeadline {
+		if e := &p.acqs.entries[h]; e.member != backoff {
+			held[e.member] += int64(e.refs)
+		}
+	}
+	self, selfKnown := p.members.lookup(member)
+	contenders := len(held)
+	if !selfKnown || held[self] == 0 {
+		contenders++
+	}
+	var others []int64 // what each waiting member other than member holds
+	for _, w := range waiting {
+		if w == member || w == backoffMember {
+			continue
+		}
+		h, ok := p.members.lookup(w)
+		n, holds := held[h]
+		if !ok || !holds {
+			contenders++
+		}
+		others = append(others, n)
+	}
+	share := int64((heads + contenders - 1) / contenders)
+	hungry := false
+	for _, n := range others {
+		hungry = hungry || n < share
+	}
+	if !hungry {
+		return -1
+	}
+	var mine int64
+	if selfKnown {
+		mine = held[self]
+	}
+	return int(max(share-mine, 0))
+}
