@@ -184,17 +184,22 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		}
 	}
 	// Ordered mode, a member slow to acknowledge: leave the members
-	// waiting for heads their share (sharegroup.Partition.HeadShare).
+	// waiting for heads their share (sharegroup.Partition.HeadShare),
+	// once the locks that ran out no longer count as held.
 	capped := false
-	if spread {
+	if spread && p.Config().Groups == sharegroup.GroupsOrdered {
+		exp := p.ExpireLocks(now)
+		sp.m.shareEffects(exp)
+		pending = append(pending, exp.Records...)
 		if share := p.HeadShare(member, sp.waiters.members(member)); share >= 0 && share < maxRecords {
 			maxRecords, capped = share, true
 		}
 	}
 	var acq []sharegroup.Acquired
 	var eff sharegroup.Effects
-	if maxRecords > 0 {
+	if maxRecords > 0 { // 0: AcquireGroupsLimited would take it as no limit
 		acq, eff = p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
+		sp.m.shareEffects(eff)
 	}
 	var lock int64
 	if len(acq) > 0 {

@@ -521,62 +521,66 @@ func (p *Partition) HeldUntil(member string) (deadline time.Time, ok bool) {
 
 // HeadShare bounds what member may acquire next in ordered mode so that
 // the message groups' heads are spread over the members that want them.
-// In ordered mode at most one record per group is in flight, so the live
-// groups are all there is to hand out; a member acknowledging its records
-// would otherwise take the heads it freed straight back (its next fetch
-// carries the acknowledgements) and members that asked later would get
-// nothing for as long as it keeps up. waiting lists the members whose
+// In ordered mode at most one record per group is in flight, so the
+// groups' heads are all there is to hand out; a member acknowledging its
+// records would otherwise take the heads it freed straight back (its next
+// fetch carries the acknowledgements) and members that asked later would
+// get nothing for as long as it keeps up. waiting lists the members whose
 // fetches are waiting for records of this share-partition now.
 //
-// With C contenders (member, the waiting members and every member
-// holding records here) each may hold ceil(live groups / C) records.
+// With C contenders (member, the distinct waiting members and every member
+// holding records) each may hold ceil(H / C) records, H estimating the
+// heads without walking the window: the live groups, but no more than the
+// records held by members plus the Available ones (a group whose records
+// in the window are all acknowledged stays live until the SPSO passes it,
+// but has none of either). Records without a group count as records.
 // HeadShare returns how many more records member may take under that
 // share, or -1 (no bound) outside ordered mode or when no other waiting
-// member holds less than the share: heads nobody waits for are not left
-// idle. Records without a group are not ordered and count as no head.
+// member holds fewer than the share: heads nobody waits for are not left
+// idle. The caller expires due locks first (ExpireLocks), or records whose
+// locks ran out count as held.
 func (p *Partition) HeadShare(member string, waiting []string) int {
 	if p.cfg.Groups != GroupsOrdered || len(waiting) == 0 {
 		return -1
 	}
-	heads := p.mg.live()
+	backoff, _ := p.members.lookup(backoffMember) // 0 (no member) if unused
+	held := map[uint32]int64{}                    // records held per member handle
+	var total int64
+	for _, h := range p.acqs.byDeadline {
+		if e := &p.acqs.entries[h]; e.member != backoff && e.refs > 0 {
+			held[e.member] += int64(e.refs)
+			total += int64(e.refs)
+		}
+	}
+	heads := min(int64(p.mg.live()), total+p.available)
 	if heads == 0 {
 		return -1
 	}
-	backoff, _ := p.members.lookup(backoffMember)
-	held := map[uint32]int64{} // records held per member handle
-	for _, h := range p.acqs.byDeadline {
-		if e := &p.acqs.entries[h]; e.member != backoff {
-			held[e.member] += int64(e.refs)
+	heldBy := func(m string) int64 {
+		if h, ok := p.members.lookup(m); ok {
+			return held[h]
 		}
+		return 0
 	}
-	self, selfKnown := p.members.lookup(member)
-	contenders := len(held)
-	if !selfKnown || held[self] == 0 {
+	contenders := int64(len(held))
+	if heldBy(member) == 0 {
 		contenders++
 	}
-	var others []int64 // what each waiting member other than member holds
+	var others []string // distinct waiting members other than member
+	var theirs []int64  // the records each of them holds
 	for _, w := range waiting {
-		if w == member || w == backoffMember {
+		if w == member || w == backoffMember || slices.Contains(others, w) {
 			continue
 		}
-		h, ok := p.members.lookup(w)
-		n, holds := held[h]
-		if !ok || !holds {
+		n := heldBy(w)
+		if n == 0 {
 			contenders++
 		}
-		others = append(others, n)
+		others, theirs = append(others, w), append(theirs, n)
 	}
-	share := int64((heads + contenders - 1) / contenders)
-	hungry := false
-	for _, n := range others {
-		hungry = hungry || n < share
-	}
-	if !hungry {
+	share := (heads + contenders - 1) / contenders
+	if !slices.ContainsFunc(theirs, func(n int64) bool { return n < share }) {
 		return -1
 	}
-	var mine int64
-	if selfKnown {
-		mine = held[self]
-	}
-	return int(max(share-mine, 0))
+	return int(max(share-heldBy(member), 0))
 }

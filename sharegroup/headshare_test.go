@@ -40,25 +40,62 @@ func TestHeadShare(t *testing.T) {
 		// already exceeds.
 		require.Equal(t, 0, h.p.HeadShare("m1", []string{"m2"}))
 		// m3 asks while m2 waits: m1, m2, m3 contend, ceil(100/3) = 34.
-		require.Equal(t, 34, h.p.HeadShare("m3", []string{"m2"}))
 		// Duplicates and the member itself in the list change nothing.
-		require.Equal(t, 34, h.p.HeadShare("m3", []string{"m2", "m3"}))
-		// m1 acknowledges 50 of its records: it holds 10 and may take up
-		// to the share of 50 again, i.e. 40 (nothing is available beyond
-		// the 50 heads it freed and the 40 nobody took).
-		for o := int64(0); o < 50; o++ {
-			h.ack("m1", o, o, AckAccept)
-		}
+		require.Equal(t, 34, h.p.HeadShare("m3", []string{"m2"}))
+		require.Equal(t, 34, h.p.HeadShare("m3", []string{"m2", "m3", "m2"}))
+		// m1 accepts 50 of its records: it holds 10 and may take up to
+		// the share of 50 again, i.e. 40.
+		h.ack("m1", 0, 49, AckAccept)
 		require.Equal(t, 40, h.p.HeadShare("m1", []string{"m2"}))
 		// The harness's acquire has no bound: the broker passes the
 		// share as maxRecords.
-		got := offsets(h.acquire("m1", 40))
-		require.Len(t, got, 40)
+		require.Len(t, offsets(h.acquire("m1", 40)), 40)
 		require.Equal(t, 0, h.p.HeadShare("m1", []string{"m2"}))
-		// What is left goes to m2.
-		require.Equal(t, -1, h.p.HeadShare("m2", nil))
-		rest := offsets(h.acquire("m2", 500))
-		require.Len(t, rest, 50, "the 50 heads m1 left")
+		require.Len(t, offsets(h.acquire("m2", 500)), 50, "the heads m1 left")
+	})
+
+	t.Run("groups with nothing held or available are not counted", func(t *testing.T) {
+		// Offsets 0-99: the heads of g0..g99; 100-129: ten more records
+		// each of g0, g1, g2.
+		groups := make([]string, 0, 130)
+		for i := range 100 {
+			groups = append(groups, fmt.Sprintf("g%d", i))
+		}
+		for i := range 30 {
+			groups = append(groups, fmt.Sprintf("g%d", i%3))
+		}
+		h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 50}, ordered)
+		require.Len(t, offsets(h.acquire("m1", 100)), 100)
+		// All but offset 0 accepted: the SPSO stays at 0, and g3..g99,
+		// finished, stay live until it passes them. The estimate is the
+		// record m1 holds plus the 30 available, not the 100 live
+		// groups: share ceil(31/2) = 16 with m2, so m1 may take 15.
+		h.ack("m1", 1, 99, AckAccept)
+		require.Equal(t, 100, h.p.mg.live())
+		require.Equal(t, 15, h.p.HeadShare("m1", []string{"m2"}))
+	})
+
+	t.Run("records without a group count as records held", func(t *testing.T) {
+		// Offsets 0-49: no group; 50-59: the heads of g0..g9.
+		groups := make([]string, 60)
+		for i := 50; i < 60; i++ {
+			groups[i] = fmt.Sprintf("g%d", i-50)
+		}
+		h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 60}, ordered)
+		require.Equal(t, int64(49), offsets(h.acquire("m2", 50))[49], "m2 took the 50 records without a group")
+		// m2 waits, busy with them: not hungry.
+		require.Equal(t, -1, h.p.HeadShare("m1", []string{"m2"}))
+		// m1 waits with nothing: m2 is past its share of ceil(10/2).
+		require.Equal(t, 0, h.p.HeadShare("m2", []string{"m1"}))
+	})
+
+	t.Run("locks that ran out are held by nobody once expired", func(t *testing.T) {
+		h := newGroupHarness(t, headShareLog(), ordered)
+		require.Len(t, offsets(h.acquire("m1", 60)), 60)
+		h.now = h.now.Add(h.p.Config().RecordLockDuration + time.Second)
+		require.Equal(t, 0, h.p.HeadShare("m1", []string{"m2"}), "not expired yet")
+		h.keep(h.p.ExpireLocks(h.now)) // as the broker does before asking
+		require.Equal(t, 50, h.p.HeadShare("m1", []string{"m2"}))
 	})
 
 	t.Run("records held by the redelivery backoff are no member's", func(t *testing.T) {
@@ -67,11 +104,9 @@ func TestHeadShare(t *testing.T) {
 			c.RedeliveryBackoffMax = time.Minute
 		})
 		require.Len(t, offsets(h.acquire("m1", 60)), 60)
-		for o := int64(0); o < 60; o++ {
-			h.ack("m1", o, o, AckRelease) // now backing off, held internally
-		}
-		// The 60 released heads still count as live groups, but nobody
-		// holds records: contenders m1 and m2, share 50.
+		h.ack("m1", 0, 59, AckRelease) // now backing off, held internally
+		// Nobody holds records: m1 and m2 contend for the estimate of
+		// 100 heads (the live groups; the 140 available records are more).
 		require.Equal(t, 50, h.p.HeadShare("m1", []string{"m2"}))
 	})
 
