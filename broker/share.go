@@ -66,7 +66,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -279,15 +278,13 @@ func (w *shareWaiters) remove(ch chan struct{}) {
 	w.mu.Unlock()
 }
 
-// members returns the distinct members waiting now, other than except.
-func (w *shareWaiters) members(except string) []string {
+// members returns the members waiting now, one per waiting fetch.
+func (w *shareWaiters) members() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []string
+	out := make([]string, 0, len(w.m))
 	for _, m := range w.m {
-		if m != except && !slices.Contains(out, m) {
-			out = append(out, m)
-		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -191,7 +191,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		exp := p.ExpireLocks(now)
 		sp.m.shareEffects(exp)
 		pending = append(pending, exp.Records...)
-		if share := p.HeadShare(member, sp.waiters.members(member)); share >= 0 && share < maxRecords {
+		if share := p.HeadShare(member, sp.waiters.members()); share >= 0 && share < maxRecords {
 			maxRecords, capped = share, true
 		}
 	}

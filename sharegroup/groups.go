@@ -526,7 +526,8 @@ func (p *Partition) HeldUntil(member string) (deadline time.Time, ok bool) {
 // records would otherwise take the heads it freed straight back (its next
 // fetch carries the acknowledgements) and members that asked later would
 // get nothing for as long as it keeps up. waiting lists the members whose
-// fetches are waiting for records of this share-partition now.
+// fetches are waiting for records of this share-partition now, in any
+// order and with repeats; member itself may be among them.
 //
 // With C contenders (member, the distinct waiting members and every member
 // holding records) each may hold ceil(H / C) records, H estimating the
