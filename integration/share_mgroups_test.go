@@ -55,21 +55,38 @@ func parseGroupValue(t *testing.T, v []byte) (string, int) {
 	return "", 0
 }
 
+// orderedGroup is a broker with a one-partition topic and a share group
+// (prefix + the topic's name) in ordered mode, the message group being the
+// record key, reading from the earliest offset.
+type orderedGroup struct {
+	b            *testBroker
+	ctx          context.Context
+	topic, group string
+	admin        *kgo.Client
+}
+
+// startOrderedGroup starts an orderedGroup; configs are more group configs
+// (name, value pairs).
+func startOrderedGroup(t *testing.T, prefix string, configs ...string) orderedGroup {
+	t.Helper()
+	b := startBroker(t)
+	o := orderedGroup{b: b, ctx: testContext(t), topic: b.createTopic(t, 1, nil), admin: b.client(t)}
+	o.group = prefix + o.topic
+	kv := append([]string{"share.auto.offset.reset", "earliest",
+		"share.message.group.source", "key",
+		"share.message.group.ordered", "true"}, configs...)
+	require.NoError(t, setGroupConfigs(o.ctx, o.admin, o.group, kv...))
+	return o
+}
+
 // The ordered test: 8 consumers and 1,000 groups on one partition.
 // Each group's records are processed in offset order and none twice after
 // an accept; some records are released and must come back before the
 // group's next one.
 func TestShareOrderedMessageGroups(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	ctx := testContext(t)
-	topic := b.createTopic(t, 1, nil)
-	group := "ordered-" + topic
-	admin := b.client(t)
-	require.NoError(t, setGroupConfigs(ctx, admin, group,
-		"share.auto.offset.reset", "earliest",
-		"share.message.group.source", "key",
-		"share.message.group.ordered", "true"))
+	o := startOrderedGroup(t, "ordered-")
+	b, ctx, topic, group, admin := o.b, o.ctx, o.topic, o.group, o.admin
 
 	const nGroups, perGroup = 1000, 8
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -221,16 +238,8 @@ func TestShareFairMessageGroups(t *testing.T) {
 // block the other groups' records behind it (the seed design's limit).
 func TestShareOrderedHugeStuckGroupDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	ctx := testContext(t)
-	topic := b.createTopic(t, 1, nil)
-	group := "stuck-" + topic
-	admin := b.client(t)
-	require.NoError(t, setGroupConfigs(ctx, admin, group,
-		"share.auto.offset.reset", "earliest",
-		"share.partition.max.record.locks", "200",
-		"share.message.group.source", "key",
-		"share.message.group.ordered", "true"))
+	o := startOrderedGroup(t, "stuck-", "share.partition.max.record.locks", "200")
+	b, ctx, topic, group, admin := o.b, o.ctx, o.topic, o.group, o.admin
 	var groups []string
 	for range 5000 { // 25x the window
 		groups = append(groups, "huge")
@@ -409,15 +418,8 @@ func TestShareMessageGroupRateLimit(t *testing.T) {
 // run. Each group's records are still processed in order.
 func TestShareOrderedSlowConsumersAllWork(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	ctx := testContext(t)
-	topic := b.createTopic(t, 1, nil)
-	group := "ordered-slow-" + topic
-	admin := b.client(t)
-	require.NoError(t, setGroupConfigs(ctx, admin, group,
-		"share.auto.offset.reset", "earliest",
-		"share.message.group.source", "key",
-		"share.message.group.ordered", "true"))
+	o := startOrderedGroup(t, "ordered-slow-")
+	b, ctx, topic, group, admin := o.b, o.ctx, o.topic, o.group, o.admin
 
 	const nGroups, perGroup, consumers = 200, 15, 4
 	const perRecord = 300 * time.Microsecond // simulated handling time
