@@ -137,11 +137,13 @@
 //     asks HeadShare, which bounds it to ceil(heads / contenders) records
 //     while another waiting member holds fewer; the contenders are the
 //     member, the waiting members and every member holding records. The
-//     heads are estimated without walking the window (a walk per fetch,
+//     heads are counted without walking the window (a walk per fetch,
 //     under the share-partition's lock, cost a fifth of the throughput
-//     with slow consumers): the live groups, but at most the records held
-//     plus the Available ones, since a finished group stays live until the
-//     SPSO passes it.
+//     with slow consumers): each group keeps a count of its records in
+//     the window that are not terminal, updated at every change of state,
+//     and the groups with any are the heads (a finished group stays live
+//     until the SPSO passes it, but has none). A group whose next record
+//     waits out a redelivery backoff still counts.
 //   - No starvation: in Kafka's design (and the seed's) the window limit
 //     bounds SPEO-SPSO, so one group occupying 120,000 consecutive records
 //     at the SPSO blocks every other group. In a group mode the limit

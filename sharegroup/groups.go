@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -35,6 +36,13 @@ type msgGroups struct {
 
 	cursor int64 // fair mode: the next acquisition starts at the span here
 
+	// open counts, per group handle, the group's records in [SPSO, known)
+	// that are not terminal, and openGroups the groups with any: those
+	// with a record to deliver or in flight (HeadShare). Kept by
+	// addSpan, account (groupsOpen) and dropBelow.
+	open       []int64
+	openGroups int
+
 	taken []int64  // scratch: records taken (or "head seen") per handle
 	dirty []uint32 // scratch: handles with taken != 0
 }
@@ -60,6 +68,54 @@ func (m *msgGroups) unref(g uint32) {
 	} else {
 		m.groups.unref(g)
 	}
+}
+
+// addOpen adds n to group g's count of records not terminal.
+func (m *msgGroups) addOpen(g uint32, n int64) {
+	if g == 0 || n == 0 {
+		return
+	}
+	if int(g) >= len(m.open) {
+		m.open = append(m.open, make([]int64, int(g)+1-len(m.open))...)
+	}
+	before := m.open[g]
+	m.open[g] += n
+	switch {
+	case before == 0 && m.open[g] > 0:
+		m.openGroups++
+	case before > 0 && m.open[g] == 0:
+		m.openGroups--
+	}
+}
+
+// groupsOpen adds d (1 or -1) per offset of [lo, hi] to the open counts
+// of the groups those offsets belong to (offsets past known have none
+// yet: addSpan counts them).
+func (p *Partition) groupsOpen(lo, hi, d int64) {
+	m := &p.mg
+	lo, hi = max(lo, p.spso), min(hi, m.known-1)
+	if lo > hi || len(m.spans) == 0 {
+		return
+	}
+	i := max(sort.Search(len(m.spans), func(i int) bool { return m.spans[i].start > lo })-1, 0)
+	for ; i < len(m.spans) && m.spans[i].start <= hi; i++ {
+		if s, e := max(m.spans[i].start, lo), min(p.spanEnd(i)-1, hi); s <= e {
+			m.addOpen(m.spans[i].g, d*(e-s+1))
+		}
+	}
+}
+
+// notTerminal counts the offsets of [lo, hi] in the window that are not
+// terminal.
+func (p *Partition) notTerminal(lo, hi int64) int64 {
+	var n int64
+	p.pieces(lo, hi, func(lo, hi int64, mt meta) bool {
+		if !mt.state().Terminal() {
+			n += hi - lo + 1
+		}
+		return true
+	})
+	return n
 }
 
 // live is the number of message groups with spans in the window.
@@ -91,6 +147,7 @@ func (p *Partition) addSpan(lo, hi int64, g uint32) {
 		m.spans = append(m.spans, gspan{start: lo, g: g})
 		m.ref(g)
 	}
+	m.addOpen(g, p.notTerminal(lo, hi))
 	m.known = hi + 1
 }
 
@@ -530,11 +587,12 @@ func (p *Partition) HeldUntil(member string) (deadline time.Time, ok bool) {
 // order and with repeats; member itself may be among them.
 //
 // With C contenders (member, the distinct waiting members and every member
-// holding records) each may hold ceil(H / C) records, H estimating the
-// heads without walking the window: the live groups, but no more than the
-// records held by members plus the Available ones (a group whose records
-// in the window are all acknowledged stays live until the SPSO passes it,
-// but has none of either). Records without a group count as records.
+// holding records) each may hold ceil(H / C) records, H being the groups
+// with a record in the window that is not terminal (msgGroups.openGroups:
+// one to deliver or in flight; a group whose records there are all
+// acknowledged stays live until the SPSO passes it, but is not counted).
+// A group whose next record waits out a redelivery backoff still counts.
+// Records without a group count as records held.
 // HeadShare returns how many more records member may take under that
 // share, or -1 (no bound) outside ordered mode or when no other waiting
 // member holds fewer than the share: heads nobody waits for are not left
@@ -544,18 +602,16 @@ func (p *Partition) HeadShare(member string, waiting []string) int {
 	if p.cfg.Groups != GroupsOrdered || len(waiting) == 0 {
 		return -1
 	}
+	heads := int64(p.mg.openGroups)
+	if heads == 0 {
+		return -1
+	}
 	backoff, _ := p.members.lookup(backoffMember) // 0 (no member) if unused
 	held := map[uint32]int64{}                    // records held per member handle
-	var total int64
 	for _, h := range p.acqs.byDeadline {
 		if e := &p.acqs.entries[h]; e.member != backoff && e.refs > 0 {
 			held[e.member] += int64(e.refs)
-			total += int64(e.refs)
 		}
-	}
-	heads := min(int64(p.mg.live()), total+p.available)
-	if heads == 0 {
-		return -1
 	}
 	heldBy := func(m string) int64 {
 		if h, ok := p.members.lookup(m); ok {

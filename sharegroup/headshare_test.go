@@ -54,25 +54,25 @@ func TestHeadShare(t *testing.T) {
 		require.Len(t, offsets(h.acquire("m2", 500)), 50, "the heads m1 left")
 	})
 
-	t.Run("groups with nothing held or available are not counted", func(t *testing.T) {
-		// Offsets 0-99: the heads of g0..g99; 100-129: ten more records
-		// each of g0, g1, g2.
-		groups := make([]string, 0, 130)
+	t.Run("finished groups are not counted", func(t *testing.T) {
+		// Offsets 0-99: the heads of g0..g99; 100-399: a hundred more
+		// records each of g0, g1, g2, a backlog behind their heads.
+		groups := make([]string, 0, 400)
 		for i := range 100 {
 			groups = append(groups, fmt.Sprintf("g%d", i))
 		}
-		for i := range 30 {
+		for i := range 300 {
 			groups = append(groups, fmt.Sprintf("g%d", i%3))
 		}
 		h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 50}, ordered)
 		require.Len(t, offsets(h.acquire("m1", 100)), 100)
 		// All but offset 0 accepted: the SPSO stays at 0, and g3..g99,
-		// finished, stay live until it passes them. The estimate is the
-		// record m1 holds plus the 30 available, not the 100 live
-		// groups: share ceil(31/2) = 16 with m2, so m1 may take 15.
+		// finished, stay live until it passes them. Three groups have
+		// records left: g0 (its head held by m1), g1 and g2. With m1 and
+		// m2, share 2, so m1 may take one more.
 		h.ack("m1", 1, 99, AckAccept)
 		require.Equal(t, 100, h.p.mg.live())
-		require.Equal(t, 15, h.p.HeadShare("m1", []string{"m2"}))
+		require.Equal(t, 1, h.p.HeadShare("m1", []string{"m2"}))
 	})
 
 	t.Run("records without a group count as records held", func(t *testing.T) {
@@ -105,8 +105,9 @@ func TestHeadShare(t *testing.T) {
 		})
 		require.Len(t, offsets(h.acquire("m1", 60)), 60)
 		h.ack("m1", 0, 59, AckRelease) // now backing off, held internally
-		// Nobody holds records: m1 and m2 contend for the estimate of
-		// 100 heads (the live groups; the 140 available records are more).
+		// Nobody holds records; the 60 groups backing off still count
+		// (their next record is not terminal), so m1 and m2 contend for
+		// 100: share 50. Only 40 heads are Available meanwhile.
 		require.Equal(t, 50, h.p.HeadShare("m1", []string{"m2"}))
 	})
 
@@ -116,4 +117,15 @@ func TestHeadShare(t *testing.T) {
 			require.Equal(t, -1, h.p.HeadShare("m1", []string{"m2"}), "mode %v", mode)
 		}
 	})
+}
+
+// The groups' open-record counts (msgGroups.open) follow records that
+// leave the window below a new log start without becoming terminal.
+func TestGroupsOpenAfterLogStartMoves(t *testing.T) {
+	t.Parallel()
+	h := newGroupHarness(t, headShareLog(), func(c *Config) { c.Groups = GroupsOrdered })
+	require.Len(t, offsets(h.acquire("m", 50)), 50)
+	require.Equal(t, 100, h.p.mg.openGroups)
+	h.keep(h.p.AdvanceLogStart(150)) // keep checks the counts (checkGroups)
+	require.Equal(t, 50, h.p.mg.openGroups, "g50..g99 keep their second records")
 }

@@ -148,5 +148,38 @@ func checkGroups(p *Partition) error {
 	if len(refs) != m.live() {
 		return fmt.Errorf("live groups %d, counted %d", m.live(), len(refs))
 	}
+	open := map[uint32]int64{} // records not terminal per group, recounted
+	r := 0                     // spans and runs walked together
+	for i, s := range m.spans {
+		lo, hi := max(s.start, p.spso), min(p.spanEnd(i), m.known)-1
+		if s.g == 0 || lo > hi {
+			continue
+		}
+		for r < len(p.runs) && p.runEnd(r) <= lo {
+			r++
+		}
+		for k := r; k < len(p.runs) && p.runStart(k) <= hi; k++ {
+			if !p.runs[k].meta.state().Terminal() {
+				open[s.g] += min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
+			}
+		}
+	}
+	openGroups := 0
+	for g := range m.open {
+		if m.open[g] != open[uint32(g)] {
+			return fmt.Errorf("group %d: %d records open, counted %d", g, open[uint32(g)], m.open[g])
+		}
+		if m.open[g] > 0 {
+			openGroups++
+		}
+	}
+	for g, n := range open {
+		if n > 0 && (int(g) >= len(m.open) || m.open[g] != n) {
+			return fmt.Errorf("group %d: %d records open, not counted", g, n)
+		}
+	}
+	if openGroups != m.openGroups {
+		return fmt.Errorf("%d groups open, counted %d", openGroups, m.openGroups)
+	}
 	return nil
 }

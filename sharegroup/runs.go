@@ -203,6 +203,13 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 			p.touch(lo, hi)
 		}
 	}
+	if ot, nt := old.state().Terminal(), new.state().Terminal(); ot != nt && p.groupMode() {
+		d := int64(1)
+		if nt {
+			d = -1
+		}
+		p.groupsOpen(lo, hi, d)
+	}
 	n := hi - lo + 1
 	if new.state() == StateArchived && old.state() != StateArchived {
 		p.archived += n
@@ -239,6 +246,14 @@ func (p *Partition) forget(m meta, n int64) {
 func (p *Partition) dropBelow(off int64) {
 	if off <= p.spso {
 		return
+	}
+	if p.groupMode() { // the dropped records leave their groups
+		p.pieces(p.spso, off-1, func(lo, hi int64, mt meta) bool {
+			if !mt.state().Terminal() {
+				p.groupsOpen(lo, hi, -1)
+			}
+			return true
+		})
 	}
 	k := 0
 	for ; k < len(p.runs); k++ {
