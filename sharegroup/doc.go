@@ -140,10 +140,10 @@
 //     heads are counted without walking the window (a walk per fetch,
 //     under the share-partition's lock, cost a fifth of the throughput
 //     with slow consumers): each group keeps a count of its records in
-//     the window that are not terminal, updated at every change of state,
-//     and the groups with any are the heads (a finished group stays live
-//     until the SPSO passes it, but has none). A group whose next record
-//     waits out a redelivery backoff still counts.
+//     the window that are Available or Acquired, updated at every change
+//     of state, and the groups with any are the heads (a finished group
+//     stays live until the SPSO passes it, but has none). A group whose
+//     next record waits out a redelivery backoff still counts.
 //   - No starvation: in Kafka's design (and the seed's) the window limit
 //     bounds SPEO-SPSO, so one group occupying 120,000 consecutive records
 //     at the SPSO blocks every other group. In a group mode the limit

@@ -37,9 +37,9 @@ type msgGroups struct {
 	cursor int64 // fair mode: the next acquisition starts at the span here
 
 	// open counts, per group handle, the group's records in [SPSO, known)
-	// that are not terminal, and openGroups the groups with any: those
-	// with a record to deliver or in flight (HeadShare). Kept by
-	// addSpan, account (groupsOpen) and dropBelow.
+	// that are Available or Acquired (RecordState.outstanding), and openGroups
+	// the groups with any: those with a record to deliver or in flight
+	// (HeadShare). Kept by addSpan, account (groupsOpen) and dropBelow.
 	open       []int64
 	openGroups int
 
@@ -105,12 +105,12 @@ func (p *Partition) groupsOpen(lo, hi, d int64) {
 	}
 }
 
-// notTerminal counts the offsets of [lo, hi] in the window that are not
-// terminal.
-func (p *Partition) notTerminal(lo, hi int64) int64 {
+// outstandingIn counts the offsets of [lo, hi] in the window that are Available
+// or Acquired.
+func (p *Partition) outstandingIn(lo, hi int64) int64 {
 	var n int64
 	p.pieces(lo, hi, func(lo, hi int64, mt meta) bool {
-		if !mt.state().Terminal() {
+		if mt.state().outstanding() {
 			n += hi - lo + 1
 		}
 		return true
@@ -147,7 +147,7 @@ func (p *Partition) addSpan(lo, hi int64, g uint32) {
 		m.spans = append(m.spans, gspan{start: lo, g: g})
 		m.ref(g)
 	}
-	m.addOpen(g, p.notTerminal(lo, hi))
+	m.addOpen(g, p.outstandingIn(lo, hi))
 	m.known = hi + 1
 }
 
@@ -588,9 +588,10 @@ func (p *Partition) HeldUntil(member string) (deadline time.Time, ok bool) {
 //
 // With C contenders (member, the distinct waiting members and every member
 // holding records) each may hold ceil(H / C) records, H being the groups
-// with a record in the window that is not terminal (msgGroups.openGroups:
-// one to deliver or in flight; a group whose records there are all
-// acknowledged stays live until the SPSO passes it, but is not counted).
+// with a record in the window to deliver or in flight (Available or
+// Acquired: msgGroups.openGroups; a group whose records there are all
+// acknowledged stays live until the SPSO passes it, but is not counted,
+// nor is one whose records wait for their dead-letter write).
 // A group whose next record waits out a redelivery backoff still counts.
 // Records without a group count as records held.
 // HeadShare returns how many more records member may take under that

@@ -159,7 +159,7 @@ func checkGroups(p *Partition) error {
 			r++
 		}
 		for k := r; k < len(p.runs) && p.runStart(k) <= hi; k++ {
-			if !p.runs[k].meta.state().Terminal() {
+			if p.runs[k].meta.state().outstanding() {
 				open[s.g] += min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
 			}
 		}

@@ -203,9 +203,9 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 			p.touch(lo, hi)
 		}
 	}
-	if ot, nt := old.state().Terminal(), new.state().Terminal(); ot != nt && p.groupMode() {
+	if ol, nl := old.state().outstanding(), new.state().outstanding(); ol != nl && p.groupMode() {
 		d := int64(1)
-		if nt {
+		if !nl {
 			d = -1
 		}
 		p.groupsOpen(lo, hi, d)
@@ -249,7 +249,7 @@ func (p *Partition) dropBelow(off int64) {
 	}
 	if p.groupMode() { // the dropped records leave their groups
 		p.pieces(p.spso, off-1, func(lo, hi int64, mt meta) bool {
-			if !mt.state().Terminal() {
+			if mt.state().outstanding() {
 				p.groupsOpen(lo, hi, -1)
 			}
 			return true

@@ -37,6 +37,12 @@ func (s RecordState) String() string {
 // SPSO may move past it.
 func (s RecordState) Terminal() bool { return s == StateAcknowledged || s == StateArchived }
 
+// outstanding reports whether a record in state s is to be delivered or in
+// flight (Available or Acquired): in ordered mode its group has a head
+// (msgGroups.open). An Archiving record waits for its dead-letter write
+// and an ordered scan passes over it like a terminal one.
+func (s RecordState) outstanding() bool { return s == StateAvailable || s == StateAcquired }
+
 // persistable reports whether the state may appear in a persisted Record.
 // Acquired is transient (KIP-932: "memory of the in-flight delivery will be
 // lost").

@@ -1,0 +1,214 @@
+package sharegroup
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// randomLog is a simulated log: per offset a group ("" none) and whether
+// it is present, and per batch whether the broker skips it (aborted or
+// control).
+type randomLog struct {
+	groups  []string
+	present []bool
+	skip    []bool // per batch
+	bs      int64
+}
+
+func (l *randomLog) read(off, max int64) []LogBatch {
+	var out []LogBatch
+	end := int64(len(l.groups))
+	first := off - off%l.bs
+	for n := int64(0); first < end && n < max; first += l.bs {
+		last := min(first+l.bs, end) - 1
+		// trim absent offsets at both ends (a batch covers present records)
+		lo, hi := first, last
+		for lo <= hi && !l.present[lo] {
+			lo++
+		}
+		for hi >= lo && !l.present[hi] {
+			hi--
+		}
+		if lo > hi {
+			continue
+		}
+		b := LogBatch{First: lo, Last: hi, Skip: l.skip[first/l.bs]}
+		for o := lo; o <= hi; o++ {
+			id := l.groups[o]
+			if id == "" || !l.present[o] {
+				continue
+			}
+			if k := len(b.Groups); k > 0 && b.Groups[k-1].ID == id && b.Groups[k-1].Last == o-1 {
+				b.Groups[k-1].Last = o
+			} else {
+				b.Groups = append(b.Groups, GroupSpan{First: o, Last: o, ID: id})
+			}
+		}
+		out = append(out, b)
+		n += hi - lo + 1
+	}
+	return out
+}
+
+// Random operations in every mode, with switches between them, recovery,
+// resets, absent offsets, skipped batches, dead-lettering and backoff:
+// checkInternal (the group spans and the per-group counts of outstanding
+// records among them) holds after every step.
+func TestGroupCountsRandomized(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 300; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runGroupCounts(t, seed) })
+	}
+}
+
+func runGroupCounts(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	const n = 600
+	l := &randomLog{groups: make([]string, n), present: make([]bool, n), bs: int64(1 + rng.IntN(12))}
+	l.skip = make([]bool, n/int(l.bs)+1)
+	for i := range l.skip {
+		l.skip[i] = rng.IntN(15) == 0
+	}
+	ng := 1 + rng.IntN(8)
+	for i := range n {
+		l.present[i] = rng.IntN(10) != 0
+		if rng.IntN(6) != 0 {
+			l.groups[i] = fmt.Sprintf("g%d", rng.IntN(ng))
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Groups = GroupMode(1 + rng.IntN(2))
+	cfg.MaxInFlight = 5 + rng.IntN(60)
+	cfg.DeliveryCountLimit = 2 + rng.IntN(3)
+	cfg.RecordLockDuration = 10 * time.Second
+	cfg.DeadLetter = rng.IntN(2) == 0
+	if rng.IntN(2) == 0 {
+		cfg.RedeliveryBackoff = time.Second
+		cfg.RedeliveryBackoffMax = 4 * time.Second
+	}
+	p, eff, err := New(cfg, 0, 0)
+	require.NoError(t, err)
+	persisted := eff.Records
+	now := t0
+	logStart := int64(0)
+	var trace []string
+	keep := func(what string, e Effects) {
+		trace = append(trace, what)
+		persisted = append(persisted, e.Records...)
+		if err := checkInternal(p); err != nil {
+			t.Fatalf("seed %d after %v: %v\nspans %v known %d spso %d speo %d ranges %v", seed, trace[max(0, len(trace)-8):], err, p.mg.spans, p.mg.known, p.spso, p.speo, p.Ranges())
+		}
+	}
+	members := []string{"a", "b", "c"}
+	for range 400 {
+		m := members[rng.IntN(len(members))]
+		switch r := rng.IntN(100); {
+		case r < 20:
+			if p.groupMode() {
+				keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
+			}
+		case r < 40:
+			if p.groupMode() {
+				if rng.IntN(2) == 0 {
+					keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
+				}
+				_, e := p.AcquireGroups(now, m, 1+rng.IntN(20))
+				keep("acquireGroups", e)
+			} else {
+				_, e := p.Acquire(now, m, l.read(p.NextFetchOffset(), int64(1+rng.IntN(40))), 1+rng.IntN(20), AcquireMode(rng.IntN(2)))
+				keep("acquire", e)
+			}
+		case r < 65: // ack a piece this member holds
+			h, ok := p.members.lookup(m)
+			if !ok {
+				continue
+			}
+			var mine []span
+			for i := range p.runs {
+				mt := p.runs[i].meta
+				if mt.state() == StateAcquired && p.acqs.entries[mt.acq()].member == h {
+					mine = append(mine, span{p.runStart(i), p.runEnd(i) - 1})
+				}
+			}
+			if len(mine) == 0 {
+				continue
+			}
+			s := mine[rng.IntN(len(mine))]
+			lo := s.lo + rng.Int64N(s.hi-s.lo+1)
+			hi := lo + rng.Int64N(s.hi-lo+1)
+			types := []AckType{AckType(rng.IntN(5))}
+			if rng.IntN(3) == 0 {
+				types = make([]AckType, hi-lo+1)
+				for i := range types {
+					types[i] = AckType(rng.IntN(5))
+				}
+			}
+			e, err := p.Acknowledge(now, m, []AckBatch{{First: lo, Last: hi, Types: types}})
+			if err != nil && cfg.RenewDisabled {
+				continue
+			}
+			require.NoError(t, err)
+			keep("ack", e)
+		case r < 72:
+			now = now.Add(time.Duration(1+rng.IntN(12)) * time.Second)
+			keep("expire", p.ExpireLocks(now))
+		case r < 75:
+			keep("releaseMember", p.ReleaseMember(now, m))
+		case r < 79:
+			if as := p.Archiving(); len(as) > 0 {
+				a := as[rng.IntN(len(as))]
+				keep("completeArchiving", p.CompleteArchiving(a.First, a.First+rng.Int64N(a.Last-a.First+1)))
+			}
+		case r < 83:
+			logStart += int64(rng.IntN(30))
+			if rng.IntN(4) == 0 {
+				logStart = max(logStart, p.speo+int64(rng.IntN(5)))
+			}
+			keep(fmt.Sprintf("advanceLogStart %d", logStart), p.AdvanceLogStart(logStart))
+		case r < 88:
+			c := p.Config()
+			c.Groups = GroupMode(rng.IntN(3))
+			c.DeadLetter = rng.IntN(2) == 0
+			require.NoError(t, p.SetConfig(c))
+			cfg = c
+			keep(fmt.Sprintf("setConfig %v", c.Groups), Effects{})
+		case r < 92:
+			q, err := Recover(p.Config(), persisted)
+			require.NoError(t, err)
+			p = q
+			keep("recover", Effects{})
+		case r < 93:
+			e := p.Reset(p.stateEpoch+1, max(p.spso-int64(rng.IntN(20)), 0))
+			persisted = nil
+			keep("reset", e)
+		case r < 96:
+			if lk, ok := p.AcquisitionLock(p.spso); ok && len(p.runs) > 0 {
+				h := p.runs[0].meta.acq()
+				keep("unacquire", p.Unacquire(p.members.names[p.acqs.entries[h].member], []Acquired{{First: p.spso, Last: p.runEnd(0) - 1}}, lk))
+			}
+		default:
+			if p.cfg.Groups == GroupsOrdered {
+				_ = p.HeadShare(m, []string{"a", "b"})
+			}
+		}
+	}
+}
+
+// Records waiting for their dead-letter write (Archiving) are passed over
+// by the ordered scan like terminal ones: their groups are no heads.
+func TestArchivingGroupsAreNoHeads(t *testing.T) {
+	t.Parallel()
+	h := newGroupHarness(t, &groupLog{groups: []string{"g0", "g1", "g2", "g3"}, batchSize: 4}, func(c *Config) {
+		c.Groups = GroupsOrdered
+		c.DeadLetter = true
+	})
+	require.Len(t, offsets(h.acquire("m1", 10)), 4)
+	h.ack("m1", 0, 3, AckReject) // all Archiving: nothing to deliver, nothing in flight
+	require.Empty(t, h.acquire("m1", 10))
+	require.Zero(t, h.p.mg.openGroups)
+	require.Equal(t, -1, h.p.HeadShare("m1", []string{"m2"}))
+}
