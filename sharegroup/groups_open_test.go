@@ -9,51 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// randomLog is a simulated log: per offset a group ("" none) and whether
-// it is present, and per batch whether the broker skips it (aborted or
-// control).
-type randomLog struct {
-	groups  []string
-	present []bool
-	skip    []bool // per batch
-	bs      int64
-}
-
-func (l *randomLog) read(off, max int64) []LogBatch {
-	var out []LogBatch
-	end := int64(len(l.groups))
-	first := off - off%l.bs
-	for n := int64(0); first < end && n < max; first += l.bs {
-		last := min(first+l.bs, end) - 1
-		// trim absent offsets at both ends (a batch covers present records)
-		lo, hi := first, last
-		for lo <= hi && !l.present[lo] {
-			lo++
-		}
-		for hi >= lo && !l.present[hi] {
-			hi--
-		}
-		if lo > hi {
-			continue
-		}
-		b := LogBatch{First: lo, Last: hi, Skip: l.skip[first/l.bs]}
-		for o := lo; o <= hi; o++ {
-			id := l.groups[o]
-			if id == "" || !l.present[o] {
-				continue
-			}
-			if k := len(b.Groups); k > 0 && b.Groups[k-1].ID == id && b.Groups[k-1].Last == o-1 {
-				b.Groups[k-1].Last = o
-			} else {
-				b.Groups = append(b.Groups, GroupSpan{First: o, Last: o, ID: id})
-			}
-		}
-		out = append(out, b)
-		n += hi - lo + 1
-	}
-	return out
-}
-
 // Random operations in every mode, with switches between them, recovery,
 // resets, absent offsets, skipped batches, dead-lettering and backoff:
 // checkInternal (the group spans and the per-group counts of outstanding
@@ -68,14 +23,14 @@ func TestGroupCountsRandomized(t *testing.T) {
 func runGroupCounts(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	const n = 600
-	l := &randomLog{groups: make([]string, n), present: make([]bool, n), bs: int64(1 + rng.IntN(12))}
-	l.skip = make([]bool, n/int(l.bs)+1)
+	l := &groupLog{groups: make([]string, n), absent: make([]bool, n), batchSize: int64(1 + rng.IntN(12))}
+	l.skip = make([]bool, n/int(l.batchSize)+1)
 	for i := range l.skip {
 		l.skip[i] = rng.IntN(15) == 0
 	}
 	ng := 1 + rng.IntN(8)
 	for i := range n {
-		l.present[i] = rng.IntN(10) != 0
+		l.absent[i] = rng.IntN(10) == 0
 		if rng.IntN(6) != 0 {
 			l.groups[i] = fmt.Sprintf("g%d", rng.IntN(ng))
 		}

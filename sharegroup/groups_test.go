@@ -15,6 +15,10 @@ import (
 type groupLog struct {
 	groups    []string
 	batchSize int64
+	// Optional: absent[o] leaves offset o out of the log (a batch covers
+	// the present records from its first to its last); skip[b] has the
+	// broker skip batch b (aborted or control).
+	absent, skip []bool
 }
 
 // read returns the batches from the one holding off, up to maxRecords
@@ -22,13 +26,23 @@ type groupLog struct {
 func (l *groupLog) read(off int64, maxRecords int64) []LogBatch {
 	var out []LogBatch
 	end := int64(len(l.groups))
+	missing := func(o int64) bool { return l.absent != nil && l.absent[o] }
 	first := off - off%l.batchSize
 	for n := int64(0); first < end && n < maxRecords; first += l.batchSize {
-		last := min(first+l.batchSize, end) - 1
-		b := LogBatch{First: first, Last: last}
-		for o := first; o <= last; o++ {
+		lo, hi := first, min(first+l.batchSize, end)-1
+		for lo <= hi && missing(lo) {
+			lo++
+		}
+		for hi >= lo && missing(hi) {
+			hi--
+		}
+		if lo > hi {
+			continue
+		}
+		b := LogBatch{First: lo, Last: hi, Skip: l.skip != nil && l.skip[first/l.batchSize]}
+		for o := lo; o <= hi; o++ {
 			id := l.groups[o]
-			if id == "" {
+			if id == "" || missing(o) {
 				continue
 			}
 			if k := len(b.Groups); k > 0 && b.Groups[k-1].ID == id && b.Groups[k-1].Last == o-1 {
@@ -38,7 +52,7 @@ func (l *groupLog) read(off int64, maxRecords int64) []LogBatch {
 			}
 		}
 		out = append(out, b)
-		n += last - first + 1
+		n += hi - lo + 1
 	}
 	return out
 }
