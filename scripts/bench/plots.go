@@ -29,6 +29,7 @@ var phaseTitles = map[string]string{
 	phaseE2E:     "End-to-end (fixed rate)",
 	phaseGroup:   "Consumer group with commits",
 	phaseShare:   "Share consumers accepting",
+	phaseTxn:     "Transactional produce",
 }
 
 // targetColor keeps one color per target across every plot.
