@@ -39,9 +39,15 @@ type msgGroups struct {
 	// open counts, per group handle, the group's records in [SPSO, known)
 	// that are Available or Acquired (RecordState.outstanding), and openGroups
 	// the groups with any: those with a record to deliver or in flight
-	// (HeadShare). Kept by addSpan, account (groupsOpen) and dropBelow.
+	// (HeadShare). held counts the Acquired ones among them, and ready the
+	// groups with open records none of which is held: exactly the groups
+	// whose head ordered mode would deliver now, so a fetch finding none
+	// need not walk the window. Kept by addSpan, account (groupsCount) and
+	// dropBelow.
 	open       []int64
+	held       []int64
 	openGroups int
+	ready      int
 
 	taken []int64  // scratch: records taken (or "head seen") per handle
 	dirty []uint32 // scratch: handles with taken != 0
@@ -70,28 +76,41 @@ func (m *msgGroups) unref(g uint32) {
 	}
 }
 
-// addOpen adds n to group g's count of records not terminal.
-func (m *msgGroups) addOpen(g uint32, n int64) {
-	if g == 0 || n == 0 {
+// addCounts adds dOpen to group g's count of records not terminal and
+// dHeld to its count of Acquired ones.
+func (m *msgGroups) addCounts(g uint32, dOpen, dHeld int64) {
+	if g == 0 || dOpen == 0 && dHeld == 0 {
 		return
 	}
 	if int(g) >= len(m.open) {
 		m.open = append(m.open, make([]int64, int(g)+1-len(m.open))...)
+		m.held = append(m.held, make([]int64, int(g)+1-len(m.held))...)
 	}
-	before := m.open[g]
-	m.open[g] += n
-	switch {
-	case before == 0 && m.open[g] > 0:
-		m.openGroups++
-	case before > 0 && m.open[g] == 0:
-		m.openGroups--
-	}
+	wasOpen, wasReady := m.open[g] > 0, m.isReady(g)
+	m.open[g] += dOpen
+	m.held[g] += dHeld
+	isOpen, isReady := m.open[g] > 0, m.isReady(g)
+	m.openGroups += b2i(isOpen) - b2i(wasOpen)
+	m.ready += b2i(isReady) - b2i(wasReady)
 }
 
-// groupsOpen adds d (1 or -1) per offset of [lo, hi] to the open counts
-// of the groups those offsets belong to (offsets past known have none
-// yet: addSpan counts them).
-func (p *Partition) groupsOpen(lo, hi, d int64) {
+// isReady reports whether group g has records to deliver and none in
+// flight.
+func (m *msgGroups) isReady(g uint32) bool {
+	return int(g) < len(m.open) && m.open[g] > 0 && m.held[g] == 0
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// groupsCount adds dOpen and dHeld per offset of [lo, hi] to the counts of
+// the groups those offsets belong to (offsets past known have none yet:
+// addSpan counts them).
+func (p *Partition) groupsCount(lo, hi, dOpen, dHeld int64) {
 	m := &p.mg
 	lo, hi = max(lo, p.spso), min(hi, m.known-1)
 	if lo > hi || len(m.spans) == 0 {
@@ -100,22 +119,24 @@ func (p *Partition) groupsOpen(lo, hi, d int64) {
 	i := max(sort.Search(len(m.spans), func(i int) bool { return m.spans[i].start > lo })-1, 0)
 	for ; i < len(m.spans) && m.spans[i].start <= hi; i++ {
 		if s, e := max(m.spans[i].start, lo), min(p.spanEnd(i)-1, hi); s <= e {
-			m.addOpen(m.spans[i].g, d*(e-s+1))
+			m.addCounts(m.spans[i].g, dOpen*(e-s+1), dHeld*(e-s+1))
 		}
 	}
 }
 
-// outstandingIn counts the offsets of [lo, hi] in the window that are Available
-// or Acquired.
-func (p *Partition) outstandingIn(lo, hi int64) int64 {
-	var n int64
+// countsIn counts the offsets of [lo, hi] in the window that are
+// Available or Acquired, and the Acquired ones.
+func (p *Partition) countsIn(lo, hi int64) (open, held int64) {
 	p.pieces(lo, hi, func(lo, hi int64, mt meta) bool {
-		if mt.state().outstanding() {
-			n += hi - lo + 1
+		if st := mt.state(); st.outstanding() {
+			open += hi - lo + 1
+			if st == StateAcquired {
+				held += hi - lo + 1
+			}
 		}
 		return true
 	})
-	return n
+	return open, held
 }
 
 // live is the number of message groups with spans in the window.
@@ -147,7 +168,8 @@ func (p *Partition) addSpan(lo, hi int64, g uint32) {
 		m.spans = append(m.spans, gspan{start: lo, g: g})
 		m.ref(g)
 	}
-	m.addOpen(g, p.outstandingIn(lo, hi))
+	open, held := p.countsIn(lo, hi)
+	m.addCounts(g, open, held)
 	m.known = hi + 1
 }
 
@@ -406,37 +428,36 @@ func (a *groupAcquirer) apply() {
 
 func (a *groupAcquirer) ordered() {
 	p, m := a.p, &a.p.mg
-	seen := 0
+	if m.ready == 0 && m.ungrouped == 0 {
+		return // every group with records to deliver has one in flight
+	}
+	ready, found := m.ready, 0 // acquiring below lowers m.ready
 	for i := 0; i < len(m.spans) && a.got < a.max; i++ {
 		g := m.spans[i].g
-		if g != 0 && a.taken(g) != 0 {
-			continue // the group's head is further back
+		if g != 0 && (a.taken(g) != 0 || !m.isReady(g)) {
+			// The group's head is further back, the group has nothing
+			// to deliver, or it has a record in flight (or backing
+			// off): it waits for that one.
+			continue
 		}
 		p.pieces(m.spans[i].start, p.spanEnd(i)-1, func(lo, hi int64, mt meta) bool {
-			switch mt.state() {
-			case StateAvailable:
-				if g == 0 { // no group: no order to keep
-					a.pick(lo, lo+min(hi-lo, a.max-a.got-1)) // no overflow with max = MaxInt64
-					return a.got < a.max
-				}
-				if a.grant(g, 1) == 1 { // else rate-limited: the head waits
-					a.pick(lo, lo)
-				}
-				a.mark(g, 1)
-				seen++
-				return false
-			case StateAcquired:
-				if g != 0 { // in flight (or backing off): the group waits
-					a.mark(g, 1)
-					seen++
-					return false
-				}
+			if mt.state() != StateAvailable {
+				return true // terminal or Archiving: the group's next record decides
 			}
-			return true // terminal or Archiving: the group's next record decides
+			if g == 0 { // no group: no order to keep
+				a.pick(lo, lo+min(hi-lo, a.max-a.got-1)) // no overflow with max = MaxInt64
+				return a.got < a.max
+			}
+			if a.grant(g, 1) == 1 { // else rate-limited: the head waits
+				a.pick(lo, lo)
+			}
+			a.mark(g, 1)
+			found++
+			return false
 		})
 		a.apply()
-		if seen == m.live() && m.ungrouped == 0 {
-			break // every group's head found, no ungrouped records left
+		if found == ready && m.ungrouped == 0 {
+			break // every ready group's head found, no ungrouped records left
 		}
 	}
 }

@@ -209,6 +209,9 @@ func TestOrderedPerGroupFIFO(t *testing.T) {
 		switch r := rng.IntN(100); {
 		case r < 55: // fetch
 			got := h.acquire(member, 1+rng.IntN(300))
+			if len(got) == 0 {
+				require.Empty(t, deliverableHeads(h.p, groups), "a fetch got nothing while heads were deliverable")
+			}
 			held[member] = append(held[member], got...)
 		case r < 90: // process what we hold
 			for _, a := range held[member] {
@@ -263,6 +266,59 @@ func TestOrderedPerGroupFIFO(t *testing.T) {
 		}
 	}
 	require.Greater(t, nAccepted, nRecords*9/10)
+	checkRecovery(t, h.p, h.persisted)
+}
+
+// deliverableHeads is what ordered mode may deliver now, found from the
+// records' states alone (an oracle for the walk and its ready count): the
+// first Available record of every group with none Acquired, and every
+// Available record without a group, among the classified offsets.
+func deliverableHeads(p *Partition, groups []string) []int64 {
+	first, busy := map[string]int64{}, map[string]bool{}
+	var out []int64
+	for _, r := range p.Ranges() {
+		for o := r.First; o <= r.Last && o < p.mg.known; o++ {
+			g := groups[o]
+			switch {
+			case r.State == StateAcquired && g != "":
+				busy[g] = true
+			case r.State != StateAvailable:
+			case g == "":
+				out = append(out, o)
+			default:
+				if _, ok := first[g]; !ok {
+					first[g] = o
+				}
+			}
+		}
+	}
+	for g, o := range first {
+		if !busy[g] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// A group with a record in flight gets no other one in ordered mode, even
+// when an earlier record of it is Available again: after a switch from
+// plain mode, where one member took several records of the group and
+// released the first, the released record waits for the others.
+func TestOrderedGroupWithRecordInFlightWaits(t *testing.T) {
+	t.Parallel()
+	groups := []string{"a", "a", "a", "b", "b"}
+	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 5})
+	got, eff := h.p.Acquire(h.now, "m", h.log.read(0, 3), 3, RecordLimit)
+	h.keep(eff)
+	require.Equal(t, []Acquired{{0, 2, 1}}, got)
+	h.ack("m", 0, 0, AckRelease)
+	cfg := h.p.Config()
+	cfg.Groups = GroupsOrdered
+	require.NoError(t, h.p.SetConfig(cfg))
+	require.Equal(t, []int64{3}, offsets(h.acquire("n", 10)), "a has 1 and 2 in flight: its released 0 waits")
+	require.Empty(t, h.acquire("o", 10), "every group has a record in flight")
+	h.ack("m", 1, 2, AckAccept)
+	require.Equal(t, []int64{0}, offsets(h.acquire("o", 10)))
 	checkRecovery(t, h.p, h.persisted)
 }
 

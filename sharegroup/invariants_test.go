@@ -149,6 +149,7 @@ func checkGroups(p *Partition) error {
 		return fmt.Errorf("live groups %d, counted %d", m.live(), len(refs))
 	}
 	open := map[uint32]int64{} // records not terminal per group, recounted
+	held := map[uint32]int64{} // Acquired records per group, recounted
 	r := 0                     // spans and runs walked together
 	for i, s := range m.spans {
 		lo, hi := max(s.start, p.spso), min(p.spanEnd(i), m.known)-1
@@ -159,18 +160,31 @@ func checkGroups(p *Partition) error {
 			r++
 		}
 		for k := r; k < len(p.runs) && p.runStart(k) <= hi; k++ {
-			if p.runs[k].meta.state().outstanding() {
-				open[s.g] += min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
+			if st := p.runs[k].meta.state(); st.outstanding() {
+				n := min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
+				open[s.g] += n
+				if st == StateAcquired {
+					held[s.g] += n
+				}
 			}
 		}
 	}
-	openGroups := 0
+	openGroups, ready := 0, 0
+	if len(m.held) != len(m.open) {
+		return fmt.Errorf("held counts for %d groups, open counts for %d", len(m.held), len(m.open))
+	}
 	for g := range m.open {
 		if m.open[g] != open[uint32(g)] {
 			return fmt.Errorf("group %d: %d records open, counted %d", g, open[uint32(g)], m.open[g])
 		}
+		if m.held[g] != held[uint32(g)] {
+			return fmt.Errorf("group %d: %d records held, counted %d", g, held[uint32(g)], m.held[g])
+		}
 		if m.open[g] > 0 {
 			openGroups++
+			if m.held[g] == 0 {
+				ready++
+			}
 		}
 	}
 	for g, n := range open {
@@ -180,6 +194,9 @@ func checkGroups(p *Partition) error {
 	}
 	if openGroups != m.openGroups {
 		return fmt.Errorf("%d groups open, counted %d", openGroups, m.openGroups)
+	}
+	if ready != m.ready {
+		return fmt.Errorf("%d groups ready, counted %d", ready, m.ready)
 	}
 	return nil
 }

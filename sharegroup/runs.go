@@ -203,12 +203,13 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 			p.touch(lo, hi)
 		}
 	}
-	if ol, nl := old.state().outstanding(), new.state().outstanding(); ol != nl && p.groupMode() {
-		d := int64(1)
-		if !nl {
-			d = -1
+	if p.groupMode() {
+		os, ns := old.state(), new.state()
+		dOpen := int64(b2i(ns.outstanding()) - b2i(os.outstanding()))
+		dHeld := int64(b2i(ns == StateAcquired) - b2i(os == StateAcquired))
+		if dOpen != 0 || dHeld != 0 {
+			p.groupsCount(lo, hi, dOpen, dHeld)
 		}
-		p.groupsOpen(lo, hi, d)
 	}
 	n := hi - lo + 1
 	if new.state() == StateArchived && old.state() != StateArchived {
@@ -249,8 +250,8 @@ func (p *Partition) dropBelow(off int64) {
 	}
 	if p.groupMode() { // the dropped records leave their groups
 		p.pieces(p.spso, off-1, func(lo, hi int64, mt meta) bool {
-			if mt.state().outstanding() {
-				p.groupsOpen(lo, hi, -1)
+			if st := mt.state(); st.outstanding() {
+				p.groupsCount(lo, hi, -1, -int64(b2i(st == StateAcquired)))
 			}
 			return true
 		})
