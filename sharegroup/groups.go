@@ -39,11 +39,13 @@ type msgGroups struct {
 	// open counts, per group handle, the group's records in [SPSO, known)
 	// that are Available or Acquired (RecordState.outstanding), and openGroups
 	// the groups with any: those with a record to deliver or in flight
-	// (HeadShare). held counts the Acquired ones among them, and ready the
-	// groups with open records none of which is held: exactly the groups
-	// whose head ordered mode would deliver now, so a fetch finding none
-	// need not walk the window. Kept by addSpan, account (groupsCount) and
-	// dropBelow.
+	// (HeadShare). In ordered mode held counts the Acquired ones among
+	// them, and ready the groups with open records none of which is held:
+	// exactly the groups whose head ordered mode would deliver now, so a
+	// fetch finding none need not walk the window (other modes leave held
+	// at zero: counting it costs every acquisition a search of the spans).
+	// Kept by addSpan, account (groupsCount), dropBelow and, on a switch
+	// into or out of ordered mode, recountHeld.
 	open       []int64
 	held       []int64
 	openGroups int
@@ -139,6 +141,27 @@ func (p *Partition) countsIn(lo, hi int64) (open, held int64) {
 	return open, held
 }
 
+// recountHeld sets the held counts for the mode now configured: counted
+// in ordered mode, zero in the others (SetConfig, on a switch between
+// group modes: a switch into or out of plain mode rebuilds everything).
+func (p *Partition) recountHeld() {
+	m := &p.mg
+	clear(m.held)
+	if p.cfg.Groups == GroupsOrdered {
+		for i, s := range m.spans {
+			if s.g != 0 {
+				if _, held := p.countsIn(s.start, p.spanEnd(i)-1); held > 0 {
+					m.held[s.g] += held // held records are open: counted, so g < len(m.held)
+				}
+			}
+		}
+	}
+	m.ready = 0
+	for g := range m.open {
+		m.ready += b2i(m.isReady(uint32(g)))
+	}
+}
+
 // live is the number of message groups with spans in the window.
 func (m *msgGroups) live() int { return len(m.groups.ids) }
 
@@ -169,7 +192,7 @@ func (p *Partition) addSpan(lo, hi int64, g uint32) {
 		m.ref(g)
 	}
 	open, held := p.countsIn(lo, hi)
-	m.addCounts(g, open, held)
+	m.addCounts(g, open, held*int64(b2i(p.cfg.Groups == GroupsOrdered)))
 	m.known = hi + 1
 }
 

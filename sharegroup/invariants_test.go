@@ -163,7 +163,7 @@ func checkGroups(p *Partition) error {
 			if st := p.runs[k].meta.state(); st.outstanding() {
 				n := min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
 				open[s.g] += n
-				if st == StateAcquired {
+				if st == StateAcquired && p.cfg.Groups == GroupsOrdered {
 					held[s.g] += n
 				}
 			}

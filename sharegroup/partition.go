@@ -168,9 +168,13 @@ func (p *Partition) SetConfig(cfg Config) error {
 		return err
 	}
 	switchGroups := (cfg.Groups == GroupsNone) != (p.cfg.Groups == GroupsNone)
+	switchOrdered := (cfg.Groups == GroupsOrdered) != (p.cfg.Groups == GroupsOrdered)
 	p.cfg = cfg
-	if switchGroups {
+	switch {
+	case switchGroups:
 		p.resetGroups()
+	case switchOrdered:
+		p.recountHeld()
 	}
 	return nil
 }

@@ -206,7 +206,10 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 	if p.groupMode() {
 		os, ns := old.state(), new.state()
 		dOpen := int64(b2i(ns.outstanding()) - b2i(os.outstanding()))
-		dHeld := int64(b2i(ns == StateAcquired) - b2i(os == StateAcquired))
+		var dHeld int64
+		if p.cfg.Groups == GroupsOrdered {
+			dHeld = int64(b2i(ns == StateAcquired) - b2i(os == StateAcquired))
+		}
 		if dOpen != 0 || dHeld != 0 {
 			p.groupsCount(lo, hi, dOpen, dHeld)
 		}
@@ -251,7 +254,7 @@ func (p *Partition) dropBelow(off int64) {
 	if p.groupMode() { // the dropped records leave their groups
 		p.pieces(p.spso, off-1, func(lo, hi int64, mt meta) bool {
 			if st := mt.state(); st.outstanding() {
-				p.groupsCount(lo, hi, -1, -int64(b2i(st == StateAcquired)))
+				p.groupsCount(lo, hi, -1, -int64(b2i(st == StateAcquired && p.cfg.Groups == GroupsOrdered)))
 			}
 			return true
 		})
