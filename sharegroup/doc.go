@@ -129,8 +129,9 @@
 //     Available again behind later ones in flight: it waits until none is
 //     in flight.) Records without a group are not ordered. Each group
 //     keeps counts of its records in the window that are Available or
-//     Acquired and of the Acquired ones (below); the groups with the first
-//     and not the second are the ready ones, whose heads the scan takes.
+//     Acquired and, in ordered mode, of the Acquired ones (below); the
+//     groups with the first and not the second are the ready ones, whose
+//     heads the scan takes.
 //     The scan skips the others without looking at their records, stops
 //     once it has found every ready group's head, and does not run when
 //     none is ready (the common fetch of a member whose acknowledgements
