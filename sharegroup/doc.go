@@ -127,17 +127,20 @@
 //     or expired record is redelivered first. (After a switch from another
 //     mode a group may hold several records, or have an earlier record
 //     Available again behind later ones in flight: it waits until none is
-//     in flight.) Records without a group are not ordered. Each group
-//     keeps counts of its records in the window that are Available or
-//     Acquired and, in ordered mode, of the Acquired ones (below); the
+//     in flight. After a switch from plain mode, while records in flight
+//     lie beyond what Classify has reached, their groups are unknown and
+//     every group waits.) Records without a group are not ordered. Each
+//     group keeps counts of its records in the window that are Available
+//     or Acquired and, in ordered mode, of the Acquired ones (below); the
 //     groups with the first and not the second are the ready ones, whose
-//     heads the scan takes.
-//     The scan skips the others without looking at their records, stops
-//     once it has found every ready group's head, and does not run when
-//     none is ready (the common fetch of a member whose acknowledgements
-//     another member's fetch already answered: in sharebench's ordered
-//     drains three to four scans in five found nothing). Its worst case
-//     is the window up to the last ready group's head.
+//     heads the scan takes, and records without a group are counted the
+//     same way. The scan skips the other groups without looking at their
+//     records, stops once it has found every ready group's head and every
+//     record without a group to deliver, and does not run when there are
+//     none (the common fetch of a member whose acknowledgements another
+//     member's fetch already answered: in sharebench's ordered drains three
+//     to four scans in five found nothing). Its worst case is the window
+//     up to the last ready group's head.
 //   - Heads shared among members (HeadShare): in ordered mode the groups'
 //     heads are all there is to hand out, and a member's acknowledgements
 //     free heads its own next fetch would take straight back. A member

@@ -50,6 +50,15 @@ type msgGroups struct {
 	held       []int64
 	openGroups int
 	ready      int
+	// loose counts the records without a group in [SPSO, known) that are
+	// Available or Acquired, and in ordered mode looseHeld the Acquired
+	// ones; heldAll is every Acquired record counted (held plus looseHeld).
+	// Ordered mode delivers loose records without order, and Partition's
+	// acquired above heldAll means records in flight whose group is not
+	// known yet (after a switch from plain mode, until Classify reaches
+	// them).
+	loose, looseHeld, heldAll int64
+	visited                   int64 // spans the ordered walk looked at (tests)
 
 	taken []int64  // scratch: records taken (or "head seen") per handle
 	dirty []uint32 // scratch: handles with taken != 0
@@ -81,7 +90,13 @@ func (m *msgGroups) unref(g uint32) {
 // addCounts adds dOpen to group g's count of records not terminal and
 // dHeld to its count of Acquired ones.
 func (m *msgGroups) addCounts(g uint32, dOpen, dHeld int64) {
-	if g == 0 || dOpen == 0 && dHeld == 0 {
+	m.heldAll += dHeld
+	if g == 0 {
+		m.loose += dOpen
+		m.looseHeld += dHeld
+		return
+	}
+	if dOpen == 0 && dHeld == 0 {
 		return
 	}
 	if int(g) >= len(m.open) {
@@ -147,13 +162,18 @@ func (p *Partition) countsIn(lo, hi int64) (open, held int64) {
 func (p *Partition) recountHeld() {
 	m := &p.mg
 	clear(m.held)
+	m.looseHeld, m.heldAll = 0, 0
 	if p.cfg.Groups == GroupsOrdered {
 		for i, s := range m.spans {
-			if s.g != 0 {
-				if _, held := p.countsIn(s.start, p.spanEnd(i)-1); held > 0 {
-					m.held[s.g] += held // held records are open: counted, so g < len(m.held)
-				}
+			_, held := p.countsIn(s.start, p.spanEnd(i)-1)
+			switch {
+			case held == 0:
+			case s.g == 0:
+				m.looseHeld += held
+			default:
+				m.held[s.g] += held // held records are open: counted, so g < len(m.held)
 			}
+			m.heldAll += held
 		}
 	}
 	m.ready = 0
@@ -451,13 +471,24 @@ func (a *groupAcquirer) apply() {
 
 func (a *groupAcquirer) ordered() {
 	p, m := a.p, &a.p.mg
-	if m.ready == 0 && m.ungrouped == 0 {
+	// Records in flight whose group is not known yet may belong to any
+	// group: the groups wait for Classify to reach them.
+	blind := p.acquired > m.heldAll
+	loose := m.loose > m.looseHeld // records without a group to deliver
+	if (m.ready == 0 || blind) && !loose {
 		return // every group with records to deliver has one in flight
 	}
 	ready, found := m.ready, 0 // acquiring below lowers m.ready
+	if blind {
+		ready = 0
+	}
 	for i := 0; i < len(m.spans) && a.got < a.max; i++ {
+		m.visited++
 		g := m.spans[i].g
-		if g != 0 && (a.taken(g) != 0 || !m.isReady(g)) {
+		if g == 0 && m.loose == m.looseHeld {
+			continue // no record without a group left to deliver
+		}
+		if g != 0 && (blind || a.taken(g) != 0 || !m.isReady(g)) {
 			// The group's head is further back, the group has nothing
 			// to deliver, or it has a record in flight (or backing
 			// off): it waits for that one.
@@ -479,8 +510,8 @@ func (a *groupAcquirer) ordered() {
 			return false
 		})
 		a.apply()
-		if found == ready && m.ungrouped == 0 {
-			break // every ready group's head found, no ungrouped records left
+		if found == ready && m.loose == m.looseHeld {
+			break // every ready group's head found, no record without a group left
 		}
 	}
 }

@@ -21,7 +21,7 @@ func checkInternal(p *Partition) error {
 	if len(p.runs) > 0 && p.runs[0].meta.state().Terminal() {
 		return fmt.Errorf("terminal run at spso %d not advanced", p.spso)
 	}
-	var avail, complete int64
+	var avail, complete, acquired int64
 	refs := map[uint32]int64{}
 	for i := range p.runs {
 		m := p.runs[i].meta
@@ -42,6 +42,7 @@ func checkInternal(p *Partition) error {
 		case s == StateAvailable:
 			avail += n
 		case s == StateAcquired:
+			acquired += n
 			refs[m.acq()] += n
 			a := p.acqs.entries[m.acq()]
 			if a.first > p.runStart(i) || a.last < p.runEnd(i)-1 {
@@ -51,8 +52,8 @@ func checkInternal(p *Partition) error {
 			complete += n
 		}
 	}
-	if avail != p.available || complete != p.complete {
-		return fmt.Errorf("available %d/%d complete %d/%d", avail, p.available, complete, p.complete)
+	if avail != p.available || complete != p.complete || acquired != p.acquired {
+		return fmt.Errorf("available %d/%d complete %d/%d acquired %d/%d", avail, p.available, complete, p.complete, acquired, p.acquired)
 	}
 	if len(refs) != p.acqs.live() {
 		return fmt.Errorf("%d referenced acquisitions, %d live", len(refs), p.acqs.live())
@@ -150,10 +151,11 @@ func checkGroups(p *Partition) error {
 	}
 	open := map[uint32]int64{} // records not terminal per group, recounted
 	held := map[uint32]int64{} // Acquired records per group, recounted
+	var loose, looseHeld int64 // the same for records without a group
 	r := 0                     // spans and runs walked together
 	for i, s := range m.spans {
 		lo, hi := max(s.start, p.spso), min(p.spanEnd(i), m.known)-1
-		if s.g == 0 || lo > hi {
+		if lo > hi {
 			continue
 		}
 		for r < len(p.runs) && p.runEnd(r) <= lo {
@@ -162,12 +164,30 @@ func checkGroups(p *Partition) error {
 		for k := r; k < len(p.runs) && p.runStart(k) <= hi; k++ {
 			if st := p.runs[k].meta.state(); st.outstanding() {
 				n := min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
+				isHeld := st == StateAcquired && p.cfg.Groups == GroupsOrdered
+				if s.g == 0 {
+					loose += n
+					if isHeld {
+						looseHeld += n
+					}
+					continue
+				}
 				open[s.g] += n
-				if st == StateAcquired && p.cfg.Groups == GroupsOrdered {
+				if isHeld {
 					held[s.g] += n
 				}
 			}
 		}
+	}
+	if loose != m.loose || looseHeld != m.looseHeld {
+		return fmt.Errorf("records without a group: %d open, %d held, counted %d and %d", loose, looseHeld, m.loose, m.looseHeld)
+	}
+	heldAll := looseHeld
+	for _, n := range held {
+		heldAll += n
+	}
+	if heldAll != m.heldAll {
+		return fmt.Errorf("%d records held, counted %d", heldAll, m.heldAll)
 	}
 	openGroups, ready := 0, 0
 	if len(m.held) != len(m.open) {

@@ -27,6 +27,7 @@ type Partition struct {
 	available int64 // StateAvailable offsets in the window
 	availHint int64 // no StateAvailable offset in [spso, availHint)
 	complete  int64 // terminal offsets in the window (deliveryCompleteCount)
+	acquired  int64 // StateAcquired offsets in the window
 	// expired and archived count records whose lock expired and records
 	// that became Archived since begin (Effects.Expired, Effects.Archived).
 	expired, archived int64

@@ -221,6 +221,7 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 	p.forget(old, n)
 	switch s := new.state(); {
 	case s == StateAcquired:
+		p.acquired += n
 		p.acqs.ref(new.acq(), n)
 		p.acqs.cover(new.acq(), lo, hi)
 	case s == StateAvailable:
@@ -235,6 +236,7 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 func (p *Partition) forget(m meta, n int64) {
 	switch s := m.state(); {
 	case s == StateAcquired:
+		p.acquired -= n
 		if p.acqs.unref(m.acq(), n) {
 			p.members.unref(p.acqs.free(m.acq()))
 		}

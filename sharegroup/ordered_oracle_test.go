@@ -1,0 +1,319 @@
+package sharegroup
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// orderedOracle is what an ordered acquisition may deliver now, from the
+// records' states alone (backoff records count as Acquired, unlike Ranges
+// shows them): among the classified offsets [SPSO, known), the first
+// Available record of every group with no record Acquired, and every
+// Available record without a group. While a record beyond known is
+// Acquired (its group is not known yet: after a switch from plain mode)
+// only the records without a group.
+func orderedOracle(p *Partition) []int64 {
+	first, busy := map[string]int64{}, map[string]bool{}
+	blind := false
+	var out []int64
+	for i := range p.runs {
+		st := p.runs[i].meta.state()
+		for o := p.runStart(i); o < p.runEnd(i); o++ {
+			if o >= p.mg.known {
+				blind = blind || st == StateAcquired
+				continue
+			}
+			g := spanGroup(p, o)
+			switch {
+			case st == StateAcquired && g != "":
+				busy[g] = true
+			case st != StateAvailable:
+			case g == "":
+				out = append(out, o)
+			default:
+				if _, ok := first[g]; !ok {
+					first[g] = o
+				}
+			}
+		}
+	}
+	for g, o := range first {
+		if !busy[g] && !blind {
+			out = append(out, o)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// spanGroup is the group id o was classified with ("" = none).
+func spanGroup(p *Partition, o int64) string {
+	m := &p.mg
+	for i := len(m.spans) - 1; i >= 0; i-- {
+		if m.spans[i].start <= o {
+			if g := m.spans[i].g; g != 0 {
+				return m.groups.names[g]
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// Random operations of every kind (mode switches, recovery, resets, log
+// start moves, gaps and skipped batches, dead letters, backoff, a random
+// rate limiter), the bookkeeping checked after each, and an oracle for
+// every ordered acquisition: with nothing capping it (record limit, lock
+// budget, fragmentation guard) an ordered fetch takes exactly the
+// deliverable heads (minus groups the limiter refuses); capped, a subset
+// of them. SHOAL_ORACLE_SEEDS=N runs N seeds.
+func TestOrderedWalkOracle(t *testing.T) {
+	t.Parallel()
+	seeds := uint64(oracleSeeds)
+	if testing.Short() {
+		seeds = 200
+	}
+	if s := os.Getenv("SHOAL_ORACLE_SEEDS"); s != "" {
+		seeds, _ = strconv.ParseUint(s, 10, 64)
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runOrderedOracle(t, seed) })
+	}
+}
+
+func runOrderedOracle(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 12))
+	const n = 600
+	l := &groupLog{groups: make([]string, n), absent: make([]bool, n), batchSize: int64(1 + rng.IntN(12))}
+	l.skip = make([]bool, n/int(l.batchSize)+1)
+	for i := range l.skip {
+		l.skip[i] = rng.IntN(15) == 0
+	}
+	ng := 1 + rng.IntN(8)
+	clean := rng.IntN(2) == 0 // every record grouped, no gaps: the early stop's path
+	if clean {
+		clear(l.skip)
+	}
+	for i := range n {
+		l.absent[i] = !clean && rng.IntN(10) == 0
+		if clean || rng.IntN(6) != 0 {
+			l.groups[i] = fmt.Sprintf("g%d", rng.IntN(ng))
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Groups = GroupMode(rng.IntN(3))
+	cfg.MaxInFlight = 5 + rng.IntN(60)
+	cfg.DeliveryCountLimit = 2 + rng.IntN(3)
+	cfg.RecordLockDuration = 10 * time.Second
+	cfg.DeadLetter = rng.IntN(2) == 0
+	if rng.IntN(2) == 0 {
+		cfg.RedeliveryBackoff = time.Second
+		cfg.RedeliveryBackoffMax = 4 * time.Second
+	}
+	p, eff, err := New(cfg, 0, 0)
+	require.NoError(t, err)
+	persisted := eff.Records
+	now := t0
+	logStart := int64(0)
+	var trace []string
+	keep := func(what string, e Effects) {
+		trace = append(trace, what)
+		persisted = append(persisted, e.Records...)
+		if err := checkInternal(p); err != nil {
+			t.Fatalf("seed %d after %v: %v\nspans %v known %d spso %d speo %d ranges %v", seed, trace[max(0, len(trace)-8):], err, p.mg.spans, p.mg.known, p.spso, p.speo, p.Ranges())
+		}
+	}
+	members := []string{"a", "b", "c"}
+	for range 500 {
+		m := members[rng.IntN(len(members))]
+		switch r := rng.IntN(100); {
+		case r < 15:
+			if p.groupMode() {
+				keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
+			}
+		case r < 45:
+			if !p.groupMode() {
+				_, e := p.Acquire(now, m, l.read(p.NextFetchOffset(), int64(1+rng.IntN(40))), 1+rng.IntN(20), AcquireMode(rng.IntN(2)))
+				keep("acquire", e)
+				continue
+			}
+			if rng.IntN(2) == 0 {
+				keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
+			}
+			keep("expire", p.ExpireLocks(now)) // so the oracle sees what the walk sees
+			maxRecords := 1 + rng.IntN(20)
+			if rng.IntN(2) == 0 {
+				maxRecords = 1000
+			}
+			var limit GroupLimiter
+			refused := map[string]bool{}
+			if rng.IntN(3) == 0 {
+				limit = func(id string, want int64) int64 {
+					if rng.IntN(3) == 0 {
+						refused[id] = true
+						return 0
+					}
+					return want
+				}
+			}
+			ordered := p.cfg.Groups == GroupsOrdered
+			want := orderedOracle(p)
+			groupOf := map[int64]string{}
+			for _, o := range want {
+				groupOf[o] = spanGroup(p, o)
+			}
+			effMax := min(int64(maxRecords), int64(p.cfg.MaxInFlight)-p.acqs.locked())
+			guard := len(p.runs) >= 2*p.cfg.MaxInFlight
+			before := fmt.Sprintf("spans %v known %d ranges %v ready %d held %v open %v", p.mg.spans, p.mg.known, p.Ranges(), p.mg.ready, p.mg.held, p.mg.open)
+			got, e := p.AcquireGroupsLimited(now, m, maxRecords, limit)
+			keep(fmt.Sprintf("acquireGroups %d", maxRecords), e)
+			if !ordered || guard || effMax <= 0 {
+				continue
+			}
+			gotOffs := offsets(got)
+			var wantNow []int64
+			for _, o := range want {
+				if !refused[groupOf[o]] {
+					wantNow = append(wantNow, o)
+				}
+			}
+			if int64(len(gotOffs)) < effMax {
+				require.Equal(t, wantNow, gotOffs, "seed %d after %v\nbefore: %s", seed, trace[max(0, len(trace)-8):], before)
+			} else {
+				require.Subset(t, want, gotOffs, "seed %d after %v\nbefore: %s", seed, trace[max(0, len(trace)-8):], before)
+			}
+		case r < 65: // ack a piece this member holds
+			h, ok := p.members.lookup(m)
+			if !ok {
+				continue
+			}
+			var mine []span
+			for i := range p.runs {
+				mt := p.runs[i].meta
+				if mt.state() == StateAcquired && p.acqs.entries[mt.acq()].member == h {
+					mine = append(mine, span{p.runStart(i), p.runEnd(i) - 1})
+				}
+			}
+			if len(mine) == 0 {
+				continue
+			}
+			s := mine[rng.IntN(len(mine))]
+			lo := s.lo + rng.Int64N(s.hi-s.lo+1)
+			hi := lo + rng.Int64N(s.hi-lo+1)
+			types := []AckType{AckType(rng.IntN(5))}
+			if rng.IntN(3) == 0 {
+				types = make([]AckType, hi-lo+1)
+				for i := range types {
+					types[i] = AckType(rng.IntN(5))
+				}
+			}
+			e, err := p.Acknowledge(now, m, []AckBatch{{First: lo, Last: hi, Types: types}})
+			if err != nil {
+				continue
+			}
+			keep("ack", e)
+		case r < 72:
+			now = now.Add(time.Duration(1+rng.IntN(12)) * time.Second)
+			keep("expire", p.ExpireLocks(now))
+		case r < 75:
+			keep("releaseMember", p.ReleaseMember(now, m))
+		case r < 79:
+			if as := p.Archiving(); len(as) > 0 {
+				a := as[rng.IntN(len(as))]
+				keep("completeArchiving", p.CompleteArchiving(a.First, a.First+rng.Int64N(a.Last-a.First+1)))
+			}
+		case r < 82:
+			logStart += int64(rng.IntN(30))
+			if rng.IntN(4) == 0 {
+				logStart = max(logStart, p.speo+int64(rng.IntN(5)))
+			}
+			keep(fmt.Sprintf("advanceLogStart %d", logStart), p.AdvanceLogStart(logStart))
+		case r < 88:
+			c := p.Config()
+			c.Groups = GroupMode(rng.IntN(3))
+			c.DeadLetter = rng.IntN(2) == 0
+			if rng.IntN(2) == 0 {
+				c.RedeliveryBackoff, c.RedeliveryBackoffMax = 0, 0
+			} else {
+				c.RedeliveryBackoff, c.RedeliveryBackoffMax = time.Second, 4*time.Second
+			}
+			c.DeliveryCountLimit = 2 + rng.IntN(3)
+			require.NoError(t, p.SetConfig(c))
+			keep(fmt.Sprintf("setConfig %v", c.Groups), Effects{})
+		case r < 91:
+			q, err := Recover(p.Config(), persisted)
+			require.NoError(t, err)
+			p = q
+			keep("recover", Effects{})
+		case r < 92:
+			e := p.Reset(p.stateEpoch+1, max(p.spso-int64(rng.IntN(20)), 0))
+			persisted = nil
+			keep("reset", e)
+		case r < 96:
+			if lk, ok := p.AcquisitionLock(p.spso); ok && len(p.runs) > 0 {
+				h := p.runs[0].meta.acq()
+				keep("unacquire", p.Unacquire(p.members.names[p.acqs.entries[h].member], []Acquired{{First: p.spso, Last: p.runEnd(0) - 1}}, lk))
+			}
+		default:
+			if p.cfg.Groups == GroupsOrdered {
+				_ = p.HeadShare(m, []string{"a", "b"})
+			}
+		}
+	}
+}
+
+// After a switch from plain mode the broker classifies the window again
+// from the SPSO, over as many fetches as its read budget needs (16 MiB per
+// fetch, or less on a read error). Until it has classified every record in
+// flight, a group may have one it does not know of: grouped records wait,
+// or a group's released record would go out while a later one of it is in
+// flight.
+func TestOrderedWaitsForUnclassifiedRecordsInFlight(t *testing.T) {
+	t.Parallel()
+	groups := []string{"a", "a", "a", "b"}
+	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 1})
+	got, eff := h.p.Acquire(h.now, "m", h.log.read(0, 4), 3, RecordLimit)
+	h.keep(eff)
+	require.Equal(t, []Acquired{{0, 2, 1}}, got)
+	h.ack("m", 0, 0, AckRelease)
+	cfg := h.p.Config()
+	cfg.Groups = GroupsOrdered
+	require.NoError(t, h.p.SetConfig(cfg))
+	h.keep(h.p.Classify(h.log.read(0, 1))) // one fetch's budget: offset 0 only
+	require.Equal(t, int64(1), h.p.ClassifyOffset())
+	got, eff = h.p.AcquireGroups(h.now, "n", 10)
+	h.keep(eff)
+	require.Empty(t, got, "a has 1 and 2 in flight: its released 0 must wait")
+	h.keep(h.p.Classify(h.log.read(1, 3)))
+	require.Equal(t, []int64{3}, offsets(h.acquire("n", 10)), "classified: a waits, b goes")
+	h.ack("m", 1, 2, AckAccept)
+	require.Equal(t, []int64{0}, offsets(h.acquire("o", 10)))
+}
+
+// Archived gaps (transaction markers, aborted batches, compaction holes,
+// absent offsets) are spans without a group that have nothing to deliver:
+// they must not keep an ordered fetch walking the window when every group's
+// head is in flight.
+func TestOrderedArchivedGapsDoNotDefeatTheEarlyReturn(t *testing.T) {
+	t.Parallel()
+	groups := make([]string, 40)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("g%d", i%20)
+	}
+	skip := make([]bool, 5)
+	skip[4] = true // offsets 32-39: a control batch (e.g. a commit marker)
+	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 8, skip: skip}, func(c *Config) { c.Groups = GroupsOrdered })
+	require.Len(t, offsets(h.acquire("m", 100)), 20) // every group's head in flight
+	require.Empty(t, orderedOracle(h.p), "nothing is deliverable")
+	require.NotZero(t, h.p.mg.ungrouped, "the marker's span")
+	visited := h.p.mg.visited
+	require.Empty(t, h.acquire("n", 100))
+	require.Equal(t, visited, h.p.mg.visited, "an ordered fetch with nothing to deliver walked the window")
+}
