@@ -3,25 +3,37 @@ package sharegroup
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// Random operations in every mode, with switches between them, recovery,
-// resets, absent offsets, skipped batches, dead-lettering and backoff:
-// checkInternal (the group spans and the per-group counts of outstanding
-// records among them) holds after every step.
-func TestGroupCountsRandomized(t *testing.T) {
+// Random operations of every kind (mode switches, recovery, resets, log
+// start moves, gaps and skipped batches, dead letters, backoff, a random
+// rate limiter), the bookkeeping checked after each, and an oracle for
+// every ordered acquisition: with nothing capping it (record limit, lock
+// budget, fragmentation guard) an ordered fetch takes exactly the
+// deliverable heads (minus groups the limiter refuses); capped, a subset
+// of them. SHOAL_GROUP_SEEDS=N runs N seeds.
+func TestGroupsRandomized(t *testing.T) {
 	t.Parallel()
-	for seed := uint64(1); seed <= 300; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runGroupCounts(t, seed) })
+	seeds := uint64(groupSeeds)
+	if testing.Short() {
+		seeds = 200
+	}
+	if s := os.Getenv("SHOAL_GROUP_SEEDS"); s != "" {
+		seeds, _ = strconv.ParseUint(s, 10, 64)
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runGroupsRandomized(t, seed) })
 	}
 }
 
-func runGroupCounts(t *testing.T, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 99))
+func runGroupsRandomized(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 12))
 	const n = 600
 	l := &groupLog{groups: make([]string, n), absent: make([]bool, n), batchSize: int64(1 + rng.IntN(12))}
 	l.skip = make([]bool, n/int(l.batchSize)+1)
@@ -29,14 +41,18 @@ func runGroupCounts(t *testing.T, seed uint64) {
 		l.skip[i] = rng.IntN(15) == 0
 	}
 	ng := 1 + rng.IntN(8)
+	clean := rng.IntN(2) == 0 // every record grouped, no gaps: the early stop's path
+	if clean {
+		clear(l.skip)
+	}
 	for i := range n {
-		l.absent[i] = rng.IntN(10) == 0
-		if rng.IntN(6) != 0 {
+		l.absent[i] = !clean && rng.IntN(10) == 0
+		if clean || rng.IntN(6) != 0 {
 			l.groups[i] = fmt.Sprintf("g%d", rng.IntN(ng))
 		}
 	}
 	cfg := DefaultConfig()
-	cfg.Groups = GroupMode(1 + rng.IntN(2))
+	cfg.Groups = GroupMode(rng.IntN(3))
 	cfg.MaxInFlight = 5 + rng.IntN(60)
 	cfg.DeliveryCountLimit = 2 + rng.IntN(3)
 	cfg.RecordLockDuration = 10 * time.Second
@@ -59,23 +75,63 @@ func runGroupCounts(t *testing.T, seed uint64) {
 		}
 	}
 	members := []string{"a", "b", "c"}
-	for range 400 {
+	for range 500 {
 		m := members[rng.IntN(len(members))]
 		switch r := rng.IntN(100); {
-		case r < 20:
+		case r < 15:
 			if p.groupMode() {
 				keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
 			}
-		case r < 40:
-			if p.groupMode() {
-				if rng.IntN(2) == 0 {
-					keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
-				}
-				_, e := p.AcquireGroups(now, m, 1+rng.IntN(20))
-				keep("acquireGroups", e)
-			} else {
+		case r < 45:
+			if !p.groupMode() {
 				_, e := p.Acquire(now, m, l.read(p.NextFetchOffset(), int64(1+rng.IntN(40))), 1+rng.IntN(20), AcquireMode(rng.IntN(2)))
 				keep("acquire", e)
+				continue
+			}
+			if rng.IntN(2) == 0 {
+				keep("classify", p.Classify(l.read(p.ClassifyOffset(), int64(1+rng.IntN(40)))))
+			}
+			keep("expire", p.ExpireLocks(now)) // so the oracle sees what the walk sees
+			maxRecords := 1 + rng.IntN(20)
+			if rng.IntN(2) == 0 {
+				maxRecords = 1000
+			}
+			var limit GroupLimiter
+			refused := map[string]bool{}
+			if rng.IntN(3) == 0 {
+				limit = func(id string, want int64) int64 {
+					if rng.IntN(3) == 0 {
+						refused[id] = true
+						return 0
+					}
+					return want
+				}
+			}
+			ordered := p.cfg.Groups == GroupsOrdered
+			want := orderedOracle(p)
+			groupOf := map[int64]string{}
+			for _, o := range want {
+				groupOf[o] = spanGroup(p, o)
+			}
+			effMax := min(int64(maxRecords), int64(p.cfg.MaxInFlight)-p.acqs.locked())
+			guard := len(p.runs) >= 2*p.cfg.MaxInFlight
+			before := fmt.Sprintf("spans %v known %d ranges %v ready %d held %v open %v", p.mg.spans, p.mg.known, p.Ranges(), p.mg.ready, p.mg.held, p.mg.open)
+			got, e := p.AcquireGroupsLimited(now, m, maxRecords, limit)
+			keep(fmt.Sprintf("acquireGroups %d", maxRecords), e)
+			if !ordered || guard || effMax <= 0 {
+				continue
+			}
+			gotOffs := offsets(got)
+			var wantNow []int64
+			for _, o := range want {
+				if !refused[groupOf[o]] {
+					wantNow = append(wantNow, o)
+				}
+			}
+			if int64(len(gotOffs)) < effMax {
+				require.Equal(t, wantNow, gotOffs, "seed %d after %v\nbefore: %s", seed, trace[max(0, len(trace)-8):], before)
+			} else {
+				require.Subset(t, want, gotOffs, "seed %d after %v\nbefore: %s", seed, trace[max(0, len(trace)-8):], before)
 			}
 		case r < 65: // ack a piece this member holds
 			h, ok := p.members.lookup(m)
@@ -103,9 +159,6 @@ func runGroupCounts(t *testing.T, seed uint64) {
 				}
 			}
 			e, err := p.Acknowledge(now, m, []AckBatch{{First: lo, Last: hi, Types: types}})
-			if err != nil && cfg.RenewDisabled {
-				continue
-			}
 			require.NoError(t, err)
 			keep("ack", e)
 		case r < 72:
@@ -118,7 +171,7 @@ func runGroupCounts(t *testing.T, seed uint64) {
 				a := as[rng.IntN(len(as))]
 				keep("completeArchiving", p.CompleteArchiving(a.First, a.First+rng.Int64N(a.Last-a.First+1)))
 			}
-		case r < 83:
+		case r < 82:
 			logStart += int64(rng.IntN(30))
 			if rng.IntN(4) == 0 {
 				logStart = max(logStart, p.speo+int64(rng.IntN(5)))
@@ -128,15 +181,20 @@ func runGroupCounts(t *testing.T, seed uint64) {
 			c := p.Config()
 			c.Groups = GroupMode(rng.IntN(3))
 			c.DeadLetter = rng.IntN(2) == 0
+			if rng.IntN(2) == 0 {
+				c.RedeliveryBackoff, c.RedeliveryBackoffMax = 0, 0
+			} else {
+				c.RedeliveryBackoff, c.RedeliveryBackoffMax = time.Second, 4*time.Second
+			}
+			c.DeliveryCountLimit = 2 + rng.IntN(3)
 			require.NoError(t, p.SetConfig(c))
-			cfg = c
 			keep(fmt.Sprintf("setConfig %v", c.Groups), Effects{})
-		case r < 92:
+		case r < 91:
 			q, err := Recover(p.Config(), persisted)
 			require.NoError(t, err)
 			p = q
 			keep("recover", Effects{})
-		case r < 93:
+		case r < 92:
 			e := p.Reset(p.stateEpoch+1, max(p.spso-int64(rng.IntN(20)), 0))
 			persisted = nil
 			keep("reset", e)

@@ -6,5 +6,5 @@ package sharegroup
 // (TestOrderedPerGroupFIFO).
 const fifoRecords = 10_000
 
-// oracleSeeds is how many seeds TestOrderedWalkOracle runs.
-const oracleSeeds = 1500
+// groupSeeds is how many seeds TestGroupsRandomized runs.
+const groupSeeds = 1500

@@ -6,6 +6,6 @@ package sharegroup
 // random ordered-mode test about fivefold.
 const fifoRecords = 3_000
 
-// oracleSeeds is smaller under the race detector too (TestOrderedWalkOracle
+// groupSeeds is smaller under the race detector too (TestGroupsRandomized
 // took 47 s with 1,500).
-const oracleSeeds = 300
+const groupSeeds = 300
