@@ -140,7 +140,7 @@
 //     none (the common fetch of a member whose acknowledgements another
 //     member's fetch already answered: in sharebench's ordered drains three
 //     to four scans in five found nothing). Its worst case is the window
-//     up to the last ready group's head.
+//     up to the last ready group's head or record without a group.
 //   - Heads shared among members (HeadShare): in ordered mode the groups'
 //     heads are all there is to hand out, and a member's acknowledgements
 //     free heads its own next fetch would take straight back. A member

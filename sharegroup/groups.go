@@ -362,7 +362,14 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 	// than MaxInFlight (one huge group costs one run); acknowledging them
 	// one by one could split the runs without bound, so acquisitions pause
 	// while the runs alone exceed twice the budget, until the SPSO moves.
-	if p.groupMode() && p.available > 0 && maxRecords > 0 && len(p.runs) < 2*p.cfg.MaxInFlight {
+	// With nothing in flight nothing else would move it: then one record
+	// at a time goes out (ordered mode takes the SPSO's own record first,
+	// fair mode reaches its group in turn).
+	guarded := len(p.runs) >= 2*p.cfg.MaxInFlight
+	if guarded && p.acquired == 0 {
+		guarded, maxRecords = false, min(maxRecords, 1)
+	}
+	if p.groupMode() && p.available > 0 && maxRecords > 0 && !guarded {
 		p.trimGroups()
 		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
 		if p.cfg.Groups == GroupsOrdered {

@@ -210,7 +210,7 @@ func TestOrderedPerGroupFIFO(t *testing.T) {
 		case r < 55: // fetch
 			got := h.acquire(member, 1+rng.IntN(300))
 			if len(got) == 0 {
-				require.Empty(t, orderedOracle(h.p), "a fetch got nothing while heads were deliverable")
+				require.Empty(t, orderedOracle(h.p, groups), "a fetch got nothing while heads were deliverable")
 			}
 			held[member] = append(held[member], got...)
 		case r < 90: // process what we hold
@@ -655,4 +655,46 @@ func TestHeldUntil(t *testing.T) {
 	d, ok = h.p.HeldUntil("m2")
 	require.True(t, ok)
 	require.True(t, d.Equal(first.Add(time.Second+lockFor)))
+}
+
+// The fragmentation guard pauses group-mode acquisitions while the runs
+// exceed twice MaxInFlight, until the SPSO moves; with nothing in flight
+// nothing else would move it, so one record at a time still goes out.
+// (Found by a review: the share-partition stopped delivering for good.)
+func TestFragmentationGuardDoesNotStallAnIdlePartition(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []GroupMode{GroupsOrdered, GroupsFair} {
+		t.Run(mode.String(), func(t *testing.T) {
+			groups := make([]string, 20)
+			for i := range groups {
+				groups[i] = fmt.Sprintf("g%d", i)
+			}
+			h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 20}, func(c *Config) {
+				c.Groups = mode
+				c.MaxInFlight = 3
+			})
+			require.Equal(t, []int64{0}, offsets(h.acquire("s", 1))) // a slow consumer holds the SPSO
+			// Another member accepts and rejects records alternately:
+			// Acknowledged and Archived runs, which do not merge.
+			for k := 0; len(h.p.runs) < 2*h.p.cfg.MaxInFlight; k++ {
+				got := offsets(h.acquire("w", 1))
+				require.Len(t, got, 1)
+				h.ack("w", got[0], got[0], []AckType{AckAccept, AckReject}[k%2])
+			}
+			require.Empty(t, h.acquire("w", 10), "guarded while a record is in flight")
+			h.keep(h.p.ReleaseMember(h.now, "s")) // the slow consumer leaves: nothing in flight
+			for step := 0; h.p.SPSO() < int64(len(groups)); step++ {
+				guarded := len(h.p.runs) >= 2*h.p.cfg.MaxInFlight
+				got := h.acquire("w", 10)
+				require.NotEmpty(t, got, "nothing in flight, %d records Available, runs %d: %v", h.p.available, len(h.p.runs), h.p.Ranges())
+				if guarded {
+					require.Len(t, offsets(got), 1, "over the guard: one record at a time")
+				}
+				for _, a := range got {
+					h.ack("w", a.First, a.Last, AckAccept)
+				}
+				require.Less(t, step, 20)
+			}
+		})
+	}
 }

@@ -9,13 +9,15 @@ import (
 )
 
 // orderedOracle is what an ordered acquisition may deliver now, from the
-// records' states alone (backoff records count as Acquired, unlike Ranges
-// shows them): among the classified offsets [SPSO, known), the first
-// Available record of every group with no record Acquired, and every
-// Available record without a group. While a record beyond known is
-// Acquired (its group is not known yet: after a switch from plain mode)
-// only the records without a group.
-func orderedOracle(p *Partition) []int64 {
+// records' states and the log's own groups (groups[o], "" for none or an
+// offset absent from the log), not from what Classify made of them
+// (backoff records count as Acquired, unlike Ranges shows them): among
+// the classified offsets [SPSO, known), the first Available record of
+// every group with no record Acquired, and every Available record without
+// a group, in offset order. While a record beyond known is Acquired (its
+// group is not known yet: after a switch from plain mode) only the records
+// without a group.
+func orderedOracle(p *Partition, groups []string) []int64 {
 	first, busy := map[string]int64{}, map[string]bool{}
 	blind := false
 	var out []int64
@@ -26,7 +28,7 @@ func orderedOracle(p *Partition) []int64 {
 				blind = blind || st == StateAcquired
 				continue
 			}
-			g := spanGroup(p, o)
+			g := groups[o]
 			switch {
 			case st == StateAcquired && g != "":
 				busy[g] = true
@@ -49,20 +51,6 @@ func orderedOracle(p *Partition) []int64 {
 	return out
 }
 
-// spanGroup is the group id o was classified with ("" = none).
-func spanGroup(p *Partition, o int64) string {
-	m := &p.mg
-	for i := len(m.spans) - 1; i >= 0; i-- {
-		if m.spans[i].start <= o {
-			if g := m.spans[i].g; g != 0 {
-				return m.groups.names[g]
-			}
-			return ""
-		}
-	}
-	return ""
-}
-
 // Archived gaps (transaction markers, aborted batches, compaction holes,
 // absent offsets) are spans without a group that have nothing to deliver:
 // they must not keep an ordered fetch walking the window when every group's
@@ -77,7 +65,7 @@ func TestOrderedArchivedGapsDoNotDefeatTheEarlyReturn(t *testing.T) {
 	skip[4] = true // offsets 32-39: a control batch (e.g. a commit marker)
 	h := newGroupHarness(t, &groupLog{groups: groups, batchSize: 8, skip: skip}, func(c *Config) { c.Groups = GroupsOrdered })
 	require.Len(t, offsets(h.acquire("m", 100)), 20) // every group's head in flight
-	require.Empty(t, orderedOracle(h.p), "nothing is deliverable")
+	require.Empty(t, orderedOracle(h.p, groups), "nothing is deliverable")
 	require.NotZero(t, h.p.mg.ungrouped, "the marker's span")
 	visited := h.p.mg.visited
 	require.Empty(t, h.acquire("n", 100))
