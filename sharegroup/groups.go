@@ -141,15 +141,20 @@ func (p *Partition) groupsCount(lo, hi, dOpen, dHeld int64) {
 	}
 }
 
+// heldIn is 1 if a record in state s counts as held (msgGroups.held), 0
+// if not: Acquired, and only in ordered mode, the one that reads the
+// counts.
+func (p *Partition) heldIn(s RecordState) int64 {
+	return int64(b2i(s == StateAcquired && p.cfg.Groups == GroupsOrdered))
+}
+
 // countsIn counts the offsets of [lo, hi] in the window that are
-// Available or Acquired, and the Acquired ones.
+// Available or Acquired, and those that count as held (heldIn).
 func (p *Partition) countsIn(lo, hi int64) (open, held int64) {
 	p.pieces(lo, hi, func(lo, hi int64, mt meta) bool {
 		if st := mt.state(); st.outstanding() {
 			open += hi - lo + 1
-			if st == StateAcquired {
-				held += hi - lo + 1
-			}
+			held += (hi - lo + 1) * p.heldIn(st)
 		}
 		return true
 	})
@@ -163,7 +168,7 @@ func (p *Partition) recountHeld() {
 	m := &p.mg
 	clear(m.held)
 	m.looseHeld, m.heldAll = 0, 0
-	if p.cfg.Groups == GroupsOrdered {
+	if p.cfg.Groups == GroupsOrdered { // else nothing counts as held
 		for i, s := range m.spans {
 			_, held := p.countsIn(s.start, p.spanEnd(i)-1)
 			switch {
@@ -212,7 +217,7 @@ func (p *Partition) addSpan(lo, hi int64, g uint32) {
 		m.ref(g)
 	}
 	open, held := p.countsIn(lo, hi)
-	m.addCounts(g, open, held*int64(b2i(p.cfg.Groups == GroupsOrdered)))
+	m.addCounts(g, open, held)
 	m.known = hi + 1
 }
 

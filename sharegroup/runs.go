@@ -206,10 +206,7 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 	if p.groupMode() {
 		os, ns := old.state(), new.state()
 		dOpen := int64(b2i(ns.outstanding()) - b2i(os.outstanding()))
-		var dHeld int64
-		if p.cfg.Groups == GroupsOrdered {
-			dHeld = int64(b2i(ns == StateAcquired) - b2i(os == StateAcquired))
-		}
+		dHeld := p.heldIn(ns) - p.heldIn(os)
 		if dOpen != 0 || dHeld != 0 {
 			p.groupsCount(lo, hi, dOpen, dHeld)
 		}
@@ -256,7 +253,7 @@ func (p *Partition) dropBelow(off int64) {
 	if p.groupMode() { // the dropped records leave their groups
 		p.pieces(p.spso, off-1, func(lo, hi int64, mt meta) bool {
 			if st := mt.state(); st.outstanding() {
-				p.groupsCount(lo, hi, -1, -int64(b2i(st == StateAcquired && p.cfg.Groups == GroupsOrdered)))
+				p.groupsCount(lo, hi, -1, -p.heldIn(st))
 			}
 			return true
 		})
