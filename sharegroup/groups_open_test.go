@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -117,7 +118,9 @@ func runGroupsRandomized(t *testing.T, seed uint64) {
 			want := orderedOracle(p, truth)
 			effMax := min(int64(maxRecords), int64(p.cfg.MaxInFlight)-p.acqs.locked())
 			guard := len(p.runs) >= 2*p.cfg.MaxInFlight
-			before := fmt.Sprintf("spans %v known %d ranges %v ready %d held %v open %v", p.mg.spans, p.mg.known, p.Ranges(), p.mg.ready, p.mg.held, p.mg.open)
+			// The state before, formatted only if an assertion fails.
+			before := lazyf("spans %v known %d ranges %v ready %d held %v open %v",
+				slices.Clone(p.mg.spans), p.mg.known, p.Ranges(), p.mg.ready, slices.Clone(p.mg.held), slices.Clone(p.mg.open))
 			got, e := p.AcquireGroupsLimited(now, m, maxRecords, limit)
 			keep(fmt.Sprintf("acquireGroups %d", maxRecords), e)
 			if !ordered || guard || effMax <= 0 {
@@ -228,3 +231,14 @@ func TestArchivingGroupsAreNoHeads(t *testing.T) {
 	require.Zero(t, h.p.mg.openGroups)
 	require.Equal(t, -1, h.p.HeadShare("m1", []string{"m2"}))
 }
+
+// lazyf formats its arguments only when printed (as a failure message's
+// argument), not when built.
+func lazyf(format string, args ...any) fmt.Stringer { return lazyfmt{format, args} }
+
+type lazyfmt struct {
+	format string
+	args   []any
+}
+
+func (l lazyfmt) String() string { return fmt.Sprintf(l.format, l.args...) }
