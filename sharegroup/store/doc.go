@@ -10,15 +10,21 @@
 // Write persists the Effects.Records of any number of share-partitions in
 // one badger transaction; Writes that arrive while another commits are
 // group-committed into the next transaction (one WAL sync for all), and
-// each share-partition's records are applied atomically and in order. If
-// Write fails, the in-memory Partitions whose records were in the batch
-// must be discarded and re-Loaded (the pure core does not roll back).
+// each share-partition's records are applied atomically and in order.
+// Submit is Write without the wait: the owner submits under its lock, in
+// the order its states changed, and may wait (Pending.Wait) after letting
+// go of it, so other owners' writes, and its own next ones, join the same
+// commit. If a write fails, the in-memory Partitions whose records were
+// in it must be discarded and re-Loaded (the pure core does not roll
+// back); writes of the same share-partitions submitted before the failure
+// was known fail too (ErrEarlierWriteFailed) without writing anything.
+// Load and Delete wait for the key's writes in flight.
 // Load replays the snapshot and then the deltas through sharegroup.Recover,
 // i.e. through Partition.Apply, the same code the live partition uses.
 //
 // A Store is safe for concurrent use by many share-partition owners, but
-// each share-partition must have exactly one writer at a time (the owner);
-// ErrConflict is never retried: it would be a bug.
+// each share-partition must have exactly one owner submitting its writes
+// at a time; ErrConflict is never retried: it would be a bug.
 //
 // # Key layout
 //

@@ -61,16 +61,59 @@ type Store struct {
 	// gc queues the Writes waiting for the committer (group commit).
 	gc struct {
 		sync.Mutex
-		queue   []*pendingWrite
+		queue   []*Pending
 		running bool // a commit loop is draining queue
+		// last is, per key, its latest write not finished yet.
+		last map[Key]*Pending
 	}
 }
 
-// pendingWrite is one Write waiting for its commit.
-type pendingWrite struct {
+// ErrEarlierWriteFailed fails a write submitted after a write of the same
+// share-partition that failed: its records follow states that are not
+// stored. Nothing of it is written.
+var ErrEarlierWriteFailed = errors.New("an earlier write of the share-partition failed")
+
+// Pending is a write submitted to the Store (Submit), durable or failed
+// once Wait returns.
+type Pending struct {
 	batch []PartitionRecords
-	done  chan error
+	after []*Pending // the previous unfinished write of each of its keys
+	done  chan struct{}
+	err   error
 }
+
+// Wait returns once the write is durable (nil) or failed. Any number of
+// goroutines may wait.
+func (w *Pending) Wait() error {
+	<-w.done
+	return w.err
+}
+
+// Failed reports, without waiting, whether the write has failed.
+func (w *Pending) Failed() bool {
+	select {
+	case <-w.done:
+		return w.err != nil
+	default:
+		return false
+	}
+}
+
+// Done reports, without waiting, whether the write has finished.
+func (w *Pending) Done() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+var finished = func() *Pending {
+	w := &Pending{done: make(chan struct{})}
+	close(w.done)
+	return w
+}()
 
 type seqRange struct{ first, next uint64 }
 
@@ -111,22 +154,43 @@ func (s *Store) deltaKey(k Key, seq uint64) []byte {
 }
 
 // Write persists the batch durably and returns once it is (or why it is
-// not). Concurrent Writes are group-committed: a commit loop takes every
-// batch queued while the previous commit ran and persists them in one
-// badger transaction, so they share one WAL sync. (Badger syncs its WAL
-// once per request even when it batches requests, so eight concurrent
-// acknowledgements cost eight syncs in a row without this; measured on
-// this project's 2-core machine: 0.25 ms for one write, 1.6 ms p50 with
-// eight writers.) Each share-partition's records stay atomic and in
-// order; callers own disjoint share-partitions (one writer each), so
-// batches of different callers never interleave on a key.
+// not): Submit, then Wait.
 func (s *Store) Write(batch []PartitionRecords) error {
+	return s.Submit(batch).Wait()
+}
+
+// Submit queues the batch for writing and returns at once. Writes are
+// applied in the order they were submitted, and concurrent ones are
+// group-committed: a commit loop takes every write queued while the
+// previous commit ran and persists them in one badger transaction, so
+// they share one WAL sync. (Badger syncs its WAL once per request even
+// when it batches requests, so eight concurrent acknowledgements cost
+// eight syncs in a row without this; measured on this project's 2-core
+// machine: 0.25 ms for one write, 1.6 ms p50 with eight writers.) Each
+// share-partition's records stay atomic and in order. A write that
+// follows a failed write of one of its share-partitions, submitted
+// before that one finished, fails with ErrEarlierWriteFailed without
+// writing anything (until Load or Delete of the key, which wait for its
+// writes in flight): its records were made from states that are not
+// stored. The caller must submit a share-partition's writes in the order
+// its states changed (under its owner's lock) but may wait for them
+// after letting go of that lock.
+func (s *Store) Submit(batch []PartitionRecords) *Pending {
 	batch = mergeByKey(batch)
 	if len(batch) == 0 {
-		return nil
+		return finished
 	}
-	w := &pendingWrite{batch: batch, done: make(chan error, 1)}
+	w := &Pending{batch: batch, done: make(chan struct{})}
 	s.gc.Lock()
+	if s.gc.last == nil {
+		s.gc.last = map[Key]*Pending{}
+	}
+	for _, pr := range batch {
+		if prev := s.gc.last[pr.Key]; prev != nil {
+			w.after = append(w.after, prev)
+		}
+		s.gc.last[pr.Key] = w
+	}
 	s.gc.queue = append(s.gc.queue, w)
 	start := !s.gc.running
 	s.gc.running = true
@@ -134,10 +198,26 @@ func (s *Store) Write(batch []PartitionRecords) error {
 	if start {
 		go s.commitLoop()
 	}
-	return <-w.done
+	return w
 }
 
-// commitLoop commits queued Writes until the queue is empty.
+// settle waits until every write of a key matching match, submitted
+// before it was called, has finished.
+func (s *Store) settle(match func(Key) bool) {
+	s.gc.Lock()
+	var ws []*Pending
+	for k, w := range s.gc.last {
+		if match(k) {
+			ws = append(ws, w)
+		}
+	}
+	s.gc.Unlock()
+	for _, w := range ws {
+		<-w.done
+	}
+}
+
+// commitLoop commits queued writes until the queue is empty.
 func (s *Store) commitLoop() {
 	for {
 		s.gc.Lock()
@@ -149,8 +229,20 @@ func (s *Store) commitLoop() {
 			return
 		}
 		s.gc.Unlock()
-		for i, err := range s.safeCommitGroup(q) {
-			q[i].done <- err
+		errs := s.safeCommitGroup(q)
+		s.gc.Lock()
+		for i, w := range q {
+			w.err = errs[i]
+			for _, pr := range w.batch {
+				if s.gc.last[pr.Key] == w {
+					delete(s.gc.last, pr.Key)
+				}
+			}
+		}
+		s.gc.Unlock()
+		for _, w := range q {
+			w.batch, w.after = nil, nil
+			close(w.done)
 		}
 	}
 }
@@ -158,7 +250,7 @@ func (s *Store) commitLoop() {
 // safeCommitGroup is commitGroup turning a panic (a bug, in badger or in
 // a fold) into an error for each Write of q, as the callers' own
 // goroutines would have had it caught for their connection alone.
-func (s *Store) safeCommitGroup(q []*pendingWrite) (errs []error) {
+func (s *Store) safeCommitGroup(q []*Pending) (errs []error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err := fmt.Errorf("sharegroup/store: write panicked: %v", r)
@@ -191,38 +283,73 @@ type prepareError struct{ err error }
 func (e *prepareError) Error() string { return e.err.Error() }
 func (e *prepareError) Unwrap() error { return e.err }
 
-// commitGroup persists the batches of q in one transaction. If building
-// that transaction fails (nothing written), each batch is retried alone,
-// so one bad batch, or a group too big for one transaction, fails only
-// its own Write. A failed commit fails them all: what it wrote is
-// unknown (update forgets their cached delta ranges), and each caller
-// discards its share-partitions and reloads them from what is stored.
-func (s *Store) commitGroup(q []*pendingWrite) []error {
+// commitGroup persists the batches of q in one transaction. A write
+// following a failed one of its keys (Pending.after, in an earlier group
+// or earlier in q) fails with ErrEarlierWriteFailed and is left out. If
+// building that transaction fails (nothing written), each batch is
+// retried alone, so one bad batch, or a group too big for one
+// transaction, fails only its own write (and those following it on its
+// keys). A failed commit fails them all: what it wrote is unknown (update
+// forgets their cached delta ranges), and each caller discards its
+// share-partitions and reloads them from what is stored.
+func (s *Store) commitGroup(q []*Pending) []error {
 	errs := make([]error, len(q))
+	at := make(map[*Pending]int, len(q))
+	for i, w := range q {
+		at[w] = i
+	}
+	// failed reports whether w's predecessor p failed: p is done (an
+	// earlier group) or in q before w, with its outcome in errs so far.
+	failed := func(p *Pending) bool {
+		if i, ok := at[p]; ok {
+			return errs[i] != nil
+		}
+		return p.err != nil
+	}
+	blocked := func(i int) bool {
+		for _, p := range q[i].after {
+			if failed(p) {
+				errs[i] = fmt.Errorf("sharegroup/store: write: %w", ErrEarlierWriteFailed)
+				return true
+			}
+		}
+		return false
+	}
+	var live []int
+	for i := range q {
+		if !blocked(i) {
+			live = append(live, i)
+		}
+	}
+	if len(live) == 0 {
+		return errs
+	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(); err != nil {
-			for i := range errs {
+			for _, i := range live {
 				errs[i] = fmt.Errorf("sharegroup/store: write: %w", err)
 			}
 			return errs
 		}
 	}
-	if len(q) > 1 {
+	if len(live) > 1 {
 		var all []PartitionRecords
-		for _, w := range q {
-			all = append(all, w.batch...)
+		for _, i := range live {
+			all = append(all, q[i].batch...)
 		}
 		err := s.update(mergeByKey(all))
 		var pe *prepareError
 		if !errors.As(err, &pe) {
-			for i := range errs {
+			for _, i := range live {
 				errs[i] = err
 			}
 			return errs
 		}
 	}
-	for i, w := range q {
-		errs[i] = s.writeAlone(w.batch)
+	for _, i := range live {
+		if !blocked(i) {
+			errs[i] = s.writeAlone(q[i].batch)
+		}
 	}
 	return errs
 }
@@ -419,7 +546,9 @@ func (s *Store) records(txn *badger.Txn, k Key) ([]sharegroup.Record, error) {
 
 // LoadRecords returns the persisted records of k (snapshot first), or nil
 // if k has no state.
+// It waits for the writes of k in flight first.
 func (s *Store) LoadRecords(k Key) ([]sharegroup.Record, error) {
+	s.settle(func(x Key) bool { return x == k })
 	var out []sharegroup.Record
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
@@ -446,8 +575,10 @@ func (s *Store) Load(k Key, cfg sharegroup.Config) (p *sharegroup.Partition, fou
 }
 
 // Delete removes all state of k (DeleteShareGroupOffsets, DeleteGroups,
-// topic deletion).
+// topic deletion), once the writes of k in flight have finished: none
+// can bring any of it back.
 func (s *Store) Delete(k Key) error {
+	s.settle(func(x Key) bool { return x == k })
 	return s.deletePrefix(s.keyPrefix(k), func() {
 		s.mu.Lock()
 		delete(s.mu.deltas, k)
@@ -457,6 +588,7 @@ func (s *Store) Delete(k Key) error {
 
 // DeleteGroup removes the state of every share-partition of group.
 func (s *Store) DeleteGroup(group string) error {
+	s.settle(func(x Key) bool { return x.Group == group })
 	return s.deletePrefix(s.groupPrefix(group), func() {
 		s.mu.Lock()
 		for k := range s.mu.deltas {

@@ -339,7 +339,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 	pb, _, err := s.Load(good, cfg)
 	require.NoError(t, err)
 	_, effGood := pb.Acquire(at(200), "m", []sharegroup.LogBatch{{First: 400, Last: 409}}, 10, sharegroup.BatchOptimized)
-	got := s.commitGroup([]*pendingWrite{
+	got := s.commitGroup([]*Pending{
 		{batch: []PartitionRecords{{Key: bad, Records: effGood.Records}}},
 		{batch: []PartitionRecords{{Key: good, Records: effGood.Records}}},
 	})
