@@ -60,6 +60,16 @@ type msgGroups struct {
 	loose, looseHeld, heldAll int64
 	visited                   int64 // spans the ordered walk looked at (tests)
 
+	// endedAt is, per group handle, the AckSeq of the latest Acknowledge
+	// that ended one of its records (made it terminal or Archiving), or
+	// for a group new to the window endedMax, the latest that ended any
+	// grouped record (kept across resetGroups); ending is that
+	// Acknowledge's AckSeq while it runs (else 0). See
+	// Partition.AcquiredAfter.
+	endedAt  []uint64
+	endedMax uint64
+	ending   uint64
+
 	taken []int64  // scratch: records taken (or "head seen") per handle
 	dirty []uint32 // scratch: handles with taken != 0
 }
@@ -68,7 +78,25 @@ func (m *msgGroups) intern(id string) uint32 {
 	if id == "" {
 		return 0
 	}
-	return m.groups.intern(id)
+	if h, ok := m.groups.lookup(id); ok {
+		return h
+	}
+	// A group new to the window may have had a record ended a moment
+	// ago (since when its handle was freed, or the groups were reset):
+	// its records wait for the latest Acknowledge that ended any.
+	h := m.groups.intern(id)
+	m.grow(h)
+	m.endedAt[h] = m.endedMax
+	return h
+}
+
+// grow makes the per-handle counts cover handle g.
+func (m *msgGroups) grow(g uint32) {
+	if int(g) >= len(m.open) {
+		m.open = append(m.open, make([]int64, int(g)+1-len(m.open))...)
+		m.held = append(m.held, make([]int64, int(g)+1-len(m.held))...)
+		m.endedAt = append(m.endedAt, make([]uint64, int(g)+1-len(m.endedAt))...)
+	}
 }
 
 func (m *msgGroups) ref(g uint32) {
@@ -99,9 +127,9 @@ func (m *msgGroups) addCounts(g uint32, dOpen, dHeld int64) {
 	if dOpen == 0 && dHeld == 0 {
 		return
 	}
-	if int(g) >= len(m.open) {
-		m.open = append(m.open, make([]int64, int(g)+1-len(m.open))...)
-		m.held = append(m.held, make([]int64, int(g)+1-len(m.held))...)
+	m.grow(g)
+	if dOpen < 0 && m.ending != 0 {
+		m.endedAt[g], m.endedMax = m.ending, m.ending
 	}
 	wasOpen, wasReady := m.open[g] > 0, m.isReady(g)
 	m.open[g] += dOpen
@@ -195,7 +223,7 @@ func (p *Partition) groupMode() bool { return p.cfg.Groups != GroupsNone }
 
 // resetGroups forgets every known group (tracking switched on or off):
 // the broker classifies the window again from the SPSO.
-func (p *Partition) resetGroups() { p.mg = msgGroups{known: p.spso} }
+func (p *Partition) resetGroups() { p.mg = msgGroups{known: p.spso, endedMax: p.mg.endedMax} }
 
 // spanEnd returns the exclusive end of spans[i].
 func (p *Partition) spanEnd(i int) int64 {
@@ -356,6 +384,7 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 	start := p.begin()
 	nowNS := clockNanos(now)
 	p.expire(nowNS)
+	p.acqAfter = 0
 	if maxRecords <= 0 {
 		maxRecords = math.MaxInt
 	}
@@ -379,6 +408,7 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
 		if p.cfg.Groups == GroupsOrdered {
 			a.ordered()
+			p.acqAfter = a.after
 		} else {
 			a.fair()
 		}
@@ -389,6 +419,20 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 	}
 	return out, p.finish(start)
 }
+
+// AckSeq is the number of Acknowledge calls made on p: the first is 1.
+func (p *Partition) AckSeq() uint64 { return p.ackSeq }
+
+// AcquiredAfter is, for the last AcquireGroups call in ordered mode, the
+// latest Acknowledge (its AckSeq) that ended a record of a message group
+// whose next record the call acquired; 0: none did. A broker persisting
+// an Acknowledge's records after letting go of the Partition hands those
+// records out only once they are durable: were it to crash before, the
+// ended record would come back after its successor had been delivered.
+// Records without a group, other modes and records ended otherwise (lock
+// expiry, dead-letter completion, persisted before anything else happens)
+// never count.
+func (p *Partition) AcquiredAfter() uint64 { return p.acqAfter }
 
 func mergeAcquired(in []Acquired) []Acquired {
 	out := in[:0]
@@ -413,6 +457,7 @@ type groupAcquirer struct {
 	picks  []span
 	out    []Acquired
 	limit  GroupLimiter
+	after  uint64 // ordered: the latest endedAt of the groups acquired from
 }
 
 // limited marks a group whose rate limit is spent for the rest of the
@@ -516,6 +561,9 @@ func (a *groupAcquirer) ordered() {
 			}
 			if a.grant(g, 1) == 1 { // else rate-limited: the head waits
 				a.pick(lo, lo)
+				if int(g) < len(m.endedAt) {
+					a.after = max(a.after, m.endedAt[g])
+				}
 			}
 			a.mark(g, 1)
 			found++

@@ -698,3 +698,45 @@ func TestFragmentationGuardDoesNotStallAnIdlePartition(t *testing.T) {
 		})
 	}
 }
+
+// TestOrderedAcquiredAfter: an ordered acquisition names the latest
+// Acknowledge that ended the previous record of a message group it
+// acquired from (the broker hands those records out once that
+// Acknowledge is durable); releases, records without a group and fair
+// mode never count, and a group new to the window counts the latest
+// Acknowledge that ended any grouped record.
+func TestOrderedAcquiredAfter(t *testing.T) {
+	t.Parallel()
+	log := &groupLog{groups: []string{"a", "a", "b", "b", "", "c"}, batchSize: 1}
+	h := newGroupHarness(t, log, func(c *Config) { c.Groups = GroupsOrdered })
+	require.Equal(t, []int64{0, 2, 4, 5}, offsets(h.acquire("m", 10)))
+	require.Zero(t, h.p.AcquiredAfter())
+
+	h.ack("m", 0, 0, AckAccept)  // 1
+	h.ack("m", 2, 2, AckRelease) // 2
+	require.Equal(t, uint64(2), h.p.AckSeq())
+	require.Equal(t, []int64{1, 2}, offsets(h.acquire("n", 10)))
+	require.Equal(t, uint64(1), h.p.AcquiredAfter(), "a's 1 follows the acceptance of 0; b's released 2 follows nothing")
+
+	h.ack("n", 2, 2, AckAccept) // 3
+	h.ack("m", 4, 4, AckAccept) // 4: no group
+	require.Equal(t, []int64{3}, offsets(h.acquire("o", 10)))
+	require.Equal(t, uint64(3), h.p.AcquiredAfter())
+	require.Empty(t, h.acquire("o", 10))
+	require.Zero(t, h.p.AcquiredAfter(), "each call says it anew")
+
+	h.ack("o", 3, 3, AckAccept) // 5
+	h.ack("n", 1, 1, AckAccept) // 6
+	h.ack("m", 5, 5, AckReject) // 7: c ends, and so does the window
+	require.Equal(t, int64(6), h.p.SPSO())
+	log.groups = append(log.groups, "c", "e")
+	require.Equal(t, []int64{6, 7}, offsets(h.acquire("p", 10)))
+	require.Equal(t, uint64(7), h.p.AcquiredAfter(), "c is new to the window again: its 6 waits for the end of 5")
+
+	f := newGroupHarness(t, &groupLog{groups: []string{"a", "a"}, batchSize: 1}, func(c *Config) { c.Groups = GroupsFair })
+	require.Equal(t, []int64{0, 1}, offsets(f.acquire("m", 10)))
+	f.ack("m", 0, 0, AckAccept)
+	f.ack("m", 1, 1, AckRelease)
+	require.Equal(t, []int64{1}, offsets(f.acquire("n", 10)))
+	require.Zero(t, f.p.AcquiredAfter(), "fair mode keeps no order")
+}

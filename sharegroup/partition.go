@@ -36,6 +36,10 @@ type Partition struct {
 	members interned  // member ids
 	mg      msgGroups // group modes only; see groups.go
 
+	// ackSeq counts the Acknowledge calls (AckSeq); acqAfter is the last
+	// AcquireGroups call's AcquiredAfter.
+	ackSeq, acqAfter uint64
+
 	// opNow is the time of the operation in progress (set by expire), for
 	// redelivery backoff deadlines; backoffs caches this operation's
 	// backoff acquisitions by deadline.
@@ -553,6 +557,9 @@ func (p *Partition) archiveAbsent(lo, hi int64) bool {
 // Effects must be honoured even when err != nil (expiries).
 func (p *Partition) Acknowledge(now time.Time, member string, acks []AckBatch) (Effects, error) {
 	start := p.begin()
+	p.ackSeq++
+	p.mg.ending = p.ackSeq // records ended below note it in their group (AcquiredAfter)
+	defer func() { p.mg.ending = 0 }()
 	nowNS := clockNanos(now)
 	p.expire(nowNS)
 	if err := p.checkAcks(member, acks); err != nil {
