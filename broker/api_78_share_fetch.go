@@ -17,9 +17,11 @@ package broker
 //     fetching nothing.
 //   - Piggybacked acknowledgements are processed (and persisted) before
 //     anything is acquired, so the records they free can be re-acquired
-//     at once. Every partition that carried acknowledgements appears in
-//     the response with its AcknowledgeErrorCode (0 on success), data or
-//     not. Acknowledgements are all-or-nothing per partition.
+//     at once. Other members' fetches and acknowledgements do not wait
+//     for that write (shareCoordinator.acknowledge). Every partition
+//     that carried acknowledgements appears in the response with its
+//     AcknowledgeErrorCode (0 on success), data or not.
+//     Acknowledgements are all-or-nothing per partition.
 //   - The fetch covers every session partition, rotating the first one
 //     by epoch for fairness, up to MaxRecords (500 if unset) and MaxBytes.
 //     AcquiredRecords are sorted, non-overlapping, with delivery counts;

@@ -317,7 +317,36 @@ type sharePart struct {
 		stopped bool
 		dlq     dlqPartState // share_dlq.go
 		rate    mgRateState  // per-message-group delivery limits, share_mgroups.go
+		// acking lists p's writes submitted by acknowledge and
+		// waited for without the lock, oldest first, each with the
+		// AckSeq of its Acknowledge (sharegroup.Partition.AckSeq):
+		// ordered-mode records following a record one of them ended
+		// are handed out once it is durable (acquireGroups); a p one
+		// failed for is discarded at the next prepareLocked. Finished
+		// ones are dropped there.
+		acking []ackWrite
 	}
+}
+
+// ackWrite is an acknowledgement's write in flight (sharePart.mu.acking).
+type ackWrite struct {
+	seq uint64
+	w   *store.Pending
+}
+
+// ackWriteFor returns the write in flight holding the records of
+// Acknowledge seq of p, or nil when none (finished: durable, or failed
+// and p about to be discarded). sp.mu held.
+func (sp *sharePart) ackWriteFor(seq uint64) *store.Pending {
+	if seq == 0 {
+		return nil
+	}
+	for _, a := range sp.mu.acking {
+		if a.seq >= seq {
+			return a.w
+		}
+	}
+	return nil
 }
 
 // prepareLocked makes sure the Partition is loaded with the settings st.
@@ -326,6 +355,13 @@ type sharePart struct {
 func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create bool) error {
 	if sp.mu.stopped {
 		return errShareClosed
+	}
+	for len(sp.mu.acking) > 0 && sp.mu.acking[0].w.Done() {
+		if sp.mu.acking[0].w.Failed() {
+			sp.discardLocked() // p holds states that are not stored
+			break
+		}
+		sp.mu.acking = sp.mu.acking[1:]
 	}
 	cfg := st.partitionConfig()
 	if p := sp.mu.p; p != nil {
@@ -407,6 +443,7 @@ func (sp *sharePart) writeLocked(recs []sharegroup.Record) error {
 // discardLocked drops the in-memory Partition; the next use reloads it.
 func (sp *sharePart) discardLocked() {
 	sp.mu.p = nil
+	sp.mu.acking = nil
 	sp.stopTimerLocked()
 }
 
@@ -489,6 +526,20 @@ type shareAck struct {
 // acknowledge applies acks for member, group-committing the records of
 // every share-partition touched. Entries with a non-zero code are left
 // alone; the others get their result code.
+//
+// The acknowledgements are applied and their records submitted
+// (store.Store.Submit) under the share-partitions' locks, which are let
+// go while the write syncs: other members' acknowledgements of these
+// share-partitions join the same group commit instead of waiting for
+// this one's sync and then syncing alone, and their fetches go on. What
+// others acquire meanwhile goes out at once, except in ordered mode a
+// message group's record following one this write ended, which waits for
+// it (sharePart.acquire): after a crash the ended record would come back
+// after its successor. A record this write released and another member
+// acquired meanwhile would come back after a crash too, or if the write
+// fails (once the share-partition reloads): delivered twice, as a crash
+// can always make it, never out of order. acknowledge returns once the
+// write is durable or failed.
 func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
 	var todo []*shareAck
 	for _, a := range acks {
@@ -511,6 +562,7 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 	}
 	var batch []store.PartitionRecords
 	var wrote []*shareAck
+	var from []*sharegroup.Partition // the Partition each of wrote's records came from
 	for _, a := range todo {
 		sp := a.sp
 		if err := sp.prepareLocked(now, st, false); err != nil {
@@ -525,29 +577,47 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 		if len(eff.Records) > 0 {
 			batch = append(batch, store.PartitionRecords{Key: sp.key, Records: eff.Records})
 			wrote = append(wrote, a)
+			from = append(from, sp.mu.p)
 		}
 	}
+	var w *store.Pending
 	if len(batch) > 0 {
-		if err := c.store.Write(batch); err != nil {
-			c.lg.Error("persisting acknowledgements failed; reloading share-partitions from disk", zap.Error(err))
-			for _, a := range wrote {
-				a.sp.discardLocked()
-				if a.code == 0 {
-					a.code, a.msg = kerr.KafkaStorageError.Code, err.Error()
-				}
-			}
-		} else {
-			for i, a := range wrote {
-				if hasArchiving(batch[i].Records) {
-					a.sp.kickDLQLocked()
-				}
-			}
+		w = c.store.Submit(batch)
+		for i, a := range wrote {
+			a.sp.mu.acking = append(a.sp.mu.acking, ackWrite{from[i].AckSeq(), w})
 		}
 	}
 	for _, a := range todo {
 		a.sp.armLocked(now)
 		a.sp.mu.Unlock()
 	}
+	if w != nil {
+		err := w.Wait()
+		if err != nil {
+			c.lg.Error("persisting acknowledgements failed; reloading share-partitions from disk", zap.Error(err))
+		}
+		for i, a := range wrote {
+			if err == nil && !hasArchiving(batch[i].Records) {
+				continue
+			}
+			sp := a.sp
+			sp.mu.Lock()
+			if sp.mu.p == from[i] { // else discarded (and maybe reloaded) meanwhile
+				if err != nil {
+					sp.discardLocked()
+				} else {
+					sp.kickDLQLocked()
+				}
+			}
+			sp.mu.Unlock()
+			if err != nil && a.code == 0 {
+				a.code, a.msg = kerr.KafkaStorageError.Code, err.Error()
+			}
+		}
+	}
+	// Waiting fetches are woken once the write is durable: what it
+	// freed goes out no sooner, and a fetch woken earlier would take a
+	// few records now instead of more a moment later.
 	for _, a := range todo {
 		a.sp.waiters.notify()
 	}
@@ -557,16 +627,50 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 // share-partition, reading at most budget bytes of the log lp onto the end
 // of *arena, the buffer of the whole response (handleShareFetch). It returns the acquired ranges and the log batches
 // covering them, which may lie in *arena.
+//
+// In ordered mode, records following a record that an acknowledgement's
+// write in flight ended are handed out only once it is durable
+// (sharegroup.Partition.AcquiredAfter, shareCoordinator.acknowledge). If it fails,
+// the acquisitions, made in a Partition holding states that were never
+// stored, are dropped, and the share-partition, reloaded from what is,
+// is tried once more.
 func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+	mark := len(*arena)
+	for retried := false; ; retried = true {
+		acq, data, pending, err := sp.acquireNow(st, member, spread, lp, maxRecords, mode, budget, arena)
+		if err != nil || len(acq) == 0 || pending == nil {
+			return acq, data, err
+		}
+		werr := pending.Wait()
+		if werr == nil {
+			return acq, data, nil
+		}
+		*arena = (*arena)[:mark]
+		if retried {
+			return nil, nil, werr
+		}
+	}
+}
+
+// acquireNow is acquire without waiting for the write in flight, which
+// it returns (nil: none).
+func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	sp.mu.Lock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
 		sp.mu.Unlock()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if sp.mu.p.Config().Groups != sharegroup.GroupsNone {
 		return sp.acquireGroups(now, st, member, spread, lp, maxRecords, budget, arena) // unlocks
 	}
+	acq, data, err := sp.acquirePlain(now, st, member, lp, maxRecords, mode, budget, arena)
+	return acq, data, nil, err
+}
+
+// acquirePlain is acquireNow for a plain share group, entered with sp.mu
+// held and the Partition prepared.
+func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p

@@ -155,3 +155,66 @@ func TestShareAckFailureRedeliversHeadFirst(t *testing.T) {
 	require.Zero(t, ackCode(t, m2.ack(2, false, ackBatch(0, 0, 1))))
 	require.Equal(t, [][3]int64{{1, 1, 1}}, acquired(onlyPartition(t, m2.fetch(3, 1000, 100))), "then its successor")
 }
+
+// TestShareAckWriteHoldsBackOnlyItsGroup: an acknowledgement's write
+// does not hold the share-partition while it syncs. With the acceptance
+// of group a's head being written, another consumer's fetch is answered
+// at once with group b's head; only a's next record waits, until the
+// acceptance is durable (ordered mode). In plain mode nothing waits.
+func TestShareAckWriteHoldsBackOnlyItsGroup(t *testing.T) {
+	t.Parallel()
+	for _, ordered := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ordered", false: "plain"}[ordered], func(t *testing.T) {
+			t.Parallel()
+			g := newCommitGate()
+			b := startShareTest(t, func(c *Config) { c.shareBeforeCommit = g.hook })
+			t.Cleanup(func() {
+				g.armed.Store(false)
+				select {
+				case g.release <- nil:
+				default:
+				}
+			})
+			createTopicRaw(t, b, "hb", 1)
+			produceAll(t, newClient(t, b), &kgo.Record{Topic: "hb", Key: []byte("a"), Value: []byte("0")},
+				&kgo.Record{Topic: "hb", Key: []byte("b"), Value: []byte("1")},
+				&kgo.Record{Topic: "hb", Key: []byte("a"), Value: []byte("2")})
+			kv := []string{"share.auto.offset.reset", "earliest", "share.acquire.mode", "record_limit"}
+			if ordered {
+				kv = append(kv, "share.message.group.source", "key", "share.message.group.ordered", "true")
+			}
+			setShareGroupConfigs(t, b, "hbg", kv...)
+			m1, m2 := newRawShare(t, b, "hbg", "m1", "hb"), newRawShare(t, b, "hbg", "m2", "hb")
+			require.Equal(t, [][3]int64{{0, 0, 1}}, acquired(onlyPartition(t, m1.fetch(0, 0, 1))))
+
+			g.armed.Store(true)
+			ackDone := m1.async(ackRequest(m1, 1, 0, 0, 1)) // accept 0; its commit is held
+			require.Eventually(t, g.atGate.Load, 5*time.Second, time.Millisecond)
+			req := fetchRequest(m2, 0, 0) // opens m2's session
+			req.MaxRecords = 1
+			first := m2.async(req)
+			select {
+			case resp := <-first:
+				require.NotNil(t, resp)
+				require.Equal(t, [][3]int64{{1, 1, 1}}, acquired(onlyPartition(t, resp.(*kmsg.ShareFetchResponse))))
+			case <-time.After(3 * time.Second):
+				t.Fatal("a fetch waited for another consumer's acknowledgement to be written")
+			}
+			if ordered {
+				next := m2.async(fetchRequest(m2, 1, 3000))
+				select {
+				case resp := <-next:
+					t.Fatalf("a's 2 handed out before the acceptance of 0 was durable: %v", resp)
+				case <-time.After(300 * time.Millisecond):
+				}
+				g.release <- nil
+				resp := (<-next).(*kmsg.ShareFetchResponse)
+				require.Equal(t, [][3]int64{{2, 2, 1}}, acquired(onlyPartition(t, resp)))
+			} else {
+				g.release <- nil
+			}
+			ack := (<-ackDone).(*kmsg.ShareAcknowledgeResponse)
+			require.Zero(t, ackCode(t, ack))
+		})
+	}
+}

@@ -33,6 +33,7 @@ import (
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
+	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
 // classifyBudget bounds the log bytes one fetch reads to learn message
@@ -147,7 +148,7 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 // (the Partition prepared); it unlocks. The log bytes of the picked
 // records are read after unlocking: the records are this member's, and
 // other members' fetches and acknowledgements need not wait for the read.
-func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *partition, maxRecords, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *partition, maxRecords, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	p := sp.mu.p
 	var pending []sharegroup.Record
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
@@ -205,15 +206,16 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	if len(acq) > 0 {
 		lock, _ = p.AcquisitionLock(acq[0].First) // one acquisition: one deadline
 	}
+	after := sp.ackWriteFor(p.AcquiredAfter()) // what they wait for (acquire)
 	pending = append(pending, eff.Records...)
 	err := sp.writeLocked(pending)
 	sp.armLocked(now)
 	sp.mu.Unlock()
 	if err != nil {
-		return nil, nil, err // the Partition was discarded: the acquisitions are gone with it
+		return nil, nil, nil, err // the Partition was discarded: the acquisitions are gone with it
 	}
 	if len(acq) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if capped {
 		sp.waiters.notify() // what this member left is for the waiting ones
@@ -228,9 +230,9 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		sp.waiters.notify()
 	}
 	if len(sent) == 0 {
-		return nil, nil, rerr
+		return nil, nil, nil, rerr
 	}
-	return sent, data, nil
+	return sent, data, after, nil
 }
 
 // readAcquired reads, in offset order and each once, the log batches
