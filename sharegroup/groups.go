@@ -70,6 +70,8 @@ type msgGroups struct {
 	endedMax uint64
 	ending   uint64
 
+	hint int // groupsCount: the span its last call started in (may be stale)
+
 	taken []int64  // scratch: records taken (or "head seen") per handle
 	dirty []uint32 // scratch: handles with taken != 0
 }
@@ -161,7 +163,18 @@ func (p *Partition) groupsCount(lo, hi, dOpen, dHeld int64) {
 	if lo > hi || len(m.spans) == 0 {
 		return
 	}
-	i := max(sort.Search(len(m.spans), func(i int) bool { return m.spans[i].start > lo })-1, 0)
+	// Consecutive calls mostly touch the same or the next span (an
+	// ordered acquisition rewrites record after record): try where the
+	// last one started before searching all of them.
+	i := m.hint
+	switch {
+	case i < len(m.spans) && m.spans[i].start <= lo && (i+1 == len(m.spans) || m.spans[i+1].start > lo):
+	case i+1 < len(m.spans) && m.spans[i+1].start <= lo && (i+2 == len(m.spans) || m.spans[i+2].start > lo):
+		i++
+	default:
+		i = max(sort.Search(len(m.spans), func(i int) bool { return m.spans[i].start > lo })-1, 0)
+	}
+	m.hint = i
 	for ; i < len(m.spans) && m.spans[i].start <= hi; i++ {
 		if s, e := max(m.spans[i].start, lo), min(p.spanEnd(i)-1, hi); s <= e {
 			m.addCounts(m.spans[i].g, dOpen*(e-s+1), dHeld*(e-s+1))

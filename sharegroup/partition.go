@@ -21,8 +21,9 @@ type Partition struct {
 	speo int64 // share-partition end offset, exclusive: next offset never fetched
 	base int64 // runs[i].start is relative to base; base <= spso
 
-	runs    []run // cover [spso, speo) contiguously
-	scratch []run // reused by rewrite
+	runs    []run   // cover [spso, speo) contiguously
+	scratch []run   // reused by rewrite
+	em      emitter // rewrite's, while one runs
 
 	available int64 // StateAvailable offsets in the window
 	availHint int64 // no StateAvailable offset in [spso, availHint)
