@@ -352,12 +352,16 @@ func (sp *sharePart) runDLQ() {
 		st := c.b.shareSettings(sp.key.Group)
 		var ranges []sharegroup.StateRange
 		var epoch int32
+		var inFlight *store.Pending // the last acknowledgement write not known durable
 		gen := sp.mu.dlq.gen
 		err := sp.prepareLocked(now, st, false)
 		switch {
 		case err == nil:
 			ranges = capRanges(sp.mu.p.Archiving(), dlqMaxRecords)
 			epoch = sp.mu.p.StateEpoch()
+			if n := len(sp.mu.acking); n > 0 {
+				inFlight = sp.mu.acking[n-1].w
+			}
 			if len(ranges) == 0 {
 				sp.mu.dlq.running = false
 				sp.mu.Unlock()
@@ -371,6 +375,12 @@ func (sp *sharePart) runDLQ() {
 			err = fmt.Errorf("loading share-partition: %w", err) // retried below
 		}
 		sp.mu.Unlock()
+		// A record rejected by an acknowledgement whose write is in
+		// flight is copied only once that rejection is durable: if the
+		// write fails, the record is delivered again instead.
+		if inFlight != nil && inFlight.Wait() != nil {
+			continue // prepareLocked reloads what is stored
+		}
 
 		var done []sharegroup.StateRange
 		var keep *dlqIntent // give-up only: what stays of the intent

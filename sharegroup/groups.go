@@ -63,12 +63,14 @@ type msgGroups struct {
 	// endedAt is, per group handle, the AckSeq of the latest Acknowledge
 	// that ended one of its records (made it terminal or Archiving), or
 	// for a group new to the window endedMax, the latest that ended any
-	// grouped record (kept across resetGroups); ending is that
-	// Acknowledge's AckSeq while it runs (else 0). See
+	// record; endedBlind is the latest that ended a record whose group
+	// was not known (in plain mode, or past known), which every ordered
+	// acquisition counts. ending is the running Acknowledge's AckSeq
+	// (else 0). endedMax and endedBlind are kept across resetGroups. See
 	// Partition.AcquiredAfter.
-	endedAt  []uint64
-	endedMax uint64
-	ending   uint64
+	endedAt              []uint64
+	endedMax, endedBlind uint64
+	ending               uint64
 
 	hint int // groupsCount: the span its last call started in (may be stale)
 
@@ -131,7 +133,7 @@ func (m *msgGroups) addCounts(g uint32, dOpen, dHeld int64) {
 	}
 	m.grow(g)
 	if dOpen < 0 && m.ending != 0 {
-		m.endedAt[g], m.endedMax = m.ending, m.ending
+		m.endedAt[g] = m.ending
 	}
 	wasOpen, wasReady := m.open[g] > 0, m.isReady(g)
 	m.open[g] += dOpen
@@ -236,7 +238,9 @@ func (p *Partition) groupMode() bool { return p.cfg.Groups != GroupsNone }
 
 // resetGroups forgets every known group (tracking switched on or off):
 // the broker classifies the window again from the SPSO.
-func (p *Partition) resetGroups() { p.mg = msgGroups{known: p.spso, endedMax: p.mg.endedMax} }
+func (p *Partition) resetGroups() {
+	p.mg = msgGroups{known: p.spso, endedMax: p.mg.endedMax, endedBlind: p.mg.endedBlind}
+}
 
 // spanEnd returns the exclusive end of spans[i].
 func (p *Partition) spanEnd(i int) int64 {
@@ -421,7 +425,9 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
 		if p.cfg.Groups == GroupsOrdered {
 			a.ordered()
-			p.acqAfter = a.after
+			if len(a.out) > 0 {
+				p.acqAfter = max(a.after, p.mg.endedBlind)
+			}
 		} else {
 			a.fair()
 		}
@@ -442,9 +448,10 @@ func (p *Partition) AckSeq() uint64 { return p.ackSeq }
 // an Acknowledge's records after letting go of the Partition hands those
 // records out only once they are durable: were it to crash before, the
 // ended record would come back after its successor had been delivered.
-// Records without a group, other modes and records ended otherwise (lock
-// expiry, dead-letter completion, persisted before anything else happens)
-// never count.
+// A record whose group was not known when it ended (in plain mode before
+// a switch to ordered mode, or not classified yet) counts for every
+// group. Fair mode and records ended otherwise (lock expiry, dead-letter
+// completion, persisted before anything else happens) never count.
 func (p *Partition) AcquiredAfter() uint64 { return p.acqAfter }
 
 func mergeAcquired(in []Acquired) []Acquired {

@@ -703,8 +703,9 @@ func TestFragmentationGuardDoesNotStallAnIdlePartition(t *testing.T) {
 // Acknowledge that ended the previous record of a message group it
 // acquired from (the broker hands those records out once that
 // Acknowledge is durable); releases, records without a group and fair
-// mode never count, and a group new to the window counts the latest
-// Acknowledge that ended any grouped record.
+// mode never count, a group new to the window counts the latest
+// Acknowledge that ended any record, and a record ended before its group
+// was known (in plain mode, before a switch) counts for every group.
 func TestOrderedAcquiredAfter(t *testing.T) {
 	t.Parallel()
 	log := &groupLog{groups: []string{"a", "a", "b", "b", "", "c"}, batchSize: 1}
@@ -732,6 +733,38 @@ func TestOrderedAcquiredAfter(t *testing.T) {
 	log.groups = append(log.groups, "c", "e")
 	require.Equal(t, []int64{6, 7}, offsets(h.acquire("p", 10)))
 	require.Equal(t, uint64(7), h.p.AcquiredAfter(), "c is new to the window again: its 6 waits for the end of 5")
+
+	// Ended in plain mode, before a switch to ordered mode: no group
+	// was known for it, so every group's records count it.
+	sw := newGroupHarness(t, &groupLog{groups: []string{"a", "a", "b"}, batchSize: 1})
+	got, eff := sw.p.Acquire(sw.now, "m", sw.log.read(0, 1), 1, RecordLimit)
+	sw.keep(eff)
+	require.Equal(t, []int64{0}, offsets(got))
+	sw.ack("m", 0, 0, AckAccept) // 1
+	cfg := sw.p.Config()
+	cfg.Groups = GroupsOrdered
+	require.NoError(t, sw.p.SetConfig(cfg))
+	require.Equal(t, []int64{1, 2}, offsets(sw.acquire("n", 10)))
+	require.Equal(t, uint64(1), sw.p.AcquiredAfter())
+
+	// Ended past Classify's reach, in a group already known (c's 0 in
+	// flight keeps the SPSO, and a's handle, where they are): the group
+	// learns of it only when Classify gets there.
+	bl := newGroupHarness(t, &groupLog{groups: []string{"c", "a", "a", "a", "a"}, batchSize: 1})
+	got, eff = bl.p.Acquire(bl.now, "m", bl.log.read(0, 4), 4, RecordLimit)
+	bl.keep(eff)
+	require.Equal(t, []int64{0, 1, 2, 3}, offsets(got))
+	cfg = bl.p.Config()
+	cfg.Groups = GroupsOrdered
+	require.NoError(t, bl.p.SetConfig(cfg))
+	bl.keep(bl.p.Classify(bl.log.read(0, 2)))
+	require.Equal(t, int64(2), bl.p.ClassifyOffset())
+	bl.ack("m", 1, 1, AckAccept) // a's, known
+	bl.ack("m", 3, 3, AckAccept) // past known
+	bl.ack("m", 2, 2, AckAccept) // past known
+	require.Equal(t, uint64(3), bl.p.AckSeq())
+	require.Equal(t, []int64{4}, offsets(bl.acquire("n", 10)))
+	require.Equal(t, uint64(3), bl.p.AcquiredAfter(), "a's 4 follows the end of 2 and 3, not only of 1")
 
 	f := newGroupHarness(t, &groupLog{groups: []string{"a", "a"}, batchSize: 1}, func(c *Config) { c.Groups = GroupsFair })
 	require.Equal(t, []int64{0, 1}, offsets(f.acquire("m", 10)))

@@ -210,6 +210,16 @@ func (p *Partition) account(old, new meta, lo, hi int64) {
 			p.touch(lo, hi)
 		}
 	}
+	if os, ns := old.state(), new.state(); os.outstanding() && !ns.outstanding() && p.mg.ending != 0 {
+		// Ended by an Acknowledge (AcquiredAfter): records whose group
+		// is not known (plain mode; past Classify's reach) are noted
+		// for every group.
+		m := &p.mg
+		m.endedMax = m.ending
+		if !p.groupMode() || hi >= m.known {
+			m.endedBlind = m.ending
+		}
+	}
 	if p.groupMode() {
 		os, ns := old.state(), new.state()
 		dOpen := int64(b2i(ns.outstanding()) - b2i(os.outstanding()))

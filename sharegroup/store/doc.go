@@ -16,9 +16,10 @@
 // go of it, so other owners' writes, and its own next ones, join the same
 // commit. If a write fails, the in-memory Partitions whose records were
 // in it must be discarded and re-Loaded (the pure core does not roll
-// back); writes of the same share-partitions submitted before the failure
-// was known fail too (ErrEarlierWriteFailed) without writing anything.
-// Load and Delete wait for the key's writes in flight.
+// back); every later write of the same share-partitions fails too
+// (ErrEarlierWriteFailed) without writing anything, until the owner
+// reloads (Load) or deletes them. Load and Delete wait for the key's
+// writes in flight.
 // Load replays the snapshot and then the deltas through sharegroup.Recover,
 // i.e. through Partition.Apply, the same code the live partition uses.
 //

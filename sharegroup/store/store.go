@@ -65,6 +65,11 @@ type Store struct {
 		running bool // a commit loop is draining queue
 		// last is, per key, its latest write not finished yet.
 		last map[Key]*Pending
+		// failed marks the keys a write failed for, until LoadRecords
+		// or Delete of the key: their owner's in-memory state follows
+		// records that are not stored, and any write made from it
+		// (submitted before the owner learnt of the failure) fails.
+		failed map[Key]bool
 	}
 }
 
@@ -170,11 +175,12 @@ func (s *Store) Write(batch []PartitionRecords) error {
 // share-partition's records stay atomic and in order. A write that
 // follows a failed write of one of its share-partitions, submitted
 // before that one finished, fails with ErrEarlierWriteFailed without
-// writing anything (until Load or Delete of the key, which wait for its
-// writes in flight): its records were made from states that are not
-// stored. The caller must submit a share-partition's writes in the order
-// its states changed (under its owner's lock) but may wait for them
-// after letting go of that lock.
+// writing anything, and so does any write of them submitted later, until
+// Load or Delete of the key (which wait for its writes in flight): its
+// records were made from states that are not stored. The caller must
+// submit a share-partition's writes in the order its states changed
+// (under its owner's lock) but may wait for them after letting go of
+// that lock.
 func (s *Store) Submit(batch []PartitionRecords) *Pending {
 	batch = mergeByKey(batch)
 	if len(batch) == 0 {
@@ -184,6 +190,15 @@ func (s *Store) Submit(batch []PartitionRecords) *Pending {
 	s.gc.Lock()
 	if s.gc.last == nil {
 		s.gc.last = map[Key]*Pending{}
+		s.gc.failed = map[Key]bool{}
+	}
+	for _, pr := range batch {
+		if s.gc.failed[pr.Key] {
+			s.gc.Unlock()
+			w.batch, w.err = nil, fmt.Errorf("sharegroup/store: write: %w", ErrEarlierWriteFailed)
+			close(w.done)
+			return w
+		}
 	}
 	for _, pr := range batch {
 		if prev := s.gc.last[pr.Key]; prev != nil {
@@ -230,6 +245,9 @@ func (s *Store) commitLoop() {
 		}
 		s.gc.Unlock()
 		errs := s.safeCommitGroup(q)
+		// A write leaves last, marks its keys failed and is done in
+		// one step: a Submit never finds it gone from last but not
+		// done (its owner would not know yet), and so unchained.
 		s.gc.Lock()
 		for i, w := range q {
 			w.err = errs[i]
@@ -237,14 +255,27 @@ func (s *Store) commitLoop() {
 				if s.gc.last[pr.Key] == w {
 					delete(s.gc.last, pr.Key)
 				}
+				if w.err != nil {
+					s.gc.failed[pr.Key] = true
+				}
 			}
-		}
-		s.gc.Unlock()
-		for _, w := range q {
 			w.batch, w.after = nil, nil
 			close(w.done)
 		}
+		s.gc.Unlock()
 	}
+}
+
+// forgive clears the failure marks of the keys matching match: their
+// owners reload them (LoadRecords) or delete them.
+func (s *Store) forgive(match func(Key) bool) {
+	s.gc.Lock()
+	for k := range s.gc.failed {
+		if match(k) {
+			delete(s.gc.failed, k)
+		}
+	}
+	s.gc.Unlock()
 }
 
 // safeCommitGroup is commitGroup turning a panic (a bug, in badger or in
@@ -548,7 +579,9 @@ func (s *Store) records(txn *badger.Txn, k Key) ([]sharegroup.Record, error) {
 // if k has no state.
 // It waits for the writes of k in flight first.
 func (s *Store) LoadRecords(k Key) ([]sharegroup.Record, error) {
-	s.settle(func(x Key) bool { return x == k })
+	is := func(x Key) bool { return x == k }
+	s.settle(is)
+	s.forgive(is)
 	var out []sharegroup.Record
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
@@ -578,7 +611,9 @@ func (s *Store) Load(k Key, cfg sharegroup.Config) (p *sharegroup.Partition, fou
 // topic deletion), once the writes of k in flight have finished: none
 // can bring any of it back.
 func (s *Store) Delete(k Key) error {
-	s.settle(func(x Key) bool { return x == k })
+	is := func(x Key) bool { return x == k }
+	s.settle(is)
+	s.forgive(is)
 	return s.deletePrefix(s.keyPrefix(k), func() {
 		s.mu.Lock()
 		delete(s.mu.deltas, k)
@@ -588,7 +623,9 @@ func (s *Store) Delete(k Key) error {
 
 // DeleteGroup removes the state of every share-partition of group.
 func (s *Store) DeleteGroup(group string) error {
-	s.settle(func(x Key) bool { return x.Group == group })
+	in := func(x Key) bool { return x.Group == group }
+	s.settle(in)
+	s.forgive(in)
 	return s.deletePrefix(s.groupPrefix(group), func() {
 		s.mu.Lock()
 		for k := range s.mu.deltas {

@@ -69,8 +69,8 @@ func notYet[T any](t *testing.T, ch <-chan T, what string) {
 // TestSubmitAfterFailedWriteFails: a write of a share-partition queued
 // behind one of its writes that then fails is not applied (its records
 // follow states that were never stored), while a write of another
-// share-partition queued with it is; after a Load the share-partition
-// writes again.
+// share-partition queued with it is. A write of it submitted later fails
+// too, until a Load, after which it writes again.
 func TestSubmitAfterFailedWriteFails(t *testing.T) {
 	t.Parallel()
 	g := newGate()
@@ -89,6 +89,8 @@ func TestSubmitAfterFailedWriteFails(t *testing.T) {
 	require.True(t, w2.Failed())
 	require.NoError(t, w3.Wait())
 	require.False(t, w3.Failed())
+	require.ErrorIs(t, s.Write([]PartitionRecords{{Key: a, Records: ackRange(t, pa, 10, 12)}}), ErrEarlierWriteFailed,
+		"a write of a submitted once the failure is over, from the same state, fails too")
 
 	la, found, err := s.Load(a, sharegroup.DefaultConfig())
 	require.NoError(t, err)
