@@ -36,6 +36,9 @@ func BenchmarkShareAcquire(bb *testing.B) {
 	cfg.ListenAddr = "127.0.0.1:0"
 	cfg.DataDir = bb.TempDir()
 	cfg.Logger = zap.NewNop()
+	// A sixth of the batch cache, as each of sharebench's six partitions
+	// gets: batches are evicted as they are there.
+	cfg.ShareBatchCacheBytes = trimCacheBytes / 6
 	b, err := Start(cfg)
 	require.NoError(bb, err)
 	defer b.Close()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -31,10 +32,20 @@ import (
 // bounded by bytes (shoal.share.batch.cache.bytes, default trimCacheBytes)
 // across all partitions, least recently used first out; batches over
 // trimCacheMaxBatch are not kept.
+//
+// A batch read on a miss is kept in the buffer it was read into (the
+// usual 1 MiB batch fills it), and that buffer is used again for a later
+// read once the batch is out of the cache and nobody uses it: a new
+// buffer per read cost as much in zeroing and page faults as the read
+// itself. Users are counted (parsedBatch.refs: the cache while it holds
+// the batch, each get until release, the reader that made it until
+// release); a batch that went out in a response as it is, without a
+// copy, is pinned and left to the garbage collector.
 
 const (
 	trimCacheBytes    = 64 << 20
 	trimCacheMaxBatch = 4 << 20
+	trimCacheFreeBufs = 4 // read buffers kept for reuse
 )
 
 // parsedBatch is a log batch with the position of each record.
@@ -46,6 +57,10 @@ type parsedBatch struct {
 	pos   []int32 // record i is body[pos[i]:pos[i+1]]
 	whole bool    // always sent as stored: a control batch, a bad CRC, records that do not parse, are out of order or outside the header's span
 	size  int     // bytes held
+
+	buf    []byte       // the read buffer batch lies in, reused once unused (nil: never)
+	refs   atomic.Int32 // users (see the file comment); starts at 1, its maker's
+	pinned atomic.Bool  // batch went out without a copy: buf is never reused
 }
 
 // parseBatch copies batch and indexes its records.
@@ -58,6 +73,7 @@ func parseBatch(h *protocol.BatchHeader, batch []byte) *parsedBatch {
 // (0: just the batch), which the cache accounts for.
 func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
 	pb := &parsedBatch{h: *h, batch: batch[:len(batch):len(batch)]}
+	pb.refs.Store(1)
 	pb.size = max(len(pb.batch), held)
 	// A batch whose CRC no longer matches (on-disk corruption since it
 	// was appended) goes out as it is, so the client's CRC check still
@@ -211,6 +227,39 @@ type trimCache struct {
 	parts map[*partition][]*trimEntry // per partition, by base offset
 	lru   list.List                   // of *trimEntry, most recent first
 	bytes int
+	free  [][]byte // read buffers no batch uses any more
+}
+
+// release ends one use of pb (a get, or its maker's); the last one gives
+// its read buffer back for reuse unless the batch was pinned.
+func (c *trimCache) release(pb *parsedBatch) {
+	if pb.refs.Add(-1) != 0 || pb.buf == nil || pb.pinned.Load() {
+		return
+	}
+	c.mu.Lock()
+	c.recycleLocked(pb)
+	c.mu.Unlock()
+}
+
+func (c *trimCache) recycleLocked(pb *parsedBatch) {
+	if len(c.free) < trimCacheFreeBufs {
+		c.free = append(c.free, pb.buf[:0])
+	}
+	pb.buf, pb.batch, pb.body = nil, nil, nil // a use after release fails loudly
+}
+
+// readBuf returns a read buffer to use again, or nil.
+func (c *trimCache) readBuf() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.free)
+	if n == 0 {
+		return nil
+	}
+	b := c.free[n-1]
+	c.free[n-1] = nil
+	c.free = c.free[:n-1]
+	return b
 }
 
 type trimEntry struct {
@@ -219,7 +268,8 @@ type trimEntry struct {
 	elem *list.Element
 }
 
-// get returns the cached batch of lp holding offset off, or nil.
+// get returns the cached batch of lp holding offset off, or nil; the
+// caller releases it once done with it.
 func (c *trimCache) get(lp *partition, off int64) *parsedBatch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -229,11 +279,12 @@ func (c *trimCache) get(lp *partition, off int64) *parsedBatch {
 		return nil
 	}
 	c.lru.MoveToFront(es[i].elem)
+	es[i].pb.refs.Add(1)
 	return es[i].pb
 }
 
 // put caches pb, a batch of lp, evicting the least recently used
-// batches beyond the budget.
+// batches beyond the budget. The caller keeps its own use of pb.
 func (c *trimCache) put(lp *partition, pb *parsedBatch) {
 	if pb.size > trimCacheMaxBatch || int64(pb.size) > c.max {
 		return
@@ -249,6 +300,7 @@ func (c *trimCache) put(lp *partition, pb *parsedBatch) {
 		return // cached meanwhile by another fetch
 	}
 	e := &trimEntry{lp: lp, pb: pb}
+	pb.refs.Add(1)
 	e.elem = c.lru.PushFront(e)
 	c.parts[lp] = append(es[:i], append([]*trimEntry{e}, es[i:]...)...)
 	c.bytes += pb.size
@@ -261,6 +313,9 @@ func (c *trimCache) put(lp *partition, pb *parsedBatch) {
 func (c *trimCache) remove(e *trimEntry) {
 	c.lru.Remove(e.elem)
 	c.bytes -= e.pb.size
+	if e.pb.refs.Add(-1) == 0 && e.pb.buf != nil && !e.pb.pinned.Load() {
+		c.recycleLocked(e.pb)
+	}
 	es := c.parts[e.lp]
 	for i, x := range es {
 		if x == e {

@@ -262,10 +262,19 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				return out.data, sent, unsent, nil
 			}
 			from := max(a.First, covered)
-			if pb := cache.get(lp, from); pb != nil && pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset() {
-				out.add(pb, acq[i:])
-				covered = pb.h.LastOffset() + 1
-				continue
+			if pb := cache.get(lp, from); pb != nil {
+				usable := pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset()
+				if usable {
+					out.add(pb, acq[i:])
+					covered = pb.h.LastOffset() + 1
+				}
+				cache.release(pb)
+				if usable {
+					continue
+				}
+			}
+			if raw == nil {
+				raw = cache.readBuf()
 			}
 			var rerr error
 			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, 1<<20, true)
@@ -274,6 +283,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				return out.data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)
 			}
 			progressed, adopted := false, false
+			var made []*parsedBatch // released once raw is no longer walked
 			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 				if h.LastOffset() < from {
 					return nil
@@ -286,11 +296,13 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 						var pb *parsedBatch
 						if !adopted && 2*len(batch) >= cap(raw) {
 							pb, adopted = adoptBatch(h, batch, cap(raw)), true
+							pb.buf = raw[:0]
 						} else {
 							pb = parseBatch(h, batch)
 						}
 						cache.put(lp, pb)
 						out.add(pb, acq[j:])
+						made = append(made, pb)
 						break
 					}
 				}
@@ -301,6 +313,9 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				}
 				return nil
 			})
+			for _, pb := range made {
+				cache.release(pb)
+			}
 			if adopted {
 				raw = nil
 			}
@@ -331,6 +346,7 @@ func (d *shareData) add(pb *parsedBatch, acq []sharegroup.Acquired) {
 	var buf [16][2]int
 	runs := pb.keptRuns(acq, buf[:0])
 	if len(d.data) == 0 && !pb.trimmed(pb.keptSize(runs)) {
+		pb.pinned.Store(true) // the response holds it: its buffer is never reused
 		d.data = pb.batch[:len(pb.batch):len(pb.batch)]
 		return
 	}

@@ -335,3 +335,59 @@ func TestShareDataArena(t *testing.T) {
 	require.Equal(t, "other partition", string(arena[:15]))
 	require.Equal(t, want, arena[15:])
 }
+
+// TestTrimCacheReusesReadBuffers: a batch kept in its read buffer gives
+// the buffer back for another read once it is out of the cache and its
+// last user released it, never before; a batch that went out in a
+// response without a copy keeps its buffer.
+func TestTrimCacheReusesReadBuffers(t *testing.T) {
+	t.Parallel()
+	adopt := func(base int64) (*parsedBatch, []byte) {
+		b, h := numberedBatch(t, base, 10)
+		buf := append(make([]byte, 0, len(b)+16), b...)
+		pb := adoptBatch(&h, buf, cap(buf))
+		pb.buf = buf[:0]
+		return pb, buf
+	}
+	lp := &partition{}
+	a, abuf := adopt(0)
+	cache := &trimCache{max: int64(a.size + a.size/2)} // one batch
+	cache.put(lp, a)
+	cache.release(a) // its reader is done; the cache holds it
+	require.Nil(t, cache.readBuf())
+
+	user := cache.get(lp, 3) // a fetch still copying from it
+	require.Same(t, a, user)
+	b, _ := adopt(10)
+	cache.put(lp, b) // a goes out of the cache
+	cache.release(b)
+	require.Nil(t, cache.get(lp, 3))
+	require.Nil(t, cache.readBuf(), "a is still in use")
+	require.Equal(t, []int64{2}, offsetsOf(t, user.trim([]sharegroup.Acquired{{First: 2, Last: 2}})))
+	cache.release(user)
+	got := cache.readBuf()
+	require.NotNil(t, got)
+	require.Same(t, &abuf[:1][0], &got[:1][0], "a's buffer comes back")
+	require.Nil(t, a.batch, "a released batch is not used again")
+
+	c, _ := adopt(20)
+	cache.put(lp, c) // b goes
+	var arena []byte
+	d := shareData{arena: &arena}
+	pinned := cache.get(lp, 25)
+	d.add(pinned, []sharegroup.Acquired{{First: 20, Last: 29}}) // all of it: sent as stored
+	cache.release(pinned)
+	cache.release(c)
+	require.NotNil(t, cache.readBuf(), "b's buffer")
+	e, _ := adopt(30)
+	cache.put(lp, e) // c goes, pinned
+	cache.release(e)
+	require.Nil(t, cache.readBuf(), "c went out as it is: its buffer stays with the response")
+	require.NotNil(t, c.batch)
+}
+
+func offsetsOf(t *testing.T, batch []byte) []int64 {
+	t.Helper()
+	_, _, offs, _ := batchOffsets(t, batch)
+	return offs
+}
