@@ -123,6 +123,7 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skipForShare(h, aborted)}
 		if !b.Skip {
+			b.Groups = make([]sharegroup.GroupSpan, 0, min(max(int(h.RecordCount), 0), len(batch)/8)) // a record takes 8 bytes or more
 			var last []byte
 			_, _ = recordOffsets(batch, h, func(off int64, rec []byte) {
 				id := src.groupID(rec)
