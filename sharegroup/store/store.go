@@ -194,6 +194,11 @@ func (s *Store) Submit(batch []PartitionRecords) *Pending {
 	}
 	for _, pr := range batch {
 		if s.gc.failed[pr.Key] {
+			// Refused whole: its other keys hold states that are
+			// not stored now either.
+			for _, pr := range batch {
+				s.gc.failed[pr.Key] = true
+			}
 			s.gc.Unlock()
 			w.batch, w.err = nil, fmt.Errorf("sharegroup/store: write: %w", ErrEarlierWriteFailed)
 			close(w.done)
