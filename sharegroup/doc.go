@@ -14,15 +14,23 @@
 //  1. calls the Partition (Acquire, Acknowledge, ExpireLocks,
 //     ReleaseMember, AdvanceLogStart, CompleteArchiving, Reset);
 //  2. persists Effects.Records, in order, durably (sharegroup/store) —
-//     possibly group-committed with other partitions, but no answer that
-//     depends on an operation may leave before every record up to and
-//     including that operation's is durable;
+//     possibly group-committed with other partitions, and possibly
+//     waiting for the sync without holding the Partition, so later
+//     operations go on meanwhile (their records are submitted after it).
+//     No answer to an operation (an acknowledgement's result) may leave
+//     before every record up to and including that operation's is
+//     durable. What later operations hand out may leave sooner, except in
+//     ordered mode a message group's record whose previous record an
+//     Acknowledge not yet durable ended (AcquiredAfter): a crash may then
+//     deliver a record again, as it always can, never out of order, and
+//     never undo an answered acknowledgement;
 //  3. answers;
 //  4. re-arms its lock timer for Effects.NextDeadline (zero: none), which
 //     calls ExpireLocks through the same owner.
 //
 // If persisting fails the owner discards the Partition and rebuilds it with
-// Recover from what is durable: the core never rolls back. Effects returned
+// Recover from what is durable: the core never rolls back (the store
+// refuses every write of it made in between). Effects returned
 // together with an error (an acknowledgement that failed after due locks
 // expired) must be persisted too. Slices returned (Acquired, Records,
 // Ranges) are owned by the caller.
