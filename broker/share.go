@@ -630,10 +630,10 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 //
 // In ordered mode, records following a record that an acknowledgement's
 // write in flight ended are handed out only once it is durable
-// (sharegroup.Partition.AcquiredAfter, shareCoordinator.acknowledge). If it fails,
-// the acquisitions, made in a Partition holding states that were never
-// stored, are dropped, and the share-partition, reloaded from what is,
-// is tried once more.
+// (sharegroup.Partition.AcquiredAfter, shareCoordinator.acknowledge). If
+// it fails, the acquisitions, made in a Partition holding states that
+// were never stored, are dropped, and the share-partition, reloaded from
+// what is, is tried once more.
 func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	mark := len(*arena)
 	for retried := false; ; retried = true {

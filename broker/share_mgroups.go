@@ -293,7 +293,8 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 					if acq[j].Last >= h.BaseOffset { // the batch holds an acquired offset
 						// A batch filling most of the read buffer (the
 						// usual 1 MiB batch) is kept without a copy; the
-						// next read gets a new buffer.
+						// next read takes another (one the cache gave
+						// back, or a new one).
 						var pb *parsedBatch
 						if !adopted && 2*len(batch) >= cap(raw) {
 							pb, adopted = adoptBatch(h, batch, cap(raw)), true
