@@ -71,12 +71,11 @@ func fetchRequest(r *rawShare, epoch, waitMs int32) *kmsg.ShareFetchRequest {
 	return req
 }
 
-// orderedAckSetup starts a broker whose share-state commits g can hold,
-// with one partition holding records 0 and 1 of message group "a", and
-// an ordered share group in which m1 holds record 0 and m2 has a session
-// and nothing.
-func orderedAckSetup(t *testing.T, g *commitGate) (b *Broker, m1, m2 *rawShare) {
-	b = startShareTest(t, func(c *Config) { c.shareBeforeCommit = g.hook })
+// gatedShareBroker starts a broker whose share-state commits the
+// returned gate can hold.
+func gatedShareBroker(t *testing.T) (*commitGate, *Broker) {
+	g := newCommitGate()
+	b := startShareTest(t, func(c *Config) { c.shareBeforeCommit = g.hook })
 	t.Cleanup(func() { // before the broker closes: a failed test may leave a commit held
 		g.armed.Store(false)
 		select {
@@ -84,6 +83,15 @@ func orderedAckSetup(t *testing.T, g *commitGate) (b *Broker, m1, m2 *rawShare) 
 		default:
 		}
 	})
+	return g, b
+}
+
+// orderedAckSetup starts a broker whose share-state commits g can hold,
+// with one partition holding records 0 and 1 of message group "a", and
+// an ordered share group in which m1 holds record 0 and m2 has a session
+// and nothing.
+func orderedAckSetup(t *testing.T) (g *commitGate, b *Broker, m1, m2 *rawShare) {
+	g, b = gatedShareBroker(t)
 	createTopicRaw(t, b, "aw", 1)
 	produceAll(t, newClient(t, b), &kgo.Record{Topic: "aw", Key: []byte("a"), Value: []byte("0")},
 		&kgo.Record{Topic: "aw", Key: []byte("a"), Value: []byte("1")})
@@ -98,7 +106,7 @@ func orderedAckSetup(t *testing.T, g *commitGate) (b *Broker, m1, m2 *rawShare) 
 			require.Empty(t, p.AcquiredRecords, "group a's head is m1's")
 		}
 	}
-	return b, m1, m2
+	return g, b, m1, m2
 }
 
 // TestShareAckDurableBeforeNextOfGroup: while the acceptance of a
@@ -108,8 +116,7 @@ func orderedAckSetup(t *testing.T, g *commitGate) (b *Broker, m1, m2 *rawShare) 
 // head would otherwise come back and be delivered after its successor).
 func TestShareAckDurableBeforeNextOfGroup(t *testing.T) {
 	t.Parallel()
-	g := newCommitGate()
-	_, m1, m2 := orderedAckSetup(t, g)
+	g, _, m1, m2 := orderedAckSetup(t)
 
 	g.armed.Store(true)
 	ackDone := m1.async(ackRequest(m1, 1, 0, 0, 1)) // accept 0; its commit is held
@@ -137,8 +144,7 @@ func TestShareAckDurableBeforeNextOfGroup(t *testing.T) {
 // successor first.
 func TestShareAckFailureRedeliversHeadFirst(t *testing.T) {
 	t.Parallel()
-	g := newCommitGate()
-	b, m1, m2 := orderedAckSetup(t, g)
+	g, b, m1, m2 := orderedAckSetup(t)
 
 	g.armed.Store(true)
 	ackDone := m1.async(ackRequest(m1, 1, 0, 0, 1))
@@ -166,15 +172,7 @@ func TestShareAckWriteHoldsBackOnlyItsGroup(t *testing.T) {
 	for _, ordered := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ordered", false: "plain"}[ordered], func(t *testing.T) {
 			t.Parallel()
-			g := newCommitGate()
-			b := startShareTest(t, func(c *Config) { c.shareBeforeCommit = g.hook })
-			t.Cleanup(func() {
-				g.armed.Store(false)
-				select {
-				case g.release <- nil:
-				default:
-				}
-			})
+			g, b := gatedShareBroker(t)
 			createTopicRaw(t, b, "hb", 1)
 			produceAll(t, newClient(t, b), &kgo.Record{Topic: "hb", Key: []byte("a"), Value: []byte("0")},
 				&kgo.Record{Topic: "hb", Key: []byte("b"), Value: []byte("1")},

@@ -18,21 +18,6 @@ import (
 // acknowledgements be written without holding their share-partitions
 // (72fc71b); each failed on it.
 
-// gatedShareBroker starts a broker whose share-state commits the
-// returned gate can hold.
-func gatedShareBroker(t *testing.T) (*commitGate, *Broker) {
-	g := newCommitGate()
-	b := startShareTest(t, func(c *Config) { c.shareBeforeCommit = g.hook })
-	t.Cleanup(func() {
-		g.armed.Store(false)
-		select {
-		case g.release <- nil:
-		default:
-		}
-	})
-	return g, b
-}
-
 // TestShareSwitchToOrderedWaitsForAckInFlight: a plain share group
 // accepts record 0 of message group "a"; while that acceptance is being
 // written the group is switched to ordered mode. Another consumer's fetch

@@ -20,8 +20,7 @@ import (
 // write it refused, Submit only the one that made it refuse.)
 func TestSubmitRefusedBatchMarksEveryKey(t *testing.T) {
 	t.Parallel()
-	g := newGate()
-	s := New(openDB(t, t.TempDir()), Options{Prefix: []byte("sg/"), BeforeCommit: g.hook})
+	g, s := gatedStore(t)
 	a, b := Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
 	pa, pb := newPartitionAt(t, s, a), newPartitionAt(t, s, b)
 

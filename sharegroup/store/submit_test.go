@@ -18,7 +18,12 @@ type gate struct {
 	release     chan error
 }
 
-func newGate() *gate { return &gate{release: make(chan error, 1)} }
+// gatedStore returns a Store whose group commits the returned gate can
+// hold.
+func gatedStore(t *testing.T) (*gate, *Store) {
+	g := &gate{release: make(chan error, 1)}
+	return g, New(openDB(t, t.TempDir()), Options{Prefix: []byte("sg/"), BeforeCommit: g.hook})
+}
 
 func (g *gate) hook() error {
 	if !g.armed.Swap(false) {
@@ -73,8 +78,7 @@ func notYet[T any](t *testing.T, ch <-chan T, what string) {
 // too, until a Load, after which it writes again.
 func TestSubmitAfterFailedWriteFails(t *testing.T) {
 	t.Parallel()
-	g := newGate()
-	s := New(openDB(t, t.TempDir()), Options{Prefix: []byte("sg/"), BeforeCommit: g.hook})
+	g, s := gatedStore(t)
 	a, b := Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
 	pa, pb := newPartitionAt(t, s, a), newPartitionAt(t, s, b)
 
@@ -110,8 +114,7 @@ func TestSubmitAfterFailedWriteFails(t *testing.T) {
 // order they were submitted, each durable when its Wait returns.
 func TestSubmitAppliesInOrder(t *testing.T) {
 	t.Parallel()
-	g := newGate()
-	s := New(openDB(t, t.TempDir()), Options{Prefix: []byte("sg/"), BeforeCommit: g.hook})
+	g, s := gatedStore(t)
 	p := newPartitionAt(t, s, key)
 	w1 := g.hold(t, s, []PartitionRecords{{Key: key, Records: ackRange(t, p, 0, 4)}})
 	w2 := s.Submit([]PartitionRecords{{Key: key, Records: ackRange(t, p, 5, 9)}})
@@ -133,8 +136,7 @@ func TestSubmitAppliesInOrder(t *testing.T) {
 // bring deleted state back.
 func TestLoadAndDeleteWaitForWritesInFlight(t *testing.T) {
 	t.Parallel()
-	g := newGate()
-	s := New(openDB(t, t.TempDir()), Options{Prefix: []byte("sg/"), BeforeCommit: g.hook})
+	g, s := gatedStore(t)
 	p := newPartitionAt(t, s, key)
 
 	g.hold(t, s, []PartitionRecords{{Key: key, Records: ackRange(t, p, 0, 4)}})
