@@ -180,3 +180,49 @@ func TestShareDLQWaitsForRejectionInFlight(t *testing.T) {
 	ack := (<-ackDone).(*kmsg.ShareAcknowledgeResponse)
 	require.Equal(t, kerr.KafkaStorageError.Code, ackCode(t, ack))
 }
+
+// TestShareDescribeOffsetsWaitsForAckInFlight: DescribeShareGroupOffsets
+// reports what is durable. With the acceptance of record 0 being
+// written, it answers only once the write is done: SPSO 1 if it
+// succeeded; SPSO 0 (reloaded from what is stored) if it failed, never
+// an SPSO a crash or the failure would take back. (Found by the ordered
+// crash test, which saw a reported SPSO go back after a kill.)
+func TestShareDescribeOffsetsWaitsForAckInFlight(t *testing.T) {
+	t.Parallel()
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "durable", true: "failed"}[fail], func(t *testing.T) {
+			t.Parallel()
+			g, b := gatedShareBroker(t)
+			createTopicRaw(t, b, "do", 1)
+			produceAll(t, newClient(t, b), &kgo.Record{Topic: "do", Value: []byte("0")}, &kgo.Record{Topic: "do", Value: []byte("1")})
+			setShareGroupConfigs(t, b, "dog", "share.auto.offset.reset", "earliest", "share.acquire.mode", "record_limit")
+			m1 := newRawShare(t, b, "dog", "m1", "do")
+			require.Equal(t, [][3]int64{{0, 0, 1}}, acquired(onlyPartition(t, m1.fetch(0, 0, 1))))
+
+			g.armed.Store(true)
+			ackDone := m1.async(ackRequest(m1, 1, 0, 0, 1)) // accept 0; its commit is held
+			require.Eventually(t, g.atGate.Load, 5*time.Second, time.Millisecond)
+			described := make(chan int64, 1)
+			go func() {
+				start, _ := shareSPSO(t, b, "dog", "do")
+				described <- start
+			}()
+			select {
+			case start := <-described:
+				t.Fatalf("described SPSO %d while the acceptance of 0 was not durable", start)
+			case <-time.After(300 * time.Millisecond):
+			}
+			if fail {
+				g.release <- errors.New("injected commit failure")
+			} else {
+				g.release <- nil
+			}
+			<-ackDone
+			want := int64(1)
+			if fail {
+				want = 0
+			}
+			require.Equal(t, want, <-described)
+		})
+	}
+}

@@ -14,20 +14,38 @@ import (
 )
 
 // describeOffset returns the SPSO and lag (KIP-1226) of a share-partition,
-// or -1/-1 when it has no state.
+// or -1/-1 when it has no state. What it returns is durable: with an
+// acknowledgement's write in flight (shareCoordinator.acknowledge), it
+// answers once that write is; if the write fails, from the state reloaded.
 func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *partition) (start, lag int64, code int16) {
 	sp := c.part(key)
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	err := sp.prepareLocked(time.Now(), st, false)
-	switch {
-	case errors.Is(err, errNoShareState):
-		return -1, -1, 0
-	case err != nil:
-		return -1, -1, shareErrorCode(err)
+	for retried := false; ; retried = true {
+		sp.mu.Lock()
+		err := sp.prepareLocked(time.Now(), st, false)
+		switch {
+		case errors.Is(err, errNoShareState):
+			sp.mu.Unlock()
+			return -1, -1, 0
+		case err != nil:
+			sp.mu.Unlock()
+			return -1, -1, shareErrorCode(err)
+		}
+		p := sp.mu.p
+		start, lag = p.SPSO(), p.Lag(lp.log.HighWatermark())
+		var inFlight *store.Pending
+		if n := len(sp.mu.acking); n > 0 {
+			inFlight = sp.mu.acking[n-1].w
+		}
+		sp.mu.Unlock()
+		if inFlight == nil {
+			return start, lag, 0
+		}
+		if err := inFlight.Wait(); err == nil {
+			return start, lag, 0
+		} else if retried {
+			return -1, -1, shareErrorCode(err)
+		}
 	}
-	p := sp.mu.p
-	return p.SPSO(), p.Lag(lp.log.HighWatermark()), 0
 }
 
 // resetOffset discards a share-partition's in-flight state and restarts
