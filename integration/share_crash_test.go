@@ -115,20 +115,54 @@ func TestShareCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
+	runShareCrash(t, shareCrashConfig{
+		name:    "share-crash",
+		cycles:  crashCycles(t),
+		records: shareCrashRecords,
+		drain:   60 * time.Second,
+	})
+}
+
+// shareCrashConfig is what differs between the share crash tests.
+type shareCrashConfig struct {
+	name    string // topic prefix; the group is the topic + "-group"
+	cycles  int    // kills
+	records int
+	// groups > 0 is ordered mode (share.message.group.source=key,
+	// share.message.group.ordered=true) with this many message groups:
+	// record id's key is "g<id % groups>". groups must be a multiple of
+	// shareCrashPartitions, so that a group's records, which go to
+	// partition id % shareCrashPartitions like all records, share one.
+	groups int
+	drain  time.Duration // how long the drain after the last kill may take
+}
+
+// shareGroupKey is the key (the message group) of record id.
+func shareGroupKey(id, groups int) []byte {
+	return []byte("g" + strconv.Itoa(id%groups))
+}
+
+// runShareCrash is TestShareCrashRecovery's scenario, with cfg.
+func runShareCrash(t *testing.T, cfg shareCrashConfig) {
 	testStart := time.Now()
-	cycles := crashCycles(t)
+	cycles := cfg.cycles
 	seed := crashSeed(t)
-	t.Logf("share crash test: %d kills, SHOAL_CRASH_SEED=%d", cycles, seed)
+	mode := ""
+	if cfg.groups > 0 {
+		require.Zero(t, cfg.groups%shareCrashPartitions, "groups must be a multiple of the partitions")
+		mode = fmt.Sprintf(" (ordered, %d message groups)", cfg.groups)
+	}
+	t.Logf("share crash test%s: %d kills, SHOAL_CRASH_SEED=%d", mode, cycles, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5a4e))
 
 	child := newCrashChild(t, seed)
-	h := newShareCrashHistory(seed)
+	h := newShareCrashHistory(seed, cfg.records, cfg.groups)
 	h.start(child)
 	child.waitReady()
 	h.ready()
 
 	// Topic, broker-level lock bound, group configs, and the records.
-	topic := "share-crash-" + strconv.FormatUint(seed%1e9, 10)
+	topic := cfg.name + "-" + strconv.FormatUint(seed%1e9, 10)
 	group := topic + "-group"
 	h.topic, h.group = topic, group
 	setup := newCrashClient(t, child.addr,
@@ -148,15 +182,24 @@ func TestShareCrashRecovery(t *testing.T) {
 	for _, r := range alt {
 		require.NoError(t, r.Err, "AlterBrokerConfigs: %s", r.ErrMessage)
 	}
-	require.NoError(t, setGroupConfigs(ctx, setup, group,
+	groupConfigs := []string{
 		"share.auto.offset.reset", "earliest",
 		"share.delivery.count.limit", strconv.Itoa(shareCrashLimit),
-		"share.record.lock.duration.ms", strconv.Itoa(int(shareCrashLock/time.Millisecond)),
-	))
+		"share.record.lock.duration.ms", strconv.Itoa(int(shareCrashLock / time.Millisecond)),
+	}
+	if cfg.groups > 0 {
+		groupConfigs = append(groupConfigs,
+			"share.message.group.source", "key",
+			"share.message.group.ordered", "true")
+	}
+	require.NoError(t, setGroupConfigs(ctx, setup, group, groupConfigs...))
 	fillStart := time.Now()
-	recs := make([]*kgo.Record, shareCrashRecords)
+	recs := make([]*kgo.Record, cfg.records)
 	for id := range recs {
 		recs[id] = &kgo.Record{Topic: topic, Partition: int32(id % shareCrashPartitions), Value: shareValue(id, shareCrashValueSize)}
+		if cfg.groups > 0 {
+			recs[id].Key = shareGroupKey(id, cfg.groups)
+		}
 	}
 	results := setup.ProduceSync(ctx, recs...)
 	require.NoError(t, results.FirstErr(), "pre-fill")
@@ -168,12 +211,12 @@ func TestShareCrashRecovery(t *testing.T) {
 	}
 	cancel()
 	setup.Close()
-	t.Logf("pre-filled %d records in %v", shareCrashRecords, time.Since(fillStart).Round(time.Millisecond))
+	t.Logf("pre-filled %d records in %v", cfg.records, time.Since(fillStart).Round(time.Millisecond))
 
 	// Consumers, paced so that consumption spans all the kills: the rate
 	// is re-aimed after every cycle at finishing with the last one, and
 	// lifted for the final drain.
-	pace := &sharePacer{rate: float64(shareCrashRecords) / (float64(cycles) * 0.8)}
+	pace := &sharePacer{rate: float64(cfg.records) / (float64(cycles) * 0.8)}
 	consumeStart := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -181,7 +224,7 @@ func TestShareCrashRecovery(t *testing.T) {
 	for i := range shareCrashConsumers {
 		var acks shareAckLog
 		cl := newCrashClient(t, child.addr,
-			kgo.ClientID(fmt.Sprintf("share-crash-%d", i)),
+			kgo.ClientID(fmt.Sprintf("%s-%d", cfg.name, i)),
 			kgo.ShareGroup(group),
 			kgo.ConsumeTopics(topic),
 			kgo.ShareMaxRecords(shareCrashMaxRecords),
@@ -237,7 +280,7 @@ func TestShareCrashRecovery(t *testing.T) {
 		t.Logf("cycle %2d: alive %4dms, ready after %4dms; %s", cycle, alive.Milliseconds(), took.Milliseconds(), st)
 		if left := cycles - cycle; left > 0 {
 			perCycle := time.Since(consumeStart).Seconds() / float64(cycle)
-			pace.aim(float64(shareCrashRecords-st.terminal) / (float64(left) * perCycle))
+			pace.aim(float64(cfg.records-st.terminal) / (float64(left) * perCycle))
 		}
 	}
 
@@ -246,9 +289,9 @@ func TestShareCrashRecovery(t *testing.T) {
 	pace.unlimit()
 	drainStart := time.Now()
 	for !h.allTerminal(t, child.addr) {
-		if time.Since(drainStart) > 60*time.Second {
+		if time.Since(drainStart) > cfg.drain {
 			st := h.verify(t, child.addr, false)
-			t.Fatalf("not everything was acknowledged within 60s of the last kill: %s", st)
+			t.Fatalf("not everything was acknowledged within %v of the last kill: %s", cfg.drain, st)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -281,8 +324,11 @@ func TestShareCrashRecovery(t *testing.T) {
 	t.Logf("final: %s", final)
 	t.Logf("totals: %d confirmed acks, %d acks not confirmed (%v); slowest restart %v; test took %v",
 		st.confirmed, st.unconfirmed, st.reasons, maxRestart, time.Since(testStart).Round(time.Millisecond))
-	t.Logf("%d of %d poison records were seen at the delivery limit %d and then archived", st.poisonAtLimit, shareCrashRecords/shareCrashPoisonEvery, shareCrashLimit)
+	t.Logf("%d of %d poison records were seen at the delivery limit %d and then archived", st.poisonAtLimit, cfg.records/shareCrashPoisonEvery, shareCrashLimit)
 	require.Positive(t, st.poisonAtLimit, "no poison record was seen at the delivery limit: the limit went untested")
+	if cfg.groups > 0 {
+		t.Logf("%d records were delivered in more than one broker run (a crash interrupted their group)", st.laterRun)
+	}
 	child.terminate()
 }
 
@@ -316,15 +362,17 @@ type brokerRun struct {
 // everything below it.
 type shareCrashHistory struct {
 	seed         uint64
+	records      int // record ids are 0..records-1
+	groups       int // > 0: ordered mode, record id's message group is id % groups
 	topic, group string
-	where        [shareCrashRecords]shareOffset
+	where        []shareOffset // by record id
 	ends         [shareCrashPartitions]int64
 
 	mu          sync.Mutex
 	runs        []brokerRun
-	deliveries  [shareCrashRecords][]shareDelivery
-	terminal    [shareCrashRecords]*shareConfirm // the first confirmed accept, reject, or release at the limit
-	released    [shareCrashRecords][]shareConfirm
+	deliveries  [][]shareDelivery // by record id
+	terminal    []*shareConfirm   // the first confirmed accept, reject, or release at the limit
+	released    [][]shareConfirm
 	confirmed   int
 	unconfirmed int
 	reasons     map[string]int
@@ -332,8 +380,17 @@ type shareCrashHistory struct {
 	lastSPSO    [shareCrashPartitions]int64
 }
 
-func newShareCrashHistory(seed uint64) *shareCrashHistory {
-	return &shareCrashHistory{seed: seed, reasons: map[string]int{}}
+func newShareCrashHistory(seed uint64, records, groups int) *shareCrashHistory {
+	return &shareCrashHistory{
+		seed:       seed,
+		records:    records,
+		groups:     groups,
+		where:      make([]shareOffset, records),
+		deliveries: make([][]shareDelivery, records),
+		terminal:   make([]*shareConfirm, records),
+		released:   make([][]shareConfirm, records),
+		reasons:    map[string]int{},
+	}
 }
 
 func (h *shareCrashHistory) start(c *childBroker) {
@@ -432,7 +489,7 @@ func (h *shareCrashHistory) consume(idx int, cl *kgo.Client, acks *shareAckLog, 
 		byPart := map[int32][]shareAckRef{}
 		for _, r := range recs {
 			id, ok := parseShareValue(r.Value)
-			if !ok || id < 0 || id >= shareCrashRecords {
+			if !ok || id < 0 || id >= h.records {
 				h.earlyViolation("%s/%d@%d: value %.30q was never written", r.Topic, r.Partition, r.Offset, r.Value)
 				r.Ack(kgo.AckRelease)
 				continue
@@ -541,6 +598,7 @@ func (h *shareCrashHistory) confirm(refs []shareAckRef, at time.Time) {
 type shareCrashStats struct {
 	deliveries, records, terminal, confirmed, unconfirmed int
 	poisonAtLimit, normalAtLimit                          int
+	laterRun                                              int // records delivered in more than one broker run
 	spso                                                  [shareCrashPartitions]int64
 	reasons                                               map[string]int
 }
@@ -663,12 +721,21 @@ func (h *shareCrashHistory) verify(t *testing.T, addr string, final bool) shareC
 		}
 		st.deliveries += len(ds)
 		atLimit, terminalTried := false, false
-		for _, d := range ds {
+		firstRun, laterRun := -1, false
+		for i, d := range ds {
+			if run, _ := h.runAt(d.at); i == 0 {
+				firstRun = run
+			} else if run != firstRun {
+				laterRun = true
+			}
 			if d.count < 1 || d.count > shareCrashLimit {
 				bad("record %d delivered with count %d (limit %d) to consumer %d", id, d.count, shareCrashLimit, d.consumer)
 			}
 			atLimit = atLimit || d.count >= shareCrashLimit
 			terminalTried = terminalTried || d.action != kgo.AckRelease
+		}
+		if laterRun {
+			st.laterRun++
 		}
 		if term := h.terminal[id]; term != nil {
 			st.terminal++
@@ -715,6 +782,11 @@ func (h *shareCrashHistory) verify(t *testing.T, addr string, final bool) shareC
 			bad("record %d (%d/%d) was never delivered (lost)", id, w.partition, w.offset)
 		case shareCrashKind(id) != sharePoison && !terminalTried && !atLimit:
 			bad("record %d (%d/%d) is terminal but was only ever released below the limit (lost): %v", id, w.partition, w.offset, ds)
+		}
+	}
+	if h.groups > 0 {
+		for _, v := range h.groupOrderViolations() {
+			bad("%s", v)
 		}
 	}
 	if final {
