@@ -46,6 +46,12 @@ const (
 	trimCacheBytes    = 64 << 20
 	trimCacheMaxBatch = 4 << 20
 	trimCacheFreeBufs = 4 // read buffers kept for reuse
+
+	// shareReadBytes is what a group-mode fetch reads at a time on a
+	// miss (the usual batch fits); only buffers of about that size are
+	// kept for reuse (a larger one, read for a larger batch, would make
+	// the usual batch look too small to keep in place).
+	shareReadBytes = 1 << 20
 )
 
 // parsedBatch is a log batch with the position of each record.
@@ -242,10 +248,23 @@ func (c *trimCache) release(pb *parsedBatch) {
 }
 
 func (c *trimCache) recycleLocked(pb *parsedBatch) {
-	if len(c.free) < trimCacheFreeBufs {
-		c.free = append(c.free, pb.buf[:0])
-	}
+	c.keepLocked(pb.buf)
 	pb.buf, pb.batch, pb.body = nil, nil, nil // a use after release fails loudly
+}
+
+// keepLocked keeps buf for reuse if it is of the usual size and there is
+// room.
+func (c *trimCache) keepLocked(buf []byte) {
+	if n := cap(buf); len(c.free) < trimCacheFreeBufs && n >= shareReadBytes && n <= 2*shareReadBytes {
+		c.free = append(c.free, buf[:0])
+	}
+}
+
+// giveBack hands back a read buffer no batch lies in.
+func (c *trimCache) giveBack(buf []byte) {
+	c.mu.Lock()
+	c.keepLocked(buf)
+	c.mu.Unlock()
 }
 
 // readBuf returns a read buffer to use again, or nil.

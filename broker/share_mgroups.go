@@ -255,6 +255,11 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 		return head, rest
 	}
 	var raw []byte // reused unless a batch in it was kept as it is
+	defer func() {
+		if raw != nil {
+			cache.giveBack(raw) // no batch lies in it
+		}
+	}()
 	for i := 0; i < len(acq); i++ {
 		a := acq[i]
 		for covered <= a.Last {
@@ -278,7 +283,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				raw = cache.readBuf()
 			}
 			var rerr error
-			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, 1<<20, true)
+			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, shareReadBytes, true)
 			if rerr != nil {
 				sent, unsent = split(i)
 				return out.data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)

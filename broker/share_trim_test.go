@@ -344,7 +344,7 @@ func TestTrimCacheReusesReadBuffers(t *testing.T) {
 	t.Parallel()
 	adopt := func(base int64) (*parsedBatch, []byte) {
 		b, h := numberedBatch(t, base, 10)
-		buf := append(make([]byte, 0, len(b)+16), b...)
+		buf := append(make([]byte, 0, shareReadBytes), b...) // a read buffer
 		pb := adoptBatch(&h, buf, cap(buf))
 		pb.buf = buf[:0]
 		return pb, buf
