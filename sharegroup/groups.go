@@ -423,10 +423,9 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 	if p.groupMode() && p.available > 0 && maxRecords > 0 && !guarded {
 		p.trimGroups()
 		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
-		if p.cfg.Groups == GroupsOrdered { // a range per record, mostly: no regrowing
-			a.out = make([]Acquired, 0, min(maxRecords, p.mg.ready+int(min(p.mg.loose, 64)), 1024))
-		}
 		if p.cfg.Groups == GroupsOrdered {
+			// A range per record, mostly: sized once, not regrown.
+			a.out = make([]Acquired, 0, min(maxRecords, p.mg.ready+int(min(p.mg.loose, 64)), 1024))
 			a.ordered()
 			if len(a.out) > 0 {
 				p.acqAfter = max(a.after, p.mg.endedBlind)

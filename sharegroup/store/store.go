@@ -581,8 +581,8 @@ func (s *Store) records(txn *badger.Txn, k Key) ([]sharegroup.Record, error) {
 }
 
 // LoadRecords returns the persisted records of k (snapshot first), or nil
-// if k has no state.
-// It waits for the writes of k in flight first.
+// if k has no state. It waits for the writes of k in flight first, and
+// clears k's failure mark: its owner is reloading it.
 func (s *Store) LoadRecords(k Key) ([]sharegroup.Record, error) {
 	is := func(x Key) bool { return x == k }
 	s.settle(is)
