@@ -109,12 +109,6 @@ func shareCrashAction(id int, count int32) kgo.AckStatus {
 // tests (and after TestCrashRecovery), so kill timing and lock expiry are
 // not at the mercy of other brokers competing for two cores.
 func TestShareCrashRecovery(t *testing.T) {
-	if len(externalSeeds()) > 0 {
-		t.Skipf("runs its own shoal binary; %s is set", seedsEnv)
-	}
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	runShareCrash(t, shareCrashConfig{
 		name:    "share-crash",
 		cycles:  crashCycles(t),
@@ -144,6 +138,12 @@ func shareGroupKey(id, groups int) []byte {
 
 // runShareCrash is TestShareCrashRecovery's scenario, with cfg.
 func runShareCrash(t *testing.T, cfg shareCrashConfig) {
+	if len(externalSeeds()) > 0 {
+		t.Skipf("runs its own shoal binary; %s is set", seedsEnv)
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
 	testStart := time.Now()
 	cycles := cfg.cycles
 	seed := crashSeed(t)

@@ -46,12 +46,6 @@ const (
 // Not parallel, like TestShareCrashRecovery, so kill timing and lock expiry
 // are not at the mercy of other brokers competing for two cores.
 func TestShareOrderedCrashRecovery(t *testing.T) {
-	if len(externalSeeds()) > 0 {
-		t.Skipf("runs its own shoal binary; %s is set", seedsEnv)
-	}
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	runShareCrash(t, shareCrashConfig{
 		name:    "share-ordered-crash",
 		cycles:  max(crashCycles(t)/2, 3),
