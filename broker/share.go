@@ -349,6 +349,16 @@ func (sp *sharePart) ackWriteFor(seq uint64) *store.Pending {
 	return nil
 }
 
+// lastAckWriteLocked returns the latest acknowledgement write of p not
+// known to be finished, or nil: writes finish in order, so once it is
+// durable every earlier one is. sp.mu held.
+func (sp *sharePart) lastAckWriteLocked() *store.Pending {
+	if n := len(sp.mu.acking); n > 0 {
+		return sp.mu.acking[n-1].w
+	}
+	return nil
+}
+
 // prepareLocked makes sure the Partition is loaded with the settings st.
 // Without persisted state it is created (create set) from
 // share.auto.offset.reset, or errNoShareState is returned. mu held.

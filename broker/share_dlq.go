@@ -359,9 +359,7 @@ func (sp *sharePart) runDLQ() {
 		case err == nil:
 			ranges = capRanges(sp.mu.p.Archiving(), dlqMaxRecords)
 			epoch = sp.mu.p.StateEpoch()
-			if n := len(sp.mu.acking); n > 0 {
-				inFlight = sp.mu.acking[n-1].w
-			}
+			inFlight = sp.lastAckWriteLocked()
 			if len(ranges) == 0 {
 				sp.mu.dlq.running = false
 				sp.mu.Unlock()

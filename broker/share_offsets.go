@@ -32,10 +32,7 @@ func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, 
 		}
 		p := sp.mu.p
 		start, lag = p.SPSO(), p.Lag(lp.log.HighWatermark())
-		var inFlight *store.Pending
-		if n := len(sp.mu.acking); n > 0 {
-			inFlight = sp.mu.acking[n-1].w
-		}
+		inFlight := sp.lastAckWriteLocked()
 		sp.mu.Unlock()
 		if inFlight == nil {
 			return start, lag, 0
