@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -42,21 +43,44 @@ var zstdDecoders sync.Map // int → *zstd.Decoder
 // plain or xerial-framed, lz4 frames, zstd), refusing to produce more than
 // maxDecompressedBatch bytes.
 func decompress(src []byte, codec protocol.Compression) ([]byte, error) {
-	return decompressLimit(src, codec, maxDecompressedBatch)
+	return decompressAppend(nil, src, codec, maxDecompressedBatch)
 }
 
 func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte, error) {
+	return decompressAppend(nil, src, codec, limit)
+}
+
+// decompressAppend is decompress appending to dst (limit bounds what it
+// appends). What dst has spare is filled first: a caller inflating batch
+// after batch into one buffer allocates only when a batch outgrows it.
+// Allocating the output was most of the cost of inflating a batch: a
+// fresh 1 MiB buffer is zeroed and faulted in page by page, and growing
+// it from nothing (io.ReadAll) did that a dozen times (BenchmarkDecompress).
+func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([]byte, error) {
 	switch codec {
 	case protocol.CompressionGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(src))
+		zr, _ := gzipReaders.Get().(*gzip.Reader)
+		var err error
+		if zr == nil {
+			zr, err = gzip.NewReader(bytes.NewReader(src))
+		} else {
+			err = zr.Reset(bytes.NewReader(src))
+		}
 		if err != nil {
 			return nil, err
 		}
-		return readLimited(zr, limit)
+		defer gzipReaders.Put(zr)
+		return readAppend(dst, zr, limit)
 	case protocol.CompressionSnappy:
-		return unsnappy(src, limit)
+		return unsnappyAppend(dst, src, limit)
 	case protocol.CompressionLZ4:
-		return readLimited(lz4.NewReader(bytes.NewReader(src)), limit)
+		zr, _ := lz4Readers.Get().(*lz4.Reader)
+		if zr == nil {
+			zr = lz4.NewReader(nil)
+		}
+		zr.Reset(bytes.NewReader(src))
+		defer lz4Readers.Put(zr)
+		return readAppend(dst, zr, limit)
 	case protocol.CompressionZstd:
 		d, ok := zstdDecoders.Load(limit)
 		if !ok {
@@ -67,7 +91,7 @@ func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte,
 			}
 			d, _ = zstdDecoders.LoadOrStore(limit, dec)
 		}
-		out, err := d.(*zstd.Decoder).DecodeAll(src, nil)
+		out, err := d.(*zstd.Decoder).DecodeAll(src, dst)
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 			return nil, errTooLarge
 		}
@@ -76,15 +100,44 @@ func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte,
 	return nil, fmt.Errorf("unknown compression codec %d", codec)
 }
 
-func readLimited(r io.Reader, limit int) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return nil, err
+// gzipReaders and lz4Readers keep decompressors for reuse (Reset): each
+// new one allocates its window or block buffers.
+var gzipReaders, lz4Readers sync.Pool
+
+// readAppend appends what r yields to dst, up to limit bytes (more is
+// errTooLarge), growing dst as append does when full. Without a buffer
+// to fill it is io.ReadAll, which allocates less for an output of
+// unknown size.
+func readAppend(dst []byte, r io.Reader, limit int) ([]byte, error) {
+	if cap(dst) == 0 {
+		out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > limit {
+			return nil, errTooLarge
+		}
+		return out, nil
 	}
-	if len(out) > limit {
-		return nil, errTooLarge
+	start := len(dst)
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		// One byte past the limit tells a batch that is too large: r
+		// is never asked for more.
+		n, err := r.Read(dst[len(dst):min(cap(dst), start+limit+1)])
+		dst = dst[:len(dst)+n]
+		if len(dst)-start > limit {
+			return nil, errTooLarge
+		}
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return out, nil
 }
 
 // xerialMagic starts the framing Java's snappy-java writes (and franz-go
@@ -92,21 +145,30 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 // of a 4-byte big-endian length and a snappy block.
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
-func unsnappy(src []byte, limit int) ([]byte, error) {
-	if !bytes.HasPrefix(src, xerialMagic) {
-		n, err := s2.DecodedLen(src)
+func unsnappyAppend(dst, src []byte, limit int) ([]byte, error) {
+	start := len(dst)
+	block := func(b []byte) error {
+		n, err := s2.DecodedLen(b)
 		if err != nil {
+			return err
+		}
+		if len(dst)-start+n > limit {
+			return errTooLarge
+		}
+		at := len(dst)
+		dst = slices.Grow(dst, n)[:at+n]
+		_, err = s2.Decode(dst[at:], b)
+		return err
+	}
+	if !bytes.HasPrefix(src, xerialMagic) {
+		if err := block(src); err != nil {
 			return nil, err
 		}
-		if n > limit {
-			return nil, errTooLarge
-		}
-		return s2.Decode(nil, src)
+		return dst, nil
 	}
 	if len(src) < 16 {
 		return nil, errors.New("snappy: truncated xerial header")
 	}
-	var out []byte
 	for rest := src[16:]; len(rest) > 0; {
 		if len(rest) < 4 {
 			return nil, errors.New("snappy: truncated xerial block length")
@@ -116,22 +178,12 @@ func unsnappy(src []byte, limit int) ([]byte, error) {
 		if uint64(size) > uint64(len(rest)) {
 			return nil, errors.New("snappy: truncated xerial block")
 		}
-		block := rest[:size]
+		if err := block(rest[:size]); err != nil {
+			return nil, err
+		}
 		rest = rest[size:]
-		n, err := s2.DecodedLen(block)
-		if err != nil {
-			return nil, err
-		}
-		if len(out)+n > limit {
-			return nil, errTooLarge
-		}
-		start := len(out)
-		out = append(out, make([]byte, n)...)
-		if _, err := s2.Decode(out[start:], block); err != nil {
-			return nil, err
-		}
 	}
-	return out, nil
+	return dst, nil
 }
 
 // batchRecords decodes one whole batch (header, then its records,

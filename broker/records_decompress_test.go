@@ -51,6 +51,16 @@ func TestDecompressBounded(t *testing.T) {
 		got, err := decompress(out, c.codec)
 		require.NoError(t, err, "codec %d", c.codec)
 		require.Equal(t, data, got, "codec %d", c.codec)
+		// Appended after what a buffer holds, in its spare room or
+		// beyond; twice, with the decompressor used again.
+		for _, room := range []int{0, 100, len(data) + 100, 4 << 20} {
+			for range 2 {
+				buf := append(make([]byte, 0, 3+room), "abc"...)
+				got, err := decompressAppend(buf, out, c.codec, maxDecompressedBatch)
+				require.NoError(t, err, "codec %d", c.codec)
+				require.Equal(t, append([]byte("abc"), data...), got, "codec %d, room %d", c.codec, room)
+			}
+		}
 	}
 
 	const limit = 8 << 20 // maxDecompressedBatch in production; small here to stay quick
@@ -76,6 +86,13 @@ func TestDecompressBounded(t *testing.T) {
 		require.Less(t, len(b), 1<<20, "codec %d: the bomb is small", codec)
 		_, err := decompressLimit(b, codec, limit)
 		require.ErrorIs(t, err, errTooLarge, "codec %d", codec)
+		// Into a buffer with room: refused as soon as the limit is
+		// passed, without filling more than the limit and a byte.
+		for _, room := range []int{1 << 20, 2 * huge} {
+			buf := append(make([]byte, 0, 5+room), "abcde"...)
+			_, err := decompressAppend(buf, b, codec, limit)
+			require.ErrorIs(t, err, errTooLarge, "codec %d, room %d", codec, room)
+		}
 	}
 	// Plain snappy declaring a huge length is refused before decoding.
 	claim := binary.AppendUvarint(nil, huge)

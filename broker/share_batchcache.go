@@ -65,19 +65,23 @@ type parsedBatch struct {
 	size  int     // bytes held
 
 	buf    []byte       // the read buffer batch lies in, reused once unused (nil: never)
+	bodyAt []byte       // the buffer a compressed batch's body lies in, reused once unused (nil: never)
 	refs   atomic.Int32 // users (see the file comment); starts at 1, its maker's
 	pinned atomic.Bool  // batch went out without a copy: buf is never reused
 }
 
 // parseBatch copies batch and indexes its records.
-func parseBatch(h *protocol.BatchHeader, batch []byte) *parsedBatch {
-	return adoptBatch(h, bytes.Clone(batch), 0)
+func parseBatch(h *protocol.BatchHeader, batch []byte, bodyBuf []byte) *parsedBatch {
+	return adoptBatch(h, bytes.Clone(batch), 0, bodyBuf)
 }
 
 // adoptBatch indexes the records of batch, which it keeps without a copy:
 // the caller gives up batch and the buffer around it, held bytes long
-// (0: just the batch), which the cache accounts for.
-func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
+// (0: just the batch), which the cache accounts for. A compressed
+// batch's records are decompressed into bodyBuf (from its start; nil: a
+// new buffer), which the batch then owns; callers pass one only for a
+// compressed batch.
+func adoptBatch(h *protocol.BatchHeader, batch []byte, held int, bodyBuf []byte) *parsedBatch {
 	pb := &parsedBatch{h: *h, batch: batch[:len(batch):len(batch)]}
 	pb.refs.Store(1)
 	pb.size = max(len(pb.batch), held)
@@ -91,7 +95,8 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
 	n := min(max(int(h.RecordCount), 0), len(batch)/4) // a record takes 4 bytes or more
 	pb.offs, pb.pos = make([]int64, 0, n), make([]int32, 1, n+1)
 	ascending := true
-	body, err := recordOffsets(pb.batch, &pb.h, func(off int64, raw []byte) {
+	bodyBuf = bodyBuf[:0]
+	body, err := recordOffsets(pb.batch, &pb.h, &bodyBuf, func(off int64, raw []byte) {
 		if n := len(pb.offs); n > 0 && off <= pb.offs[n-1] || off < h.BaseOffset || off > h.LastOffset() {
 			// Trimming finds records by binary search, and a record
 			// outside the header's span (the log does not look inside
@@ -108,7 +113,8 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int) *parsedBatch {
 	}
 	pb.body = body
 	if protocol.CompressionOf(h.Attributes) != protocol.CompressionNone {
-		pb.size += cap(body)
+		pb.bodyAt = bodyBuf
+		pb.size += cap(bodyBuf)
 	}
 	pb.size += cap(pb.offs)*8 + cap(pb.pos)*4 // the index
 	return pb
@@ -237,9 +243,10 @@ type trimCache struct {
 }
 
 // release ends one use of pb (a get, or its maker's); the last one gives
-// its read buffer back for reuse unless the batch was pinned.
+// its buffers back for reuse: the read buffer unless the batch was
+// pinned, the decompressed records' always (they go out only copied).
 func (c *trimCache) release(pb *parsedBatch) {
-	if pb.refs.Add(-1) != 0 || pb.buf == nil || pb.pinned.Load() {
+	if pb.refs.Add(-1) != 0 || !pb.recyclable() {
 		return
 	}
 	c.mu.Lock()
@@ -247,9 +254,21 @@ func (c *trimCache) release(pb *parsedBatch) {
 	c.mu.Unlock()
 }
 
+// recyclable reports whether pb, once unused, has a buffer to give back.
+func (pb *parsedBatch) recyclable() bool {
+	return pb.buf != nil && !pb.pinned.Load() || pb.bodyAt != nil
+}
+
 func (c *trimCache) recycleLocked(pb *parsedBatch) {
-	c.keepLocked(pb.buf)
-	pb.buf, pb.batch, pb.body = nil, nil, nil // a use after release fails loudly
+	if pb.buf != nil && !pb.pinned.Load() {
+		c.keepLocked(pb.buf)
+		pb.buf, pb.batch = nil, nil // a use after release fails loudly
+	}
+	if pb.bodyAt != nil {
+		c.keepLocked(pb.bodyAt)
+		pb.bodyAt = nil
+	}
+	pb.body = nil
 }
 
 // keepLocked keeps buf for reuse if it is of the usual size and there is
@@ -332,7 +351,7 @@ func (c *trimCache) put(lp *partition, pb *parsedBatch) {
 func (c *trimCache) remove(e *trimEntry) {
 	c.lru.Remove(e.elem)
 	c.bytes -= e.pb.size
-	if e.pb.refs.Add(-1) == 0 && e.pb.buf != nil && !e.pb.pinned.Load() {
+	if e.pb.refs.Add(-1) == 0 && e.pb.recyclable() {
 		c.recycleLocked(e.pb)
 	}
 	es := c.parts[e.lp]

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -379,10 +380,27 @@ func TestTrimCacheConcurrent(t *testing.T) {
 			lps := []*partition{{}, {}}
 			// Batches of 10 records at bases 0, 10, ..., 190 per partition;
 			// each is made from a template and copied into a read buffer.
-			tmpl := map[int64][]byte{}
+			// The second partition's are lz4-compressed: their records are
+			// decompressed into buffers from readBuf too.
+			tmpls := []map[int64][]byte{{}, {}}
 			for base := int64(0); base < 200; base += 10 {
 				raw, _ := numberedBatch(t, base, 10)
-				tmpl[base] = raw
+				tmpls[0][base] = raw
+				var recs []byte
+				for i := range 10 {
+					r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
+					recs = appendRecord(recs, &r)
+				}
+				craw := encodeCompressedBatch(t, recs, 10, protocol.CompressionLZ4)
+				protocol.SetBaseOffset(craw, base)
+				tmpls[1][base] = craw
+			}
+			scribbled := func(buf []byte) []byte {
+				buf = buf[:4096]
+				for i := range buf {
+					buf[i] = 0xee // what a read does to a reused buffer
+				}
+				return buf
 			}
 			var wg sync.WaitGroup
 			var bad atomic.Int64
@@ -394,7 +412,8 @@ func TestTrimCacheConcurrent(t *testing.T) {
 					defer wg.Done()
 					rng := rand.New(rand.NewSource(int64(g)))
 					for time.Now().Before(deadline) && bad.Load() == 0 {
-						lp := lps[rng.Intn(len(lps))]
+						pi := rng.Intn(len(lps))
+						lp, tmpl := lps[pi], tmpls[pi]
 						base := int64(rng.Intn(20)) * 10
 						if pb := cache.get(lp, base+int64(rng.Intn(10))); pb != nil {
 							stressUseBatch(t, pb, base, rng, &bad)
@@ -404,10 +423,7 @@ func TestTrimCacheConcurrent(t *testing.T) {
 						buf := cache.readBuf()
 						if buf != nil {
 							recycled.Add(1)
-							buf = buf[:4096]
-							for i := range buf {
-								buf[i] = 0xee // what a read does to a reused buffer
-							}
+							buf = scribbled(buf)
 						} else {
 							buf = make([]byte, 0, shareReadBytes)
 						}
@@ -420,7 +436,14 @@ func TestTrimCacheConcurrent(t *testing.T) {
 						h, err := protocol.ParseBatchHeader(raw)
 						require.NoError(t, err)
 						var made []*parsedBatch
-						pb := adoptBatch(&h, raw[:len(src)], cap(raw))
+						var body []byte // a compressed batch's records
+						if pi == 1 {
+							if body = cache.readBuf(); body != nil {
+								recycled.Add(1)
+								body = scribbled(body)
+							}
+						}
+						pb := adoptBatch(&h, raw[:len(src)], cap(raw), body)
 						pb.buf = raw[:0]
 						if rng.Intn(4) == 0 { // someone else cached it meanwhile
 							if other := cache.get(lp, base); other != nil {
@@ -434,7 +457,13 @@ func TestTrimCacheConcurrent(t *testing.T) {
 							nb := (base + 10) % 200
 							h2, err := protocol.ParseBatchHeader(raw[len(src):])
 							require.NoError(t, err)
-							pb2 := parseBatch(&h2, raw[len(src):])
+							var body []byte
+							if pi == 1 {
+								if body = cache.readBuf(); body != nil {
+									body = scribbled(body)
+								}
+							}
+							pb2 := parseBatch(&h2, raw[len(src):], body)
 							cache.put(lp, pb2)
 							made = append(made, pb2)
 							stressUseBatch(t, pb2, nb, rng, &bad)
@@ -449,7 +478,8 @@ func TestTrimCacheConcurrent(t *testing.T) {
 			require.Zero(t, bad.Load())
 			// Drain: every cached batch still intact, and refs back to 1 (the cache's).
 			cache.mu.Lock()
-			for _, es := range cache.parts {
+			for lp, es := range cache.parts {
+				tmpl := tmpls[slices.Index(lps, lp)]
 				for _, e := range es {
 					require.Equal(t, int32(1), e.pb.refs.Load(), "refs of a cached batch with no users")
 					require.True(t, bytes.Equal(e.pb.batch, tmpl[e.pb.h.BaseOffset]))
@@ -532,7 +562,7 @@ func TestTrimCacheKeepsOnlyUsualBuffers(t *testing.T) {
 	cache := &trimCache{max: trimCacheBytes}
 	for _, size := range []int{8 << 20, 4096} {
 		buf := append(make([]byte, 0, size), b...)
-		pb := adoptBatch(&h, buf, cap(buf))
+		pb := adoptBatch(&h, buf, cap(buf), nil)
 		pb.buf = buf[:0]
 		cache.put(&partition{}, pb) // rejected: held > trimCacheMaxBatch, or cached already
 		cache.release(pb)

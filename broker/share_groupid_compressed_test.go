@@ -86,7 +86,9 @@ func groupRecords(keys []string) []byte {
 // TestClassifyBatchesCompressedMatchesUncompressed: a compressed batch
 // (every codec) classifies to the same spans as the same records
 // uncompressed, by key and by header, next to an uncompressed batch in
-// the same read.
+// the same read, and so does a second compressed batch of other keys
+// after it, decompressed into the same scratch buffer (which must not
+// change the first one's ids), with or without a scratch buffer.
 func TestClassifyBatchesCompressedMatchesUncompressed(t *testing.T) {
 	t.Parallel()
 	keys := []string{"a", "a", "", "b", "a", "a", "c", "c", "c", ""}
@@ -107,13 +109,28 @@ func TestClassifyBatchesCompressedMatchesUncompressed(t *testing.T) {
 		h, err := protocol.ParseBatchHeader(comp)
 		require.NoError(t, err)
 		require.Equal(t, codec, h.Compression())
-		raw := slices.Concat(plain, comp)
+		other := make([]string, len(keys))
+		wantOther := make([]sharegroup.GroupSpan, len(want))
+		for i, k := range keys {
+			if k != "" {
+				other[i] = k + "-other"
+			}
+		}
+		for i, s := range want {
+			wantOther[i] = sharegroup.GroupSpan{First: s.First + 20, Last: s.Last + 20, ID: s.ID + "-other"}
+		}
+		comp2 := encodeCompressedBatch(t, groupRecords(other), n, codec)
+		protocol.SetBaseOffset(comp2, 120)
+		raw := slices.Concat(plain, comp, comp2)
 		for _, src := range []messageGroupSource{{key: true}, {header: "mg"}} {
-			got := classifyBatches(raw, src, nil)
-			require.Equal(t, []sharegroup.LogBatch{
-				{First: 100, Last: 109, Groups: want},
-				{First: 110, Last: 119, Groups: wantNext},
-			}, got, "codec %d, source %+v", codec, src)
+			for _, scratch := range []*[]byte{nil, new([]byte), new(make([]byte, 0, 1<<20))} {
+				got := classifyBatches(raw, src, nil, scratch)
+				require.Equal(t, []sharegroup.LogBatch{
+					{First: 100, Last: 109, Groups: want},
+					{First: 110, Last: 119, Groups: wantNext},
+					{First: 120, Last: 129, Groups: wantOther},
+				}, got, "codec %d, source %+v", codec, src)
+			}
 		}
 	}
 }
@@ -138,7 +155,7 @@ func TestClassifyKeepsCopiesOfGroupIDs(t *testing.T) {
 			RecordLockDuration: time.Minute, DeliveryCountLimit: 5, MaxInFlight: 1000, Groups: sharegroup.GroupsOrdered,
 		}, 0, 0)
 		require.NoError(t, err)
-		batches := classifyBatches(raw, messageGroupSource{key: true}, nil)
+		batches := classifyBatches(raw, messageGroupSource{key: true}, nil, nil)
 		p.Classify(batches)
 		for i := range raw {
 			raw[i] = 'z'

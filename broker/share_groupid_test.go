@@ -138,7 +138,7 @@ func TestClassifyBatchesGroups(t *testing.T) {
 	}
 	raw := encodeBatch(recs, int32(len(keys)), 1000, 1000)
 	protocol.SetBaseOffset(raw, 40)
-	got := classifyBatches(raw, messageGroupSource{key: true}, nil)
+	got := classifyBatches(raw, messageGroupSource{key: true}, nil, nil)
 	require.Equal(t, []sharegroup.LogBatch{{First: 40, Last: 47, Groups: []sharegroup.GroupSpan{
 		{First: 40, Last: 41, ID: "a"}, {First: 43, Last: 43, ID: "b"}, {First: 44, Last: 45, ID: "a"}, {First: 46, Last: 47, ID: "c"},
 	}}}, got)

@@ -115,17 +115,24 @@ func (s messageGroupSource) groupID(rec []byte) []byte {
 // classifyBatches lists the batches of raw log bytes with their records'
 // message groups. A record that does not parse has no group, nor have
 // the rest of its batch if its length is bad (they are still delivered;
-// the client sees what it sees for any record). The ids point
-// into raw (or a batch's decompressed records): Classify copies what it
-// keeps.
-func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedTxn) []sharegroup.LogBatch {
+// the client sees what it sees for any record). The ids point into raw,
+// or for a compressed batch, whose records it decompresses into *scratch
+// (used again for the next one: a 1 MiB read may hold hundreds of
+// well-compressed batches), into copies of their own: Classify copies
+// what it keeps. scratch nil: each batch's records get a new buffer.
+func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedTxn, scratch *[]byte) []sharegroup.LogBatch {
 	var out []sharegroup.LogBatch
+	var ids []byte // the compressed batches' ids, copied
 	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skipForShare(h, aborted)}
 		if !b.Skip {
 			b.Groups = make([]sharegroup.GroupSpan, 0, min(max(int(h.RecordCount), 0), len(batch)/8)) // a record takes 8 bytes or more
+			compressed := protocol.CompressionOf(h.Attributes) != protocol.CompressionNone
+			if scratch != nil {
+				*scratch = (*scratch)[:0]
+			}
 			var last []byte
-			_, _ = recordOffsets(batch, h, func(off int64, rec []byte) {
+			_, _ = recordOffsets(batch, h, scratch, func(off int64, rec []byte) {
 				id := src.groupID(rec)
 				if len(id) == 0 {
 					last = nil
@@ -134,6 +141,13 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 				if n := len(b.Groups); n > 0 && last != nil && b.Groups[n-1].Last == off-1 && bytes.Equal(last, id) {
 					b.Groups[n-1].Last = off
 					return
+				}
+				if compressed {
+					// A reallocation leaves the earlier copies where they
+					// are: their strings keep the old array.
+					at := len(ids)
+					ids = append(ids, id...)
+					id = ids[at:len(ids):len(ids)]
 				}
 				b.Groups = append(b.Groups, sharegroup.GroupSpan{First: off, Last: off, ID: unsafe.String(&id[0], len(id))})
 				last = id
@@ -159,6 +173,12 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	bp := fetchBufs.Get().(*[]byte) // Classify copies what it keeps
 	raw := (*bp)[:0]
 	defer func() { putFetchBuf(bp, raw) }()
+	var scratch *[]byte // decompressed records, Classify's to read
+	defer func() {
+		if scratch != nil {
+			putFetchBuf(scratch, *scratch)
+		}
+	}()
 	for read := 0; read < classifyBudget && p.CanClassify(); {
 		off := p.ClassifyOffset()
 		if off >= hw {
@@ -176,7 +196,10 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 			break // acquire from what is known; the error shows again at the next read
 		}
 		read += len(raw)
-		batches := classifyBatches(raw, st.groupSource, shareAborted(lp, st, off, hw))
+		if scratch == nil {
+			scratch = fetchBufs.Get().(*[]byte)
+		}
+		batches := classifyBatches(raw, st.groupSource, shareAborted(lp, st, off, hw), scratch)
 		if len(batches) == 0 {
 			break
 		}
@@ -300,12 +323,16 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 						// usual 1 MiB batch) is kept without a copy; the
 						// next read takes another (one the cache gave
 						// back, or a new one).
+						var body []byte // a compressed batch's records go into a buffer of the cache's
+						if protocol.CompressionOf(h.Attributes) != protocol.CompressionNone {
+							body = cache.readBuf()
+						}
 						var pb *parsedBatch
 						if !adopted && 2*len(batch) >= cap(raw) {
-							pb, adopted = adoptBatch(h, batch, cap(raw)), true
+							pb, adopted = adoptBatch(h, batch, cap(raw), body), true
 							pb.buf = raw[:0]
 						} else {
-							pb = parseBatch(h, batch)
+							pb = parseBatch(h, batch, body)
 						}
 						cache.put(lp, pb)
 						out.add(pb, acq[j:])
@@ -369,14 +396,25 @@ func (d *shareData) add(pb *parsedBatch, acq []sharegroup.Acquired) {
 // record of batch (decompressed if needed), reading only each record's
 // length and offset delta: trimming needs nothing else, and decoding
 // whole records was most of its cost. It returns the records' bytes (in
-// batch, or decompressed); fn's are consecutive slices of it.
-func recordOffsets(batch []byte, h *protocol.BatchHeader, fn func(offset int64, raw []byte)) ([]byte, error) {
+// batch, or decompressed); fn's are consecutive slices of it. A
+// compressed batch's records are appended to *buf (buf nil: a buffer of
+// their own), which they then end.
+func recordOffsets(batch []byte, h *protocol.BatchHeader, buf *[]byte, fn func(offset int64, raw []byte)) ([]byte, error) {
 	raw := batch[protocol.BatchHeaderSize:]
 	if codec := protocol.CompressionOf(h.Attributes); codec != protocol.CompressionNone {
-		var err error
-		if raw, err = decompress(raw, codec); err != nil {
+		var dst []byte
+		if buf != nil {
+			dst = *buf
+		}
+		at := len(dst)
+		out, err := decompressAppend(dst, raw, codec, maxDecompressedBatch)
+		if err != nil {
 			return nil, fmt.Errorf("%w: decompress: %v", errBadBatch, err)
 		}
+		if buf != nil {
+			*buf = out
+		}
+		raw = out[at:]
 	}
 	body := raw
 	for i := int32(0); i < h.RecordCount; i++ {

@@ -167,7 +167,7 @@ func TestTrimCache(t *testing.T) {
 	t.Parallel()
 	mk := func(base int64, n int) *parsedBatch {
 		b, h := numberedBatch(t, base, n)
-		return parseBatch(&h, b)
+		return parseBatch(&h, b, nil)
 	}
 	p1, p2 := &partition{}, &partition{}
 	a, b2, c := mk(0, 10), mk(10, 10), mk(0, 5)
@@ -224,9 +224,9 @@ func numberedBatch(t *testing.T, base int64, n int) ([]byte, protocol.BatchHeade
 func TestAppendTrim(t *testing.T) {
 	t.Parallel()
 	raw, h := numberedBatch(t, 100, 10)
-	copied := parseBatch(&h, raw)
+	copied := parseBatch(&h, raw, nil)
 	buf := append(make([]byte, 0, 2*len(raw)), raw...)
-	adopted := adoptBatch(&h, buf, cap(buf))
+	adopted := adoptBatch(&h, buf, cap(buf), nil)
 	require.Equal(t, cap(buf)+cap(adopted.offs)*8+cap(adopted.pos)*4, adopted.size, "the whole buffer is accounted for")
 
 	some := []sharegroup.Acquired{{First: 90, Last: 101}, {First: 105, Last: 105}}
@@ -250,7 +250,7 @@ func TestAppendTrim(t *testing.T) {
 func TestAppendTrimRandom(t *testing.T) {
 	t.Parallel()
 	raw, h := numberedBatch(t, 200, 50)
-	pb := parseBatch(&h, raw)
+	pb := parseBatch(&h, raw, nil)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 500 {
 		var acq []sharegroup.Acquired
@@ -299,7 +299,7 @@ func TestTrimRecordsOutsideSpan(t *testing.T) {
 	protocol.SetBatchCRC(raw)
 	h, err := protocol.ParseBatchHeader(raw)
 	require.NoError(t, err)
-	pb := parseBatch(&h, raw)
+	pb := parseBatch(&h, raw, nil)
 	require.True(t, pb.whole, "a record at 105 lies outside 100..102")
 	require.Equal(t, raw, shareDataOf(pb, []sharegroup.Acquired{{First: 100, Last: 100}, {First: 105, Last: 105}}))
 }
@@ -318,7 +318,7 @@ func TestShareDataArena(t *testing.T) {
 	t.Parallel()
 	batch := func(base int64) *parsedBatch {
 		raw, h := numberedBatch(t, base, 4)
-		return parseBatch(&h, raw)
+		return parseBatch(&h, raw, nil)
 	}
 	a, b := batch(0), batch(4)
 	arena := []byte("other partition")
@@ -345,7 +345,7 @@ func TestTrimCacheReusesReadBuffers(t *testing.T) {
 	adopt := func(base int64) (*parsedBatch, []byte) {
 		b, h := numberedBatch(t, base, 10)
 		buf := append(make([]byte, 0, shareReadBytes), b...) // a read buffer
-		pb := adoptBatch(&h, buf, cap(buf))
+		pb := adoptBatch(&h, buf, cap(buf), nil)
 		pb.buf = buf[:0]
 		return pb, buf
 	}
