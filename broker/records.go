@@ -53,6 +53,7 @@ func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte,
 // decompressAppend is decompress appending to dst (limit bounds what it
 // appends). What dst has spare is filled first: a caller inflating batch
 // after batch into one buffer allocates only when a batch outgrows it.
+// Nothing of one call's input or output reaches another's.
 // Allocating the output was most of the cost of inflating a batch: a
 // fresh 1 MiB buffer is zeroed and faulted in page by page, and growing
 // it from nothing (io.ReadAll) did that a dozen times (BenchmarkDecompress).
@@ -74,13 +75,12 @@ func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([
 	case protocol.CompressionSnappy:
 		return unsnappyAppend(dst, src, limit)
 	case protocol.CompressionLZ4:
-		zr, _ := lz4Readers.Get().(*lz4.Reader)
-		if zr == nil {
-			zr = lz4.NewReader(nil)
-		}
-		zr.Reset(bytes.NewReader(src))
-		defer lz4Readers.Put(zr)
-		return readAppend(dst, zr, limit)
+		// A new reader per batch, never a pooled one: Reset keeps the
+		// previous stream's history (the reader's dict), from which a
+		// frame of linked blocks referring back before its own start
+		// would decode another batch's bytes, maybe another topic's
+		// (TestDecompressLZ4KeepsNoHistory).
+		return readAppend(dst, lz4.NewReader(bytes.NewReader(src)), limit)
 	case protocol.CompressionZstd:
 		d, ok := zstdDecoders.Load(limit)
 		if !ok {
@@ -100,9 +100,10 @@ func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([
 	return nil, fmt.Errorf("unknown compression codec %d", codec)
 }
 
-// gzipReaders and lz4Readers keep decompressors for reuse (Reset): each
-// new one allocates its window or block buffers.
-var gzipReaders, lz4Readers sync.Pool
+// gzipReaders keeps decompressors for reuse: each new one allocates its
+// window, and Reset starts a stream with an empty one
+// (TestDecompressGzipKeepsNoHistory).
+var gzipReaders sync.Pool
 
 // readAppend appends what r yields to dst, up to limit bytes (more is
 // errTooLarge), growing dst as append does when full. Without a buffer
