@@ -53,10 +53,10 @@ func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte,
 // decompressAppend is decompress appending to dst (limit bounds what it
 // appends). What dst has spare is filled first: a caller inflating batch
 // after batch into one buffer allocates only when a batch outgrows it.
-// Nothing of one call's input or output reaches another's.
 // Allocating the output was most of the cost of inflating a batch: a
 // fresh 1 MiB buffer is zeroed and faulted in page by page, and growing
 // it from nothing (io.ReadAll) did that a dozen times (BenchmarkDecompress).
+// Nothing of one call's input or output reaches another call's.
 func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([]byte, error) {
 	switch codec {
 	case protocol.CompressionGzip:
