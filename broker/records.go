@@ -46,10 +46,6 @@ func decompress(src []byte, codec protocol.Compression) ([]byte, error) {
 	return decompressAppend(nil, src, codec, maxDecompressedBatch)
 }
 
-func decompressLimit(src []byte, codec protocol.Compression, limit int) ([]byte, error) {
-	return decompressAppend(nil, src, codec, limit)
-}
-
 // decompressAppend is decompress appending to dst (limit bounds what it
 // appends). What dst has spare is filled first: a caller inflating batch
 // after batch into one buffer allocates only when a batch outgrows it.

@@ -84,7 +84,7 @@ func TestDecompressBounded(t *testing.T) {
 	bombs[protocol.CompressionSnappy] = x
 	for codec, b := range bombs {
 		require.Less(t, len(b), 1<<20, "codec %d: the bomb is small", codec)
-		_, err := decompressLimit(b, codec, limit)
+		_, err := decompressAppend(nil, b, codec, limit)
 		require.ErrorIs(t, err, errTooLarge, "codec %d", codec)
 		// Into a buffer with room: refused as soon as the limit is
 		// passed, without filling more than the limit and a byte.
@@ -98,6 +98,6 @@ func TestDecompressBounded(t *testing.T) {
 	claim := binary.AppendUvarint(nil, huge)
 	_, err := decompress(append(binary.AppendUvarint(nil, maxDecompressedBatch+1), 0), protocol.CompressionSnappy)
 	require.ErrorIs(t, err, errTooLarge)
-	_, err = decompressLimit(append(claim, 0), protocol.CompressionSnappy, limit)
+	_, err = decompressAppend(nil, append(claim, 0), protocol.CompressionSnappy, limit)
 	require.ErrorIs(t, err, errTooLarge)
 }
