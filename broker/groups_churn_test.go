@@ -29,6 +29,12 @@ func TestGroupChurn(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	// Polls of at most perPoll records, each followed by a 10 ms pause:
+	// four members take at least n/(4*perPoll)*10 ms (1.5-2 s) to see
+	// everything, longer than any member's life, so members come and
+	// go while records remain (with 250 per poll and 30,000 records, as
+	// under -race, a quick run once saw everything in the first lives).
+	perPoll := min(250, n/600)
 	seen := make([]atomic.Bool, n)
 	var count atomic.Int64
 	var settle atomic.Bool // set once every record was seen: stop leaving
@@ -63,10 +69,8 @@ func TestGroupChurn(t *testing.T) {
 				// rebalance took on a starved machine.
 				var life time.Time
 				for !stop.Load() && ctx.Err() == nil && (settle.Load() || life.IsZero() || time.Now().Before(life)) {
-					// Small polls with a pause: consumption takes seconds,
-					// so members come and go while it runs.
 					pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
-					fs := cl.PollRecords(pctx, 250)
+					fs := cl.PollRecords(pctx, perPoll)
 					pcancel()
 					if !settle.Load() {
 						time.Sleep(10 * time.Millisecond)
