@@ -6,11 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
-
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -34,23 +29,7 @@ func compressedRecords(tb testing.TB, codec protocol.Compression, text bool) []b
 			raw.Write(make([]byte, 1024))
 		}
 	}
-	var out bytes.Buffer
-	switch codec {
-	case protocol.CompressionGzip:
-		w := gzip.NewWriter(&out)
-		w.Write(raw.Bytes())
-		w.Close()
-	case protocol.CompressionLZ4:
-		w := lz4.NewWriter(&out)
-		w.Write(raw.Bytes())
-		w.Close()
-	case protocol.CompressionSnappy:
-		return s2.EncodeSnappy(nil, raw.Bytes())
-	case protocol.CompressionZstd:
-		enc, _ := zstd.NewWriter(nil)
-		return enc.EncodeAll(raw.Bytes(), nil)
-	}
-	return out.Bytes()
+	return compressRecords(tb, raw.Bytes(), codec)
 }
 
 // BenchmarkDecompress: one 1 MiB batch's records, per codec and data,

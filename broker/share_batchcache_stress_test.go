@@ -386,12 +386,7 @@ func TestTrimCacheConcurrent(t *testing.T) {
 			for base := int64(0); base < 200; base += 10 {
 				raw, _ := numberedBatch(t, base, 10)
 				tmpls[0][base] = raw
-				var recs []byte
-				for i := range 10 {
-					r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
-					recs = appendRecord(recs, &r)
-				}
-				craw := encodeCompressedBatch(t, recs, 10, protocol.CompressionLZ4)
+				craw := encodeCompressedBatch(t, numberedRecords(base, 10), 10, protocol.CompressionLZ4)
 				protocol.SetBaseOffset(craw, base)
 				tmpls[1][base] = craw
 			}

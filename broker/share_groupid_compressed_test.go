@@ -19,7 +19,7 @@ import (
 )
 
 // compressRecords compresses records (wire form) with codec.
-func compressRecords(t *testing.T, records []byte, codec protocol.Compression) []byte {
+func compressRecords(t testing.TB, records []byte, codec protocol.Compression) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	switch codec {

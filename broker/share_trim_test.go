@@ -206,16 +206,22 @@ func TestTrimCache(t *testing.T) {
 // values are their offsets.
 func numberedBatch(t *testing.T, base int64, n int) ([]byte, protocol.BatchHeader) {
 	t.Helper()
+	raw := encodeBatch(numberedRecords(base, n), int32(n), 1000, 1000)
+	protocol.SetBaseOffset(raw, base)
+	h, err := protocol.ParseBatchHeader(raw)
+	require.NoError(t, err)
+	return raw, h
+}
+
+// numberedRecords is n records (wire form) whose values are their offsets
+// from base on.
+func numberedRecords(base int64, n int) []byte {
 	var recs []byte
 	for i := range n {
 		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
 		recs = appendRecord(recs, &r)
 	}
-	raw := encodeBatch(recs, int32(n), 1000, 1000)
-	protocol.SetBaseOffset(raw, base)
-	h, err := protocol.ParseBatchHeader(raw)
-	require.NoError(t, err)
-	return raw, h
+	return recs
 }
 
 // TestAppendTrim: appendTrim writes the same batch as trim after what the
