@@ -40,12 +40,14 @@ import (
 // itself. Users are counted (parsedBatch.refs: the cache while it holds
 // the batch, each get until release, the reader that made it until
 // release); a batch that went out in a response as it is, without a
-// copy, is pinned and left to the garbage collector.
+// copy, is pinned and left to the garbage collector. A compressed batch's
+// records are decompressed into such a buffer too (parsedBatch.bodyAt),
+// given back the same way, pinned or not: they only ever leave copied.
 
 const (
 	trimCacheBytes    = 64 << 20
 	trimCacheMaxBatch = 4 << 20
-	trimCacheFreeBufs = 4 // read buffers kept for reuse
+	trimCacheFreeBufs = 4 // buffers kept for reuse (reads, decompressed records)
 
 	// shareReadBytes is what a group-mode fetch reads at a time on a
 	// miss (the usual batch fits); only buffers of about that size are
