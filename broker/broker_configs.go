@@ -91,7 +91,7 @@ var brokerConfigDefs = func() []brokerConfigDef {
 			doc:    "The address the Kafka listener binds (--listen).",
 			static: func(c *Config) (string, bool) { return str("PLAINTEXT://" + c.ListenAddr) }},
 		{name: "log.dirs", typ: kmsg.ConfigTypeString,
-			doc: "The data directory (--data-dir): partition logs in <dir>/logs, metadata in <dir>/meta.",
+			doc: "The data directory (--data-dir): partition logs in <dir>/logs, metadata in <dir>/meta, the share-group change log in <dir>/share-log.",
 			static: func(c *Config) (string, bool) {
 				dir := c.DataDir
 				if abs, err := filepath.Abs(dir); err == nil {

@@ -99,7 +99,7 @@ var Settings = func() []Setting {
 			set: func(o *Options, v string) error { return setListener(&o.AdvertisedAddr, v, true) },
 			get: func(o *Options) string { return o.AdvertisedAddr }},
 		{Key: "log.dirs", Flag: "data-dir", Kind: KindString,
-			Doc: "The data directory (one): partition logs in <dir>/logs, the badger metadata store in <dir>/meta. Created if missing.",
+			Doc: "The data directory (one): partition logs in <dir>/logs, the badger metadata store in <dir>/meta, the share-group state change log in <dir>/share-log. Created if missing.",
 			set: func(o *Options, v string) error {
 				v = strings.TrimSpace(v)
 				switch {

@@ -66,6 +66,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -104,6 +105,10 @@ func shareKey(group string, tp shareTP) store.Key {
 	return store.Key{Group: group, TopicID: tp.topicID, Partition: tp.partition}
 }
 
+// shareLogDir is the share-group change log's directory in the data
+// directory.
+const shareLogDir = "share-log"
+
 // shareCoordinator owns share groups, share-partitions and share sessions.
 type shareCoordinator struct {
 	b        *Broker
@@ -126,19 +131,33 @@ type shareCoordinator struct {
 // metadata store. Share-partition state is loaded lazily.
 func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 	c := &shareCoordinator{
-		b:     b,
-		lg:    b.lg.Named("share"),
-		store: store.New(b.meta.db, store.Options{Prefix: []byte(PrefixShareGroups), BeforeCommit: b.cfg.shareBeforeCommit}),
+		b:  b,
+		lg: b.lg.Named("share"),
+	}
+	var err error
+	c.store, err = store.Open(b.meta.db, store.Options{
+		Prefix:       []byte(PrefixShareGroups),
+		BeforeCommit: b.cfg.shareBeforeCommit,
+		// Acknowledgements are durable once in this change log, one
+		// fdatasync each group commit; checkpoints move them into
+		// badger in the background (sharegroup/store/doc.go).
+		LogDir: filepath.Join(b.cfg.DataDir, shareLogDir),
+		CheckpointError: func(err error) {
+			c.lg.Error("checkpointing the share-group change log into the metadata store failed; the records stay in the log and the checkpoint is retried", zap.Error(err))
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: share-group state: %w", err)
 	}
 	c.trims.max = b.cfg.ShareBatchCacheBytes
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}
 	c.sessions.m = map[shareSessionKey]*shareSession{}
-	var err error
-	if c.configs.m, err = loadShareGroupConfigs(b.meta.db); err != nil {
-		return nil, err
+	if c.configs.m, err = loadShareGroupConfigs(b.meta.db); err == nil {
+		err = c.loadGroups()
 	}
-	if err := c.loadGroups(); err != nil {
+	if err != nil {
+		c.store.Close()
 		return nil, err
 	}
 	return c, nil
@@ -173,6 +192,9 @@ func (c *shareCoordinator) close() {
 			g.mu.timer.Stop()
 		}
 		g.mu.Unlock()
+	}
+	if err := c.store.Close(); err != nil {
+		c.lg.Error("closing the share-group change log failed; it is replayed at the next start", zap.Error(err))
 	}
 }
 

@@ -41,6 +41,22 @@ type Options struct {
 	// commit; an error fails every Write of the group as a failed badger
 	// commit would (nothing is written).
 	BeforeCommit func() error
+
+	// LogDir, if set (Open only), makes writes durable in a change log
+	// of segment files in this directory, moved into badger by
+	// checkpoints in the background (doc.go, "Change log"). Empty: every
+	// group commit is a badger transaction.
+	LogDir string
+	// LogSegmentBytes is the size of each change-log segment file; 0
+	// means DefaultLogSegmentBytes.
+	LogSegmentBytes int
+	// CheckpointBytes is how many bytes of change-log frames start a
+	// checkpoint; 0 means DefaultCheckpointBytes.
+	CheckpointBytes int
+	// CheckpointError, if set, hears of every failed background
+	// checkpoint (the frames stay in the log and the next checkpoint
+	// tries again).
+	CheckpointError func(error)
 }
 
 // Store is the badger adapter for share-partition state. See doc.go.
@@ -49,6 +65,7 @@ type Store struct {
 	prefix       []byte
 	every        int
 	beforeCommit func() error
+	log          *changeLog // nil: writes go straight to badger
 
 	mu struct {
 		sync.Mutex
@@ -124,7 +141,32 @@ type seqRange struct{ first, next uint64 }
 
 func (r seqRange) count() int { return int(r.next - r.first) }
 
-// New returns a Store over db. db stays owned by the caller.
+// Open returns a Store over db: New, plus the change log of
+// opts.LogDir if set, replaying into badger whatever a crash left in it.
+// Close it before closing db.
+func Open(db *badger.DB, opts Options) (*Store, error) {
+	s := New(db, opts)
+	if opts.LogDir == "" {
+		return s, nil
+	}
+	if err := s.openLog(opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close checkpoints the change log into badger and removes its segments;
+// writes after it fail. Without a change log it does nothing. Writes in
+// flight must have finished.
+func (s *Store) Close() error {
+	if s.log == nil {
+		return nil
+	}
+	return s.closeLog()
+}
+
+// New returns a Store over db without a change log (opts.LogDir is
+// ignored: see Open). db stays owned by the caller.
 func New(db *badger.DB, opts Options) *Store {
 	s := &Store{db: db, prefix: bytes.Clone(opts.Prefix), every: opts.SnapshotEvery, beforeCommit: opts.BeforeCommit}
 	if s.every <= 0 {
@@ -137,6 +179,7 @@ func New(db *badger.DB, opts Options) *Store {
 const (
 	tagSnapshot = 's'
 	tagDelta    = 'd'
+	tagCorrupt  = 'x' // set aside by a change-log checkpoint (quarantine)
 )
 
 func (s *Store) groupPrefix(group string) []byte {
@@ -153,6 +196,38 @@ func (s *Store) keyPrefix(k Key) []byte {
 func (s *Store) snapshotKey(k Key) []byte { return append(s.keyPrefix(k), tagSnapshot) }
 
 func (s *Store) deltaPrefix(k Key) []byte { return append(s.keyPrefix(k), tagDelta) }
+
+func (s *Store) corruptKey(k Key) []byte { return append(s.keyPrefix(k), tagCorrupt) }
+
+// quarantine sets k aside at a change-log checkpoint, with the watermark
+// mark after it: its records did not fold onto what badger holds (cause),
+// so its state is unknown. Loading it fails with ErrCorruptRecord, later
+// checkpoints skip it, and Delete clears it.
+func (s *Store) quarantine(k Key, cause error, mark []byte) error {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := txn.Set(s.corruptKey(k), []byte(cause.Error())); err != nil {
+		return err
+	}
+	if err := txn.Set(s.markKey(), mark); err != nil {
+		return err
+	}
+	s.forget([]PartitionRecords{{Key: k}})
+	return txn.Commit()
+}
+
+// quarantined returns why k was set aside, or "" if it was not.
+func (s *Store) quarantined(txn *badger.Txn, k Key) (string, error) {
+	item, err := txn.Get(s.corruptKey(k))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	v, err := item.ValueCopy(nil)
+	return string(v), err
+}
 
 func (s *Store) deltaKey(k Key, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(s.deltaPrefix(k), seq)
@@ -368,12 +443,15 @@ func (s *Store) commitGroup(q []*Pending) []error {
 			return errs
 		}
 	}
+	if s.log != nil {
+		return s.commitToLog(q, live, errs, blocked)
+	}
 	if len(live) > 1 {
 		var all []PartitionRecords
 		for _, i := range live {
 			all = append(all, q[i].batch...)
 		}
-		err := s.update(mergeByKey(all))
+		err := s.update(mergeByKey(all), nil)
 		var pe *prepareError
 		if !errors.As(err, &pe) {
 			for _, i := range live {
@@ -393,10 +471,10 @@ func (s *Store) commitGroup(q []*Pending) []error {
 // writeAlone persists one Write's batch in one transaction, or, if that
 // is too big, one transaction per share-partition, each still atomic.
 func (s *Store) writeAlone(batch []PartitionRecords) error {
-	err := s.update(batch)
+	err := s.update(batch, nil)
 	if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
 		for i := range batch {
-			if err := s.update(batch[i : i+1]); err != nil {
+			if err := s.update(batch[i:i+1], nil); err != nil {
 				return err
 			}
 		}
@@ -423,7 +501,9 @@ func mergeByKey(batch []PartitionRecords) []PartitionRecords {
 	return out
 }
 
-func (s *Store) update(batch []PartitionRecords) error {
+// update persists batch in one transaction, with the change-log
+// watermark mark if not nil.
+func (s *Store) update(batch []PartitionRecords, mark []byte) error {
 	next := make(map[Key]seqRange, len(batch))
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
@@ -434,6 +514,11 @@ func (s *Store) update(batch []PartitionRecords) error {
 			return &prepareError{fmt.Errorf("sharegroup/store: write: %w", err)}
 		}
 		next[pr.Key] = r
+	}
+	if mark != nil {
+		if err := txn.Set(s.markKey(), mark); err != nil {
+			return &prepareError{fmt.Errorf("sharegroup/store: write: %w", err)}
+		}
 	}
 	if err := txn.Commit(); err != nil {
 		s.forget(batch) // what the commit wrote is unknown
@@ -450,6 +535,11 @@ func (s *Store) update(batch []PartitionRecords) error {
 // writeOne persists one share-partition's records and returns its new
 // delta range.
 func (s *Store) writeOne(txn *badger.Txn, pr PartitionRecords) (seqRange, error) {
+	if s.log != nil {
+		if why, err := s.quarantined(txn, pr.Key); err != nil || why != "" {
+			return seqRange{}, err // set aside: its records go nowhere
+		}
+	}
 	cur, err := s.deltaRange(txn, pr.Key)
 	if err != nil {
 		return cur, err
@@ -544,6 +634,12 @@ func (s *Store) scanDeltaRange(txn *badger.Txn, k Key) (seqRange, error) {
 // records reads the snapshot and deltas of k inside txn, in replay order.
 // A key without a snapshot returns no records (and no deltas may exist).
 func (s *Store) records(txn *badger.Txn, k Key) ([]sharegroup.Record, error) {
+	if why, err := s.quarantined(txn, k); err != nil || why != "" {
+		if err == nil {
+			err = fmt.Errorf("sharegroup/store: share-partition set aside at a checkpoint (%s): %w", why, sharegroup.ErrCorruptRecord)
+		}
+		return nil, err
+	}
 	item, err := txn.Get(s.snapshotKey(k))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		r, err := s.scanDeltaRange(txn, k)
@@ -587,8 +683,13 @@ func (s *Store) LoadRecords(k Key) ([]sharegroup.Record, error) {
 	is := func(x Key) bool { return x == k }
 	s.settle(is)
 	s.forgive(is)
+	unlock, err := s.flushLog()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var out []sharegroup.Record
-	err := s.db.View(func(txn *badger.Txn) error {
+	err = s.db.View(func(txn *badger.Txn) error {
 		var err error
 		out, err = s.records(txn, k)
 		return err
@@ -619,6 +720,11 @@ func (s *Store) Delete(k Key) error {
 	is := func(x Key) bool { return x == k }
 	s.settle(is)
 	s.forgive(is)
+	unlock, err := s.flushLog()
+	if err != nil {
+		return fmt.Errorf("sharegroup/store: delete: %w", err)
+	}
+	defer unlock()
 	return s.deletePrefix(s.keyPrefix(k), func() {
 		s.mu.Lock()
 		delete(s.mu.deltas, k)
@@ -631,6 +737,11 @@ func (s *Store) DeleteGroup(group string) error {
 	in := func(x Key) bool { return x.Group == group }
 	s.settle(in)
 	s.forgive(in)
+	unlock, err := s.flushLog()
+	if err != nil {
+		return fmt.Errorf("sharegroup/store: delete: %w", err)
+	}
+	defer unlock()
 	return s.deletePrefix(s.groupPrefix(group), func() {
 		s.mu.Lock()
 		for k := range s.mu.deltas {
@@ -678,9 +789,14 @@ func (s *Store) deletePrefix(prefix []byte, done func()) error {
 
 // Keys lists the share-partitions of group that have state, in key order.
 func (s *Store) Keys(group string) ([]Key, error) {
+	unlock, err := s.flushLog()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	prefix := s.groupPrefix(group)
 	var out []Key
-	err := s.db.View(func(txn *badger.Txn) error {
+	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
@@ -696,4 +812,48 @@ func (s *Store) Keys(group string) ([]Key, error) {
 		return nil
 	})
 	return out, err
+}
+
+// commitToLog is commitGroup with a change log: the records of the live
+// writes of q go into one frame, one sync. A write whose records do not
+// encode fails alone (and any write after it of the same keys: blocked).
+func (s *Store) commitToLog(q []*Pending, live []int, errs []error, blocked func(int) bool) []error {
+	l := s.log
+	payload := append(l.buf[:0], frameVersion)
+	var in []int
+	records := 0
+	for _, i := range live {
+		if blocked(i) {
+			continue
+		}
+		at := len(payload)
+		var err error
+		for _, pr := range q[i].batch {
+			if payload, err = appendEntry(payload, pr); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			payload = payload[:at]
+			errs[i] = fmt.Errorf("sharegroup/store: write: %w", err)
+			continue
+		}
+		for _, pr := range q[i].batch {
+			records += len(pr.Records)
+		}
+		in = append(in, i)
+	}
+	l.buf = payload[:0]
+	if cap(payload) > 1<<20 {
+		l.buf = nil // a rare big frame's buffer is not kept
+	}
+	if len(in) == 0 {
+		return errs
+	}
+	if err := l.write(payload, records); err != nil {
+		for _, i := range in {
+			errs[i] = err
+		}
+	}
+	return errs
 }

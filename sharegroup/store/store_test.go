@@ -16,7 +16,7 @@ var t0 = time.Unix(1_700_000_000, 0)
 
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-func openDB(t *testing.T, dir string) *badger.DB {
+func openDB(t testing.TB, dir string) *badger.DB {
 	t.Helper()
 	db, err := badger.Open(badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil))
 	require.NoError(t, err)
