@@ -15,10 +15,12 @@ package broker
 //     acknowledgements, releases the member's remaining records on the
 //     session's partitions (not a delivery attempt) and drops the session,
 //     fetching nothing.
-//   - Piggybacked acknowledgements are processed (and persisted) before
-//     anything is acquired, so the records they free can be re-acquired
-//     at once. Other members' fetches and acknowledgements do not wait
-//     for that write (shareCoordinator.acknowledge). Every partition
+//   - Piggybacked acknowledgements are applied before anything is
+//     acquired, so the records they free can be re-acquired at once, and
+//     their write syncs while the fetch acquires and reads; the response
+//     goes out once it is durable (shareCoordinator.submitAcks). Other
+//     members' fetches and acknowledgements do not wait for that write
+//     either (shareCoordinator.acknowledge). Every partition
 //     that carried acknowledgements appears in the response with its
 //     AcknowledgeErrorCode (0 on success), data or not.
 //     Acknowledgements are all-or-nothing per partition.
@@ -155,14 +157,17 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		}
 	}
 	spread := sess.spreadHeads(time.Now(), len(acks) > 0)
-	sc.acknowledge(time.Now(), group, st, member, acks)
-	for _, a := range acks {
-		out.ack(a)
-	}
 	if renew {
+		sc.acknowledge(time.Now(), group, st, member, acks)
+		for _, a := range acks {
+			out.ack(a)
+		}
 		out.build(resp)
 		return resp
 	}
+	// The acknowledgements' write syncs while the first try acquires and
+	// reads; the response waits for both.
+	finishAcks := sc.submitAcks(time.Now(), group, st, member, acks)
 
 	// Fetch every session partition, the first one rotating by epoch.
 	type target struct {
@@ -238,6 +243,10 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		return got, failed
 	}
 	got, failed := try()
+	finishAcks()
+	for _, a := range acks {
+		out.ack(a)
+	}
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	// Ordered mode: only this member's own acks can free its groups
 	// (share_mgroups.go), due before its earliest lock deadline.

@@ -573,6 +573,19 @@ type shareAck struct {
 // can always make it, never out of order. acknowledge returns once the
 // write is durable or failed.
 func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
+	c.submitAcks(now, group, st, member, acks)()
+}
+
+// submitAcks is acknowledge in two steps: it applies the
+// acknowledgements and submits their write, and returns the rest
+// (waiting for the write, setting the results, waking waiting fetches),
+// which must be called exactly once. A ShareFetch acquires and reads its
+// next records in between, while its acknowledgements sync (as other
+// members' fetches may, see above), and answers once they are durable:
+// in ordered mode one message-group cycle then costs the sync or the
+// reading, not both (measured: ordered 0.72-0.76M records/s against
+// 0.55-0.63M waiting first).
+func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) (finish func()) {
 	var todo []*shareAck
 	for _, a := range acks {
 		if a.code != 0 {
@@ -586,7 +599,7 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 		todo = append(todo, a)
 	}
 	if len(todo) == 0 {
-		return
+		return func() {}
 	}
 	sort.Slice(todo, func(i, j int) bool { return compareKeys(todo[i].sp.key, todo[j].sp.key) < 0 })
 	for _, a := range todo {
@@ -623,6 +636,13 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 		a.sp.armLocked(now)
 		a.sp.mu.Unlock()
 	}
+	return func() { c.finishAcks(todo, w, batch, wrote, from) }
+}
+
+// finishAcks is submitAcks' second step: it waits for the write w (nil:
+// nothing to write) of batch, the records of wrote made from the
+// Partitions from, and sets the results of todo.
+func (c *shareCoordinator) finishAcks(todo []*shareAck, w *store.Pending, batch []store.PartitionRecords, wrote []*shareAck, from []*sharegroup.Partition) {
 	if w != nil {
 		err := w.Wait()
 		if err != nil {
