@@ -424,9 +424,10 @@ func (l *changeLog) prepareSpares() {
 }
 
 // write appends one frame holding payload (a version byte and entries)
-// and syncs it. On failure the frame is unmade (its header zeroed and
-// synced) before write returns, so it is never replayed; if that fails
-// too, the log is broken and every later write fails.
+// and syncs it. On failure the frame is unmade (zeroed and synced) before
+// write returns, so it is never replayed; if that fails too, the log is
+// broken: every later write fails, and so do the reads and deletions that
+// would checkpoint first (flushLog), until a restart.
 func (l *changeLog) write(payload []byte, records int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

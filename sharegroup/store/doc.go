@@ -37,6 +37,8 @@
 //
 //	prefix | uvarint(len(group)) | group | topicID (16 B) | partition (4 B BE) | 's'                   → snapshot
 //	prefix | uvarint(len(group)) | group | topicID (16 B) | partition (4 B BE) | 'd' | seq (8 B BE)   → delta
+//	prefix | uvarint(len(group)) | group | topicID (16 B) | partition (4 B BE) | 'x'                   → set aside (below)
+//	prefix | 0xff                                                                                      → change-log watermark (below)
 //
 // Values are sharegroup.Record encodings (version byte, varints, CRC-32C;
 // see sharegroup.Record.AppendBinary). Deltas sort by seq, which only grows
@@ -70,9 +72,14 @@
 // segment up to the first frame that is not whole with a matching CRC:
 // the prewritten zeros after the last frame, or a write a crash cut
 // short (one that was never acknowledged: a frame is written only after
-// the previous one synced). A frame whose write or sync fails has its
-// header zeroed and synced before the failure is reported, so it is never
-// replayed; if that fails too, every later write fails until a restart.
+// the previous one synced). A frame whose write or sync fails is zeroed
+// and synced before the failure is reported, so it is never replayed; if
+// that fails too, every later write fails until a restart, and so do
+// Load, Keys and the deletions (a deletion the replay of that frame could
+// undo). A segment made ready in the background that a write had to
+// overtake (no spare was ready: it made its own, not prewritten) is
+// dropped unused: segments are used in the order of their numbers, which
+// replay follows.
 //
 // Checkpoint watermark. The key prefix | 0xff holds the log position
 // (segment, offset) before which every frame is in badger, and how many
@@ -89,4 +96,12 @@
 // frames. Open replays what a crash left after the watermark, then
 // removes the old segments; Close checkpoints everything and removes the
 // segments, leaving nothing to replay.
+//
+// Records that do not fold onto what badger holds (a bug, or corrupt
+// state: sharegroup.ErrCorruptRecord) fail their own write without a
+// change log. With one they are durable before any fold, so the
+// checkpoint sets that share-partition aside instead (the 'x' key, with
+// the reason): loading it fails with ErrCorruptRecord, checkpoints skip
+// its records, and Delete clears it; the others go on, and so do later
+// starts.
 package store
