@@ -142,8 +142,8 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 		// fdatasync each group commit; checkpoints move them into
 		// badger in the background (sharegroup/store/doc.go).
 		LogDir: filepath.Join(b.cfg.DataDir, shareLogDir),
-		CheckpointError: func(err error) {
-			c.lg.Error("checkpointing the share-group change log into the metadata store failed; the records stay in the log and the checkpoint is retried", zap.Error(err))
+		BackgroundError: func(err error) {
+			c.lg.Error("share-group change log: a checkpoint into the metadata store, or a spare segment file, failed; the records stay in the log and it is retried", zap.Error(err))
 		},
 	})
 	if err != nil {

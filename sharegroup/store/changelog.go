@@ -136,7 +136,7 @@ func (s *Store) openLog(opts Options) error {
 		dir:       opts.LogDir,
 		segBytes:  int64(opts.LogSegmentBytes),
 		ckptBytes: int64(opts.CheckpointBytes),
-		onError:   opts.CheckpointError,
+		onError:   opts.BackgroundError,
 		ckptKick:  make(chan struct{}, 1),
 		spareKick: make(chan struct{}, 1),
 		stop:      make(chan struct{}),

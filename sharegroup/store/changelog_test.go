@@ -1004,7 +1004,7 @@ func TestChangeLogCorruptFrameFailsOpen(t *testing.T) {
 func TestChangeLogConcurrentWritersAndCheckpoints(t *testing.T) {
 	t.Parallel()
 	var ckptErrs atomic.Int32
-	e := newLogEnv(t, Options{LogSegmentBytes: 256 << 10, CheckpointBytes: 256, CheckpointError: func(error) { ckptErrs.Add(1) }})
+	e := newLogEnv(t, Options{LogSegmentBytes: 256 << 10, CheckpointBytes: 256, BackgroundError: func(error) { ckptErrs.Add(1) }})
 	const owners, rounds = 6, 60
 	models := make([]model, owners)
 	parts := make(map[Key]*sharegroup.Partition, owners)

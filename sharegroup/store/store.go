@@ -53,10 +53,11 @@ type Options struct {
 	// CheckpointBytes is how many bytes of change-log frames start a
 	// checkpoint; 0 means DefaultCheckpointBytes.
 	CheckpointBytes int
-	// CheckpointError, if set, hears of every failed background
-	// checkpoint (the frames stay in the log and the next checkpoint
-	// tries again).
-	CheckpointError func(error)
+	// BackgroundError, if set, hears of every failure of the change
+	// log's background work: a checkpoint (the frames stay in the log;
+	// the next checkpoint, after a backoff, tries again) or a spare
+	// segment file (the next rotation makes one itself).
+	BackgroundError func(error)
 }
 
 // Store is the badger adapter for share-partition state. See doc.go.
