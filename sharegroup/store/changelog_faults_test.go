@@ -34,19 +34,6 @@ func crashLog(t *testing.T, s *Store) {
 	}
 }
 
-// releaseRange has member m acquire and release [first, last] of p and
-// returns the records to persist (the range goes back to Available with
-// its delivery count).
-func releaseRange(t *testing.T, p *sharegroup.Partition, first, last int64) []sharegroup.Record {
-	t.Helper()
-	_, eff := p.Acquire(at(1), "m", []sharegroup.LogBatch{{First: first, Last: last}}, int(last-first+1), sharegroup.RecordLimit)
-	recs := eff.Records
-	eff, err := p.Acknowledge(at(2), "m", []sharegroup.AckBatch{{First: first, Last: last, Types: []sharegroup.AckType{sharegroup.AckRelease}}})
-	require.NoError(t, err)
-	require.NotEmpty(t, eff.Records)
-	return append(recs, eff.Records...)
-}
-
 // pin has member x hold offset 0 (acquisitions are not persisted): the
 // SPSO stays 0, so replayed deltas of later ranges are not skipped as
 // below it, and a stale one overwriting an acknowledged range is refused.
@@ -134,7 +121,7 @@ func TestChangeLogSkipsFramesBehindMark(t *testing.T) {
 	pin(t, p)
 	_, err = s.Keys("g") // checkpoints what is pending so far
 	require.NoError(t, err)
-	require.NoError(t, s.Write([]PartitionRecords{{Key: k, Records: releaseRange(t, p, 1, 10)}}))
+	require.NoError(t, s.Write([]PartitionRecords{{Key: k, Records: ackRangeAs(t, p, 1, 10, sharegroup.AckRelease)}}))
 	require.NoError(t, s.Write([]PartitionRecords{{Key: k, Records: ackRange(t, p, 1, 10)}}))
 
 	// The commit that applies the frames "fails" after applying them.

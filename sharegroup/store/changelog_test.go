@@ -147,6 +147,15 @@ func (e *logEnv) crashAndReopen() {
 	e.reopen()
 }
 
+// crashReopenRequire crashes, reopens, and requires the records of m and
+// the state of parts.
+func (e *logEnv) crashReopenRequire(m model, parts map[Key]*sharegroup.Partition) {
+	e.t.Helper()
+	e.crashAndReopen()
+	e.requireRecords(m)
+	e.requireState(parts)
+}
+
 // write writes batch as one Write (one frame, when nothing else is
 // writing) and records it in m.
 func (e *logEnv) write(m model, batch ...PartitionRecords) {
@@ -439,9 +448,7 @@ func TestChangeLogCrashReplaysEverything(t *testing.T) {
 	for i, k := range keys {
 		e.write(m, mustRound(t, parts[k], k, 30, i))
 	}
-	e.crashAndReopen()
-	e.requireRecords(m)
-	e.requireState(parts)
+	e.crashReopenRequire(m, parts)
 }
 
 // TestChangeLogCloseCheckpointsAndRemovesSegments: a clean Close moves
@@ -539,9 +546,7 @@ func TestChangeLogTornTail(t *testing.T) {
 			pa, _, err := e.s.Load(a, sharegroup.DefaultConfig())
 			require.NoError(t, err)
 			e.write(want, mustRound(t, pa, a, 20, 0))
-			e.crashAndReopen()
-			e.requireRecords(want)
-			e.requireState(map[Key]*sharegroup.Partition{a: pa})
+			e.crashReopenRequire(want, map[Key]*sharegroup.Partition{a: pa})
 		})
 	}
 }
@@ -591,9 +596,7 @@ func TestChangeLogReplayIdempotentAcrossWatermark(t *testing.T) {
 
 	rounds(10, 12)
 	e.crashAndReopen()
-	e.crashAndReopen()
-	e.requireRecords(m)
-	e.requireState(parts)
+	e.crashReopenRequire(m, parts)
 }
 
 // smallDB is openDB's badger, with smaller memtables and caches: the
@@ -718,9 +721,7 @@ func TestChangeLogSegmentRotation(t *testing.T) {
 			e.write(m, mustRound(t, parts[k], k, r, i))
 		}
 	}
-	e.crashAndReopen()
-	e.requireRecords(m)
-	e.requireState(parts)
+	e.crashReopenRequire(m, parts)
 }
 
 // TestChangeLogRotationKeepsLogOrder: every write of a frame bigger than
@@ -832,13 +833,11 @@ func TestChangeLogFailedWriteNotReplayed(t *testing.T) {
 	pa, err = sharegroup.Recover(sharegroup.DefaultConfig(), recs)
 	require.NoError(t, err)
 	e.write(m, mustRound(t, pa, a, 5, 0))
-	e.crashAndReopen()
-	e.requireRecords(m)
-	e.requireState(map[Key]*sharegroup.Partition{a: pa})
+	e.crashReopenRequire(m, map[Key]*sharegroup.Partition{a: pa})
 }
 
 // TestChangeLogBrokenLogFailsEveryWrite: when a frame write fails and
-// its undoing (zeroing the header) fails too, the log is broken: that
+// its undoing (zeroing the frame) fails too, the log is broken: that
 // write and every later one, of any share-partition, fail; what was
 // acknowledged before survives a crash.
 func TestChangeLogBrokenLogFailsEveryWrite(t *testing.T) {

@@ -46,9 +46,15 @@ func (g *gate) hold(t *testing.T, s *Store, batch []PartitionRecords) *Pending {
 // and returns the records to persist.
 func ackRange(t *testing.T, p *sharegroup.Partition, first, last int64) []sharegroup.Record {
 	t.Helper()
+	return ackRangeAs(t, p, first, last, sharegroup.AckAccept)
+}
+
+// ackRangeAs is ackRange acknowledging with typ.
+func ackRangeAs(t *testing.T, p *sharegroup.Partition, first, last int64, typ sharegroup.AckType) []sharegroup.Record {
+	t.Helper()
 	_, eff := p.Acquire(at(1), "m", []sharegroup.LogBatch{{First: first, Last: last}}, int(last-first+1), sharegroup.RecordLimit)
 	recs := eff.Records
-	eff, err := p.Acknowledge(at(2), "m", []sharegroup.AckBatch{{First: first, Last: last, Types: []sharegroup.AckType{sharegroup.AckAccept}}})
+	eff, err := p.Acknowledge(at(2), "m", []sharegroup.AckBatch{{First: first, Last: last, Types: []sharegroup.AckType{typ}}})
 	require.NoError(t, err)
 	require.NotEmpty(t, eff.Records)
 	return append(recs, eff.Records...)
