@@ -166,8 +166,16 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		return resp
 	}
 	// The acknowledgements' write syncs while the first try acquires and
-	// reads; the response waits for both.
+	// reads; the response waits for both. (A panic in between still
+	// finishes them: their results are lost with the request, but waiting
+	// fetches are woken.)
 	finishAcks := sc.submitAcks(time.Now(), group, st, member, acks)
+	acksFinished := false
+	defer func() {
+		if !acksFinished {
+			finishAcks()
+		}
+	}()
 
 	// Fetch every session partition, the first one rotating by epoch.
 	type target struct {
@@ -244,6 +252,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	got, failed := try()
 	finishAcks()
+	acksFinished = true
 	for _, a := range acks {
 		out.ack(a)
 	}

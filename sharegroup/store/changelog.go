@@ -727,7 +727,7 @@ func (s *Store) closeLog() error {
 		sg.f.Close()
 		if err == nil {
 			if rerr := os.Remove(filepath.Join(l.dir, segmentName(sg.seq))); rerr != nil {
-				err = rerr
+				err = fmt.Errorf("sharegroup/store: change log: %w", rerr)
 			}
 		}
 	}
