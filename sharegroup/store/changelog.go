@@ -29,6 +29,9 @@ const (
 	// DefaultCheckpointBytes is how many bytes of frames not yet in badger
 	// start a checkpoint.
 	DefaultCheckpointBytes = 1 << 20
+	// DefaultMaxUncheckpointedBytes is how many bytes of frames not yet in
+	// badger refuse further writes while checkpoints fail.
+	DefaultMaxUncheckpointedBytes = 64 << 20
 
 	frameHeaderBytes = 8 // uint32 LE payload length, uint32 LE CRC-32C of the payload
 	frameVersion     = 1
@@ -96,6 +99,7 @@ type changeLog struct {
 	dir       string
 	segBytes  int64
 	ckptBytes int64
+	maxBytes  int64 // pending bytes that refuse writes while checkpoints fail
 	onError   func(error)
 
 	mu struct {
@@ -107,6 +111,7 @@ type changeLog struct {
 		pending []frame // durable, not yet in badger, in log order
 		bytes   int64   // payload bytes of pending
 		broken  error   // a failed write could not be undone: every write fails
+		ckptErr error   // the last checkpoint's failure, nil once one succeeds
 		closed  bool
 	}
 	// ckpt serializes checkpoints, and keeps badger's share-partition
@@ -136,6 +141,7 @@ func (s *Store) openLog(opts Options) error {
 		dir:       opts.LogDir,
 		segBytes:  int64(opts.LogSegmentBytes),
 		ckptBytes: int64(opts.CheckpointBytes),
+		maxBytes:  int64(opts.MaxUncheckpointedBytes),
 		onError:   opts.BackgroundError,
 		ckptKick:  make(chan struct{}, 1),
 		spareKick: make(chan struct{}, 1),
@@ -146,6 +152,9 @@ func (s *Store) openLog(opts Options) error {
 	}
 	if l.ckptBytes <= 0 {
 		l.ckptBytes = DefaultCheckpointBytes
+	}
+	if l.maxBytes <= 0 {
+		l.maxBytes = DefaultMaxUncheckpointedBytes
 	}
 	if l.onError == nil {
 		l.onError = func(error) {}
@@ -436,6 +445,10 @@ func (l *changeLog) write(payload []byte, records int) error {
 		return errLogClosed
 	case l.mu.broken != nil:
 		return fmt.Errorf("sharegroup/store: change log unusable since an earlier failure: %w", l.mu.broken)
+	case l.mu.ckptErr != nil && l.mu.bytes >= l.maxBytes:
+		// Memory and the replay at the next start stay bounded; a
+		// checkpoint that works again lifts this.
+		return fmt.Errorf("sharegroup/store: change log: %d bytes wait for checkpoints that fail: %w", l.mu.bytes, l.mu.ckptErr)
 	}
 	need := int64(frameHeaderBytes + len(payload))
 	cur := l.mu.cur
@@ -543,10 +556,21 @@ func (s *Store) checkpoint() error {
 	return s.checkpointLocked()
 }
 
-// checkpointLocked applies the pending frames to badger in order, each
+// checkpointLocked is checkpointOnce, noting whether it failed (write).
+// ckpt held.
+func (s *Store) checkpointLocked() error {
+	err := s.checkpointOnce()
+	l := s.log
+	l.mu.Lock()
+	l.mu.ckptErr = err
+	l.mu.Unlock()
+	return err
+}
+
+// checkpointOnce applies the pending frames to badger in order, each
 // transaction carrying the watermark after what it applied, then removes
 // the segments wholly applied. ckpt held.
-func (s *Store) checkpointLocked() error {
+func (s *Store) checkpointOnce() error {
 	l := s.log
 	mark, err := s.readMark()
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"hash/crc32"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -181,4 +183,51 @@ func TestChangeLogBrokenLogRefusesDelete(t *testing.T) {
 	recs, err := s.LoadRecords(k)
 	require.NoError(t, err)
 	require.Empty(t, recs)
+}
+
+// TestChangeLogBoundsFramesWhileCheckpointsFail: while checkpoints fail
+// (here: a watermark badger cannot decode), frames wait in memory and in
+// the log; past MaxUncheckpointedBytes writes are refused instead of
+// letting both grow without end, and once a checkpoint works again
+// (a reload checkpoints first) writes go on.
+func TestChangeLogBoundsFramesWhileCheckpointsFail(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := openDB(t, filepath.Join(dir, "db"))
+	defer db.Close()
+	const limit = 4096
+	var bgErrs atomic.Int32
+	s, err := Open(db, Options{Prefix: []byte("sg/"), LogDir: filepath.Join(dir, "log"), CheckpointBytes: 1,
+		MaxUncheckpointedBytes: limit, BackgroundError: func(error) { bgErrs.Add(1) }})
+	require.NoError(t, err)
+	defer s.Close()
+	k := Key{Group: "g", Partition: 1}
+	p := newPartitionAt(t, s, k)
+
+	s.log.ckpt.Lock() // no checkpoint in between
+	good, err := s.readMark()
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(txn *badger.Txn) error { return txn.Set(s.markKey(), []byte("bad")) }))
+	s.log.ckpt.Unlock()
+
+	var refused error
+	next := int64(0)
+	for ; next < 100_000 && refused == nil; next += 10 {
+		refused = s.Write([]PartitionRecords{{Key: k, Records: ackRange(t, p, next, next+9)}})
+	}
+	require.ErrorIs(t, refused, sharegroup.ErrCorruptRecord, "refused, naming the checkpoints' failure")
+	require.NotZero(t, bgErrs.Load(), "the failing checkpoints were reported")
+	s.log.mu.Lock()
+	pending := s.log.mu.bytes
+	s.log.mu.Unlock()
+	require.Less(t, pending, int64(2*limit), "frames stopped piling up near the bound")
+
+	s.log.ckpt.Lock()
+	require.NoError(t, db.Update(func(txn *badger.Txn) error { return txn.Set(s.markKey(), good.encode()) }))
+	s.log.ckpt.Unlock()
+	recs, err := s.LoadRecords(k) // checkpoints first: it works again
+	require.NoError(t, err)
+	q, err := sharegroup.Recover(sharegroup.DefaultConfig(), recs)
+	require.NoError(t, err)
+	require.NoError(t, s.Write([]PartitionRecords{{Key: k, Records: ackRange(t, q, next, next+9)}}))
 }

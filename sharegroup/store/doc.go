@@ -95,7 +95,11 @@
 // durable write, and a deletion is never undone by replaying older
 // frames. Open replays what a crash left after the watermark, then
 // removes the old segments; Close checkpoints everything and removes the
-// segments, leaving nothing to replay.
+// segments, leaving nothing to replay. While checkpoints fail (reported
+// through Options.BackgroundError and retried with a backoff), frames
+// wait in memory and in the log; past MaxUncheckpointedBytes (default 64
+// MiB) writes fail too, until a checkpoint succeeds again (Load and Keys
+// try one first).
 //
 // Records that do not fold onto what badger holds (a bug, or corrupt
 // state: sharegroup.ErrCorruptRecord) fail their own write without a

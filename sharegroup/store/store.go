@@ -53,6 +53,10 @@ type Options struct {
 	// CheckpointBytes is how many bytes of change-log frames start a
 	// checkpoint; 0 means DefaultCheckpointBytes.
 	CheckpointBytes int
+	// MaxUncheckpointedBytes bounds the frames waiting for a checkpoint
+	// while checkpoints fail: past it writes fail until one succeeds; 0
+	// means DefaultMaxUncheckpointedBytes.
+	MaxUncheckpointedBytes int
 	// BackgroundError, if set, hears of every failure of the change
 	// log's background work: a checkpoint (the frames stay in the log;
 	// the next checkpoint, after a backoff, tries again) or a spare
