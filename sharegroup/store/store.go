@@ -727,7 +727,7 @@ func (s *Store) Delete(k Key) error {
 	s.forgive(is)
 	unlock, err := s.flushLog()
 	if err != nil {
-		return fmt.Errorf("sharegroup/store: delete: %w", err)
+		return err // it says why: a checkpoint failed, or the log is broken
 	}
 	defer unlock()
 	return s.deletePrefix(s.keyPrefix(k), func() {
@@ -744,7 +744,7 @@ func (s *Store) DeleteGroup(group string) error {
 	s.forgive(in)
 	unlock, err := s.flushLog()
 	if err != nil {
-		return fmt.Errorf("sharegroup/store: delete: %w", err)
+		return err // it says why: a checkpoint failed, or the log is broken
 	}
 	defer unlock()
 	return s.deletePrefix(s.groupPrefix(group), func() {
