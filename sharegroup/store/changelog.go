@@ -189,7 +189,7 @@ func (s *Store) openLog(opts Options) error {
 			}
 			batch, err := decodeFrame(f.payload)
 			if err != nil {
-				return fmt.Errorf("sharegroup/store: change log segment %s offset %d: %w", segmentName(seq), f.pos.off, err)
+				return frameError(f.pos, err)
 			}
 			for _, pr := range batch {
 				f.records += len(pr.Records)
@@ -221,9 +221,7 @@ func (s *Store) openLog(opts Options) error {
 func (l *changeLog) takeSeq() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seq := l.mu.nextSeq
-	l.mu.nextSeq++
-	return seq
+	return l.takeSeqLocked()
 }
 
 func listSegments(dir string) ([]uint64, error) {
@@ -269,12 +267,24 @@ func parseFrames(seq uint64, raw []byte) []frame {
 	return out
 }
 
-// appendEntry appends one share-partition's records to a frame payload.
+// appendFrame appends payload as a frame: its length and CRC-32C (the
+// header parseFrames checks), then the payload.
+func appendFrame(b, payload []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crcTable))
+	return append(b, payload...)
+}
+
+// frameError places err at the frame at pos.
+func frameError(pos logPos, err error) error {
+	return fmt.Errorf("sharegroup/store: change log segment %s offset %d: %w", segmentName(pos.seg), pos.off, err)
+}
+
+// appendEntry appends one share-partition's records to a frame payload:
+// its key as badger's keys spell it after the prefix (appendKey), then
+// the records.
 func appendEntry(b []byte, pr PartitionRecords) ([]byte, error) {
-	b = binary.AppendUvarint(b, uint64(len(pr.Key.Group)))
-	b = append(b, pr.Key.Group...)
-	b = append(b, pr.Key.TopicID[:]...)
-	b = binary.BigEndian.AppendUint32(b, uint32(pr.Key.Partition))
+	b = appendKey(b, pr.Key)
 	b = binary.AppendUvarint(b, uint64(len(pr.Records)))
 	for i := range pr.Records {
 		at := len(b)
@@ -375,7 +385,7 @@ func (l *changeLog) newSegment(seq uint64, prewrite bool) (*segment, error) {
 	}
 	zeros := make([]byte, min(1<<20, size))
 	for off := int64(0); off < size; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), l.segBytes-off)], off); err != nil {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
 			return fail(err)
 		}
 	}
@@ -469,10 +479,7 @@ func (l *changeLog) write(payload []byte, records int) error {
 		signal(l.spareKick)
 		signal(l.ckptKick)
 	}
-	buf := make([]byte, frameHeaderBytes, need)
-	binary.LittleEndian.PutUint32(buf, uint32(len(payload)))
-	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(payload, crcTable))
-	buf = append(buf, payload...)
+	buf := appendFrame(make([]byte, 0, need), payload)
 	_, err := cur.f.WriteAt(buf, cur.off)
 	if err == nil {
 		err = fdatasync(cur.f)
@@ -641,7 +648,7 @@ func (s *Store) applyFrames(frames []frame, mark *logMark) (int, error) {
 		for _, f := range frames[:n] {
 			batch, err := decodeFrame(f.payload)
 			if err != nil {
-				return 0, fmt.Errorf("sharegroup/store: change log segment %s offset %d: %w", segmentName(f.pos.seg), f.pos.off, err)
+				return 0, frameError(f.pos, err)
 			}
 			if f.pos == mark.pos {
 				batch = batch[min(mark.keys, len(batch)):]
@@ -675,7 +682,7 @@ func (s *Store) applyFrames(frames []frame, mark *logMark) (int, error) {
 func (s *Store) applyByKey(f frame, mark *logMark) (int, error) {
 	batch, err := decodeFrame(f.payload)
 	if err != nil {
-		return 0, fmt.Errorf("sharegroup/store: change log segment %s offset %d: %w", segmentName(f.pos.seg), f.pos.off, err)
+		return 0, frameError(f.pos, err)
 	}
 	from := 0
 	if f.pos == mark.pos {
@@ -691,7 +698,7 @@ func (s *Store) applyByKey(f frame, mark *logMark) (int, error) {
 			err = s.quarantine(batch[i].Key, err, after.encode())
 		}
 		if err != nil {
-			return 0, fmt.Errorf("sharegroup/store: change log segment %s offset %d: %w", segmentName(f.pos.seg), f.pos.off, err)
+			return 0, frameError(f.pos, err)
 		}
 		*mark = after
 	}

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -163,9 +161,7 @@ func TestChangeLogBrokenLogRefusesDelete(t *testing.T) {
 	require.NoError(t, err)
 	l := s.log
 	l.mu.Lock()
-	buf := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
-	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(payload, crcTable))
-	_, err = l.mu.cur.f.WriteAt(append(buf, payload...), l.mu.cur.off) // pwrite done, fdatasync failed
+	_, err = l.mu.cur.f.WriteAt(appendFrame(nil, payload), l.mu.cur.off) // pwrite done, fdatasync failed
 	require.NoError(t, err)
 	l.mu.broken = errors.New("injected: zeroing the failed frame failed")
 	l.mu.Unlock()

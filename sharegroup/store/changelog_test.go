@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -224,13 +223,8 @@ func writeAt(t *testing.T, path string, off int64, b []byte) {
 	require.NoError(t, f.Close())
 }
 
-// frameBytes encodes payload as a frame: uint32 LE length, uint32 LE
-// CRC-32C of the payload, the payload.
-func frameBytes(payload []byte) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
-	return append(b, payload...)
-}
+// frameBytes encodes payload as a frame (appendFrame).
+func frameBytes(payload []byte) []byte { return appendFrame(nil, payload) }
 
 // model is, per key, what LoadRecords must return when the store never
 // compacts (SnapshotEvery huge): the latest snapshot written and every

@@ -188,12 +188,22 @@ const (
 )
 
 func (s *Store) groupPrefix(group string) []byte {
-	b := append(bytes.Clone(s.prefix), binary.AppendUvarint(nil, uint64(len(group)))...)
+	return appendGroup(bytes.Clone(s.prefix), group)
+}
+
+func (s *Store) keyPrefix(k Key) []byte { return appendKey(bytes.Clone(s.prefix), k) }
+
+// appendGroup appends a group's part of a key: uvarint(len(group)) | group.
+func appendGroup(b []byte, group string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(group)))
 	return append(b, group...)
 }
 
-func (s *Store) keyPrefix(k Key) []byte {
-	b := s.groupPrefix(k.Group)
+// appendKey appends a share-partition's identity as the key layout
+// spells it after the prefix (doc.go), and change-log entries too:
+// appendGroup | topicID (16 B) | partition (4 B BE).
+func appendKey(b []byte, k Key) []byte {
+	b = appendGroup(b, k.Group)
 	b = append(b, k.TopicID[:]...)
 	return binary.BigEndian.AppendUint32(b, uint32(k.Partition))
 }
