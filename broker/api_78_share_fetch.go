@@ -63,6 +63,7 @@ package broker
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -169,13 +170,8 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	// reads; the response waits for both. (A panic in between still
 	// finishes them: their results are lost with the request, but waiting
 	// fetches are woken.)
-	finishAcks := sc.submitAcks(time.Now(), group, st, member, acks)
-	acksFinished := false
-	defer func() {
-		if !acksFinished {
-			finishAcks()
-		}
-	}()
+	finishAcks := sync.OnceFunc(sc.submitAcks(time.Now(), group, st, member, acks))
+	defer finishAcks()
 
 	// Fetch every session partition, the first one rotating by epoch.
 	type target struct {
@@ -252,7 +248,6 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	got, failed := try()
 	finishAcks()
-	acksFinished = true
 	for _, a := range acks {
 		out.ack(a)
 	}
