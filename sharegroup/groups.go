@@ -520,9 +520,16 @@ func (a *groupAcquirer) reset() {
 	m.dirty = m.dirty[:0]
 }
 
-// pick notes [lo, hi] (Available) for acquisition.
+// pick notes [lo, hi] (Available) for acquisition, extending the last
+// pick when it ends right before lo: an ordered acquisition mostly takes
+// consecutive records (the heads of groups produced round-robin), which
+// one rewrite then acquires.
 func (a *groupAcquirer) pick(lo, hi int64) {
-	a.picks = append(a.picks, span{lo, hi})
+	if n := len(a.picks); n > 0 && a.picks[n-1].hi+1 == lo {
+		a.picks[n-1].hi = hi
+	} else {
+		a.picks = append(a.picks, span{lo, hi})
+	}
 	a.got += hi - lo + 1
 }
 
@@ -591,11 +598,17 @@ func (a *groupAcquirer) ordered() {
 			found++
 			return false
 		})
-		a.apply()
+		if g == 0 {
+			// Now, so m.looseHeld counts them. A group's head waits
+			// for the end: the spans visited later lie past it, and
+			// a.taken, not m, stops a second pick of its group.
+			a.apply()
+		}
 		if found == ready && m.loose == m.looseHeld {
 			break // every ready group's head found, no record without a group left
 		}
 	}
+	a.apply()
 }
 
 func (a *groupAcquirer) fair() {
