@@ -86,28 +86,68 @@ func messageGroupMode(get func(string) string) sharegroup.GroupMode {
 // its length on) under src: the key, or the value of the last header named
 // src.header (as for Kafka header lookups). A null or empty key or header
 // value, or a record that does not decode, is no group. It walks the
-// record's fields with franz-go's reader as kmsg.Record does, so it agrees
-// with the client on what decodes, but only slices them: no record is
-// built and nothing is copied.
+// record's fields with franz-go's decoders (kbin.Varint, kbin.Varlong)
+// and failure rules (those of kbin.Reader, as kmsg.Record decodes), so it
+// agrees with the client on what decodes, but only slices them: no record
+// is built and nothing is copied. (Calling the decoders directly, not
+// through a kbin.Reader, halved its cost.)
 func (s messageGroupSource) groupID(rec []byte) []byte {
-	b := kbin.Reader{Src: rec}
-	b.Varint()  // length
-	b.Int8()    // attributes
-	b.Varlong() // timestampDelta
-	b.Varint()  // offsetDelta
-	id := b.VarintBytes()
-	b.VarintBytes() // value
+	b := rec
+	ok := true
+	varint := func() int32 {
+		v, n := kbin.Varint(b)
+		if n <= 0 {
+			ok = false
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	// A null (negative length) is nil, as kbin.Reader.VarintBytes.
+	varintBytes := func() []byte {
+		l := varint()
+		if !ok || l < 0 {
+			return nil
+		}
+		if len(b) < int(l) {
+			ok = false
+			return nil
+		}
+		r := b[:l:l]
+		b = b[l:]
+		return r
+	}
+	varint() // length
+	if !ok || len(b) < 1 {
+		return nil
+	}
+	b = b[1:] // attributes
+	if _, n := kbin.Varlong(b); n <= 0 {
+		return nil
+	} else {
+		b = b[n:] // timestampDelta
+	}
+	varint() // offsetDelta
+	id := varintBytes()
+	varintBytes() // value
+	if !ok {
+		return nil
+	}
 	if !s.key {
 		id = nil
 	}
-	for range max(b.VarintArrayLen(), 0) {
-		k, v := b.VarintBytes(), b.VarintBytes()
+	headers := varint()
+	if !ok || len(b) < int(headers) { // kbin.Reader.VarintArrayLen
+		return nil
+	}
+	for range max(headers, 0) {
+		k, v := varintBytes(), varintBytes()
+		if !ok {
+			return nil
+		}
 		if !s.key && string(k) == s.header {
 			id = v
 		}
-	}
-	if !b.Ok() {
-		return nil
 	}
 	return id
 }
@@ -231,6 +271,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		lock, _ = p.AcquisitionLock(acq[0].First) // one acquisition: one deadline
 	}
 	after := sp.ackWriteFor(p.AcquiredAfter()) // what they wait for (acquire)
+	spso := p.SPSO()
 	pending = append(pending, eff.Records...)
 	err := sp.writeLocked(pending)
 	sp.armLocked(now)
@@ -244,7 +285,8 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	if capped {
 		sp.waiters.notify() // what this member left is for the waiting ones
 	}
-	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget, &sp.c.trims, arena)
+	data, sent, unsent, rerr := readAcquired(lp, acq, hw, budget, &sp.c.trims, sp, arena)
+	sp.c.trims.passed(lp, sp, spso)
 	if len(unsent) > 0 {
 		sp.mu.Lock()
 		if sp.mu.p == p { // else reloaded: the acquisitions are gone anyway
@@ -265,7 +307,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 // always covered), copying what it must onto the end of *arena (see
 // shareData). It returns the bytes, the ranges
 // they cover and the ranges (or parts) they do not.
-func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, user *sharePart, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
 	out := shareData{arena: arena, start: len(*arena)}
 	covered := int64(-1) // offsets < covered have their batch in data
 	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {
@@ -291,7 +333,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				return out.data, sent, unsent, nil
 			}
 			from := max(a.First, covered)
-			if pb := cache.get(lp, from); pb != nil {
+			if pb := cache.get(lp, from, user); pb != nil {
 				usable := pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset()
 				if usable {
 					out.add(pb, acq[i:])
@@ -334,7 +376,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 						} else {
 							pb = parseBatch(h, batch, body)
 						}
-						cache.put(lp, pb)
+						cache.put(lp, pb, user)
 						out.add(pb, acq[j:])
 						made = append(made, pb)
 						break
