@@ -410,7 +410,7 @@ func TestTrimCacheConcurrent(t *testing.T) {
 						pi := rng.Intn(len(lps))
 						lp, tmpl := lps[pi], tmpls[pi]
 						base := int64(rng.Intn(20)) * 10
-						if pb := cache.get(lp, base+int64(rng.Intn(10))); pb != nil {
+						if pb := cache.get(lp, base+int64(rng.Intn(10)), nil); pb != nil {
 							stressUseBatch(t, pb, base, rng, &bad)
 							cache.release(pb)
 							continue
@@ -441,11 +441,11 @@ func TestTrimCacheConcurrent(t *testing.T) {
 						pb := adoptBatch(&h, raw[:len(src)], cap(raw), body)
 						pb.buf = raw[:0]
 						if rng.Intn(4) == 0 { // someone else cached it meanwhile
-							if other := cache.get(lp, base); other != nil {
+							if other := cache.get(lp, base, nil); other != nil {
 								cache.release(other)
 							}
 						}
-						cache.put(lp, pb)
+						cache.put(lp, pb, nil)
 						made = append(made, pb)
 						stressUseBatch(t, pb, base, rng, &bad)
 						if extra > 0 {
@@ -459,7 +459,7 @@ func TestTrimCacheConcurrent(t *testing.T) {
 								}
 							}
 							pb2 := parseBatch(&h2, raw[len(src):], body)
-							cache.put(lp, pb2)
+							cache.put(lp, pb2, nil)
 							made = append(made, pb2)
 							stressUseBatch(t, pb2, nb, rng, &bad)
 						}
@@ -559,7 +559,7 @@ func TestTrimCacheKeepsOnlyUsualBuffers(t *testing.T) {
 		buf := append(make([]byte, 0, size), b...)
 		pb := adoptBatch(&h, buf, cap(buf), nil)
 		pb.buf = buf[:0]
-		cache.put(&partition{}, pb) // rejected: held > trimCacheMaxBatch, or cached already
+		cache.put(&partition{}, pb, nil) // rejected: held > trimCacheMaxBatch, or cached already
 		cache.release(pb)
 		require.Nil(t, cache.readBuf(), "a buffer of %d bytes is not kept", size)
 	}

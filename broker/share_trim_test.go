@@ -173,25 +173,45 @@ func TestTrimCache(t *testing.T) {
 	a, b2, c := mk(0, 10), mk(10, 10), mk(0, 5)
 	size := a.size
 	cache := &trimCache{max: int64(2*size + size/2)}
-	cache.put(p1, a)
-	cache.put(p1, b2)
-	require.Same(t, a, cache.get(p1, 0))
-	require.Same(t, a, cache.get(p1, 9))
-	require.Same(t, b2, cache.get(p1, 15))
-	require.Nil(t, cache.get(p1, 20))
-	require.Nil(t, cache.get(p2, 3))
-	require.Same(t, a, cache.get(p1, 5)) // a used last
-	cache.put(p2, c)                     // over budget: b2 (least recently used) goes
-	require.Nil(t, cache.get(p1, 15))
-	require.Same(t, a, cache.get(p1, 3))
-	require.Same(t, c, cache.get(p2, 3))
+	cache.put(p1, a, nil)
+	cache.put(p1, b2, nil)
+	require.Same(t, a, cache.get(p1, 0, nil))
+	require.Same(t, a, cache.get(p1, 9, nil))
+	require.Same(t, b2, cache.get(p1, 15, nil))
+	require.Nil(t, cache.get(p1, 20, nil))
+	require.Nil(t, cache.get(p2, 3, nil))
+	require.Same(t, a, cache.get(p1, 5, nil)) // a used last
+	cache.put(p2, c, nil)                     // over budget: b2 (least recently used) goes
+	require.Nil(t, cache.get(p1, 15, nil))
+	require.Same(t, a, cache.get(p1, 3, nil))
+	require.Same(t, c, cache.get(p2, 3, nil))
 
 	none := &trimCache{} // shoal.share.batch.cache.bytes=0
-	none.put(p1, a)
-	require.Nil(t, none.get(p1, 0), "a budget of 0 keeps nothing")
+	none.put(p1, a, nil)
+	require.Nil(t, none.get(p1, 0, nil), "a budget of 0 keeps nothing")
 	small := &trimCache{max: int64(size - 1)}
-	small.put(p1, a)
-	require.Nil(t, small.get(p1, 0), "a batch over the whole budget is not kept")
+	small.put(p1, a, nil)
+	require.Nil(t, small.get(p1, 0, nil), "a batch over the whole budget is not kept")
+
+	// A share-partition past a batch (wholly below its SPSO) drops it if
+	// it used it last; one another share-partition used since stays.
+	x, y := &sharePart{}, &sharePart{}
+	p3 := &partition{}
+	b0, b1, b3 := mk(0, 10), mk(10, 10), mk(20, 10)
+	big := &trimCache{max: 1 << 30}
+	big.put(p3, b0, x)
+	big.put(p3, b1, x)
+	big.put(p3, b3, x)
+	require.Same(t, b1, big.get(p3, 12, y))
+	big.passed(p3, x, 20)
+	require.Nil(t, big.get(p3, 5, nil), "x passed it and used it last")
+	require.Same(t, b1, big.get(p3, 15, y), "y used it since")
+	require.Same(t, b3, big.get(p3, 20, x), "not wholly below the SPSO")
+	big.passed(p3, y, 15)
+	require.Same(t, b1, big.get(p3, 10, y), "y's SPSO is inside it")
+	big.passed(p3, y, 20)
+	require.Nil(t, big.get(p3, 10, nil))
+	require.Equal(t, b3.size, big.bytes)
 
 	out := a.trim([]sharegroup.Acquired{{First: 2, Last: 3}, {First: 7, Last: 7}})
 	bases, deltas, offs, vals := batchOffsets(t, out)
@@ -358,16 +378,16 @@ func TestTrimCacheReusesReadBuffers(t *testing.T) {
 	lp := &partition{}
 	a, abuf := adopt(0)
 	cache := &trimCache{max: int64(a.size + a.size/2)} // one batch
-	cache.put(lp, a)
+	cache.put(lp, a, nil)
 	cache.release(a) // its reader is done; the cache holds it
 	require.Nil(t, cache.readBuf())
 
-	user := cache.get(lp, 3) // a fetch still copying from it
+	user := cache.get(lp, 3, nil) // a fetch still copying from it
 	require.Same(t, a, user)
 	b, _ := adopt(10)
-	cache.put(lp, b) // a goes out of the cache
+	cache.put(lp, b, nil) // a goes out of the cache
 	cache.release(b)
-	require.Nil(t, cache.get(lp, 3))
+	require.Nil(t, cache.get(lp, 3, nil))
 	require.Nil(t, cache.readBuf(), "a is still in use")
 	require.Equal(t, []int64{2}, offsetsOf(t, user.trim([]sharegroup.Acquired{{First: 2, Last: 2}})))
 	cache.release(user)
@@ -377,16 +397,16 @@ func TestTrimCacheReusesReadBuffers(t *testing.T) {
 	require.Nil(t, a.batch, "a released batch is not used again")
 
 	c, _ := adopt(20)
-	cache.put(lp, c) // b goes
+	cache.put(lp, c, nil) // b goes
 	var arena []byte
 	d := shareData{arena: &arena}
-	pinned := cache.get(lp, 25)
+	pinned := cache.get(lp, 25, nil)
 	d.add(pinned, []sharegroup.Acquired{{First: 20, Last: 29}}) // all of it: sent as stored
 	cache.release(pinned)
 	cache.release(c)
 	require.NotNil(t, cache.readBuf(), "b's buffer")
 	e, _ := adopt(30)
-	cache.put(lp, e) // c goes, pinned
+	cache.put(lp, e, nil) // c goes, pinned
 	cache.release(e)
 	require.Nil(t, cache.readBuf(), "c went out as it is: its buffer stays with the response")
 	require.NotNil(t, c.batch)
