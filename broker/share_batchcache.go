@@ -31,7 +31,10 @@ import (
 // invalidation; a deleted and re-created topic has new partition objects. The cache is
 // bounded by bytes (shoal.share.batch.cache.bytes, default trimCacheBytes)
 // across all partitions, least recently used first out; batches over
-// trimCacheMaxBatch are not kept.
+// trimCacheMaxBatch are not kept. A batch also leaves once the
+// share-partition that used it last is past it (trimCache.passed), so
+// the cache holds about the batches in use rather than the last 64 MiB
+// read.
 //
 // A batch read on a miss is kept in the buffer it was read into (the
 // usual 1 MiB batch fills it), and that buffer is used again for a later
