@@ -534,11 +534,16 @@ func appendRewritten(dst, batch []byte, keep [][]byte) []byte {
 
 // finishRewritten fixes the header of b, a batch header followed by n of
 // its records' wire bytes (uncompressed): length, attributes (no
-// compression), record count and CRC.
+// compression), record count (patchRewritten) and CRC.
 func finishRewritten(b []byte, n int) {
+	patchRewritten(b, n)
+	protocol.SetBatchCRC(b)
+}
+
+// patchRewritten is finishRewritten but for the CRC.
+func patchRewritten(b []byte, n int) {
 	be := binary.BigEndian
 	be.PutUint32(b[8:], uint32(len(b)-protocol.BatchLengthPrefix))
 	be.PutUint16(b[21:], be.Uint16(b[21:])&^uint16(protocol.AttrCompressionMask)) // attributes
 	be.PutUint32(b[57:], uint32(n))                                               // record count
-	protocol.SetBatchCRC(b)
 }

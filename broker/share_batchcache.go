@@ -62,12 +62,13 @@ const (
 // parsedBatch is a log batch with the position of each record.
 type parsedBatch struct {
 	h     protocol.BatchHeader
-	batch []byte  // as stored (owned: never changed)
-	offs  []int64 // offset of each record, ascending
-	body  []byte  // the records' wire bytes: in batch, or decompressed
-	pos   []int32 // record i is body[pos[i]:pos[i+1]]
-	whole bool    // always sent as stored: a control batch, a bad CRC, records that do not parse, are out of order or outside the header's span
-	size  int     // bytes held
+	batch []byte   // as stored (owned: never changed)
+	offs  []int64  // offset of each record, ascending
+	body  []byte   // the records' wire bytes: in batch, or decompressed
+	pos   []int32  // record i is body[pos[i]:pos[i+1]]
+	crcs  []uint32 // uncompressed: crcs[i] is the CRC-32C of the batch from its attributes to record i (see appendKept)
+	whole bool     // always sent as stored: a control batch, a bad CRC, records that do not parse, are out of order or outside the header's span
+	size  int      // bytes held
 
 	buf    []byte       // the read buffer batch lies in, reused once unused (nil: never)
 	bodyAt []byte       // the buffer a compressed batch's body lies in, reused once unused (nil: never)
@@ -92,8 +93,11 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int, bodyBuf []byte)
 	pb.size = max(len(pb.batch), held)
 	// A batch whose CRC no longer matches (on-disk corruption since it
 	// was appended) goes out as it is, so the client's CRC check still
-	// catches it; a trimmed copy would carry a fresh, valid CRC.
-	if h.IsControl() || !protocol.VerifyBatchCRC(pb.batch) {
+	// catches it; a trimmed copy would carry a fresh, valid CRC. An
+	// uncompressed batch's CRC is checked once its records are found,
+	// noting the running CRC at each (runningCRCs).
+	compressed := protocol.CompressionOf(h.Attributes) != protocol.CompressionNone
+	if h.IsControl() || compressed && !protocol.VerifyBatchCRC(pb.batch) {
 		pb.whole = true
 		return pb
 	}
@@ -112,17 +116,45 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int, bodyBuf []byte)
 		pb.offs = append(pb.offs, off)
 		pb.pos = append(pb.pos, pb.pos[len(pb.pos)-1]+int32(len(raw)))
 	})
-	if err != nil || !ascending {
+	if err != nil || !ascending || !compressed && !pb.runningCRCs(body) {
 		pb.whole, pb.offs, pb.pos = true, nil, nil
 		return pb
 	}
 	pb.body = body
-	if protocol.CompressionOf(h.Attributes) != protocol.CompressionNone {
+	if compressed {
 		pb.bodyAt = bodyBuf
 		pb.size += cap(bodyBuf)
 	}
-	pb.size += cap(pb.offs)*8 + cap(pb.pos)*4 // the index
+	pb.size += cap(pb.offs)*8 + cap(pb.pos)*4 + cap(pb.crcs)*4 // the index
 	return pb
+}
+
+// runningCRCs computes the CRC of the uncompressed batch over its
+// records, body, one record at a time, noting in crcs where each record
+// starts and ends; it reports whether the whole matches the stored CRC.
+// It reads the batch once, as checking the CRC alone does.
+func (pb *parsedBatch) runningCRCs(body []byte) bool {
+	b := pb.batch
+	end := int(protocol.BatchLengthPrefix) + int(pb.h.BatchLength)
+	// body is b past its header, and the records lie inside it
+	// (recordOffsets); b is exactly the batch (eachBatch), or the batch
+	// is sent as stored.
+	if end != len(b) || end < protocol.BatchHeaderSize || len(body) != end-protocol.BatchHeaderSize {
+		return false
+	}
+	crcs := make([]uint32, len(pb.pos))
+	c := protocol.CRC32C(0, b[protocol.BatchCRCFrom:protocol.BatchHeaderSize])
+	crcs[0] = c
+	for i := 1; i < len(pb.pos); i++ {
+		c = protocol.CRC32C(c, body[pb.pos[i-1]:pb.pos[i]])
+		crcs[i] = c
+	}
+	// Bytes past the last record, if any, are covered too.
+	if protocol.CRC32C(c, b[protocol.BatchHeaderSize+int(pb.pos[len(pb.pos)-1]):end]) != pb.h.CRC {
+		return false
+	}
+	pb.crcs = crcs
+	return true
 }
 
 // trim returns the batch, or a smaller copy holding only the records
@@ -167,7 +199,24 @@ func (pb *parsedBatch) appendKept(dst []byte, runs [][2]int) []byte {
 	for _, r := range runs {
 		dst = append(dst, pb.body[pb.pos[r[0]]:pb.pos[r[1]]]...)
 	}
-	finishRewritten(dst[at:], kept)
+	if pb.crcs == nil { // decompressed records: no running CRCs
+		finishRewritten(dst[at:], kept)
+		return dst
+	}
+	// The new CRC without reading the kept records again: a stretch's
+	// own CRC is the original's running CRC at its end combined
+	// backwards with the one at its start; the CRC so far is then
+	// carried past the stretch and the two combined, which folds into
+	// one CRC32CCombine per stretch. It derives from the CRC checked
+	// when the batch was read, so bytes changed since (in memory) fail
+	// the client's CRC check, as they would untrimmed.
+	out := dst[at:]
+	patchRewritten(out, kept)
+	c := protocol.CRC32C(0, out[protocol.BatchCRCFrom:protocol.BatchHeaderSize])
+	for _, r := range runs {
+		c = protocol.CRC32CCombine(c^pb.crcs[r[0]], pb.crcs[r[1]], int64(pb.pos[r[1]]-pb.pos[r[0]]))
+	}
+	protocol.PutBatchCRC(out, c)
 	return dst
 }
 

@@ -253,7 +253,7 @@ func TestAppendTrim(t *testing.T) {
 	copied := parseBatch(&h, raw, nil)
 	buf := append(make([]byte, 0, 2*len(raw)), raw...)
 	adopted := adoptBatch(&h, buf, cap(buf), nil)
-	require.Equal(t, cap(buf)+cap(adopted.offs)*8+cap(adopted.pos)*4, adopted.size, "the whole buffer is accounted for")
+	require.Equal(t, cap(buf)+cap(adopted.offs)*8+cap(adopted.pos)*4+cap(adopted.crcs)*4, adopted.size, "the whole buffer is accounted for")
 
 	some := []sharegroup.Acquired{{First: 90, Last: 101}, {First: 105, Last: 105}}
 	all := []sharegroup.Acquired{{First: 100, Last: 109}}
@@ -297,8 +297,32 @@ func TestAppendTrimRandom(t *testing.T) {
 			require.Equal(t, raw, out)
 			continue
 		}
-		require.Equal(t, want, offs, "%v", acq)
+		require.Equal(t, want, offs, "%v", acq) // and the combined CRC is the batch's CRC
 	}
+}
+
+// TestTrimCRCFollowsTheCheckedBatch: a trimmed copy's CRC derives from the
+// CRC checked when the batch was read, so a record changed in memory
+// since fails the client's CRC check, as the whole batch would; a batch
+// whose CRC fails when read is sent whole, and so is a batch whose bytes
+// run past its records into nothing (covered by the CRC too).
+func TestTrimCRCFollowsTheCheckedBatch(t *testing.T) {
+	t.Parallel()
+	raw, h := numberedBatch(t, 0, 20)
+	acq := []sharegroup.Acquired{{First: 3, Last: 5}, {First: 9, Last: 9}}
+
+	pb := parseBatch(&h, raw, nil)
+	require.True(t, protocol.VerifyBatchCRC(pb.trim(acq)))
+	pb.body[pb.pos[5]-1] ^= 1 // the last byte of record 4 (its headers count)
+	out := pb.trim(acq)
+	var kept []int64
+	require.NoError(t, batchRecords(out, func(off, _ int64, _ *kmsg.Record, _ []byte) bool { kept = append(kept, off); return true }))
+	require.Equal(t, []int64{3, 4, 5, 9}, kept, "still trimmed")
+	require.False(t, protocol.VerifyBatchCRC(out), "the change shows")
+
+	bad := bytes.Clone(raw)
+	bad[len(bad)-1] ^= 1
+	require.Equal(t, bad, parseBatch(&h, bad, nil).trim(acq), "a CRC that fails when read: sent as stored")
 }
 
 // TestTrimRecordsOutsideSpan: the log checks record offsets only in
@@ -416,4 +440,61 @@ func offsetsOf(t *testing.T, batch []byte) []int64 {
 	t.Helper()
 	_, _, offs, _ := batchOffsets(t, batch)
 	return offs
+}
+
+// FuzzTrimBatch: for any batch whose CRC matches (whatever its records
+// hold) and any acquired ranges, a group mode sends either the batch as
+// stored or a trimmed copy whose CRC, combined from the running CRCs of
+// the batch, matches the copy, and which holds exactly the acquired
+// records of the batch, in order, as the producer wrote them.
+func FuzzTrimBatch(f *testing.F) {
+	raw := encodeBatch(numberedRecords(10, 12), 12, 1000, 1000)
+	protocol.SetBaseOffset(raw, 10)
+	f.Add(raw, uint64(0x0f0f), uint8(1))
+	f.Add(raw[:len(raw)-3], uint64(1), uint8(2))
+	f.Fuzz(func(t *testing.T, raw []byte, mask uint64, step uint8) {
+		if len(raw) < protocol.BatchHeaderSize {
+			return
+		}
+		raw = bytes.Clone(raw)
+		binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-protocol.BatchLengthPrefix))
+		raw[16] = 2                                                                   // magic
+		binary.BigEndian.PutUint16(raw[21:], binary.BigEndian.Uint16(raw[21:])&^0x27) // uncompressed, not control
+		protocol.SetBatchCRC(raw)
+		h, err := protocol.ParseBatchHeader(raw)
+		if err != nil {
+			return
+		}
+		// Acquired: the offsets of the header's span whose bit is set in
+		// mask (cycled), in ranges of up to step+1.
+		var acq []sharegroup.Acquired
+		span := min(int64(h.LastOffsetDelta), 200)
+		for i := int64(0); i <= span; i += int64(step%8) + 1 {
+			if mask>>(uint(i)%64)&1 != 0 {
+				acq = append(acq, sharegroup.Acquired{First: h.BaseOffset + i, Last: h.BaseOffset + i + int64(step%8)})
+			}
+		}
+		pb := parseBatch(&h, raw, nil)
+		out := pb.trim(acq)
+		if bytes.Equal(out, raw) {
+			return
+		}
+		require.True(t, protocol.VerifyBatchCRC(out), "trimmed copy with a bad CRC")
+		var want, got []int64
+		for i, off := range pb.offs {
+			for _, a := range acq {
+				if off >= a.First && off <= a.Last {
+					want = append(want, pb.offs[i])
+					break
+				}
+			}
+		}
+		oh, err := protocol.ParseBatchHeader(out)
+		require.NoError(t, err)
+		// Records are found as the broker finds them (a record need not
+		// decode further: it goes out as the producer wrote it).
+		_, err = recordOffsets(out, &oh, nil, func(off int64, _ []byte) { got = append(got, off) })
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	})
 }
