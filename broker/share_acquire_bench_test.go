@@ -30,7 +30,14 @@ import (
 // Plain, fair and ordered mode read the same log:
 //
 //	go test -run X -bench ShareAcquire -benchtime 5x ./broker/
-func BenchmarkShareAcquire(bb *testing.B) {
+func BenchmarkShareAcquire(bb *testing.B) { benchShareAcquire(bb, 1024, 1<<20) }
+
+// BenchmarkShareAcquireSmallBatches is BenchmarkShareAcquire with 16-byte
+// values in batches of up to 16 KiB, as many producers lingering little
+// write them: a 1 MiB read then holds some sixty batches.
+func BenchmarkShareAcquireSmallBatches(bb *testing.B) { benchShareAcquire(bb, 16, 16<<10) }
+
+func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 	const records, groups, members = 50_000, 167, 8
 	cfg := DefaultConfig()
 	cfg.ListenAddr = "127.0.0.1:0"
@@ -45,7 +52,7 @@ func BenchmarkShareAcquire(bb *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("acq"),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(records), kgo.ProducerLinger(50*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(batchBytes), kgo.MaxBufferedRecords(records), kgo.ProducerLinger(50*time.Millisecond),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	require.NoError(bb, err)
 	defer cl.Close()
@@ -55,7 +62,7 @@ func BenchmarkShareAcquire(bb *testing.B) {
 	req.Topics = append(req.Topics, rt)
 	_, err = req.RequestWith(ctx, cl)
 	require.NoError(bb, err)
-	value := make([]byte, 1024)
+	value := make([]byte, valueBytes)
 	var perr atomic.Value
 	for i := range records {
 		cl.Produce(ctx, &kgo.Record{Key: []byte("group-" + strconv.Itoa(i%groups)), Value: value}, func(_ *kgo.Record, err error) {
