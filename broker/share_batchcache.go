@@ -378,6 +378,19 @@ func (c *trimCache) get(lp *partition, off int64, user *sharePart) *parsedBatch 
 	return es[i].pb
 }
 
+// wants reports whether put would keep a batch of lp at base, size bytes
+// long: the cache keeps batches that size and does not have it yet.
+func (c *trimCache) wants(lp *partition, base int64, size int) bool {
+	if size > trimCacheMaxBatch || int64(size) > c.max {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	es := c.parts[lp]
+	i := sort.Search(len(es), func(i int) bool { return es[i].pb.h.BaseOffset >= base })
+	return i == len(es) || es[i].pb.h.BaseOffset != base
+}
+
 // passed drops the batches of lp that lie wholly below spso, user's
 // SPSO, and that user used last: user will not read them again (their
 // records are all done), and a batch nobody else reads (one share group

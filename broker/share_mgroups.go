@@ -355,39 +355,54 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 			}
 			progressed, adopted := false, false
 			var made []*parsedBatch // released once raw is no longer walked
-			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
-				if h.LastOffset() < from {
-					return nil
-				}
-				for j := i; j < len(acq) && acq[j].First <= h.LastOffset(); j++ {
-					if acq[j].Last >= h.BaseOffset { // the batch holds an acquired offset
-						// A batch filling most of the read buffer (the
-						// usual 1 MiB batch) is kept without a copy; the
-						// next read takes another (one the cache gave
-						// back, or a new one).
-						var body []byte // a compressed batch's records go into a buffer of the cache's
-						if protocol.CompressionOf(h.Attributes) != protocol.CompressionNone {
-							body = cache.readBuf()
-						}
-						var pb *parsedBatch
-						if !adopted && 2*len(batch) >= cap(raw) {
-							pb, adopted = adoptBatch(h, batch, cap(raw), body), true
-							pb.buf = raw[:0]
-						} else {
-							pb = parseBatch(h, batch, body)
-						}
-						cache.put(lp, pb, user)
-						out.add(pb, acq[j:])
-						made = append(made, pb)
-						break
-					}
-				}
+			next := func(h *protocol.BatchHeader) error {
 				covered = h.LastOffset() + 1
 				progressed = true
 				if covered > a.Last && len(out.data) >= budget {
 					return errStopRead
 				}
 				return nil
+			}
+			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+				if h.LastOffset() < from {
+					return nil
+				}
+				held := -1 // the first range of acq holding an offset of the batch
+				for j := i; j < len(acq) && acq[j].First <= h.LastOffset(); j++ {
+					if acq[j].Last >= h.BaseOffset {
+						held = j
+						break
+					}
+				}
+				// A batch this fetch does not need is cached too, if the
+				// cache would keep it: the next fetches read on from
+				// here, and where batches are small (a read holds many)
+				// each would otherwise read the same megabyte again for
+				// its one batch (14 times the topic's bytes in an ordered
+				// drain of 16-byte records).
+				if held < 0 && !cache.wants(lp, h.BaseOffset, len(batch)) {
+					return next(h)
+				}
+				// A batch filling most of the read buffer (the usual 1 MiB
+				// batch) is kept without a copy; the next read takes
+				// another (one the cache gave back, or a new one).
+				var body []byte // a compressed batch's records go into a buffer of the cache's
+				if protocol.CompressionOf(h.Attributes) != protocol.CompressionNone {
+					body = cache.readBuf()
+				}
+				var pb *parsedBatch
+				if !adopted && 2*len(batch) >= cap(raw) {
+					pb, adopted = adoptBatch(h, batch, cap(raw), body), true
+					pb.buf = raw[:0]
+				} else {
+					pb = parseBatch(h, batch, body)
+				}
+				cache.put(lp, pb, user)
+				if held >= 0 {
+					out.add(pb, acq[held:])
+				}
+				made = append(made, pb)
+				return next(h)
 			})
 			for _, pb := range made {
 				cache.release(pb)
