@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -591,4 +592,23 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	require.True(t, isShare)
 	require.Equal(t, int16(0), code)
 	require.False(t, b.isShareGroup("og"))
+}
+
+// TestPlainReadBytes: a plain fetch reads about what the records it wants
+// took in the batches it read last, a quarter more, between 16 KiB and a
+// megabyte (and its budget); a megabyte while it knows nothing.
+func TestPlainReadBytes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ budget, records, offsetBytes, want int }{
+		{math.MaxInt32, 500, 0, 1 << 20},           // nothing read yet
+		{math.MaxInt32, 500, 25, 16 << 10},         // 16-byte records: the floor
+		{math.MaxInt32, 500, 100, 62500},           // 500 × 100 × 5/4
+		{math.MaxInt32, 500, 1100, 687500},         // 1 KiB records (a 1 MiB batch still comes whole)
+		{math.MaxInt32, 500, 4000, 1 << 20},        // the cap
+		{40 << 10, 500, 1100, 40 << 10},            // the fetch's byte budget
+		{math.MaxInt32, 1 << 30, 1 << 20, 1 << 20}, // no overflow
+		{math.MaxInt32, 0, 100, 1 << 20},
+	} {
+		require.Equal(t, c.want, plainReadBytes(c.budget, c.records, c.offsetBytes), "%+v", c)
+	}
 }
