@@ -826,10 +826,11 @@ func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member s
 // plainReadBytes is how much of the log a plain fetch reads when it
 // wants records more records: what they took in the batches it read last
 // (offsetBytes per offset; 0: unknown) and a quarter more, at least 16
-// KiB, at most a megabyte and budget. The read always returns its first batch whole,
-// however large. Reading a megabyte for the few batches of small records
-// a fetch takes, and the same bytes again for the next fetch, was most
-// of a plain fetch's CPU on such a topic (BenchmarkShareAcquireSmallBatches).
+// KiB, at most a megabyte and budget. The read always returns its first
+// batch whole, however large. Reading a megabyte for the few batches of
+// small records a fetch takes, and the same bytes again for the next
+// fetch, was most of a plain fetch's CPU on such a topic
+// (BenchmarkShareAcquireSmallBatches).
 func plainReadBytes(budget, records, offsetBytes int) int {
 	n := min(budget, 1<<20)
 	if offsetBytes > 0 && records > 0 && records <= n/offsetBytes {

@@ -66,7 +66,7 @@ type parsedBatch struct {
 	offs  []int64  // offset of each record, ascending
 	body  []byte   // the records' wire bytes: in batch, or decompressed
 	pos   []int32  // record i is body[pos[i]:pos[i+1]]
-	crcs  []uint32 // uncompressed: crcs[i] is the CRC-32C of the batch from its attributes to record i (see appendKept)
+	crcs  []uint32 // uncompressed: crcs[i] is the CRC-32C of the batch from its attributes up to record i (see appendKept)
 	whole bool     // always sent as stored: a control batch, a bad CRC, records that do not parse, are out of order or outside the header's span
 	size  int      // bytes held
 
@@ -129,10 +129,10 @@ func adoptBatch(h *protocol.BatchHeader, batch []byte, held int, bodyBuf []byte)
 	return pb
 }
 
-// runningCRCs computes the CRC of the uncompressed batch over its
-// records, body, one record at a time, noting in crcs where each record
-// starts and ends; it reports whether the whole matches the stored CRC.
-// It reads the batch once, as checking the CRC alone does.
+// runningCRCs computes the CRC of the uncompressed batch one record of
+// body at a time, noting in crcs the CRC so far at each record's start
+// and at the last one's end; it reports whether the whole matches the
+// stored CRC. It reads the batch once, as checking the CRC alone does.
 func (pb *parsedBatch) runningCRCs(body []byte) bool {
 	b := pb.batch
 	end := int(protocol.BatchLengthPrefix) + int(pb.h.BatchLength)

@@ -121,12 +121,12 @@ func (s messageGroupSource) groupID(rec []byte) []byte {
 	if !ok || len(b) < 1 {
 		return nil
 	}
-	b = b[1:] // attributes
-	if _, n := kbin.Varlong(b); n <= 0 {
+	b = b[1:]               // attributes
+	_, n := kbin.Varlong(b) // timestampDelta
+	if n <= 0 {
 		return nil
-	} else {
-		b = b[n:] // timestampDelta
 	}
+	b = b[n:]
 	varint() // offsetDelta
 	id := varintBytes()
 	varintBytes() // value
