@@ -57,8 +57,11 @@ func crc32cMul(a, b uint32) uint32 {
 // multiplication per set bit of n, about a microsecond for a megabyte,
 // whatever A's length. Being linear, it also gives the CRC of B alone
 // from the CRCs of A and of A followed by B: CRC32CCombine(crcA, crcAB, n)
-// is crcB.
+// is crcB. n must be below 2^60 (the table's powers of x).
 func CRC32CCombine(crcA, crcB uint32, n int64) uint32 {
+	if n < 0 || n >= 1<<60 {
+		panic("protocol: CRC32CCombine length out of range") // programming error
+	}
 	x := uint32(1) << 31 // x^0
 	k := 3               // bytes: x^(8n) = x^(n * 2^3)
 	for u := uint64(n); u != 0; u >>= 1 {
