@@ -381,14 +381,25 @@ func (c *trimCache) get(lp *partition, off int64, user *sharePart) *parsedBatch 
 // wants reports whether put would keep a batch of lp at base, size bytes
 // long: the cache keeps batches that size and does not have it yet.
 func (c *trimCache) wants(lp *partition, base int64, size int) bool {
-	if size > trimCacheMaxBatch || int64(size) > c.max {
+	if !c.keeps(size) {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	es := c.parts[lp]
+	_, found := findBase(c.parts[lp], base)
+	return !found
+}
+
+// keeps reports whether the cache keeps a batch holding size bytes.
+func (c *trimCache) keeps(size int) bool {
+	return size <= trimCacheMaxBatch && int64(size) <= c.max
+}
+
+// findBase returns where the batch at base is, or would go, in es (a
+// partition's entries, by base offset), and whether it is there.
+func findBase(es []*trimEntry, base int64) (int, bool) {
 	i := sort.Search(len(es), func(i int) bool { return es[i].pb.h.BaseOffset >= base })
-	return i == len(es) || es[i].pb.h.BaseOffset != base
+	return i, i < len(es) && es[i].pb.h.BaseOffset == base
 }
 
 // passed drops the batches of lp that lie wholly below spso, user's
@@ -421,7 +432,7 @@ func (c *trimCache) passed(lp *partition, user *sharePart, spso int64) {
 // least recently used batches beyond the budget. The caller keeps its
 // own use of pb.
 func (c *trimCache) put(lp *partition, pb *parsedBatch, user *sharePart) {
-	if pb.size > trimCacheMaxBatch || int64(pb.size) > c.max {
+	if !c.keeps(pb.size) {
 		return
 	}
 	c.mu.Lock()
@@ -430,8 +441,8 @@ func (c *trimCache) put(lp *partition, pb *parsedBatch, user *sharePart) {
 		c.parts = map[*partition][]*trimEntry{}
 	}
 	es := c.parts[lp]
-	i := sort.Search(len(es), func(i int) bool { return es[i].pb.h.BaseOffset >= pb.h.BaseOffset })
-	if i < len(es) && es[i].pb.h.BaseOffset == pb.h.BaseOffset {
+	i, found := findBase(es, pb.h.BaseOffset)
+	if found {
 		return // cached meanwhile by another fetch
 	}
 	e := &trimEntry{lp: lp, pb: pb, user: user}
