@@ -557,6 +557,7 @@ type shareAck struct {
 	code    int16 // set before processing for a refused partition
 	msg     string
 	sp      *sharePart
+	lp      *partition
 }
 
 // acknowledge applies acks for member, group-committing the records of
@@ -595,11 +596,12 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		if a.code != 0 {
 			continue
 		}
-		if _, _, code := c.b.partitionByID(a.tp.topicID, a.tp.partition); code != 0 {
+		_, lp, code := c.b.partitionByID(a.tp.topicID, a.tp.partition)
+		if code != 0 {
 			a.code = code
 			continue
 		}
-		a.sp = c.part(shareKey(group, a.tp))
+		a.sp, a.lp = c.part(shareKey(group, a.tp)), lp
 		todo = append(todo, a)
 	}
 	if len(todo) == 0 {
@@ -640,13 +642,13 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		a.sp.armLocked(now)
 		a.sp.mu.Unlock()
 	}
-	return func() { c.finishAcks(todo, w, batch, wrote, from) }
+	return func() { c.finishAcks(st, todo, w, batch, wrote, from) }
 }
 
 // finishAcks is submitAcks' second step: it waits for the write w (nil:
 // nothing to write) of batch, the records of wrote made from the
 // Partitions from, and sets the results of todo.
-func (c *shareCoordinator) finishAcks(todo []*shareAck, w *store.Pending, batch []store.PartitionRecords, wrote []*shareAck, from []*sharegroup.Partition) {
+func (c *shareCoordinator) finishAcks(st shareGroupSettings, todo []*shareAck, w *store.Pending, batch []store.PartitionRecords, wrote []*shareAck, from []*sharegroup.Partition) {
 	if w != nil {
 		err := w.Wait()
 		if err != nil {
@@ -673,9 +675,27 @@ func (c *shareCoordinator) finishAcks(todo []*shareAck, w *store.Pending, batch 
 	}
 	// Waiting fetches are woken once the write is durable: what it
 	// freed goes out no sooner, and a fetch woken earlier would take a
-	// few records now instead of more a moment later.
+	// few records now instead of more a moment later. Only if there is
+	// something to take: in ordered mode a fetch carrying
+	// acknowledgements has taken the next record of each group they
+	// ended already, and the members waiting for work would otherwise
+	// wake at every acknowledgement to find nothing (sharegroup.
+	// Partition.Acquirable).
 	for _, a := range todo {
-		a.sp.waiters.notify()
+		a.sp.notifyIfAcquirable(shareReadLimit(a.lp, st))
+	}
+}
+
+// notifyIfAcquirable wakes the waiting fetches unless nothing can be
+// acquired (readLimit: shareReadLimit). Anything that makes records
+// acquirable later (an acknowledgement, a release, an expiry, an append)
+// wakes them then.
+func (sp *sharePart) notifyIfAcquirable(readLimit int64) {
+	sp.mu.Lock()
+	wake := sp.mu.stopped || sp.mu.p == nil || sp.mu.p.Acquirable(readLimit)
+	sp.mu.Unlock()
+	if wake {
+		sp.waiters.notify()
 	}
 }
 

@@ -83,7 +83,15 @@ func (h *groupHarness) keep(eff Effects) {
 }
 
 // acquire classifies what the window allows, then acquires for member.
+// Where Acquirable said nothing could be acquired, nothing is (a long
+// poll is not woken then: the broker's notifyIfAcquirable).
 func (h *groupHarness) acquire(member string, maxRecords int) []Acquired {
+	could := h.p.Acquirable(int64(len(h.log.groups)))
+	defer func(before int64) {
+		if !could {
+			require.Equal(h.t, before, h.p.acquired, "Acquirable reported nothing to acquire")
+		}
+	}(h.p.acquired)
 	for h.p.CanClassify() && h.p.ClassifyOffset() < int64(len(h.log.groups)) {
 		before := h.p.ClassifyOffset()
 		h.keep(h.p.Classify(h.log.read(before, 4096)))
@@ -772,4 +780,48 @@ func TestOrderedAcquiredAfter(t *testing.T) {
 	f.ack("m", 1, 1, AckRelease)
 	require.Equal(t, []int64{1}, offsets(f.acquire("n", 10)))
 	require.Zero(t, f.p.AcquiredAfter(), "fair mode keeps no order")
+}
+
+// TestAcquirable: what Acquirable reports as the window changes. Ordered
+// mode: nothing while every group with records to deliver has one in
+// flight, though most of the window is Available; a group's head once
+// its record in flight ends; a record without a group; records the log
+// holds beyond what is classified. Fair and plain mode: Available
+// records, or room to read more of the log.
+func TestAcquirable(t *testing.T) {
+	t.Parallel()
+	log := &groupLog{groups: []string{"a", "b", "a", "b", "a", "b"}, batchSize: 2}
+	h := newGroupHarness(t, log, func(c *Config) { c.Groups = GroupsOrdered })
+	end := int64(len(log.groups))
+	require.True(t, h.p.Acquirable(end), "nothing classified yet")
+	require.False(t, h.p.Acquirable(0), "nor anything readable")
+	require.Equal(t, []int64{0, 1}, offsets(h.acquire("m", 10)))
+	require.False(t, h.p.Acquirable(end), "a and b have their heads in flight")
+	h.ack("m", 0, 0, AckAccept)
+	require.True(t, h.p.Acquirable(end), "a's 2 is its head now")
+	require.Equal(t, []int64{2}, offsets(h.acquire("m", 10)))
+	require.False(t, h.p.Acquirable(end))
+	log.groups = append(log.groups, "", "c")
+	require.True(t, h.p.Acquirable(int64(len(log.groups))), "appended, not classified")
+	require.Equal(t, []int64{6, 7}, offsets(h.acquire("n", 10)))
+	require.False(t, h.p.Acquirable(int64(len(log.groups))))
+	h.ack("n", 6, 6, AckRelease)
+	require.True(t, h.p.Acquirable(int64(len(log.groups))), "a released record without a group")
+
+	fair := newGroupHarness(t, &groupLog{groups: []string{"a", "a"}, batchSize: 1}, func(c *Config) { c.Groups = GroupsFair })
+	require.True(t, fair.p.Acquirable(2))
+	require.Equal(t, []int64{0, 1}, offsets(fair.acquire("m", 10)))
+	require.False(t, fair.p.Acquirable(2), "both in flight")
+	fair.ack("m", 1, 1, AckRelease)
+	require.True(t, fair.p.Acquirable(2))
+
+	plain := newGroupHarness(t, &groupLog{groups: []string{"", ""}, batchSize: 2})
+	require.True(t, plain.p.Acquirable(2), "room to read the log")
+	got, eff := plain.p.Acquire(plain.now, "m", plain.log.read(0, 2), 2, BatchOptimized)
+	plain.keep(eff)
+	require.Equal(t, []int64{0, 1}, offsets(got))
+	require.False(t, plain.p.Acquirable(2), "all of the log in flight")
+	require.True(t, plain.p.Acquirable(3), "more of it readable")
+	plain.ack("m", 0, 0, AckRelease)
+	require.True(t, plain.p.Acquirable(2))
 }

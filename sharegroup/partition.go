@@ -237,6 +237,28 @@ func (p *Partition) CanAcquire() bool {
 	return p.available > 0 || p.speo-p.spso < int64(p.cfg.MaxInFlight)
 }
 
+// Acquirable reports whether an acquisition might hand out a record now,
+// the log being readable below readLimit. False means none can until the
+// window changes (records acknowledged, released, expired or appended),
+// so a long poll need not be woken to look; true may still find nothing
+// (a head waiting out its redelivery backoff or a rate limit). Ordered
+// mode counts only the groups none of whose records is in flight, unlike
+// CanAcquire: with every group's head held by its consumer, which takes
+// the next one with its acknowledgement, a consumer waiting for work
+// would otherwise be woken by every acknowledgement to find nothing.
+func (p *Partition) Acquirable(readLimit int64) bool {
+	if !p.groupMode() {
+		return p.available > 0 || p.speo < readLimit && p.speo-p.spso < int64(p.cfg.MaxInFlight)
+	}
+	if p.CanClassify() && p.ClassifyOffset() < readLimit {
+		return true
+	}
+	if p.cfg.Groups == GroupsOrdered {
+		return p.mg.ready > 0 || p.mg.loose > p.mg.looseHeld
+	}
+	return p.available > 0
+}
+
 // NextDeadline returns the earliest lock deadline, or the zero time.
 func (p *Partition) NextDeadline() time.Time {
 	if h := p.acqs.earliest(); h != 0 {
