@@ -63,6 +63,7 @@ package broker
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -170,8 +171,23 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	// reads; the response waits for both. (A panic in between still
 	// finishes them: their results are lost with the request, but waiting
 	// fetches are woken.)
-	finishAcks := sync.OnceFunc(sc.submitAcks(time.Now(), group, st, member, acks))
+	finish, startsCommit := sc.submitAcks(time.Now(), group, st, member, acks)
+	finishAcks := sync.OnceFunc(finish)
 	defer finishAcks()
+	// A commit the acknowledgements started runs once this goroutine
+	// blocks or yields (store.Pending.StartsCommit): it yields before the
+	// log read, so that the write and its sync overlap the read instead
+	// of following it. In a message-group mode only once the first
+	// share-partition's acquisitions are made: yielding earlier lets a
+	// waiting member's fetch take the groups' next records these
+	// acknowledgements freed, leaving this member without them.
+	var yield func()
+	if startsCommit {
+		yield = sync.OnceFunc(runtime.Gosched)
+		if st.groupMode == sharegroup.GroupsNone {
+			yield() // plain mode reads under the share-partition's lock
+		}
+	}
 
 	// Fetch every session partition, the first one rotating by epoch.
 	type target struct {
@@ -224,7 +240,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			if got >= limit || budget <= 0 {
 				break
 			}
-			acq, data, err := t.sp.acquire(st, member, spread, t.lp, limit-got, mode, budget, arena)
+			acq, data, err := t.sp.acquire(st, member, spread, t.lp, limit-got, mode, budget, arena, yield)
 			if err != nil {
 				errs[t.tp] = shareErrorCode(err)
 				failed = true

@@ -578,7 +578,8 @@ type shareAck struct {
 // can always make it, never out of order. acknowledge returns once the
 // write is durable or failed.
 func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
-	c.submitAcks(now, group, st, member, acks)()
+	finish, _ := c.submitAcks(now, group, st, member, acks)
+	finish()
 }
 
 // submitAcks is acknowledge in two steps: it applies the
@@ -589,8 +590,10 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 // members' fetches may, see above), and answers once they are durable:
 // in ordered mode one message-group cycle then costs the sync or the
 // reading, not both (measured: ordered 0.72-0.76M records/s against
-// 0.55-0.63M waiting first).
-func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) (finish func()) {
+// 0.55-0.63M waiting first). startsCommit reports that the write started
+// a commit, which runs only once the caller blocks or yields
+// (store.Pending.StartsCommit).
+func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) (finish func(), startsCommit bool) {
 	var todo []*shareAck
 	for _, a := range acks {
 		if a.code != 0 {
@@ -605,7 +608,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		todo = append(todo, a)
 	}
 	if len(todo) == 0 {
-		return func() {}
+		return func() {}, false
 	}
 	sort.Slice(todo, func(i, j int) bool { return compareKeys(todo[i].sp.key, todo[j].sp.key) < 0 })
 	for _, a := range todo {
@@ -642,7 +645,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		a.sp.armLocked(now)
 		a.sp.mu.Unlock()
 	}
-	return func() { c.finishAcks(st, todo, w, batch, wrote, from) }
+	return func() { c.finishAcks(st, todo, w, batch, wrote, from) }, w != nil && w.StartsCommit()
 }
 
 // finishAcks is submitAcks' second step: it waits for the write w (nil:
@@ -709,11 +712,13 @@ func (sp *sharePart) notifyIfAcquirable(readLimit int64) {
 // (sharegroup.Partition.AcquiredAfter, shareCoordinator.acknowledge). If
 // it fails, the acquisitions, made in a Partition holding states that
 // were never stored, are dropped, and the share-partition, reloaded from
-// what is, is tried once more.
-func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+// what is, is tried once more. In a message-group mode yield (nil:
+// none) is called once the acquisitions are made and the lock let go,
+// before the log is read (handleShareFetch).
+func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, error) {
 	mark := len(*arena)
 	for retried := false; ; retried = true {
-		acq, data, pending, err := sp.acquireNow(st, member, spread, lp, maxRecords, mode, budget, arena)
+		acq, data, pending, err := sp.acquireNow(st, member, spread, lp, maxRecords, mode, budget, arena, yield)
 		if err != nil || len(acq) == 0 || pending == nil {
 			return acq, data, err
 		}
@@ -730,7 +735,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, 
 
 // acquireNow is acquire without waiting for the write in flight, which
 // it returns (nil: none).
-func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
+func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	sp.mu.Lock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
@@ -738,7 +743,7 @@ func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread boo
 		return nil, nil, nil, err
 	}
 	if sp.mu.p.Config().Groups != sharegroup.GroupsNone {
-		return sp.acquireGroups(now, st, member, spread, lp, maxRecords, budget, arena) // unlocks
+		return sp.acquireGroups(now, st, member, spread, lp, maxRecords, budget, arena, yield) // unlocks
 	}
 	acq, data, err := sp.acquirePlain(now, st, member, lp, maxRecords, mode, budget, arena)
 	return acq, data, nil, err

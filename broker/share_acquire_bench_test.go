@@ -101,7 +101,7 @@ func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 				for done, idle := 0, 0; done < records; {
 					member := "m" + strconv.Itoa(idle%members)
 					arena = arena[:0]
-					acq, _, err := sp.acquire(st, member, false, lp, 500, sharegroup.BatchOptimized, 1<<30, &arena)
+					acq, _, err := sp.acquire(st, member, false, lp, 500, sharegroup.BatchOptimized, 1<<30, &arena, nil)
 					require.NoError(bb, err)
 					if len(acq) == 0 {
 						idle++

@@ -210,7 +210,7 @@ func stressAcquire(t *testing.T, cacheBytes int64, dur time.Duration) {
 										arena = make([]byte, 0, 64<<10)
 									}
 									budget := []int{1, 4 << 10, 256 << 10, 1 << 30}[rng.Intn(4)]
-									acq, data, err := sp.acquire(st, member, rng.Intn(2) == 0, lp, []int{1 + rng.Intn(500), 5000}[rng.Intn(2)], sharegroup.BatchOptimized, budget, &arena)
+									acq, data, err := sp.acquire(st, member, rng.Intn(2) == 0, lp, []int{1 + rng.Intn(500), 5000}[rng.Intn(2)], sharegroup.BatchOptimized, budget, &arena, nil)
 									if err != nil {
 										fail("acquire: %v", err)
 										return

@@ -21,7 +21,7 @@ func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, 
 	_, lp, _ := b.partitionByID(tp.topicID, 0)
 	st := b.shareSettings(group)
 	sp := b.shares.part(shareKey(group, tp))
-	acq, _, err := sp.acquire(st, member, false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte))
+	acq, _, err := sp.acquire(st, member, false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 	require.NoError(t, err)
 	var batches []sharegroup.AckBatch
 	for _, a := range acq {
@@ -125,7 +125,7 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 		_, lp, _ := b.partitionByID(tp.topicID, p)
 		st := b.shareSettings("pg")
 		sp := b.shares.part(shareKey("pg", tp))
-		acq, _, err := sp.acquire(st, "m1", false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte))
+		acq, _, err := sp.acquire(st, "m1", false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 		require.NoError(t, err)
 		require.Len(t, acq, 1)
 		acks := []*shareAck{{tp: tp, batches: []sharegroup.AckBatch{{First: acq[0].First, Last: acq[0].Last, Types: []sharegroup.AckType{sharegroup.AckReject}}}}}

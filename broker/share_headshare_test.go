@@ -37,7 +37,7 @@ func TestOrderedSlowMemberLeavesWaitersTheirShare(t *testing.T) {
 	sp := b.shares.part(shareKey("hg", tp))
 	acquire := func(member string, spread bool, max int) int64 {
 		t.Helper()
-		acq, _, err := sp.acquire(st, member, spread, lp, max, sharegroup.RecordLimit, 1<<20, new([]byte))
+		acq, _, err := sp.acquire(st, member, spread, lp, max, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 		require.NoError(t, err)
 		var n int64
 		for _, a := range acq {

@@ -203,7 +203,7 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 // (the Partition prepared); it unlocks. The log bytes of the picked
 // records are read after unlocking: the records are this member's, and
 // other members' fetches and acknowledgements need not wait for the read.
-func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *partition, maxRecords, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *partition, maxRecords, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	p := sp.mu.p
 	var pending []sharegroup.Record
 	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
@@ -276,6 +276,9 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	err := sp.writeLocked(pending)
 	sp.armLocked(now)
 	sp.mu.Unlock()
+	if yield != nil {
+		yield() // acquired: the commit may take the processor while this reads (handleShareFetch)
+	}
 	if err != nil {
 		return nil, nil, nil, err // the Partition was discarded: the acquisitions are gone with it
 	}

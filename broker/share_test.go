@@ -653,7 +653,7 @@ func TestSharePlainFetchPassesAbortedRecords(t *testing.T) {
 	sp.mu.Lock()
 	sp.mu.offsetBytes = 110 // as a fetch of this topic learns it
 	sp.mu.Unlock()
-	acq, _, err := sp.acquire(st, "m", false, lp, 10, sharegroup.BatchOptimized, 1<<20, new([]byte))
+	acq, _, err := sp.acquire(st, "m", false, lp, 10, sharegroup.BatchOptimized, 1<<20, new([]byte), nil)
 	require.NoError(t, err)
 	require.Equal(t, []sharegroup.Acquired{{First: 40_001, Last: 40_001, DeliveryCount: 1}}, acq,
 		"the committed record, past 40,000 aborted ones and their abort marker")

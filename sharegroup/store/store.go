@@ -103,10 +103,11 @@ var ErrEarlierWriteFailed = errors.New("an earlier write of the share-partition 
 // Pending is a write submitted to the Store (Submit), durable or failed
 // once Wait returns.
 type Pending struct {
-	batch []PartitionRecords
-	after []*Pending // the previous unfinished write of each of its keys
-	done  chan struct{}
-	err   error
+	batch  []PartitionRecords
+	after  []*Pending // the previous unfinished write of each of its keys
+	done   chan struct{}
+	err    error
+	starts bool // its Submit started the commit goroutine (StartsCommit)
 }
 
 // Wait returns once the write is durable (nil) or failed. Any number of
@@ -125,6 +126,17 @@ func (w *Pending) Failed() bool {
 		return false
 	}
 }
+
+// StartsCommit reports whether Submit started a commit for this write: a
+// new goroutine, which Go's scheduler runs on the submitter's processor
+// once the submitter blocks or yields (unless an idle processor takes it
+// first, which a busy machine rarely has). A submitter with more to do
+// before it waits for the write (a ShareFetch acquiring and reading its
+// next records) should yield (runtime.Gosched) once it holds no lock the
+// commit needs, so that the write and its sync run meanwhile rather than
+// after: measured in sharebench's ordered mode, a started commit waited
+// about 100 µs for the submitter before, 10 µs after.
+func (w *Pending) StartsCommit() bool { return w.starts }
 
 // Done reports, without waiting, whether the write has finished.
 func (w *Pending) Done() bool {
@@ -302,10 +314,10 @@ func (s *Store) Submit(batch []PartitionRecords) *Pending {
 		s.gc.last[pr.Key] = w
 	}
 	s.gc.queue = append(s.gc.queue, w)
-	start := !s.gc.running
+	w.starts = !s.gc.running
 	s.gc.running = true
 	s.gc.Unlock()
-	if start {
+	if w.starts {
 		go s.commitLoop()
 	}
 	return w

@@ -166,3 +166,31 @@ func TestLoadAndDeleteWaitForWritesInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, recs, "the write in flight was applied before the delete, not after")
 }
+
+// TestSubmitStartsCommit: a write submitted while nothing commits starts
+// the commit goroutine (and says so, for its submitter to yield to it);
+// one queued behind a commit in flight does not, and neither does a write
+// refused at once.
+func TestSubmitStartsCommit(t *testing.T) {
+	t.Parallel()
+	g, s := gatedStore(t)
+	a, b := Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
+	pa, pb := newPartitionAt(t, s, a), newPartitionAt(t, s, b)
+
+	w1 := g.hold(t, s, []PartitionRecords{{Key: a, Records: ackRange(t, pa, 0, 4)}})
+	require.True(t, w1.StartsCommit())
+	w2 := s.Submit([]PartitionRecords{{Key: b, Records: ackRange(t, pb, 0, 4)}})
+	require.False(t, w2.StartsCommit(), "queued behind the commit in flight")
+	g.release <- nil
+	require.NoError(t, w1.Wait())
+	require.NoError(t, w2.Wait())
+	require.Eventually(t, func() bool {
+		s.gc.Lock()
+		defer s.gc.Unlock()
+		return !s.gc.running
+	}, 5*time.Second, time.Millisecond)
+	w3 := s.Submit([]PartitionRecords{{Key: a, Records: ackRange(t, pa, 5, 9)}})
+	require.True(t, w3.StartsCommit(), "nothing was committing")
+	require.NoError(t, w3.Wait())
+	require.False(t, s.Submit(nil).StartsCommit(), "nothing to write")
+}
