@@ -374,6 +374,10 @@ func (b *Broker) enforceRetention(now time.Time) {
 				b.lg.Error("retention failed", zap.String("topic", t.name), zap.Int32("partition", p.index), zap.Error(err))
 			} else if n > 0 {
 				b.lg.Info("retention deleted segments", zap.String("topic", t.name), zap.Int32("partition", p.index), zap.Int64("bytes", n))
+				// The log start moved: fetches waiting below it get
+				// OFFSET_OUT_OF_RANGE now, and share fetches what the
+				// share-partition's advanced window frees.
+				p.notify()
 			}
 		}
 	}

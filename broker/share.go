@@ -685,17 +685,19 @@ func (c *shareCoordinator) finishAcks(st shareGroupSettings, todo []*shareAck, w
 	// wake at every acknowledgement to find nothing (sharegroup.
 	// Partition.Acquirable).
 	for _, a := range todo {
-		a.sp.notifyIfAcquirable(shareReadLimit(a.lp, st))
+		a.sp.notifyIfAcquirable(a.lp, st)
 	}
 }
 
 // notifyIfAcquirable wakes the waiting fetches unless nothing can be
-// acquired (readLimit: shareReadLimit). Anything that makes records
-// acquirable later (an acknowledgement, a release, an expiry, an append)
-// wakes them then.
-func (sp *sharePart) notifyIfAcquirable(readLimit int64) {
+// acquired from the log lp (sharegroup.Partition.Acquirable). What makes
+// records acquirable later wakes them then: an acknowledgement, a release
+// or a lock expiry (the lock timer, sharePart.fire), an append or the log
+// start moving (partition.notify: produce, DeleteRecords, retention).
+func (sp *sharePart) notifyIfAcquirable(lp *partition, st shareGroupSettings) {
+	logStart, readLimit := lp.log.LogStartOffset(), shareReadLimit(lp, st)
 	sp.mu.Lock()
-	wake := sp.mu.stopped || sp.mu.p == nil || sp.mu.p.Acquirable(readLimit)
+	wake := sp.mu.stopped || sp.mu.p == nil || sp.mu.p.Acquirable(logStart, readLimit)
 	sp.mu.Unlock()
 	if wake {
 		sp.waiters.notify()

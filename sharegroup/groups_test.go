@@ -86,7 +86,7 @@ func (h *groupHarness) keep(eff Effects) {
 // Where Acquirable said nothing could be acquired, nothing is (a long
 // poll is not woken then: the broker's notifyIfAcquirable).
 func (h *groupHarness) acquire(member string, maxRecords int) []Acquired {
-	could := h.p.Acquirable(int64(len(h.log.groups)))
+	could := h.p.Acquirable(0, int64(len(h.log.groups)))
 	defer func(before int64) {
 		if !could {
 			require.Equal(h.t, before, h.p.acquired, "Acquirable reported nothing to acquire")
@@ -793,35 +793,79 @@ func TestAcquirable(t *testing.T) {
 	log := &groupLog{groups: []string{"a", "b", "a", "b", "a", "b"}, batchSize: 2}
 	h := newGroupHarness(t, log, func(c *Config) { c.Groups = GroupsOrdered })
 	end := int64(len(log.groups))
-	require.True(t, h.p.Acquirable(end), "nothing classified yet")
-	require.False(t, h.p.Acquirable(0), "nor anything readable")
+	require.True(t, h.p.Acquirable(0, end), "nothing classified yet")
+	require.False(t, h.p.Acquirable(0, 0), "nor anything readable")
 	require.Equal(t, []int64{0, 1}, offsets(h.acquire("m", 10)))
-	require.False(t, h.p.Acquirable(end), "a and b have their heads in flight")
+	require.False(t, h.p.Acquirable(0, end), "a and b have their heads in flight")
+	require.True(t, h.p.Acquirable(1, end), "the log start past a's head: an acquisition drops it")
 	h.ack("m", 0, 0, AckAccept)
-	require.True(t, h.p.Acquirable(end), "a's 2 is its head now")
+	require.True(t, h.p.Acquirable(0, end), "a's 2 is its head now")
 	require.Equal(t, []int64{2}, offsets(h.acquire("m", 10)))
-	require.False(t, h.p.Acquirable(end))
+	require.False(t, h.p.Acquirable(0, end))
 	log.groups = append(log.groups, "", "c")
-	require.True(t, h.p.Acquirable(int64(len(log.groups))), "appended, not classified")
+	require.True(t, h.p.Acquirable(0, int64(len(log.groups))), "appended, not classified")
 	require.Equal(t, []int64{6, 7}, offsets(h.acquire("n", 10)))
-	require.False(t, h.p.Acquirable(int64(len(log.groups))))
+	require.False(t, h.p.Acquirable(0, int64(len(log.groups))))
 	h.ack("n", 6, 6, AckRelease)
-	require.True(t, h.p.Acquirable(int64(len(log.groups))), "a released record without a group")
+	require.True(t, h.p.Acquirable(0, int64(len(log.groups))), "a released record without a group")
 
 	fair := newGroupHarness(t, &groupLog{groups: []string{"a", "a"}, batchSize: 1}, func(c *Config) { c.Groups = GroupsFair })
-	require.True(t, fair.p.Acquirable(2))
+	require.True(t, fair.p.Acquirable(0, 2))
 	require.Equal(t, []int64{0, 1}, offsets(fair.acquire("m", 10)))
-	require.False(t, fair.p.Acquirable(2), "both in flight")
+	require.False(t, fair.p.Acquirable(0, 2), "both in flight")
 	fair.ack("m", 1, 1, AckRelease)
-	require.True(t, fair.p.Acquirable(2))
+	require.True(t, fair.p.Acquirable(0, 2))
 
 	plain := newGroupHarness(t, &groupLog{groups: []string{"", ""}, batchSize: 2})
-	require.True(t, plain.p.Acquirable(2), "room to read the log")
+	require.True(t, plain.p.Acquirable(0, 2), "room to read the log")
 	got, eff := plain.p.Acquire(plain.now, "m", plain.log.read(0, 2), 2, BatchOptimized)
 	plain.keep(eff)
 	require.Equal(t, []int64{0, 1}, offsets(got))
-	require.False(t, plain.p.Acquirable(2), "all of the log in flight")
-	require.True(t, plain.p.Acquirable(3), "more of it readable")
+	require.False(t, plain.p.Acquirable(0, 2), "all of the log in flight")
+	require.True(t, plain.p.Acquirable(1, 2), "the log start past the SPSO")
+	require.True(t, plain.p.Acquirable(0, 3), "more of it readable")
 	plain.ack("m", 0, 0, AckRelease)
-	require.True(t, plain.p.Acquirable(2))
+	require.True(t, plain.p.Acquirable(0, 2))
+}
+
+// TestAcquirableBackoffAndDueLocks: a released record waiting out its
+// redelivery backoff is Acquired until then, so Acquirable says no in
+// every mode, and still no once the backoff is due but not expired: the
+// broker's lock timer, which expires it, wakes the waiting fetches. An
+// acquisition then (it expires what is due first) hands the record out.
+func TestAcquirableBackoffAndDueLocks(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []GroupMode{GroupsOrdered, GroupsFair, GroupsNone} {
+		log := &groupLog{groups: []string{"a", "a"}, batchSize: 2}
+		h := newGroupHarness(t, log, func(c *Config) { c.Groups = mode; c.RedeliveryBackoff = time.Second })
+		end := int64(len(log.groups))
+		var got []Acquired
+		if mode == GroupsNone {
+			var eff Effects
+			got, eff = h.p.Acquire(h.now, "m", h.log.read(0, 2), 2, RecordLimit)
+			h.keep(eff)
+		} else {
+			got = h.acquire("m", 10)
+		}
+		require.NotEmpty(t, got)
+		h.ack("m", 0, 0, AckRelease)
+		if mode == GroupsFair {
+			h.ack("m", 1, 1, AckAccept)
+		}
+		require.False(t, h.p.Acquirable(0, end), "mode %v: the backing-off record counts as held", mode)
+		h.now = h.now.Add(2 * time.Second)
+		require.False(t, h.p.Acquirable(0, end), "mode %v: due, not expired yet", mode)
+		var after []Acquired
+		if mode == GroupsNone {
+			var eff Effects
+			after, eff = h.p.Acquire(h.now, "n", h.log.read(0, 2), 10, RecordLimit)
+			h.keep(eff)
+		} else {
+			var eff Effects
+			after, eff = h.p.AcquireGroups(h.now, "n", 10)
+			h.keep(eff)
+		}
+		require.NotEmpty(t, after, "mode %v", mode)
+		require.Equal(t, int64(0), after[0].First, "mode %v", mode)
+	}
 }

@@ -238,15 +238,25 @@ func (p *Partition) CanAcquire() bool {
 }
 
 // Acquirable reports whether an acquisition might hand out a record now,
-// the log being readable below readLimit. False means none can until the
-// window changes (records acknowledged, released, expired or appended),
-// so a long poll need not be woken to look; true may still find nothing
-// (a head waiting out its redelivery backoff or a rate limit). Ordered
-// mode counts only the groups none of whose records is in flight, unlike
-// CanAcquire: with every group's head held by its consumer, which takes
-// the next one with its acknowledgement, a consumer waiting for work
-// would otherwise be woken by every acknowledgement to find nothing.
-func (p *Partition) Acquirable(readLimit int64) bool {
+// the log starting at logStart and readable below readLimit. False means
+// none can until the window changes: records acknowledged, released,
+// expired (the broker's lock timer fires at a deadline: a lock due but not
+// expired yet still counts as held, as does a released record waiting out
+// its redelivery backoff, which is Acquired until then), appended, or the
+// log start moving past the SPSO (an acquisition first advances the window,
+// AdvanceLogStart). So a long poll need not be woken to look. True may
+// still find nothing: a rate limit, records in flight whose group is not
+// known yet after a switch to ordered mode, the fragmentation guard, the
+// cap on locks (MaxInFlight), or log batches that turn out to be aborted
+// or control batches. Ordered mode counts only the groups none of whose
+// records is in flight, unlike CanAcquire: with every group's head held
+// by its consumer, which takes the next one with its acknowledgement, a
+// consumer waiting for work would otherwise be woken by every
+// acknowledgement to find nothing.
+func (p *Partition) Acquirable(logStart, readLimit int64) bool {
+	if p.spso < logStart {
+		return true
+	}
 	if !p.groupMode() {
 		return p.available > 0 || p.speo < readLimit && p.speo-p.spso < int64(p.cfg.MaxInFlight)
 	}
