@@ -178,9 +178,10 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	// blocks or yields (store.Pending.StartsCommit): it yields before the
 	// log read, so that the write and its sync overlap the read instead
 	// of following it. In a message-group mode only once the first
-	// share-partition's acquisitions are made: yielding earlier lets a
-	// waiting member's fetch take the groups' next records these
-	// acknowledgements freed, leaving this member without them.
+	// share-partition's acquisitions are made: yielding earlier lets
+	// another member's fetch, arriving meanwhile, take the groups' next
+	// records these acknowledgements freed, leaving this member without
+	// them.
 	var yield func()
 	if startsCommit {
 		yield = sync.OnceFunc(runtime.Gosched)

@@ -218,7 +218,6 @@ func TestChangeLogBoundsFramesWhileCheckpointsFail(t *testing.T) {
 		refused = s.Write([]PartitionRecords{{Key: k, Records: ackRange(t, p, next, next+9)}})
 	}
 	require.ErrorIs(t, refused, sharegroup.ErrCorruptRecord, "refused, naming the checkpoints' failure")
-	require.NotZero(t, bgErrs.Load(), "the failing checkpoints were reported")
 	s.log.mu.Lock()
 	pending := s.log.mu.bytes
 	s.log.mu.Unlock()
