@@ -42,29 +42,18 @@ func TestShareParkedFetchWokenByAck(t *testing.T) {
 			const maxWait = 8000
 			start := time.Now()
 			parked := m2.async(fetchRequest(m2, 0, maxWait))
-			select {
-			case resp := <-parked:
-				t.Fatalf("nothing was acquirable, yet the fetch was answered: %v", resp)
-			case <-time.After(300 * time.Millisecond):
-			}
+			requireParked(t, parked, "nothing was acquirable")
 			epoch := int32(1)
 			typ := int8(1) // accept: group a's next record becomes its head
 			if !ordered {
 				epoch, typ = 2, 2 // release record 0
 			}
 			require.Zero(t, ackCode(t, m1.do(ackRequest(m1, epoch, 0, 0, typ)).(*kmsg.ShareAcknowledgeResponse)))
-			select {
-			case resp := <-parked:
-				require.NotNil(t, resp)
-				want := [][3]int64{{1, 1, 1}}
-				if !ordered {
-					want = [][3]int64{{0, 0, 2}}
-				}
-				require.Equal(t, want, acquired(onlyPartition(t, resp.(*kmsg.ShareFetchResponse))))
-				require.Less(t, time.Since(start), maxWait*time.Millisecond/2, "woken by the acknowledgement, not by its MaxWait")
-			case <-time.After(maxWait * time.Millisecond):
-				t.Fatal("the waiting fetch was not woken by the acknowledgement")
+			want := [][3]int64{{1, 1, 1}}
+			if !ordered {
+				want = [][3]int64{{0, 0, 2}}
 			}
+			require.Equal(t, want, requireWoken(t, parked, start, maxWait, "the acknowledgement"))
 		})
 	}
 }
@@ -118,11 +107,7 @@ func TestShareParkedFetchWokenByAckPastLogStart(t *testing.T) {
 
 			const maxWait = 8000
 			parked := m2.async(fetchRequest(m2, 0, maxWait))
-			select {
-			case resp := <-parked:
-				t.Fatalf("nothing was acquirable, yet the fetch was answered: %v", resp)
-			case <-time.After(300 * time.Millisecond):
-			}
+			requireParked(t, parked, "nothing was acquirable")
 			// Retention drops record 0 (held by m1) without a notify.
 			tp := b.topics.get("wl")
 			_, lp, _ := b.partitionByID(tp.id, 0)
@@ -133,14 +118,7 @@ func TestShareParkedFetchWokenByAckPastLogStart(t *testing.T) {
 			// m1 accepts records that are not at the SPSO: the window
 			// moves only once an acquisition advances it to the log start.
 			require.Zero(t, ackCode(t, m1.do(ackRequest(m1, 1, ackFirst, ackLast, 1)).(*kmsg.ShareAcknowledgeResponse)))
-			select {
-			case resp := <-parked:
-				require.NotNil(t, resp)
-				require.Equal(t, want, acquired(onlyPartition(t, resp.(*kmsg.ShareFetchResponse))))
-				require.Less(t, time.Since(start), maxWait*time.Millisecond/2, "woken by the acknowledgement, not by its MaxWait")
-			case <-time.After(maxWait * time.Millisecond):
-				t.Fatal("the waiting fetch was not woken by the acknowledgement")
-			}
+			require.Equal(t, want, requireWoken(t, parked, start, maxWait, "the acknowledgement"))
 		})
 	}
 }
@@ -171,25 +149,40 @@ func TestShareParkedFetchWokenByRetention(t *testing.T) {
 
 	const maxWait = 8000
 	parked := m2.async(fetchRequest(m2, 0, maxWait))
-	select {
-	case resp := <-parked:
-		t.Fatalf("the window was full, yet the fetch was answered: %v", resp)
-	case <-time.After(300 * time.Millisecond):
-	}
+	requireParked(t, parked, "the window was full")
 	start := time.Now()
 	b.enforceRetention(time.Now())
 	tp := b.topics.get("wr")
 	_, lp, _ := b.partitionByID(tp.id, 0)
 	logStart := lp.log.LogStartOffset()
 	require.Greater(t, logStart, int64(100), "retention deleted the segments of m1's records")
+	got := requireWoken(t, parked, start, maxWait, "retention")
+	require.NotEmpty(t, got)
+	require.Equal(t, logStart, got[0][0])
+}
+
+// requireParked checks that the fetch sent on parked is still waiting.
+func requireParked(t *testing.T, parked <-chan kmsg.Response, why string) {
+	t.Helper()
+	select {
+	case resp := <-parked:
+		t.Fatalf("%s, yet the fetch was answered: %v", why, resp)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// requireWoken waits for the fetch sent on parked, which must be answered
+// well before its MaxWait (maxWait ms), counted from since, by what woke
+// it, and returns its acquired ranges.
+func requireWoken(t *testing.T, parked <-chan kmsg.Response, since time.Time, maxWait int32, by string) [][3]int64 {
+	t.Helper()
 	select {
 	case resp := <-parked:
 		require.NotNil(t, resp)
-		got := acquired(onlyPartition(t, resp.(*kmsg.ShareFetchResponse)))
-		require.NotEmpty(t, got)
-		require.Equal(t, logStart, got[0][0])
-		require.Less(t, time.Since(start), maxWait*time.Millisecond/2, "woken by retention, not by its MaxWait")
-	case <-time.After(maxWait * time.Millisecond):
-		t.Fatal("the waiting fetch was not woken by retention")
+		require.Less(t, time.Since(since), time.Duration(maxWait)*time.Millisecond/2, "woken by %s, not by its MaxWait", by)
+		return acquired(onlyPartition(t, resp.(*kmsg.ShareFetchResponse)))
+	case <-time.After(time.Duration(maxWait) * time.Millisecond):
+		t.Fatalf("the waiting fetch was not woken by %s", by)
+		return nil
 	}
 }
