@@ -177,11 +177,7 @@ func TestShareAckWriteHoldsBackOnlyItsGroup(t *testing.T) {
 			produceAll(t, newClient(t, b), &kgo.Record{Topic: "hb", Key: []byte("a"), Value: []byte("0")},
 				&kgo.Record{Topic: "hb", Key: []byte("b"), Value: []byte("1")},
 				&kgo.Record{Topic: "hb", Key: []byte("a"), Value: []byte("2")})
-			kv := []string{"share.auto.offset.reset", "earliest", "share.acquire.mode", "record_limit"}
-			if ordered {
-				kv = append(kv, "share.message.group.source", "key", "share.message.group.ordered", "true")
-			}
-			setShareGroupConfigs(t, b, "hbg", kv...)
+			setRecordLimitShareGroup(t, b, "hbg", ordered)
 			m1, m2 := newRawShare(t, b, "hbg", "m1", "hb"), newRawShare(t, b, "hbg", "m2", "hb")
 			require.Equal(t, [][3]int64{{0, 0, 1}}, acquired(onlyPartition(t, m1.fetch(0, 0, 1))))
 
@@ -215,4 +211,15 @@ func TestShareAckWriteHoldsBackOnlyItsGroup(t *testing.T) {
 			require.Zero(t, ackCode(t, ack))
 		})
 	}
+}
+
+// setRecordLimitShareGroup configures group to read from the earliest
+// offset in record_limit mode, ordered by record key or plain.
+func setRecordLimitShareGroup(t *testing.T, b *Broker, group string, ordered bool) {
+	t.Helper()
+	kv := []string{"share.auto.offset.reset", "earliest", "share.acquire.mode", "record_limit"}
+	if ordered {
+		kv = append(kv, "share.message.group.source", "key", "share.message.group.ordered", "true")
+	}
+	setShareGroupConfigs(t, b, group, kv...)
 }

@@ -27,11 +27,7 @@ func TestShareParkedFetchWokenByAck(t *testing.T) {
 			createTopicRaw(t, b, "wk", 1)
 			produceAll(t, newClient(t, b), &kgo.Record{Topic: "wk", Key: []byte("a"), Value: []byte("0")},
 				&kgo.Record{Topic: "wk", Key: []byte("a"), Value: []byte("1")})
-			kv := []string{"share.auto.offset.reset", "earliest", "share.acquire.mode", "record_limit"}
-			if ordered {
-				kv = append(kv, "share.message.group.source", "key", "share.message.group.ordered", "true")
-			}
-			setShareGroupConfigs(t, b, "wkg", kv...)
+			setRecordLimitShareGroup(t, b, "wkg", ordered)
 			m1, m2 := newRawShare(t, b, "wkg", "m1", "wk"), newRawShare(t, b, "wkg", "m2", "wk")
 			require.Equal(t, [][3]int64{{0, 0, 1}}, acquired(onlyPartition(t, m1.fetch(0, 0, 1))))
 			if !ordered {
