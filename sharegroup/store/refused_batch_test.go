@@ -21,8 +21,7 @@ import (
 func TestSubmitRefusedBatchMarksEveryKey(t *testing.T) {
 	t.Parallel()
 	g, s := gatedStore(t)
-	a, b := Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
-	pa, pb := newPartitionAt(t, s, a), newPartitionAt(t, s, b)
+	a, b, pa, pb := twoPartitions(t, s)
 
 	// A write of a fails (nothing chained behind it yet): a is marked.
 	w0 := g.hold(t, s, []PartitionRecords{{Key: a, Records: ackRange(t, pa, 0, 4)}})

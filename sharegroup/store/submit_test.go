@@ -68,6 +68,13 @@ func newPartitionAt(t *testing.T, s *Store, k Key) *sharegroup.Partition {
 	return p
 }
 
+// twoPartitions stores new share-partitions g/1 and g/2 in s.
+func twoPartitions(t *testing.T, s *Store) (a, b Key, pa, pb *sharegroup.Partition) {
+	t.Helper()
+	a, b = Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
+	return a, b, newPartitionAt(t, s, a), newPartitionAt(t, s, b)
+}
+
 func notYet[T any](t *testing.T, ch <-chan T, what string) {
 	t.Helper()
 	select {
@@ -85,8 +92,7 @@ func notYet[T any](t *testing.T, ch <-chan T, what string) {
 func TestSubmitAfterFailedWriteFails(t *testing.T) {
 	t.Parallel()
 	g, s := gatedStore(t)
-	a, b := Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
-	pa, pb := newPartitionAt(t, s, a), newPartitionAt(t, s, b)
+	a, b, pa, pb := twoPartitions(t, s)
 
 	w1 := g.hold(t, s, []PartitionRecords{{Key: a, Records: ackRange(t, pa, 0, 4)}})
 	w2 := s.Submit([]PartitionRecords{{Key: a, Records: ackRange(t, pa, 5, 9)}})
@@ -174,8 +180,7 @@ func TestLoadAndDeleteWaitForWritesInFlight(t *testing.T) {
 func TestSubmitStartsCommit(t *testing.T) {
 	t.Parallel()
 	g, s := gatedStore(t)
-	a, b := Key{Group: "g", Partition: 1}, Key{Group: "g", Partition: 2}
-	pa, pb := newPartitionAt(t, s, a), newPartitionAt(t, s, b)
+	a, b, pa, pb := twoPartitions(t, s)
 
 	w1 := g.hold(t, s, []PartitionRecords{{Key: a, Records: ackRange(t, pa, 0, 4)}})
 	require.True(t, w1.StartsCommit())
