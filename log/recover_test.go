@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -549,11 +550,12 @@ func TestCorruptionIsNotTruncatedAway(t *testing.T) {
 	}
 }
 
-// blockingFS wraps a MemFS so that File.Sync blocks until released,
-// outside the MemFS lock.
+// blockingFS wraps a MemFS so that the first File.Sync once armed
+// blocks until released, outside the MemFS lock, saying so on syncing.
 type blockingFS struct {
 	*MemFS
-	syncing chan struct{}
+	armed   atomic.Bool
+	syncing chan struct{} // buffered: the armed Sync never waits to say so
 	release chan struct{}
 }
 
@@ -571,17 +573,16 @@ func (b *blockingFS) OpenFile(name string, flag int, perm os.FileMode) (File, er
 }
 
 func (f blockingFile) Sync() error {
-	select {
-	case f.fs.syncing <- struct{}{}:
+	if f.fs.armed.CompareAndSwap(true, false) {
+		f.fs.syncing <- struct{}{}
 		<-f.fs.release
-	default:
 	}
 	return f.File.Sync()
 }
 
 func TestSyncDoesNotBlockAppendOrRead(t *testing.T) {
 	t.Parallel()
-	fsys := &blockingFS{MemFS: NewMemFS(), syncing: make(chan struct{}), release: make(chan struct{})}
+	fsys := &blockingFS{MemFS: NewMemFS(), syncing: make(chan struct{}, 1), release: make(chan struct{})}
 	p, err := Open(fsys, testDir, DefaultConfig(), testLogger(t))
 	require.NoError(t, err)
 	mustAppend(t, p, testBatch(2, 10, -1, 0, 0))
@@ -590,6 +591,7 @@ func TestSyncDoesNotBlockAppendOrRead(t *testing.T) {
 		err error
 	}
 	done := make(chan result)
+	fsys.armed.Store(true)
 	go func() {
 		off, err := p.Sync()
 		done <- result{off, err}
