@@ -200,7 +200,7 @@ func BatchCRC(b []byte) (crc uint32, ok bool) {
 	if n < MinBatchLength || BatchLengthPrefix+n > int64(len(b)) {
 		return 0, false
 	}
-	return crc32.Checksum(b[offAttributes:BatchLengthPrefix+n], castagnoli), true
+	return CRC32C(0, b[BatchCRCFrom:BatchLengthPrefix+n]), true
 }
 
 // VerifyBatchCRC reports whether the batch at the start of b is complete
@@ -215,7 +215,7 @@ func VerifyBatchCRC(b []byte) bool {
 // b is shorter than its declared length.
 func SetBatchCRC(b []byte) {
 	if c, ok := BatchCRC(b); ok {
-		binary.BigEndian.PutUint32(b[offCRC:], c)
+		PutBatchCRC(b, c)
 	}
 }
 
