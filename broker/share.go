@@ -861,7 +861,7 @@ func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member s
 }
 
 // plainReadBytes is how much of the log a plain fetch reads when it
-// wants records more records: what they took in the batches it read last
+// wants records more of them: what they took in the batches it read last
 // (offsetBytes per offset; 0: unknown) and a quarter more, at least 16
 // KiB, at most a megabyte and budget. The read always returns its first
 // batch whole, however large. Reading a megabyte for the few batches of
