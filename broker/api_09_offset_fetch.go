@@ -34,9 +34,17 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for i := range req.Groups {
-			resp.Groups = append(resp.Groups, c.b.groups.fetchOffsets(&req.Groups[i], req.Version))
+			resp.Groups = append(resp.Groups, c.b.groups.fetchOffsets(&req.Groups[i], req.Version, req.RequireStable))
 			if req.RequireStable {
-				c.b.markUnstableOffsets(&resp.Groups[len(resp.Groups)-1])
+				sg := &resp.Groups[len(resp.Groups)-1]
+				for i := range sg.Topics {
+					for j := range sg.Topics[i].Partitions {
+						sp := &sg.Topics[i].Partitions[j]
+						if sp.ErrorCode == 0 && c.b.txns.unstableOffsets(sg.Group)[groupTP{sg.Topics[i].Topic, sp.Partition}] {
+							sp.ErrorCode, sp.Offset = 51, -1
+						}
+					}
+				}
 			}
 		}
 		return resp
@@ -51,10 +59,7 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 			rg.Topics = append(rg.Topics, rt)
 		}
 	}
-	sg := c.b.groups.fetchOffsets(&rg, req.Version)
-	if req.RequireStable {
-		c.b.markUnstableOffsets(&sg)
-	}
+	sg := c.b.groups.fetchOffsets(&rg, req.Version, req.RequireStable)
 	resp.ErrorCode = sg.ErrorCode
 	for _, t := range sg.Topics {
 		st := kmsg.NewOffsetFetchResponseTopic()

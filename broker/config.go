@@ -109,6 +109,14 @@ type Config struct {
 	// interleave there).
 	txnOffsetBeforeLock func(group string)
 	txnOffsetBeforeAdd  func(group string)
+	// offsetFetchAfterStable, if set, runs in an OffsetFetch with
+	// RequireStable once it looked up the group's pending transactional
+	// offsets, just before it reads the committed ones.
+	offsetFetchAfterStable func(group string)
+	// txnBeforeApply, if set, runs in a background transaction
+	// completion once its markers are durable, just before it applies
+	// the transaction's offsets to their groups.
+	txnBeforeApply func(id string)
 	// beforeDropMarks, if set, runs when a transaction's end left
 	// partitions of group without pending offsets, just before their
 	// deletion marks are dropped.

@@ -209,7 +209,19 @@ func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 // fetchOffsets answers one group of an OffsetFetch. Topics nil asks for
 // every committed offset. RequireStable (v7+) is applied by the caller
 // (markUnstableOffsets, txn_offsets.go).
-func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16) kmsg.OffsetFetchResponseGroup {
+//
+// With requireStable (KIP-447), a partition for which an open
+// transaction holds a pending offset gets UNSTABLE_OFFSET_COMMIT (offset
+// -1, leader epoch -1, metadata ""), as Kafka answers. The pending
+// offsets are looked up by topic name, after v10's topic ids are
+// resolved, and before the committed offsets are read: a committed
+// transaction's offsets are applied to the group before they stop being
+// pending (txnCoordinator.finish, completeLocked), so a partition not
+// pending at the lookup has every offset committed before it applied by
+// the read, and one pending at the lookup is answered unstable whatever
+// the read finds. The other order, read then look up, answered "no
+// offset" for a partition whose offsets were applied between the two.
+func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	sg := kmsg.NewOffsetFetchResponseGroup()
 	sg.Group = rg.Group
 	if rg.Group == "" {
@@ -227,6 +239,13 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			} else {
 				codes[i] = kerr.UnknownTopicID.Code
 			}
+		}
+	}
+	var unstable map[groupTP]bool
+	if requireStable {
+		unstable = c.b.txns.unstableOffsets(rg.Group)
+		if h := c.b.cfg.offsetFetchAfterStable; h != nil {
+			h(rg.Group)
 		}
 	}
 	offsets := map[groupTP]offsetCommit{}
@@ -252,7 +271,11 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 		}
 		g.mu.Unlock()
 	}
-	fill := func(sp *kmsg.OffsetFetchResponseGroupTopicPartition, oc offsetCommit, ok bool) {
+	fill := func(sp *kmsg.OffsetFetchResponseGroupTopicPartition, tp groupTP, oc offsetCommit, ok bool) {
+		if unstable[tp] {
+			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			ok = false
+		}
 		if !ok {
 			sp.Offset, sp.LeaderEpoch = -1, -1
 			empty := ""
@@ -287,7 +310,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			for _, p := range ps {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition = p
-				fill(&sp, offsets[groupTP{n, p}], true)
+				fill(&sp, groupTP{n, p}, offsets[groupTP{n, p}], true)
 				st.Partitions = append(st.Partitions, sp)
 			}
 			sg.Topics = append(sg.Topics, st)
@@ -300,9 +323,14 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 		for _, p := range t.Partitions {
 			sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 			sp.Partition = p
-			oc, ok := offsets[groupTP{names[i], p}]
-			fill(&sp, oc, ok && codes[i] == 0)
-			sp.ErrorCode = codes[i]
+			tp := groupTP{names[i], p}
+			oc, ok := offsets[tp]
+			if codes[i] != 0 {
+				sp.ErrorCode = codes[i]
+				fill(&sp, groupTP{}, oc, false)
+			} else {
+				fill(&sp, tp, oc, ok)
+			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		sg.Topics = append(sg.Topics, st)

@@ -878,14 +878,22 @@ func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
 	return c.mu.pending[group][tp] != nil
 }
 
-// unstableOffset reports whether an open transaction holds an offset for
-// group's tp that no deletion came after (OffsetFetch RequireStable:
-// UNSTABLE_OFFSET_COMMIT).
-func (c *txnCoordinator) unstableOffset(group string, tp groupTP) bool {
+// unstableOffsets returns the partitions of group for which an open
+// transaction holds an offset that no deletion came after (OffsetFetch
+// RequireStable: UNSTABLE_OFFSET_COMMIT), nil if none.
+func (c *txnCoordinator) unstableOffsets(group string) map[groupTP]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.mu.pending[group][tp]
-	return p != nil && p.live > 0
+	var out map[groupTP]bool
+	for tp, p := range c.mu.pending[group] {
+		if p.live > 0 {
+			if out == nil {
+				out = map[groupTP]bool{}
+			}
+			out[tp] = true
+		}
+	}
+	return out
 }
 
 // hasPendingGroup reports whether an open transaction holds an offset
@@ -1124,6 +1132,9 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 		return
 	}
 	cmp.marked = true
+	if h := c.b.cfg.txnBeforeApply; h != nil {
+		h(id)
+	}
 	if cmp.commit {
 		if err := c.applyOffsets(id, cmp.offsets); err != nil {
 			c.lg.Warn("applying a committed transaction's offsets failed; completing it again later", zap.String("transactional_id", id), zap.Error(err))

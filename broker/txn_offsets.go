@@ -202,20 +202,3 @@ func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (deleted bool, err 
 	})
 	return deleted, err
 }
-
-// markUnstableOffsets answers UNSTABLE_OFFSET_COMMIT (offset -1) for the
-// partitions of an OffsetFetch with RequireStable that an open
-// transaction holds an offset for, as Kafka does; not for one deleted
-// since (pendingTP), whose deletion removed that offset in Kafka.
-func (b *Broker) markUnstableOffsets(sg *kmsg.OffsetFetchResponseGroup) {
-	for i := range sg.Topics {
-		st := &sg.Topics[i]
-		for j := range st.Partitions {
-			sp := &st.Partitions[j]
-			if sp.ErrorCode == 0 && b.txns.unstableOffset(sg.Group, groupTP{st.Topic, sp.Partition}) {
-				sp.ErrorCode = kerr.UnstableOffsetCommit.Code
-				sp.Offset, sp.LeaderEpoch = -1, -1
-			}
-		}
-	}
-}
