@@ -46,11 +46,11 @@
 //
 // # Lost answers
 //
-// lostresp_test.go puts a TCP proxy between the clients and the broker
-// (the broker advertises the proxy's address) that, for a fraction of the
-// answers to chosen APIs, drops the answer and closes the connection,
-// forwards half of it and closes, or holds it past the client's request
-// timeout. Idempotent producers must see every record stored exactly once
+// lostresp_test.go puts a TCP proxy (package faultproxy) between the
+// clients and the broker (the broker advertises the proxy's address)
+// that, for a fraction of the answers to chosen APIs, drops the answer
+// and closes the connection, forwards part of it and closes, or holds it
+// past the client's request timeout. Idempotent producers must see every record stored exactly once
 // at the offset they were told, in order; transactional producers must see
 // every confirmed commit whole and exactly once under read_committed,
 // nothing aborted, and an unconfirmed commit whole or not at all.

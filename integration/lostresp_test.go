@@ -13,12 +13,8 @@ package integration
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -31,144 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shoal-mq/shoal/broker"
+	"github.com/shoal-mq/shoal/integration/faultproxy"
 )
-
-// faultProxy forwards Kafka connections to target, injecting faults on
-// the responses of the APIs in keys while on.
-type faultProxy struct {
-	ln     net.Listener
-	target string
-	keys   map[int16]bool // API keys whose responses get faults
-	rate   float64        // chance of a fault per such response
-	hold   time.Duration  // how long a held response waits
-	on     atomic.Bool
-
-	mu  sync.Mutex
-	rng *rand.Rand
-	wg  sync.WaitGroup
-
-	dropped, cut, held, answers atomic.Int64
-}
-
-func newFaultProxy(t *testing.T, rate float64, hold time.Duration, keys ...int16) *faultProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &faultProxy{ln: ln, keys: map[int16]bool{}, rate: rate, hold: hold, rng: rand.New(rand.NewPCG(1, 2))}
-	for _, k := range keys {
-		p.keys[k] = true
-	}
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *faultProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *faultProxy) start(target string) {
-	p.target = target
-	p.wg.Go(func() {
-		for {
-			c, err := p.ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Go(func() { p.serve(c) })
-		}
-	})
-}
-
-// fault picks what happens to one response: 0 none, 1 drop, 2 cut, 3
-// hold.
-func (p *faultProxy) fault() int {
-	if !p.on.Load() {
-		return 0
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.rng.Float64() >= p.rate {
-		return 0
-	}
-	switch r := p.rng.IntN(10); {
-	case r < 5:
-		return 1
-	case r < 9:
-		return 2
-	default:
-		return 3
-	}
-}
-
-func readFrame(r io.Reader) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
-	}
-	size := binary.BigEndian.Uint32(n[:])
-	if size > 200<<20 {
-		return nil, fmt.Errorf("frame of %d bytes", size)
-	}
-	buf := make([]byte, 4+size)
-	copy(buf, n[:])
-	_, err := io.ReadFull(r, buf[4:])
-	return buf, err
-}
-
-func (p *faultProxy) serve(client net.Conn) {
-	defer client.Close()
-	server, err := net.Dial("tcp", p.target)
-	if err != nil {
-		return
-	}
-	defer server.Close()
-	// Responses come back in request order: the API keys of the requests
-	// forwarded, oldest first, name them.
-	keys := make(chan int16, 4096)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer server.Close()
-		for {
-			f, err := readFrame(client)
-			if err != nil || len(f) < 8 {
-				return
-			}
-			keys <- int16(binary.BigEndian.Uint16(f[4:6]))
-			if _, err := server.Write(f); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { client.Close(); <-done }()
-	for {
-		f, err := readFrame(server)
-		if err != nil {
-			return
-		}
-		var key int16
-		select {
-		case key = <-keys:
-		case <-done:
-			return
-		}
-		if p.keys[key] {
-			p.answers.Add(1)
-			switch p.fault() {
-			case 1: // the request was forwarded and handled; its answer is lost
-				p.dropped.Add(1)
-				return
-			case 2: // half an answer, then the connection breaks
-				p.cut.Add(1)
-				_, _ = client.Write(f[:len(f)/2])
-				return
-			case 3: // an answer later than the client waits for
-				p.held.Add(1)
-				time.Sleep(p.hold)
-			}
-		}
-		if _, err := client.Write(f); err != nil {
-			return
-		}
-	}
-}
 
 // lostScale multiplies the lost-answer tests' volume and time limit:
 // SHOAL_LOST_SCALE (default 1; the reliability soak tier is 100).
@@ -183,20 +43,39 @@ func lostScale(t *testing.T) int {
 	return n
 }
 
-// proxiedBroker starts a broker that advertises a fault proxy hitting rate
-// of the answers to keys (held answers wait 1.2 s, past the tests' request
-// timeouts), a topic of partitions, and the test's context, scaled by
-// lostScale.
-func proxiedBroker(t *testing.T, rate float64, partitions int32, keys ...int16) (*faultProxy, *testBroker, string, context.Context) {
+// proxiedBroker starts a broker that advertises a fault proxy (started,
+// without faults), a topic of partitions, and the test's context,
+// scaled by lostScale.
+func proxiedBroker(t *testing.T, partitions int32) (*faultproxy.Proxy, *testBroker, string, context.Context) {
 	t.Helper()
-	proxy := newFaultProxy(t, rate, 1200*time.Millisecond, keys...)
-	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.addr() })
+	proxy, err := faultproxy.New(1)
+	require.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	b := startBroker(t, func(c *broker.Config) { c.AdvertisedAddr = proxy.Addr() })
 	b.requireInProcess(t)
-	proxy.start(b.Addr)
+	require.NoError(t, proxy.Start(b.Addr))
 	topic := b.createTopic(t, partitions, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(lostScale(t))*testTimeout)
 	t.Cleanup(cancel)
 	return proxy, b, topic, ctx
+}
+
+// lostAnswers are the lost-answer tests' faults: for rate of the
+// exchanges of keys, the answer is lost (half the time), cut (four in
+// ten) or held 1.2 s, past the tests' request timeouts.
+func lostAnswers(rate float64, keys ...int16) faultproxy.Faults {
+	A := []faultproxy.Action{faultproxy.LoseResponse, faultproxy.CutResponse, faultproxy.HoldResponse}
+	return faultproxy.Faults{Rate: rate, Keys: keys, Hold: 1200 * time.Millisecond,
+		Actions: []faultproxy.Action{A[0], A[0], A[0], A[0], A[0], A[1], A[1], A[1], A[1], A[2]}}
+}
+
+// lostStats logs what the proxy did and requires that it lost or cut
+// some answers.
+func lostStats(t *testing.T, proxy *faultproxy.Proxy) {
+	t.Helper()
+	s := proxy.Stats()
+	t.Logf("proxy: %v", s)
+	require.Positive(t, s.Faults[faultproxy.LoseResponse]+s.Faults[faultproxy.CutResponse], "the proxy injected faults")
 }
 
 func TestLostProduceResponses(t *testing.T) {
@@ -205,8 +84,8 @@ func TestLostProduceResponses(t *testing.T) {
 		producers  = 4
 		partitions = 4
 	)
-	perProd := 20000 * lostScale(t)                               // about 20,000 produce requests per unit
-	proxy, b, topic, ctx := proxiedBroker(t, 0.02, partitions, 0) // Produce
+	perProd := 20000 * lostScale(t) // about 20,000 produce requests per unit
+	proxy, b, topic, ctx := proxiedBroker(t, partitions)
 
 	type ack struct {
 		partition int32
@@ -216,12 +95,12 @@ func TestLostProduceResponses(t *testing.T) {
 	var mu sync.Mutex
 	var failed atomic.Int64
 	pad := strings.Repeat("x", 400)
-	proxy.on.Store(true)
+	proxy.Set(lostAnswers(0.02, 0)) // Produce
 	var wg sync.WaitGroup
 	for id := range producers {
 		acks[id] = make(map[string]ack, perProd)
 		cl := b.client(t,
-			kgo.SeedBrokers(proxy.addr()),
+			kgo.SeedBrokers(proxy.Addr()),
 			kgo.DefaultProduceTopic(topic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -252,10 +131,9 @@ func TestLostProduceResponses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	proxy.on.Store(false)
-	t.Logf("produce responses %d: dropped %d, cut %d, held %d", proxy.answers.Load(), proxy.dropped.Load(), proxy.cut.Load(), proxy.held.Load())
+	proxy.Set(faultproxy.Faults{})
 	require.Zero(t, failed.Load(), "every record is acknowledged")
-	require.Positive(t, proxy.dropped.Load()+proxy.cut.Load(), "the proxy injected faults")
+	lostStats(t, proxy)
 
 	recs := b.consumeN(t, topic, producers*perProd)
 	require.Len(t, recs, producers*perProd)
@@ -295,7 +173,7 @@ func TestLostTxnResponses(t *testing.T) {
 		partitions = 3
 	)
 	txns := 400 * lostScale(t)
-	proxy, b, topic, ctx := proxiedBroker(t, 0.08, partitions, 0, 24, 26) // Produce, AddPartitionsToTxn, EndTxn
+	proxy, b, topic, ctx := proxiedBroker(t, partitions)
 
 	const (
 		committed = iota + 1
@@ -303,12 +181,12 @@ func TestLostTxnResponses(t *testing.T) {
 		unconfirmed
 	)
 	outcome := make([][]int, producers)
-	proxy.on.Store(true)
+	proxy.Set(lostAnswers(0.08, 0, 24, 26)) // Produce, AddPartitionsToTxn, EndTxn
 	var wg sync.WaitGroup
 	for id := range producers {
 		outcome[id] = make([]int, txns)
 		cl := b.client(t,
-			kgo.SeedBrokers(proxy.addr()),
+			kgo.SeedBrokers(proxy.Addr()),
 			kgo.DefaultProduceTopic(topic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.TransactionalID(fmt.Sprintf("%s-%d", topic, id)),
@@ -360,12 +238,11 @@ func TestLostTxnResponses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	proxy.on.Store(false)
-	t.Logf("faulted responses %d: dropped %d, cut %d, held %d", proxy.answers.Load(), proxy.dropped.Load(), proxy.cut.Load(), proxy.held.Load())
+	proxy.Set(faultproxy.Faults{})
 	if t.Failed() {
 		return
 	}
-	require.Positive(t, proxy.dropped.Load()+proxy.cut.Load(), "the proxy injected faults")
+	lostStats(t, proxy)
 	want := 0
 	counts := map[int]int{}
 	for id := range producers {

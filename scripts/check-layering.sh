@@ -22,6 +22,10 @@ deny protocol   log sharegroup broker cmd integration
 deny log        sharegroup broker cmd integration
 deny sharegroup protocol log broker cmd integration
 deny broker     cmd integration
+# The test tools under integration/ speak Kafka over sockets to any broker:
+# none of Shoal's own packages, so they test Shoal the way a client does.
+deny integration/faultproxy protocol log sharegroup broker cmd
+deny integration/workload   protocol log sharegroup broker cmd integration/faultproxy
 # The share-group core (not its store/ adapter) imports the standard library only.
 extra=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./sharegroup | grep -vx "$mod/sharegroup" || true)
 if [ -n "$extra" ]; then echo "layering: sharegroup core must be stdlib-only, imports: $extra"; fail=1; fi
