@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker"
+
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 // TestAdminState builds known state on one broker — three topics with
@@ -87,7 +89,7 @@ func TestAdminState(t *testing.T) {
 
 	// Members: one per group, all joining at once.
 	gC, gK, gS := "admin-classic-"+tA.name, "admin-848-"+tB.name, "admin-share-"+tS.name
-	require.NoError(t, setGroupConfigs(ctx, b.client(t), gS, "share.auto.offset.reset", "earliest"))
+	require.NoError(t, workload.SetGroupConfigs(ctx, b.client(t), gS, "share.auto.offset.reset", "earliest"))
 	member := func(assigned chan<- struct{}, want int, opts ...kgo.Opt) (*kgo.Client, func()) {
 		t.Helper()
 		if assigned != nil {

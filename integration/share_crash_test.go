@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 // Share crash test parameters, sized so the whole test stays well under
@@ -192,7 +194,7 @@ func runShareCrash(t *testing.T, cfg shareCrashConfig) {
 			"share.message.group.source", "key",
 			"share.message.group.ordered", "true")
 	}
-	require.NoError(t, setGroupConfigs(ctx, setup, group, groupConfigs...))
+	require.NoError(t, workload.SetGroupConfigs(ctx, setup, group, groupConfigs...))
 	fillStart := time.Now()
 	recs := make([]*kgo.Record, cfg.records)
 	for id := range recs {

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 // Message groups on share groups (issue 5) through unmodified franz-go
@@ -75,7 +77,7 @@ func startOrderedGroup(t *testing.T, prefix string, configs ...string) orderedGr
 	kv := append([]string{"share.auto.offset.reset", "earliest",
 		"share.message.group.source", "key",
 		"share.message.group.ordered", "true"}, configs...)
-	require.NoError(t, setGroupConfigs(o.ctx, o.admin, o.group, kv...))
+	require.NoError(t, workload.SetGroupConfigs(o.ctx, o.admin, o.group, kv...))
 	return o
 }
 
@@ -173,7 +175,7 @@ func TestShareFairMessageGroups(t *testing.T) {
 	topic := b.createTopic(t, 1, nil)
 	group := "fair-" + topic
 	admin := b.client(t, kgo.ProducerBatchMaxBytes(1<<20))
-	require.NoError(t, setGroupConfigs(ctx, admin, group,
+	require.NoError(t, workload.SetGroupConfigs(ctx, admin, group,
 		"share.auto.offset.reset", "earliest",
 		"share.message.group.source", "header:tenant",
 		"share.message.group.fair", "true"))
@@ -287,7 +289,7 @@ func TestShareRedeliveryBackoff(t *testing.T) {
 	topic := b.createTopic(t, 1, nil)
 	group := "backoff-" + topic
 	admin := b.client(t)
-	require.NoError(t, setGroupConfigs(ctx, admin, group,
+	require.NoError(t, workload.SetGroupConfigs(ctx, admin, group,
 		"share.auto.offset.reset", "earliest",
 		"share.redelivery.backoff.ms", "1000",
 		"share.redelivery.backoff.max.ms", "5000"))
@@ -342,11 +344,11 @@ func TestShareMessageGroupConfigValidation(t *testing.T) {
 		{"share.redelivery.backoff.ms", "-1"},
 		{"share.redelivery.backoff.max.ms", "soon"},
 	} {
-		err := setGroupConfigs(ctx, cl, "validate-groups", kv[0], kv[1])
+		err := workload.SetGroupConfigs(ctx, cl, "validate-groups", kv[0], kv[1])
 		require.Error(t, err, "%s=%s", kv[0], kv[1])
 		require.True(t, errors.Is(err, kerr.InvalidConfig), "%s=%s: %v", kv[0], kv[1], err)
 	}
-	require.NoError(t, setGroupConfigs(ctx, cl, "validate-groups",
+	require.NoError(t, workload.SetGroupConfigs(ctx, cl, "validate-groups",
 		"share.message.group.source", "header:message-group-id",
 		"share.message.group.ordered", "true",
 		"share.redelivery.backoff.ms", "250"))
@@ -364,7 +366,7 @@ func TestShareMessageGroupRateLimit(t *testing.T) {
 	group := "mg-rate-" + topic
 	admin := b.client(t)
 	const rate = 50
-	require.NoError(t, setGroupConfigs(ctx, admin, group,
+	require.NoError(t, workload.SetGroupConfigs(ctx, admin, group,
 		"share.auto.offset.reset", "earliest",
 		"share.message.group.source", "key",
 		"share.message.group.fair", "true",

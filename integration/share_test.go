@@ -13,43 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 // Share groups (KIP-932) through franz-go and hand-built requests. The
 // broker package's share tests cover each acknowledgement rule; these add
 // what needs several clients at once or only shows over the network.
-
-// setGroupConfigs sets configs (name, value pairs) on a group with
-// IncrementalAlterConfigs on resource type GROUP, as kafka-configs
-// --entity-type groups does.
-func setGroupConfigs(ctx context.Context, cl *kgo.Client, group string, kv ...string) error {
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
-	res.ResourceName = group
-	for i := 0; i+1 < len(kv); i += 2 {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
-		res.Configs = append(res.Configs, c)
-	}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return err
-	}
-	if len(resp.Resources) != 1 {
-		return fmt.Errorf("IncrementalAlterConfigs: %d resources in the response", len(resp.Resources))
-	}
-	r := resp.Resources[0]
-	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		msg := ""
-		if r.ErrorMessage != nil {
-			msg = *r.ErrorMessage
-		}
-		return fmt.Errorf("IncrementalAlterConfigs GROUP %s: %w: %s", group, err, msg)
-	}
-	return nil
-}
 
 // shareAckLog records what a share consumer's ShareAckCallback reports.
 type shareAckLog struct {
@@ -112,7 +82,7 @@ func TestShareAcksAfterReassignment(t *testing.T) {
 	topic := b.createTopic(t, 2, nil)
 	group := "share-reassign-" + topic
 	adm := b.admin(t)
-	require.NoError(t, setGroupConfigs(ctx, b.client(t), group, "share.auto.offset.reset", "earliest"))
+	require.NoError(t, workload.SetGroupConfigs(ctx, b.client(t), group, "share.auto.offset.reset", "earliest"))
 
 	const perPartition = 20
 	prod := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -394,7 +364,7 @@ func TestShareBadAcksChangeNothing(t *testing.T) {
 	ctx := testContext(t)
 	topic := b.createTopic(t, 1, nil)
 	group := "share-badacks-" + topic
-	require.NoError(t, setGroupConfigs(ctx, b.client(t), group, "share.auto.offset.reset", "earliest"))
+	require.NoError(t, workload.SetGroupConfigs(ctx, b.client(t), group, "share.auto.offset.reset", "earliest"))
 	// Three log batches of ten records: offsets 0-9, 10-19, 20-29.
 	prod := b.client(t)
 	for batch := range 3 {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 // Share groups and transactions: share.isolation.level=read_committed
@@ -41,7 +43,7 @@ func TestShareIsolationLevels(t *testing.T) {
 	drain := func(level string, want int) []string {
 		t.Helper()
 		group := "share-" + level + "-" + topic
-		require.NoError(t, setGroupConfigs(ctx, admin, group,
+		require.NoError(t, workload.SetGroupConfigs(ctx, admin, group,
 			"share.auto.offset.reset", "earliest", "share.isolation.level", level))
 		cl := b.client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
 		var got []string

@@ -117,6 +117,7 @@ type Proxy struct {
 	gen        uint64 // Set calls: a timer of older faults does nothing
 	until      time.Time
 	refuseTill time.Time
+	next       map[int16][]nextFault // Next's one-shot faults, by API key
 	conns      map[*conn]struct{}
 	closed     bool
 
@@ -174,6 +175,35 @@ func (p *Proxy) Set(f Faults) {
 	for c := range p.conns {
 		p.armLocked(c)
 	}
+}
+
+type nextFault struct {
+	act  Action
+	hold time.Duration
+}
+
+// Next makes the next exchange of API key (on any connection) get act,
+// once, whatever the faults; several calls queue. For HoldResponse, hold
+// is how late the response arrives. A scripted test uses it to land one
+// fault exactly where it wants.
+func (p *Proxy) Next(key int16, act Action, hold time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next == nil {
+		p.next = map[int16][]nextFault{}
+	}
+	p.next[key] = append(p.next[key], nextFault{act, hold})
+}
+
+// Pending reports how many faults queued by Next have not landed yet.
+func (p *Proxy) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, q := range p.next {
+		n += len(q)
+	}
+	return n
 }
 
 // Refuse closes every connection made in the next d at once.
@@ -318,7 +348,7 @@ func (p *Proxy) cut(c *conn, act Action, gen uint64) {
 }
 
 // frameFault picks the fault, if any, for an exchange of key. The
-// pending age cut comes first.
+// pending age cut comes first, then a fault queued by Next.
 func (p *Proxy) frameFault(c *conn, key int16) (Action, time.Duration) {
 	c.mu.Lock()
 	if a := c.pending; a != None {
@@ -329,6 +359,10 @@ func (p *Proxy) frameFault(c *conn, key int16) (Action, time.Duration) {
 	c.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if q := p.next[key]; len(q) > 0 {
+		p.next[key] = q[1:]
+		return q[0].act, q[0].hold
+	}
 	f := p.faults
 	if f.Rate <= 0 || !p.activeLocked() || (p.keys != nil && !p.keys[key]) {
 		return None, 0

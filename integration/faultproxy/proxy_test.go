@@ -284,3 +284,25 @@ func TestSeeded(t *testing.T) {
 	}
 	require.Equal(t, run(), run())
 }
+
+func TestNext(t *testing.T) {
+	b, p := start(t)
+	p.Next(9, LoseResponse, 0)
+	p.Next(9, HoldResponse, 200*time.Millisecond)
+	require.Equal(t, 2, p.Pending())
+	c := dial(t, p)
+	_, err := exchange(c, 1, 1)
+	require.NoError(t, err, "another API passes")
+	_, err = exchange(c, 9, 2)
+	require.Error(t, err, "the first OffsetFetch's answer is lost")
+	eventually(t, func() bool { got, _ := b.received(); return len(got) == 2 })
+	c = dial(t, p)
+	t0 := time.Now()
+	corr, err := exchange(c, 9, 3)
+	require.NoError(t, err)
+	require.Equal(t, int32(3), corr)
+	require.GreaterOrEqual(t, time.Since(t0), 200*time.Millisecond, "the second is held")
+	require.Zero(t, p.Pending())
+	_, err = exchange(c, 9, 4)
+	require.NoError(t, err, "then nothing")
+}

@@ -1,0 +1,349 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// GroupConsume is a consumer group committing synchronously: each member
+// polls (rebalances held off while it works, kgo.BlockRebalanceOnPoll),
+// commits what it polled with OffsetCommit and waits for the answer. It
+// must consume every record at least once and never consume a record
+// again once a commit past it was answered: a member that takes a
+// partition over starts at the last answered commit or later.
+type GroupConsume struct {
+	Common
+	Members  int
+	Protocol Protocol
+	Static   bool
+	// Churn, if set, replaces a random member this often.
+	Churn time.Duration
+	// MaxPollRecords bounds one poll, and so one commit.
+	MaxPollRecords int
+}
+
+// GroupConsumeResult is what a GroupConsume run saw.
+type GroupConsumeResult struct {
+	// Deliveries counts records polled; Redelivered those polled more
+	// than once (allowed: at least once).
+	Deliveries, Redelivered int
+	// Missing counts records never polled.
+	Missing int
+	// Commits counts commits answered without error, Failed those that
+	// were not.
+	Commits, Failed int
+	// Violations are records polled after a commit past them was
+	// answered (at most 20; NViolations counts them).
+	Violations  []string
+	NViolations int
+	Churned     int
+	Restarts    int
+	Errors      []string
+}
+
+// OK reports whether every record was consumed and none after an
+// answered commit past it.
+func (r GroupConsumeResult) OK() bool { return r.Missing == 0 && r.NViolations == 0 }
+
+func (r GroupConsumeResult) String() string {
+	return fmt.Sprintf("%d deliveries (%d records again), %d missing, %d commits answered (%d failed), %d violations %v",
+		r.Deliveries, r.Redelivered, r.Missing, r.Commits, r.Failed, r.NViolations, r.Violations)
+}
+
+type delivery struct {
+	offset int64
+	at     time.Time
+	member int
+}
+
+type answeredCommit struct {
+	offset int64 // the next offset to consume
+	at     time.Time
+	member int
+}
+
+// groupLog is what the members of a GroupConsume did.
+type groupLog struct {
+	mu         sync.Mutex
+	deliveries map[int32][]delivery
+	commits    map[int32][]answeredCommit
+	nCommits   int
+	nFailed    int
+}
+
+// Run produces the input, consumes it until every record was polled and
+// the group's committed offsets reach the end, and checks the history.
+func (c GroupConsume) Run(ctx context.Context) (GroupConsumeResult, error) {
+	var res GroupConsumeResult
+	c.defaults()
+	if c.Members <= 0 {
+		c.Members = 3
+	}
+	if c.MaxPollRecords <= 0 {
+		c.MaxPollRecords = 100
+	}
+	topic, group := c.Name+"-in", c.Name+"-g"
+	if err := c.setup(ctx, topic); err != nil {
+		return res, err
+	}
+	if err := c.produceInput(ctx, topic); err != nil {
+		return res, err
+	}
+	ends, err := c.endOffsets(ctx, topic)
+	if err != nil {
+		return res, err
+	}
+	lg := &groupLog{deliveries: map[int32][]delivery{}, commits: map[int32][]answeredCommit{}}
+	var mu sync.Mutex
+	type member struct{ stop, done chan struct{} }
+	start := func(idx int) *member {
+		m := &member{stop: make(chan struct{}), done: make(chan struct{})}
+		go func() {
+			defer close(m.done)
+			for {
+				err := c.runMember(ctx, idx, group, topic, m.stop, lg)
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				res.Restarts++
+				if len(res.Errors) < 20 {
+					res.Errors = append(res.Errors, fmt.Sprintf("member %d: %v", idx, err))
+				}
+				mu.Unlock()
+				select {
+				case <-m.stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
+		return m
+	}
+	members := make([]*member, c.Members)
+	for i := range members {
+		members[i] = start(i)
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, 11))
+	var churn <-chan time.Time
+	if c.Churn > 0 {
+		tk := time.NewTicker(c.Churn)
+		defer tk.Stop()
+		churn = tk.C
+	}
+	adm, err := c.directClient()
+	if err != nil {
+		return res, err
+	}
+	defer adm.Close()
+	done := false
+	for !done && ctx.Err() == nil {
+		select {
+		case <-churn:
+			i := rng.IntN(len(members))
+			close(members[i].stop)
+			<-members[i].done
+			members[i] = start(i)
+			res.Churned++
+		case <-time.After(250 * time.Millisecond):
+		}
+		done = lg.seenAll(ends) && c.committedAll(ctx, adm, group, topic, ends)
+	}
+	for _, m := range members {
+		close(m.stop)
+	}
+	for _, m := range members {
+		<-m.done
+	}
+	lg.check(&res, ends)
+	if !done {
+		return res, fmt.Errorf("the group did not consume and commit everything: %w", ctx.Err())
+	}
+	return res, nil
+}
+
+func (c GroupConsume) runMember(ctx context.Context, idx int, group, topic string, stop <-chan struct{}, lg *groupLog) error {
+	opts := append(c.clientOpts(),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(6*time.Second),
+		kgo.RebalanceTimeout(10*time.Second),
+		kgo.HeartbeatInterval(300*time.Millisecond),
+	)
+	opts = append(opts, c.Protocol.opts()...)
+	if c.Static {
+		opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-inst-%d", c.Name, idx)))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollRecords(pctx, c.MaxPollRecords)
+		cancel()
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			cl.AllowRebalance()
+			return nil
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			continue
+		}
+		now := time.Now()
+		lg.mu.Lock()
+		for _, r := range recs {
+			lg.deliveries[r.Partition] = append(lg.deliveries[r.Partition], delivery{r.Offset, now, idx})
+		}
+		lg.mu.Unlock()
+		c.work(stop)
+		cl.CommitOffsetsSync(ctx, cl.UncommittedOffsets(), func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			lg.answered(idx, req, resp, err, time.Now())
+		})
+		cl.AllowRebalance()
+	}
+}
+
+// answered records an OffsetCommit's outcome: each partition answered
+// without error counts, with the offset its request carried and when
+// the answer came.
+func (lg *groupLog) answered(idx int, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error, at time.Time) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if err != nil || resp == nil || req == nil {
+		lg.nFailed++
+		return
+	}
+	sent := map[string]map[int32]int64{}
+	for _, t := range req.Topics {
+		sent[t.Topic] = map[int32]int64{}
+		for _, p := range t.Partitions {
+			sent[t.Topic][p.Partition] = p.Offset
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			off, ok := sent[t.Topic][p.Partition]
+			if kerr.ErrorForCode(p.ErrorCode) != nil || !ok {
+				lg.nFailed++
+				continue
+			}
+			lg.nCommits++
+			lg.commits[p.Partition] = append(lg.commits[p.Partition], answeredCommit{off, at, idx})
+		}
+	}
+}
+
+func (c GroupConsume) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	cl, err := c.directClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	lo, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	lo.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return ends, lo.Error()
+}
+
+func (c GroupConsume) committedAll(ctx context.Context, cl *kgo.Client, group, topic string, ends map[int32]int64) bool {
+	got, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	for p, end := range ends {
+		o, ok := got.Lookup(topic, p)
+		if !ok || o.Err != nil || o.At < end {
+			return false
+		}
+	}
+	return true
+}
+
+func (lg *groupLog) seenAll(ends map[int32]int64) bool {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	for p, end := range ends {
+		seen := make([]bool, end)
+		n := int64(0)
+		for _, d := range lg.deliveries[p] {
+			if d.offset < end && !seen[d.offset] {
+				seen[d.offset] = true
+				n++
+			}
+		}
+		if n < end {
+			return false
+		}
+	}
+	return true
+}
+
+// check fills res from the history: a delivery of an offset below a
+// commit answered before it is a violation.
+func (lg *groupLog) check(res *GroupConsumeResult, ends map[int32]int64) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	res.Commits, res.Failed = lg.nCommits, lg.nFailed
+	for p, end := range ends {
+		ds := lg.deliveries[p]
+		cs := lg.commits[p]
+		sort.Slice(cs, func(i, j int) bool { return cs[i].at.Before(cs[j].at) })
+		count := make([]int, end)
+		// best[i] is the highest of the first i+1 commits answered.
+		best := make([]answeredCommit, len(cs))
+		for i, c := range cs {
+			best[i] = c
+			if i > 0 && best[i-1].offset > c.offset {
+				best[i] = best[i-1]
+			}
+		}
+		for _, d := range ds {
+			res.Deliveries++
+			if d.offset >= 0 && d.offset < end {
+				count[d.offset]++
+			}
+			// The commits answered before this delivery.
+			n := sort.Search(len(cs), func(i int) bool { return !cs[i].at.Before(d.at) })
+			if n == 0 || d.offset >= best[n-1].offset {
+				continue
+			}
+			by := best[n-1]
+			res.NViolations++
+			if len(res.Violations) < 20 {
+				res.Violations = append(res.Violations, fmt.Sprintf("partition %d offset %d polled by member %d %v after member %d's commit of %d was answered",
+					p, d.offset, d.member, d.at.Sub(by.at).Round(time.Microsecond), by.member, by.offset))
+			}
+		}
+		for _, n := range count {
+			switch {
+			case n == 0:
+				res.Missing++
+			case n > 1:
+				res.Redelivered++
+			}
+		}
+	}
+}
