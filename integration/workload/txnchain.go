@@ -258,6 +258,19 @@ type Common struct {
 	Work time.Duration
 }
 
+// ShoalGroupConfigs are broker configs that make a run's groups react
+// in a test's time, as a test deployment of Kafka would set them: KIP-848
+// members heartbeat every 300 ms and are fenced after 6 s without one
+// (Kafka's defaults are 5 s and 45 s), and an empty classic group's
+// first rebalance does not wait 3 s for more members.
+var ShoalGroupConfigs = map[string]string{
+	"group.initial.rebalance.delay.ms":         "0",
+	"group.consumer.min.heartbeat.interval.ms": "100",
+	"group.consumer.heartbeat.interval.ms":     "300",
+	"group.consumer.min.session.timeout.ms":    "1000",
+	"group.consumer.session.timeout.ms":        "6000",
+}
+
 func (c *Common) defaults() {
 	if len(c.Direct) == 0 {
 		c.Direct = c.Seeds

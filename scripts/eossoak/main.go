@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"time"
@@ -104,10 +105,10 @@ func main() {
 		common := workload.Common{Seeds: seeds, Direct: direct, Name: fmt.Sprintf("eos%d", run), Records: *records, Seed: uint64(run),
 			BrokerConfigs: map[string]string{}, Work: *work}
 		if *target == "shoal" {
-			common.BrokerConfigs["group.initial.rebalance.delay.ms"] = "0"
+			common.BrokerConfigs = maps.Clone(workload.ShoalGroupConfigs)
 		}
 		if *kgolog {
-			common.Logger = kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)
+			common.Logger = kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })
 		}
 		if *faults == "cut" {
 			proxy.Set(faultproxy.Faults{CutMin: 500 * time.Millisecond, CutMax: 1500 * time.Millisecond})
