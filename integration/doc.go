@@ -56,4 +56,14 @@
 // nothing aborted, and an unconfirmed commit whole or not at all.
 // SHOAL_LOST_SCALE multiplies their volume (default 1: about 20,000
 // Produce requests and 800 transactions).
+//
+// # Exactly once through dying connections
+//
+// eos_test.go runs the workloads of package workload (a transactional
+// consume-transform-produce chain, a consumer group committing
+// synchronously, a share group draining a topic) with the fault proxy
+// cutting every client connection at a random age of 0.5-1.5 s; the
+// chain also through an idle proxy and directly. It is CI's short
+// profile (one run per case); scripts/eossoak is the long one, against
+// kfake side by side. SHOAL_EOS_SCALE multiplies the records.
 package integration
