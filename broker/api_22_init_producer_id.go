@@ -23,9 +23,12 @@ package broker
 // refused). A transaction still completing (Prepare*, only after a
 // marker write failed) gets CONCURRENT_TRANSACTIONS, which clients retry.
 // v3+ with ProducerID/ProducerEpoch (KIP-360): the pair must be the
-// current one, which is bumped, or the previous one (a retried bump, which
-// gets the current pair again); otherwise PRODUCER_FENCED
-// (INVALID_PRODUCER_EPOCH before v4). The new state is durable before
+// current one, which is bumped, or the one the last such bump left (a
+// retried bump, which gets the current pair again); otherwise
+// PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A request naming no
+// producer id leaves no pair a retry may name, as Kafka's
+// TransactionMetadata.prepareIncrementProducerEpoch does: after a new
+// producer took the id over, the old one's bump is fenced. The new state is durable before
 // the answer; a storage failure is NOT_COORDINATOR (retriable).
 //
 // Version notes: v1 is the same as v0 (throttling after the response);
@@ -104,7 +107,13 @@ func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now tim
 		t.restoreLocked(snap)
 		return -1, -1, kerr.NotCoordinator.Code
 	}
-	if fresh {
+	if req.Version < 3 || req.ProducerID < 0 {
+		// A producer starting (no producer id named) takes the
+		// transactional id over: as in Kafka (lastProducerEpoch =
+		// NO_PRODUCER_EPOCH), no earlier epoch may pass as a retry of a
+		// bump after this one, so a zombie's KIP-360 bump with the epoch
+		// just left is fenced instead of joining the new producer's
+		// epoch.
 		t.mu.LastProducerID, t.mu.LastEpoch = -1, -1
 	}
 	t.mu.TimeoutMs = timeout
