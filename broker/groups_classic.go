@@ -450,7 +450,15 @@ func (g *group) maybeCompleteJoinLocked(now time.Time) {
 	if g.mu.state != groupPreparingRebalance {
 		return
 	}
-	if !now.Before(g.mu.joinDeadline) || (!now.Before(g.mu.delayUntil) && g.allJoinedLocked()) {
+	// The first rebalance of an empty group ends with its initial delay,
+	// whatever member ids handed out with MEMBER_ID_REQUIRED are still
+	// unused, as Kafka's initial delayed join does: a member whose
+	// MEMBER_ID_REQUIRED answer was lost retries without the id, and the
+	// lost id would otherwise hold the join until the rebalance timeout.
+	// Later rebalances wait for every member and pending id (Kafka's
+	// hasAllMembersJoined), or the rebalance timeout.
+	delayed := !now.Before(g.mu.delayUntil)
+	if !now.Before(g.mu.joinDeadline) || (delayed && g.mu.initialJoin) || (delayed && g.allJoinedLocked()) {
 		g.completeJoinLocked(now)
 	}
 }
