@@ -21,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker"
-
 	"github.com/shoal-mq/shoal/integration/workload"
 )
 

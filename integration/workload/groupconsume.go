@@ -3,7 +3,6 @@ package workload
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -103,67 +102,22 @@ func (c GroupConsume) Run(ctx context.Context) (GroupConsumeResult, error) {
 		return res, err
 	}
 	lg := &groupLog{deliveries: map[int32][]delivery{}, commits: map[int32][]answeredCommit{}}
-	var mu sync.Mutex
-	type member struct{ stop, done chan struct{} }
-	start := func(idx int) *member {
-		m := &member{stop: make(chan struct{}), done: make(chan struct{})}
-		go func() {
-			defer close(m.done)
-			for {
-				err := c.runMember(ctx, idx, group, topic, m.stop, lg)
-				if err == nil || ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				res.Restarts++
-				if len(res.Errors) < 20 {
-					res.Errors = append(res.Errors, fmt.Sprintf("member %d: %v", idx, err))
-				}
-				mu.Unlock()
-				select {
-				case <-m.stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}()
-		return m
-	}
-	members := make([]*member, c.Members)
-	for i := range members {
-		members[i] = start(i)
-	}
-	rng := rand.New(rand.NewPCG(c.Seed, 11))
-	var churn <-chan time.Time
-	if c.Churn > 0 {
-		tk := time.NewTicker(c.Churn)
-		defer tk.Stop()
-		churn = tk.C
-	}
+	crew := newCrew(ctx, c.Members, c.Churn, c.Seed, func(ctx context.Context, idx int, stop <-chan struct{}) error {
+		return c.runMember(ctx, idx, group, topic, stop, lg)
+	})
 	adm, err := c.directClient()
 	if err != nil {
+		crew.stop()
 		return res, err
 	}
 	defer adm.Close()
 	done := false
 	for !done && ctx.Err() == nil {
-		select {
-		case <-churn:
-			i := rng.IntN(len(members))
-			close(members[i].stop)
-			<-members[i].done
-			members[i] = start(i)
-			res.Churned++
-		case <-time.After(250 * time.Millisecond):
-		}
+		crew.tick()
+		time.Sleep(250 * time.Millisecond)
 		done = lg.seenAll(ends) && c.committedAll(ctx, adm, group, topic, ends)
 	}
-	for _, m := range members {
-		close(m.stop)
-	}
-	for _, m := range members {
-		<-m.done
-	}
+	res.Restarts, res.Churned, res.Errors = crew.stop()
 	lg.check(&res, ends)
 	if !done {
 		return res, fmt.Errorf("the group did not consume and commit everything: %w", ctx.Err())

@@ -99,50 +99,30 @@ func (c ShareDrain) Run(ctx context.Context) (ShareDrainResult, error) {
 		deliveries = make([][]shareDelivery, c.Records)
 		confirmed  = make([]int32, c.Records) // delivery count of the confirmed accept; 0: none
 	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range c.Consumers {
-		wg.Go(func() {
-			for {
-				err := c.runConsumer(ctx, i, group, topic, stop, func(id int, count int32) {
-					mu.Lock()
-					deliveries[id] = append(deliveries[id], shareDelivery{count, i})
-					mu.Unlock()
-				}, func(ids []int, counts []int32, ok bool) {
-					mu.Lock()
-					defer mu.Unlock()
-					for k, id := range ids {
-						if ok {
-							res.Confirmed++
-							confirmed[id] = max(confirmed[id], counts[k])
-						} else {
-							res.Unconfirmed++
-						}
-					}
-				})
-				if err == nil || ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				if len(res.Errors) < 20 {
-					res.Errors = append(res.Errors, fmt.Sprintf("consumer %d: %v", i, err))
-				}
-				mu.Unlock()
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
+	crew := newCrew(ctx, c.Consumers, 0, c.Seed, func(ctx context.Context, i int, stop <-chan struct{}) error {
+		return c.runConsumer(ctx, i, group, topic, stop, func(id int, count int32) {
+			mu.Lock()
+			deliveries[id] = append(deliveries[id], shareDelivery{count, i})
+			mu.Unlock()
+		}, func(ids []int, counts []int32, ok bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			for k, id := range ids {
+				if ok {
+					res.Confirmed++
+					confirmed[id] = max(confirmed[id], counts[k])
+				} else {
+					res.Unconfirmed++
 				}
 			}
 		})
-	}
+	})
 	drained := false
 	for !drained && ctx.Err() == nil {
 		time.Sleep(250 * time.Millisecond)
 		drained = shareDrained(ctx, adm, group, topic, ends)
 	}
-	close(stop)
-	wg.Wait()
+	_, _, res.Errors = crew.stop()
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,76 +66,19 @@ func (c TxnChain) Run(ctx context.Context) (TxnChainResult, error) {
 		return res, err
 	}
 
-	var (
-		mu         sync.Mutex
-		txns, cmts atomic.Int64
-	)
-	type member struct {
-		stop, done chan struct{}
-	}
+	var txns, cmts atomic.Int64
 	group := c.Name + "-g"
-	start := func(idx int) *member {
-		m := &member{stop: make(chan struct{}), done: make(chan struct{})}
-		go func() {
-			defer close(m.done)
-			for {
-				err := c.runMember(ctx, idx, group, in, out, m.stop, &txns, &cmts)
-				if err == nil || ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				res.Restarts++
-				if len(res.Errors) < 20 {
-					res.Errors = append(res.Errors, fmt.Sprintf("member %d: %v", idx, err))
-				}
-				mu.Unlock()
-				select {
-				case <-m.stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}()
-		return m
-	}
-	members := make([]*member, c.Members)
-	for i := range members {
-		members[i] = start(i)
-	}
-	stopAll := func() {
-		for _, m := range members {
-			close(m.stop)
-		}
-		for _, m := range members {
-			<-m.done
-		}
-	}
-
-	rng := rand.New(rand.NewPCG(c.Seed, 7))
-	var churn <-chan time.Time
-	if c.Churn > 0 {
-		tk := time.NewTicker(c.Churn)
-		defer tk.Stop()
-		churn = tk.C
-	}
+	crew := newCrew(ctx, c.Members, c.Churn, c.Seed, func(ctx context.Context, idx int, stop <-chan struct{}) error {
+		return c.runMember(ctx, idx, group, in, out, stop, &txns, &cmts)
+	})
 	v, err := c.newVerifier(out, kgo.ReadCommitted())
 	if err != nil {
-		stopAll()
+		crew.stop()
 		return res, err
 	}
 	defer v.close()
-	err = v.run(ctx, c.Records, func() {
-		select {
-		case <-churn:
-			i := rng.IntN(len(members))
-			close(members[i].stop)
-			<-members[i].done
-			members[i] = start(i)
-			res.Churned++
-		default:
-		}
-	})
-	stopAll()
+	err = v.run(ctx, c.Records, crew.tick)
+	res.Restarts, res.Churned, res.Errors = crew.stop()
 	res.Outcome = v.outcome(c.Records)
 	res.Txns, res.Committed = txns.Load(), cmts.Load()
 	return res, err

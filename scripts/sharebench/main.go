@@ -48,12 +48,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker"
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 type options struct {
@@ -232,7 +231,7 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 	if mode != "plain" {
 		kv = append(kv, "share.message.group.source", "key", "share.message.group."+mode, "true")
 	}
-	if err := setGroupConfigs(ctx, admin, group, kv...); err != nil {
+	if err := workload.SetGroupConfigs(ctx, admin, group, kv...); err != nil {
 		return drainRates{}, err
 	}
 	var (
@@ -335,29 +334,6 @@ func drain(ctx context.Context, o options, seeds []string, admin *kgo.Client, to
 		r.cores = float64(c90-c10) / float64(d)
 	}
 	return r, nil
-}
-
-func setGroupConfigs(ctx context.Context, cl *kgo.Client, group string, kv ...string) error {
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
-	res.ResourceName = group
-	for i := 0; i+1 < len(kv); i += 2 {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
-		res.Configs = append(res.Configs, c)
-	}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return err
-	}
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			return fmt.Errorf("IncrementalAlterConfigs GROUP %s: %w", group, err)
-		}
-	}
-	return nil
 }
 
 func median(xs []float64) float64 {
