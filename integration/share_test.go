@@ -262,13 +262,19 @@ func (m *rawShareMember) fetch(maxRecords int32, wait time.Duration, as ...ackRa
 
 func (m *rawShareMember) fetchAt(epoch, maxRecords int32, wait time.Duration, as ...ackRange) *kmsg.ShareFetchResponse {
 	m.t.Helper()
+	return m.request(shareFetchReq(m.group, m.member, m.topicID, epoch, maxRecords, wait, as...)).(*kmsg.ShareFetchResponse)
+}
+
+// shareFetchReq is a ShareFetch by member of group at epoch for
+// partition 0 of topicID, with as piggybacked.
+func shareFetchReq(group, member string, topicID [16]byte, epoch, maxRecords int32, wait time.Duration, as ...ackRange) *kmsg.ShareFetchRequest {
 	req := kmsg.NewPtrShareFetchRequest()
-	req.GroupID, req.MemberID = &m.group, &m.member
+	req.GroupID, req.MemberID = &group, &member
 	req.ShareSessionEpoch = epoch
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(wait/time.Millisecond), 1, 1<<20
 	req.MaxRecords, req.BatchSize = maxRecords, maxRecords
 	rt := kmsg.NewShareFetchRequestTopic()
-	rt.TopicID = m.topicID
+	rt.TopicID = topicID
 	rp := kmsg.NewShareFetchRequestTopicPartition()
 	for _, a := range as {
 		ab := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
@@ -277,7 +283,30 @@ func (m *rawShareMember) fetchAt(epoch, maxRecords int32, wait time.Duration, as
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return m.request(req).(*kmsg.ShareFetchResponse)
+	return req
+}
+
+// shareAckReq is a ShareAcknowledge by member of group at epoch of as in
+// partition of topicID; without acknowledgements it names no partition.
+func shareAckReq(group, member string, topicID [16]byte, epoch, partition int32, as ...ackRange) *kmsg.ShareAcknowledgeRequest {
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID = &group, &member
+	req.ShareSessionEpoch = epoch
+	if len(as) == 0 {
+		return req
+	}
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = topicID
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.Partition = partition
+	for _, a := range as {
+		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = a.first, a.last, a.types
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
 
 // ack sends a ShareAcknowledge for one partition at the member's epoch
@@ -294,20 +323,7 @@ func (m *rawShareMember) ack(partition int32, as ...ackRange) (top, part int16) 
 
 func (m *rawShareMember) ackAt(epoch, partition int32, as ...ackRange) (top, part int16) {
 	m.t.Helper()
-	req := kmsg.NewPtrShareAcknowledgeRequest()
-	req.GroupID, req.MemberID = &m.group, &m.member
-	req.ShareSessionEpoch = epoch
-	rt := kmsg.NewShareAcknowledgeRequestTopic()
-	rt.TopicID = m.topicID
-	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-	rp.Partition = partition
-	for _, a := range as {
-		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = a.first, a.last, a.types
-		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
-	}
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := shareAckReq(m.group, m.member, m.topicID, epoch, partition, as...)
 	resp := m.request(req).(*kmsg.ShareAcknowledgeResponse)
 	if resp.ErrorCode != 0 {
 		return resp.ErrorCode, 0

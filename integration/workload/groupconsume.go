@@ -126,20 +126,10 @@ func (c GroupConsume) Run(ctx context.Context) (GroupConsumeResult, error) {
 }
 
 func (c GroupConsume) runMember(ctx context.Context, idx int, group, topic string, stop <-chan struct{}, lg *groupLog) error {
-	opts := append(c.clientOpts(),
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	opts := append(c.memberOpts(idx, group, topic, c.Protocol, c.Static),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.SessionTimeout(6*time.Second),
-		kgo.RebalanceTimeout(10*time.Second),
-		kgo.HeartbeatInterval(300*time.Millisecond),
 	)
-	opts = append(opts, c.Protocol.opts()...)
-	if c.Static {
-		opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-inst-%d", c.Name, idx)))
-	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err

@@ -87,24 +87,14 @@ func (c TxnChain) Run(ctx context.Context) (TxnChainResult, error) {
 // runMember runs one member until stop is closed (nil) or its session
 // fails (the error).
 func (c TxnChain) runMember(ctx context.Context, idx int, group, in, out string, stop <-chan struct{}, txns, cmts *atomic.Int64) error {
-	opts := append(c.clientOpts(),
+	opts := append(c.memberOpts(idx, group, in, c.Protocol, c.Static),
 		kgo.TransactionalID(fmt.Sprintf("%s-txn-%d", c.Name, idx)),
 		kgo.TransactionTimeout(20*time.Second),
 		kgo.DefaultProduceTopic(out),
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(in),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
-		kgo.SessionTimeout(6*time.Second),
-		kgo.RebalanceTimeout(10*time.Second),
-		kgo.HeartbeatInterval(300*time.Millisecond),
 		kgo.ProducerLinger(0),
 	)
-	opts = append(opts, c.Protocol.opts()...)
-	if c.Static {
-		opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-inst-%d", c.Name, idx)))
-	}
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return err
@@ -248,6 +238,25 @@ func (c *Common) clientOpts() []kgo.Opt {
 	}
 	if c.Logger != nil {
 		opts = append(opts, kgo.WithLogger(c.Logger))
+	}
+	return opts
+}
+
+// memberOpts are the options of member idx of a consumer group reading
+// topic from its start: group protocol p, an instance id if static, and
+// timeouts that notice a lost member in seconds.
+func (c *Common) memberOpts(idx int, group, topic string, p Protocol, static bool) []kgo.Opt {
+	opts := append(c.clientOpts(),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(6*time.Second),
+		kgo.RebalanceTimeout(10*time.Second),
+		kgo.HeartbeatInterval(300*time.Millisecond),
+	)
+	opts = append(opts, p.opts()...)
+	if static {
+		opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-inst-%d", c.Name, idx)))
 	}
 	return opts
 }
