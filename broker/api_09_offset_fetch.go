@@ -35,17 +35,6 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	if req.Version >= 8 {
 		for i := range req.Groups {
 			resp.Groups = append(resp.Groups, c.b.groups.fetchOffsets(&req.Groups[i], req.Version, req.RequireStable))
-			if req.RequireStable {
-				sg := &resp.Groups[len(resp.Groups)-1]
-				for i := range sg.Topics {
-					for j := range sg.Topics[i].Partitions {
-						sp := &sg.Topics[i].Partitions[j]
-						if sp.ErrorCode == 0 && c.b.txns.unstableOffsets(sg.Group)[groupTP{sg.Topics[i].Topic, sp.Partition}] {
-							sp.ErrorCode, sp.Offset = 51, -1
-						}
-					}
-				}
-			}
 		}
 		return resp
 	}

@@ -207,8 +207,7 @@ func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 }
 
 // fetchOffsets answers one group of an OffsetFetch. Topics nil asks for
-// every committed offset. RequireStable (v7+) is applied by the caller
-// (markUnstableOffsets, txn_offsets.go).
+// every committed offset.
 //
 // With requireStable (KIP-447), a partition for which an open
 // transaction holds a pending offset gets UNSTABLE_OFFSET_COMMIT (offset

@@ -212,3 +212,52 @@ func TestOffsetFetchStableRacesCompletion(t *testing.T) {
 	off, code := f.fetchOffsetAt(10, "sr-g", "sr", 0, true)
 	require.Equal(t, answer{42, "NONE"}, answer{off, code})
 }
+
+// TestOffsetFetchStableCommitDuringFetch: a TxnOffsetCommit that lands
+// while an OffsetFetch with RequireStable is between its two steps is
+// newer than the fetch; the fetch answers the committed offset with no
+// error, at every version. A check of the pending offsets left after the
+// read (from before they moved into fetchOffsets) answered
+// CONCURRENT_TRANSACTIONS there at v8 and v9, which consumers do not
+// retry; found by review.
+func TestOffsetFetchStableCommitDuringFetch(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	var arm sync.Mutex // held while a fetch is to be stopped
+	armed := false
+	b := startTest(t, func(c *Config) {
+		c.offsetFetchAfterStable = func(group string) {
+			arm.Lock()
+			stop := armed && group == "sc-g"
+			armed = false
+			arm.Unlock()
+			if stop {
+				held <- struct{}{}
+				<-release
+			}
+		}
+	})
+	r := tv2Producer(t, b, "sc", 1)
+	require.Equal(t, "NONE", codeName(r.commitOffsetAt(5, "sc-g", "sc", 0, 3)))
+	r.endV5(t, true)
+	f := &rawTxn{c: dialRaw(t, b)}
+	for _, v := range []int16{7, 8, 9, 10} {
+		arm.Lock()
+		armed = true
+		arm.Unlock()
+		type answer struct {
+			off  int64
+			code string
+		}
+		got := make(chan answer, 1)
+		go func() {
+			off, code := f.fetchOffsetAt(v, "sc-g", "sc", 0, true)
+			got <- answer{off, code}
+		}()
+		<-held
+		require.Equal(t, "NONE", codeName(r.commitOffsetAt(5, "sc-g", "sc", 0, 10+int64(v))), "v%d", v)
+		release <- struct{}{}
+		require.Equal(t, answer{3, "NONE"}, <-got, "v%d: the committed offset; the commit came after the fetch began", v)
+		r.endV5(t, false) // abort: the offset stays 3
+	}
+}
