@@ -1295,8 +1295,11 @@ func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
 	snap := t.snapshotLocked()
 	if t.mu.Epoch < math.MaxInt16-1 {
 		// Kafka bumps the epoch in place (the markers then fence the old
-		// producer); an exhausted epoch aborts at the current one.
-		t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
+		// producer); an exhausted epoch aborts at the current one. As
+		// Kafka's prepareFenceProducerEpoch, the fence leaves no epoch a
+		// KIP-360 bump may name as its retry: the fenced producer's own
+		// bump is PRODUCER_FENCED.
+		t.mu.LastProducerID, t.mu.LastEpoch = -1, -1
 		t.mu.LastEnd = false
 		t.mu.Epoch++
 		t.mu.Bumped = true

@@ -272,6 +272,15 @@ func TestTxnTimeoutAbortsAndFences(t *testing.T) {
 	p := b.topics.partition("to", 0)
 	require.Equal(t, p.log.HighWatermark(), p.log.LastStableOffset())
 	require.Len(t, p.log.AbortedTransactions(0, p.log.HighWatermark()), 1)
+
+	// The fenced producer's KIP-360 bump, naming the epoch it had, is
+	// fenced too (Kafka's prepareFenceProducerEpoch leaves
+	// lastProducerEpoch at -1); it was answered with the fence's epoch.
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID, req.TransactionTimeoutMillis = &r.id, 60000
+	req.ProducerID, req.ProducerEpoch = r.pid, r.epoch
+	resp := r.c.do(req, 5).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, "PRODUCER_FENCED", codeName(resp.ErrorCode), "answered epoch %d", resp.ProducerEpoch)
 }
 
 // txnWithOffsetSetup starts a broker on dir whose cleanup pass stays
