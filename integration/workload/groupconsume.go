@@ -18,7 +18,9 @@ import (
 // commits what it polled with OffsetCommit and waits for the answer. It
 // must consume every record at least once and never consume a record
 // again once a commit past it was answered: a member that takes a
-// partition over starts at the last answered commit or later.
+// partition over starts at the last answered commit or later, and at an
+// offset some member committed (or the log start), never past records
+// nobody committed.
 type GroupConsume struct {
 	Common
 	Members  int
@@ -75,8 +77,11 @@ type groupLog struct {
 	mu         sync.Mutex
 	deliveries map[int32][]delivery
 	commits    map[int32][]answeredCommit
-	nCommits   int
-	nFailed    int
+	// attempts are every commit sent, answered or not: partition →
+	// offset → when it was first sent.
+	attempts map[int32]map[int64]time.Time
+	nCommits int
+	nFailed  int
 }
 
 // Run produces the input, consumes it until every record was polled and
@@ -101,7 +106,7 @@ func (c GroupConsume) Run(ctx context.Context) (GroupConsumeResult, error) {
 	if err != nil {
 		return res, err
 	}
-	lg := &groupLog{deliveries: map[int32][]delivery{}, commits: map[int32][]answeredCommit{}}
+	lg := &groupLog{deliveries: map[int32][]delivery{}, commits: map[int32][]answeredCommit{}, attempts: map[int32]map[int64]time.Time{}}
 	crew := newCrew(ctx, c.Members, c.Churn, c.Seed, func(ctx context.Context, idx int, stop <-chan struct{}) error {
 		return c.runMember(ctx, idx, group, topic, stop, lg)
 	})
@@ -160,7 +165,9 @@ func (c GroupConsume) runMember(ctx context.Context, idx int, group, topic strin
 		}
 		lg.mu.Unlock()
 		c.work(stop)
-		cl.CommitOffsetsSync(ctx, cl.UncommittedOffsets(), func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		offs := cl.UncommittedOffsets()
+		lg.attempted(offs, time.Now())
+		cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			lg.answered(idx, req, resp, err, time.Now())
 		})
 		cl.AllowRebalance()
@@ -193,6 +200,24 @@ func (lg *groupLog) answered(idx int, req *kmsg.OffsetCommitRequest, resp *kmsg.
 			}
 			lg.nCommits++
 			lg.commits[p.Partition] = append(lg.commits[p.Partition], answeredCommit{off, at, idx})
+		}
+	}
+}
+
+// attempted records the offsets of a commit about to be sent.
+func (lg *groupLog) attempted(offs map[string]map[int32]kgo.EpochOffset, at time.Time) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	for _, ps := range offs {
+		for p, eo := range ps {
+			m := lg.attempts[p]
+			if m == nil {
+				m = map[int64]time.Time{}
+				lg.attempts[p] = m
+			}
+			if _, ok := m[eo.Offset]; !ok {
+				m[eo.Offset] = at
+			}
 		}
 	}
 }
@@ -264,11 +289,25 @@ func (lg *groupLog) check(res *GroupConsumeResult, ends map[int32]int64) {
 				best[i] = best[i-1]
 			}
 		}
+		prev := map[int]int64{} // member → its last delivery's offset
 		for _, d := range ds {
 			res.Deliveries++
 			if d.offset >= 0 && d.offset < end {
 				count[d.offset]++
 			}
+			// Where a member starts consuming the partition (its first
+			// delivery of it, or one after a gap): at the log start or
+			// an offset committed before, never past records nobody
+			// committed.
+			if last, ok := prev[d.member]; !ok || d.offset != last+1 {
+				if at, sent := lg.attempts[p][d.offset]; d.offset != 0 && (!sent || !at.Before(d.at)) {
+					res.NViolations++
+					if len(res.Violations) < 20 {
+						res.Violations = append(res.Violations, fmt.Sprintf("partition %d: member %d started at offset %d, which no commit before it named", p, d.member, d.offset))
+					}
+				}
+			}
+			prev[d.member] = d.offset
 			// The commits answered before this delivery.
 			n := sort.Search(len(cs), func(i int) bool { return !cs[i].at.Before(d.at) })
 			if n == 0 || d.offset >= best[n-1].offset {

@@ -47,8 +47,9 @@ type TxnChainResult struct {
 }
 
 // Run produces the input, runs the chain until the output holds every
-// input value (or ctx ends) and then nothing more arrives for Quiet, and
-// returns what the read_committed output held.
+// input value (or ctx ends), stops the members, waits until no
+// transaction is open on the output, reads it until nothing more arrives
+// for Quiet, and returns what the read_committed output held.
 func (c TxnChain) Run(ctx context.Context) (TxnChainResult, error) {
 	var res TxnChainResult
 	c.defaults()
@@ -77,8 +78,17 @@ func (c TxnChain) Run(ctx context.Context) (TxnChainResult, error) {
 		return res, err
 	}
 	defer v.close()
-	err = v.run(ctx, c.Records, crew.tick)
+	err = v.untilAll(ctx, crew.tick)
 	res.Restarts, res.Churned, res.Errors = crew.stop()
+	if err == nil {
+		// Every member stopped: once no transaction is open on the
+		// output, read it to the end, so a transaction a member ended
+		// as it stopped (or as it left the group) is counted too.
+		err = c.waitStable(ctx, out)
+	}
+	if err == nil {
+		err = v.drain(ctx)
+	}
 	res.Outcome = v.outcome(c.Records)
 	res.Txns, res.Committed = txns.Load(), cmts.Load()
 	return res, err
@@ -362,13 +372,14 @@ func (o Outcome) String() string {
 // verifier reads an output topic from the start, straight from the
 // broker, counting each value.
 type verifier struct {
-	cl      *kgo.Client
-	quiet   time.Duration
-	counts  []int
-	total   int
-	foreign int
-	first   map[int][2]int64 // value -> first (partition, offset), for duplicates
-	dupAt   map[int][][2]int64
+	cl       *kgo.Client
+	quiet    time.Duration
+	counts   []int
+	distinct int
+	total    int
+	foreign  int
+	first    map[int][2]int64 // value -> first (partition, offset), for duplicates
+	dupAt    map[int][][2]int64
 }
 
 func (c *Common) newVerifier(topic string, iso kgo.IsolationLevel) (*verifier, error) {
@@ -386,45 +397,88 @@ func (c *Common) newVerifier(topic string, iso kgo.IsolationLevel) (*verifier, e
 
 func (v *verifier) close() { v.cl.Close() }
 
-// run polls until every one of n values is seen and Quiet passes with
-// nothing new, calling tick between polls.
-func (v *verifier) run(ctx context.Context, n int, tick func()) error {
-	distinct := 0
-	var quietSince time.Time
-	for {
-		if ctx.Err() != nil {
-			return fmt.Errorf("output holds %d of %d values: %w", distinct, n, ctx.Err())
+// poll reads what one poll returns, counting each value, and reports
+// how many records it got.
+func (v *verifier) poll(ctx context.Context) int {
+	pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	fs := v.cl.PollFetches(pctx)
+	cancel()
+	got := 0
+	fs.EachRecord(func(r *kgo.Record) {
+		got++
+		v.total++
+		i, ok := valueIndex(r.Value)
+		if !ok || i < 0 || i >= len(v.counts) {
+			v.foreign++
+			return
 		}
-		pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-		fs := v.cl.PollFetches(pctx)
-		cancel()
-		got := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			v.total++
-			i, ok := valueIndex(r.Value)
-			if !ok || i < 0 || i >= n {
-				v.foreign++
-				return
-			}
-			if v.counts[i] == 0 {
-				distinct++
-				v.first[i] = [2]int64{int64(r.Partition), r.Offset}
-			} else if len(v.dupAt) < 20 {
-				v.dupAt[i] = append(v.dupAt[i], [2]int64{int64(r.Partition), r.Offset})
-			}
-			v.counts[i]++
-		})
-		if tick != nil && distinct < n {
+		if v.counts[i] == 0 {
+			v.distinct++
+			v.first[i] = [2]int64{int64(r.Partition), r.Offset}
+		} else if len(v.dupAt) < 20 {
+			v.dupAt[i] = append(v.dupAt[i], [2]int64{int64(r.Partition), r.Offset})
+		}
+		v.counts[i]++
+	})
+	return got
+}
+
+// untilAll polls until every input value was seen, calling tick between
+// polls.
+func (v *verifier) untilAll(ctx context.Context, tick func()) error {
+	for v.distinct < len(v.counts) {
+		if ctx.Err() != nil {
+			return fmt.Errorf("output holds %d of %d values: %w", v.distinct, len(v.counts), ctx.Err())
+		}
+		v.poll(ctx)
+		if tick != nil {
 			tick()
 		}
-		switch {
-		case distinct < n || got > 0:
-			quietSince = time.Time{}
-		case quietSince.IsZero():
+	}
+	return nil
+}
+
+// drain polls until nothing new arrives for Quiet.
+func (v *verifier) drain(ctx context.Context) error {
+	quietSince := time.Now()
+	for time.Since(quietSince) < v.quiet {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if v.poll(ctx) > 0 {
 			quietSince = time.Now()
-		case time.Since(quietSince) >= v.quiet:
-			return nil
+		}
+	}
+	return nil
+}
+
+// waitStable waits until topic's last stable offsets are its high
+// watermarks: no transaction is open on it.
+func (c *Common) waitStable(ctx context.Context, topic string) error {
+	cl, err := c.directClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		hw, err1 := adm.ListEndOffsets(ctx, topic)
+		lso, err2 := adm.ListCommittedOffsets(ctx, topic)
+		if err1 == nil && err2 == nil && hw.Error() == nil && lso.Error() == nil {
+			stable := true
+			hw.Each(func(o kadm.ListedOffset) {
+				if l, ok := lso.Lookup(topic, o.Partition); !ok || l.Offset != o.Offset {
+					stable = false
+				}
+			})
+			if stable {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("a transaction stayed open on %s: %w", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
