@@ -322,10 +322,7 @@ func (p *Proxy) armLocked(c *conn) {
 
 // cut lands an age cut on c: at once (Close), or on its next exchange.
 func (p *Proxy) cut(c *conn, act Action, gen uint64) {
-	p.mu.Lock()
-	ok := p.gen == gen && p.activeLocked()
-	p.mu.Unlock()
-	if !ok {
+	if !p.current(gen) {
 		return
 	}
 	if act == Close {
@@ -334,46 +331,57 @@ func (p *Proxy) cut(c *conn, act Action, gen uint64) {
 		return
 	}
 	c.mu.Lock()
-	c.pending = act
+	if c.done {
+		c.mu.Unlock()
+		return
+	}
+	c.pending, c.pendingGen = act, gen
 	c.mu.Unlock()
 	time.AfterFunc(time.Second, func() {
 		c.mu.Lock()
-		waiting := c.pending != None
+		waiting := c.pending != None && !c.done
 		c.mu.Unlock()
-		if waiting {
+		if waiting && p.current(gen) {
 			p.count(Close, -1)
 			c.close()
 		}
 	})
 }
 
+// current reports whether the faults of Set call gen are still on.
+func (p *Proxy) current(gen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen == gen && p.activeLocked()
+}
+
 // frameFault picks the fault, if any, for an exchange of key. The
 // pending age cut comes first, then a fault queued by Next.
 func (p *Proxy) frameFault(c *conn, key int16) (Action, time.Duration) {
 	c.mu.Lock()
-	if a := c.pending; a != None {
-		c.pending = None
-		c.mu.Unlock()
-		return a, 0
-	}
+	a, gen := c.pending, c.pendingGen
+	c.pending = None
 	c.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	f := p.faults
+	hold := f.Hold
+	if hold <= 0 {
+		hold = time.Second
+	}
+	if a != None && p.gen == gen && p.activeLocked() {
+		return a, hold // an age cut, still under the faults that armed it
+	}
 	if q := p.next[key]; len(q) > 0 {
 		p.next[key] = q[1:]
 		return q[0].act, q[0].hold
 	}
-	f := p.faults
 	if f.Rate <= 0 || !p.activeLocked() || (p.keys != nil && !p.keys[key]) {
 		return None, 0
 	}
 	acts := f.Actions
 	if len(acts) == 0 {
 		acts = []Action{LoseRequest, LoseResponse, CutResponse}
-	}
-	hold := f.Hold
-	if hold <= 0 {
-		hold = time.Second
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -409,8 +417,10 @@ type conn struct {
 	rng     *rand.Rand
 	server  net.Conn
 	timer   *time.Timer
-	pending Action          // an age cut waiting for the next exchange
-	corrs   map[int32]int16 // correlation id → API key, of requests forwarded
+	pending Action // an age cut waiting for the next exchange
+	// pendingGen is the Set call whose faults armed pending.
+	pendingGen uint64
+	corrs      map[int32]int16 // correlation id → API key, of requests forwarded
 	// doomed are the correlation ids whose responses get a fault.
 	doomed map[int32]doom
 	done   bool
@@ -454,10 +464,10 @@ func (c *conn) serve() {
 		srv.Close()
 		return
 	}
-	go func() {
+	c.p.wg.Go(func() {
 		defer c.close()
 		c.requests(srv)
-	}()
+	})
 	c.responses(srv)
 }
 
