@@ -55,7 +55,12 @@
 // every confirmed commit whole and exactly once under read_committed,
 // nothing aborted, and an unconfirmed commit whole or not at all.
 // SHOAL_LOST_SCALE multiplies their volume (default 1: about 20,000
-// Produce requests and 800 transactions).
+// Produce requests and 800 transactions). lost_txn_test.go,
+// lost_groups_test.go and lost_share_test.go script one lost answer (or
+// request) each, placed exactly with faultproxy.Proxy.Next, for every
+// stateful request: the transaction requests, group joins, syncs,
+// heartbeats and leaves of both protocols, share fetches and
+// acknowledgements; each asserts what Kafka answers the retry.
 //
 // # Exactly once through dying connections
 //
