@@ -25,11 +25,12 @@ package broker
 // v3+ with ProducerID/ProducerEpoch (KIP-360): the pair must be the
 // current one, which is bumped, or the one the last such bump left (a
 // retried bump, which gets the current pair again); otherwise
-// PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A request naming no
-// producer id leaves no pair a retry may name, as Kafka's
-// TransactionMetadata.prepareIncrementProducerEpoch does: after a new
-// producer took the id over, the old one's bump is fenced. The new state is durable before
-// the answer; a storage failure is NOT_COORDINATOR (retriable).
+// PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A request naming
+// no producer id, and a timeout's fence, leave no pair a retry may name,
+// as Kafka's TransactionMetadata does: after a new producer took the id
+// over, or the coordinator fenced a timed-out one, the old producer's
+// bump is fenced. The new state is durable before the answer; a storage
+// failure is NOT_COORDINATOR (retriable).
 //
 // Version notes: v1 is the same as v0 (throttling after the response);
 // v2 is flexible; v3 adds ProducerID/ProducerEpoch for the epoch bump;

@@ -324,11 +324,9 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			sp.Partition = p
 			tp := groupTP{names[i], p}
 			oc, ok := offsets[tp]
+			fill(&sp, tp, oc, ok && codes[i] == 0)
 			if codes[i] != 0 {
 				sp.ErrorCode = codes[i]
-				fill(&sp, groupTP{}, oc, false)
-			} else {
-				fill(&sp, tp, oc, ok)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
