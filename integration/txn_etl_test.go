@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mq/shoal/integration/workload"
 )
 
 const (
@@ -196,64 +197,26 @@ func TestTransactETLChainCrash(t *testing.T) {
 // runETLMember runs one GroupTransactSession member until stop is closed
 // (nil) or its session fails (the error: the caller replaces it).
 func runETLMember(ctx context.Context, addr, txnID, group, in, out string, stop <-chan struct{}, txns, committed *atomic.Int64) error {
-	sess, err := kgo.NewGroupTransactSession(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.ClientID("shoal-etl"),
 		kgo.TransactionalID(txnID),
-		kgo.TransactionTimeout(20*time.Second),
+		kgo.TransactionTimeout(20 * time.Second),
 		kgo.DefaultProduceTopic(out),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
-		kgo.SessionTimeout(6*time.Second),
-		kgo.HeartbeatInterval(300*time.Millisecond),
-		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.SessionTimeout(6 * time.Second),
+		kgo.HeartbeatInterval(300 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.MetadataMinAge(100 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 		kgo.DialTimeout(time.Second),
 		kgo.ProducerLinger(0),
-	)
-	if err != nil {
-		return err
 	}
-	defer sess.Close()
-	for {
-		select {
-		case <-stop:
-			return nil
-		default:
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		// Small transactions, so membership changes and the crash land
-		// in the middle of the run.
-		fs := sess.PollRecords(pctx, etlTxnRecords)
-		pcancel()
-		if fs.IsClientClosed() {
-			return errors.New("client closed")
-		}
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		if err := sess.Begin(); err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		var perr atomic.Value
-		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(ctx, &kgo.Record{Value: r.Value}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					perr.Store(err)
-				}
-			})
-		})
-		ok, err := sess.End(ctx, kgo.TryCommit)
-		txns.Add(1)
-		if ok {
-			committed.Add(1)
-		}
-		if err != nil {
-			return fmt.Errorf("end: %w", err)
-		}
-	}
+	// Small transactions, so membership changes and the crash land in
+	// the middle of the run.
+	return workload.TransactCopy(ctx, opts, etlTxnRecords, nil, stop, txns, committed)
 }

@@ -105,6 +105,17 @@ func (c TxnChain) runMember(ctx context.Context, idx int, group, in, out string,
 		kgo.RequireStableFetchOffsets(),
 		kgo.ProducerLinger(0),
 	)
+	return TransactCopy(ctx, opts, c.MaxPollRecords, func() { c.work(stop) }, stop, txns, cmts)
+}
+
+// TransactCopy runs one GroupTransactSession member made with opts (a
+// consumer group, a transactional id, a default produce topic) until
+// stop is closed or ctx ends (nil) or its session fails (the error): it
+// polls up to maxPoll records, produces each record's key and value in a
+// transaction, calls work, and ends the transaction with a commit of its
+// input offsets. txns counts the transactions ended, cmts those
+// committed.
+func TransactCopy(ctx context.Context, opts []kgo.Opt, maxPoll int, work func(), stop <-chan struct{}, txns, cmts *atomic.Int64) error {
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return err
@@ -117,7 +128,7 @@ func (c TxnChain) runMember(ctx context.Context, idx int, group, in, out string,
 		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		fs := sess.PollRecords(pctx, c.MaxPollRecords)
+		fs := sess.PollRecords(pctx, maxPoll)
 		cancel()
 		if fs.IsClientClosed() {
 			return errors.New("client closed")
@@ -134,7 +145,9 @@ func (c TxnChain) runMember(ctx context.Context, idx int, group, in, out string,
 		fs.EachRecord(func(r *kgo.Record) {
 			sess.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value}, nil)
 		})
-		c.work(stop)
+		if work != nil {
+			work()
+		}
 		ok, err := sess.End(ctx, kgo.TryCommit)
 		txns.Add(1)
 		if ok {
