@@ -23,8 +23,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -40,16 +38,7 @@ import (
 var cutEveryConnection = faultproxy.Faults{CutMin: 500 * time.Millisecond, CutMax: 1500 * time.Millisecond}
 
 // eosScale multiplies the runs' records: SHOAL_EOS_SCALE (default 1).
-func eosScale(t *testing.T) int {
-	s := os.Getenv("SHOAL_EOS_SCALE")
-	if s == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err, "SHOAL_EOS_SCALE")
-	require.Positive(t, n, "SHOAL_EOS_SCALE")
-	return n
-}
+func eosScale(t *testing.T) int { return envScale(t, "SHOAL_EOS_SCALE") }
 
 type eosProxy int
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -306,4 +307,17 @@ func noRebalanceDelay(ctx context.Context, t *testing.T, adm *kadm.Client) {
 	for _, r := range res {
 		require.NoError(t, r.Err, r.ErrMessage)
 	}
+}
+
+// envScale is the positive integer in environment variable name, 1 if
+// it is unset: a test's volume multiplier for a soak run.
+func envScale(t *testing.T, name string) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, name)
+	require.Positive(t, n, name)
+	return n
 }

@@ -15,8 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,16 +30,7 @@ import (
 
 // lostScale multiplies the lost-answer tests' volume and time limit:
 // SHOAL_LOST_SCALE (default 1; the reliability soak tier is 100).
-func lostScale(t *testing.T) int {
-	s := os.Getenv("SHOAL_LOST_SCALE")
-	if s == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err, "SHOAL_LOST_SCALE")
-	require.Positive(t, n, "SHOAL_LOST_SCALE")
-	return n
-}
+func lostScale(t *testing.T) int { return envScale(t, "SHOAL_LOST_SCALE") }
 
 // proxiedBroker starts a broker that advertises a fault proxy (started,
 // without faults), a topic of partitions, and the test's context,

@@ -100,3 +100,32 @@ func (c *crew) stop() (restarts, churned int, errors []string) {
 	defer c.mu.Unlock()
 	return c.restarts, c.churned, c.errors
 }
+
+// Consumed is what a consuming workload saw of its records.
+type Consumed struct {
+	// Deliveries counts records delivered; Redelivered the records
+	// delivered more than once (allowed where the guarantee is at least
+	// once); Missing the records never delivered (or given up).
+	Deliveries, Redelivered, Missing int
+	// Violations describe the first 20 breaches of the workload's
+	// guarantee; NViolations counts them all.
+	Violations  []string
+	NViolations int
+	// Errors are the first member failures, for the log.
+	Errors []string
+}
+
+// OK reports whether every record was delivered and the guarantee held.
+func (c Consumed) OK() bool { return c.Missing == 0 && c.NViolations == 0 }
+
+func (c Consumed) String() string {
+	return fmt.Sprintf("%d deliveries (%d records again), %d missing, %d violations %v",
+		c.Deliveries, c.Redelivered, c.Missing, c.NViolations, c.Violations)
+}
+
+func (c *Consumed) violate(format string, args ...any) {
+	c.NViolations++
+	if len(c.Violations) < 20 {
+		c.Violations = append(c.Violations, fmt.Sprintf(format, args...))
+	}
+}

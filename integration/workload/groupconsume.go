@@ -34,30 +34,19 @@ type GroupConsume struct {
 
 // GroupConsumeResult is what a GroupConsume run saw.
 type GroupConsumeResult struct {
-	// Deliveries counts records polled; Redelivered those polled more
-	// than once (allowed: at least once).
-	Deliveries, Redelivered int
-	// Missing counts records never polled.
-	Missing int
+	// Consumed: violations are records polled after a commit past them
+	// was answered, and members starting a partition past records
+	// nobody committed.
+	Consumed
 	// Commits counts commits answered without error, Failed those that
 	// were not.
 	Commits, Failed int
-	// Violations are records polled after a commit past them was
-	// answered (at most 20; NViolations counts them).
-	Violations  []string
-	NViolations int
-	Churned     int
-	Restarts    int
-	Errors      []string
+	Churned         int
+	Restarts        int
 }
 
-// OK reports whether every record was consumed and none after an
-// answered commit past it.
-func (r GroupConsumeResult) OK() bool { return r.Missing == 0 && r.NViolations == 0 }
-
 func (r GroupConsumeResult) String() string {
-	return fmt.Sprintf("%d deliveries (%d records again), %d missing, %d commits answered (%d failed), %d violations %v",
-		r.Deliveries, r.Redelivered, r.Missing, r.Commits, r.Failed, r.NViolations, r.Violations)
+	return fmt.Sprintf("%s, %d commits answered (%d failed)", r.Consumed, r.Commits, r.Failed)
 }
 
 type delivery struct {
@@ -301,10 +290,7 @@ func (lg *groupLog) check(res *GroupConsumeResult, ends map[int32]int64) {
 			// committed.
 			if last, ok := prev[d.member]; !ok || d.offset != last+1 {
 				if at, sent := lg.attempts[p][d.offset]; d.offset != 0 && (!sent || !at.Before(d.at)) {
-					res.NViolations++
-					if len(res.Violations) < 20 {
-						res.Violations = append(res.Violations, fmt.Sprintf("partition %d: member %d started at offset %d, which no commit before it named", p, d.member, d.offset))
-					}
+					res.violate("partition %d: member %d started at offset %d, which no commit before it named", p, d.member, d.offset)
 				}
 			}
 			prev[d.member] = d.offset
@@ -314,11 +300,8 @@ func (lg *groupLog) check(res *GroupConsumeResult, ends map[int32]int64) {
 				continue
 			}
 			by := best[n-1]
-			res.NViolations++
-			if len(res.Violations) < 20 {
-				res.Violations = append(res.Violations, fmt.Sprintf("partition %d offset %d polled by member %d %v after member %d's commit of %d was answered",
-					p, d.offset, d.member, d.at.Sub(by.at).Round(time.Microsecond), by.member, by.offset))
-			}
+			res.violate("partition %d offset %d polled by member %d %v after member %d's commit of %d was answered",
+				p, d.offset, d.member, d.at.Sub(by.at).Round(time.Microsecond), by.member, by.offset)
 		}
 		for _, n := range count {
 			switch {

@@ -34,20 +34,14 @@ type ShareDrain struct {
 
 // ShareDrainResult is what a ShareDrain run saw.
 type ShareDrainResult struct {
-	Deliveries, Redelivered, Missing int
+	// Consumed: violations are deliveries after a confirmed accept.
+	Consumed
 	// Confirmed and Unconfirmed count accepts by outcome.
 	Confirmed, Unconfirmed int
-	// Violations are deliveries after a confirmed accept.
-	Violations  []string
-	NViolations int
-	Errors      []string
 }
 
-func (r ShareDrainResult) OK() bool { return r.Missing == 0 && r.NViolations == 0 }
-
 func (r ShareDrainResult) String() string {
-	return fmt.Sprintf("%d deliveries (%d records again), %d missing, %d accepts confirmed (%d not), %d violations %v",
-		r.Deliveries, r.Redelivered, r.Missing, r.Confirmed, r.Unconfirmed, r.NViolations, r.Violations)
+	return fmt.Sprintf("%s, %d accepts confirmed (%d not)", r.Consumed, r.Confirmed, r.Unconfirmed)
 }
 
 type shareDelivery struct {
@@ -173,11 +167,8 @@ func (c ShareDrain) Run(ctx context.Context) (ShareDrainResult, error) {
 			// same count).
 			late := d.at.Sub(cf.at) > lateDelivery
 			if d.count > cf.count || late {
-				res.NViolations++
-				if len(res.Violations) < 20 {
-					res.Violations = append(res.Violations, fmt.Sprintf("%s delivered to consumer %d at count %d, %v after its accept at count %d was confirmed",
-						Value(id), d.consumer, d.count, d.at.Sub(cf.at).Round(time.Millisecond), cf.count))
-				}
+				res.violate("%s delivered to consumer %d at count %d, %v after its accept at count %d was confirmed",
+					Value(id), d.consumer, d.count, d.at.Sub(cf.at).Round(time.Millisecond), cf.count)
 			}
 		}
 	}
