@@ -5,10 +5,11 @@ package integration
 // that advertises a fault proxy, which cuts every client connection at
 // a random age of 0.5-1.5 s, landing the cut at once, on a request
 // before the broker sees it whole, or on a response the broker sent
-// (lost or cut short). The same runs go through an idle proxy and
-// without one too. This is CI's short profile: one run per case;
-// scripts/eossoak runs the long one (20 runs of each, and kfake side
-// by side).
+// (lost or cut short); the transactional chain also goes through an
+// idle proxy and without one. This is CI's short profile: three runs of
+// each workload under cuts (one per group protocol, or three share
+// drains), about a minute under -race; scripts/eossoak runs the long
+// one (20 runs of every case, and kfake side by side).
 //
 //   - the transactional chain (franz-go GroupTransactSession members,
 //     read_committed, offsets committed in the transaction): every input
@@ -168,11 +169,16 @@ func TestEOSGroupSyncCommits(t *testing.T) {
 
 func TestEOSShareDrain(t *testing.T) {
 	t.Parallel()
-	common, proxy := eosCommon(t, cuttingProxy, 40000)
-	proxy.Set(cutEveryConnection)
-	res, err := workload.ShareDrain{Common: common, Consumers: 4}.Run(eosContext(t))
-	t.Logf("%s; errors %v", res, res.Errors)
-	proxyStats(t, cuttingProxy, proxy)
-	require.NoError(t, err)
-	require.True(t, res.OK(), "nothing lost, no confirmed accept delivered again: %s", res)
+	for run := range 3 {
+		t.Run(fmt.Sprintf("cuts/%d", run), func(t *testing.T) {
+			t.Parallel()
+			common, proxy := eosCommon(t, cuttingProxy, 40000)
+			proxy.Set(cutEveryConnection)
+			res, err := workload.ShareDrain{Common: common, Consumers: 4}.Run(eosContext(t))
+			t.Logf("%s; errors %v", res, res.Errors)
+			proxyStats(t, cuttingProxy, proxy)
+			require.NoError(t, err)
+			require.True(t, res.OK(), "nothing lost, no confirmed accept delivered again: %s", res)
+		})
+	}
 }
