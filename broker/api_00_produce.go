@@ -42,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -116,7 +117,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			default:
 				res, deps, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
 				if err != nil {
-					sp.ErrorCode = errorCode(err)
+					sp.ErrorCode = kafkaerr.Code(err)
 					msg := err.Error()
 					sp.ErrorMessage = &msg
 					if sp.ErrorCode == kerr.KafkaStorageError.Code {
@@ -173,7 +174,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				}
 			}
 			if err != nil {
-				w.rp.ErrorCode = errorCode(err)
+				w.rp.ErrorCode = kafkaerr.Code(err)
 				w.rp.BaseOffset = -1
 				msg := err.Error()
 				w.rp.ErrorMessage = &msg

@@ -29,12 +29,13 @@ package broker
 // epoch); v13 topic ids instead of names.
 
 import (
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/records"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -330,31 +331,16 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 // fetch response carries.
 const fetchMaxBytes = 57671680
 
-// fetchBufs pools the buffers fetches read records into.
-var fetchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
-
-// maxPooledFetchBuf bounds the buffers kept in fetchBufs.
-const maxPooledFetchBuf = 64 << 20
-
-// recordBuf takes a buffer from fetchBufs for the records of the response
-// being handled (Fetch, ShareFetch) and hands it back once that response
-// is encoded or dropped (conn.afterWrite). The handler appends to *buf;
-// what *buf holds then goes back, however often it grew. Reader goroutine
-// only.
+// recordBuf takes a buffer from records.Buffers for the records of the
+// response being handled (Fetch, ShareFetch) and hands it back once that
+// response is encoded or dropped (conn.afterWrite). The handler appends to
+// *buf; what *buf holds then goes back, however often it grew. Reader
+// goroutine only.
 func (c *conn) recordBuf() *[]byte {
-	bp := fetchBufs.Get().(*[]byte)
+	bp := records.Buffers.Get().(*[]byte)
 	buf := (*bp)[:0]
-	c.afterWrite(func() { putFetchBuf(bp, buf) })
+	c.afterWrite(func() { records.PutBuffer(bp, buf) })
 	return &buf
-}
-
-// putFetchBuf gives back to fetchBufs the buffer bp was taken as, now buf
-// (grown from it or not), unless it grew past maxPooledFetchBuf.
-func putFetchBuf(bp *[]byte, buf []byte) {
-	if cap(buf) <= maxPooledFetchBuf {
-		*bp = buf[:0]
-		fetchBufs.Put(bp)
-	}
 }
 
 // fetchOnce reads every item once, appending records to buf (each item's
@@ -404,7 +390,7 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 		if err != nil {
 			// A deleted topic, a moved log start or a failed partition:
 			// this partition reports it, the others are served.
-			it.err = errorCode(err)
+			it.err = kafkaerr.Code(err)
 			anyErr = true
 			continue
 		}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(3, 0, 12, handleMetadata) }
@@ -88,11 +90,11 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			var err error
 			t, err = b.createTopic(name, b.cfg.DefaultPartitions, nil, false)
-			if err == errTopicExists {
+			if err == kafkaerr.ErrTopicExists {
 				t = b.topics.get(name)
 			}
 			if t == nil {
-				st.ErrorCode = errorCode(err)
+				st.ErrorCode = kafkaerr.Code(err)
 				if err == nil {
 					st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				}

@@ -45,6 +45,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(19, 2, 7, handleCreateTopics) }
@@ -83,9 +85,9 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		var err error
 		switch {
 		case count[rt.Topic] > 1:
-			err = refuse(errInvalidRequest, "Duplicate topic name.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic name.")
 		case total > maxPartitionsPerRequest:
-			err = refuse(errPolicyViolation, "Excessively large number of partitions per request.")
+			err = kafkaerr.Refuse(kafkaerr.ErrPolicyViolation, "Excessively large number of partitions per request.")
 		default:
 			var t *topic
 			var partitions int32
@@ -108,8 +110,8 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 				}
 			}
 		}
-		st.ErrorCode = errorCode(err)
-		st.ErrorMessage = errorMessage(err)
+		st.ErrorCode = kafkaerr.Code(err)
+		st.ErrorMessage = kafkaerr.Message(err)
 		if st.ErrorCode == kerr.KafkaStorageError.Code {
 			b.lg.Error("create topic failed", zapErr(err))
 		}
@@ -128,10 +130,10 @@ func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		return nil, 0, err
 	}
 	if b.topics.get(name) != nil {
-		return nil, 0, refuse(errTopicExists, "Topic '%s' already exists.", name)
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
 	}
 	if other := b.collidingTopic(name); other != "" {
-		return nil, 0, refuse(errInvalidTopic, "Topic '%s' collides with existing topic: %s", name, other)
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidTopic, "Topic '%s' collides with existing topic: %s", name, other)
 	}
 	partitions, err := b.createPartitionCount(rt)
 	if err != nil {
@@ -140,16 +142,16 @@ func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 	configs := make(map[string]string, len(rt.Configs))
 	for _, cfg := range rt.Configs {
 		if cfg.Value == nil {
-			return nil, 0, refuse(errInvalidConfig, "Null value not supported for topic configs: %s", cfg.Name)
+			return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Null value not supported for topic configs: %s", cfg.Name)
 		}
 		if err := validateTopicConfig(cfg.Name, *cfg.Value); err != nil {
-			return nil, 0, refuse(errInvalidConfig, "%v", err)
+			return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%v", err)
 		}
 		configs[cfg.Name] = *cfg.Value
 	}
 	t, err := b.createTopic(name, partitions, configs, validateOnly)
-	if errors.Is(err, errTopicExists) {
-		err = refuse(errTopicExists, "Topic '%s' already exists.", name)
+	if errors.Is(err, kafkaerr.ErrTopicExists) {
+		err = kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -162,16 +164,16 @@ func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 func (b *Broker) createPartitionCount(rt *kmsg.CreateTopicsRequestTopic) (int32, error) {
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 {
-			return 0, refuse(errInvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
+			return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "A manual partition assignment was specified, but numPartitions was not set to -1.")
 		}
 		if rt.ReplicationFactor != -1 {
-			return 0, refuse(errInvalidRequest, "A manual partition assignment was specified, but replicationFactor was not set to -1.")
+			return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "A manual partition assignment was specified, but replicationFactor was not set to -1.")
 		}
 		n := int32(len(rt.ReplicaAssignment))
 		seen := make([]bool, n)
 		for _, a := range rt.ReplicaAssignment {
 			if a.Partition < 0 || a.Partition >= n || seen[a.Partition] {
-				return 0, refuse(errInvalidReplicaAssignment, "Partitions should be a consecutive 0-based integer sequence.")
+				return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "Partitions should be a consecutive 0-based integer sequence.")
 			}
 			seen[a.Partition] = true
 			if err := b.checkReplicas(a.Replicas); err != nil {
@@ -185,14 +187,14 @@ func (b *Broker) createPartitionCount(rt *kmsg.CreateTopicsRequestTopic) (int32,
 	case n == -1:
 		n = b.cfg.DefaultPartitions
 	case n <= 0:
-		return 0, refuse(errInvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
+		return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
 	}
 	switch rf := rt.ReplicationFactor; {
 	case rf == -1 || rf == 1:
 	case rf <= 0:
-		return 0, refuse(errInvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
+		return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
 	default:
-		return 0, refuse(errInvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rf, rf)
+		return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rf, rf)
 	}
 	return n, nil
 }
@@ -201,14 +203,14 @@ func (b *Broker) createPartitionCount(rt *kmsg.CreateTopicsRequestTopic) (int32,
 // node, the one broker there is.
 func (b *Broker) checkReplicas(replicas []int32) error {
 	if len(replicas) == 0 {
-		return refuse(errInvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "The manual partition assignment includes an empty replica list.")
 	}
 	for i, r := range replicas {
 		if r != b.cfg.NodeID {
-			return refuse(errInvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no broker with that ID is registered.", r)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no broker with that ID is registered.", r)
 		}
 		if i > 0 {
-			return refuse(errInvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", r)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", r)
 		}
 	}
 	return nil

@@ -21,6 +21,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(20, 1, 6, handleDeleteTopics) }
@@ -53,29 +55,29 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 		var err error
 		switch {
 		case rt.Topic != nil && rt.TopicID != ([16]byte{}):
-			err = refuse(errInvalidRequest, "You may not specify both topic name and topic id.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "You may not specify both topic name and topic id.")
 		case rt.Topic == nil && rt.TopicID == ([16]byte{}):
-			err = refuse(errInvalidRequest, "Neither topic name nor id were specified.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Neither topic name nor id were specified.")
 		case rt.Topic != nil && names[*rt.Topic] > 1:
 			if answeredName[*rt.Topic] {
 				continue
 			}
 			answeredName[*rt.Topic] = true
-			err = refuse(errInvalidRequest, "Duplicate topic name.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic name.")
 		case rt.Topic == nil && ids[rt.TopicID] > 1:
 			if answeredID[rt.TopicID] {
 				continue
 			}
 			answeredID[rt.TopicID] = true
-			err = refuse(errInvalidRequest, "Duplicate topic id.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic id.")
 		default:
 			var t *topic
 			if rt.Topic != nil {
 				if t = b.topics.get(*rt.Topic); t == nil {
-					err = refuse(errUnknownTopic, "This server does not host this topic-partition.")
+					err = kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "This server does not host this topic-partition.")
 				}
 			} else if t = b.topics.getID(rt.TopicID); t == nil {
-				err = refuse(errUnknownTopicID, "This server does not host this topic ID.")
+				err = kafkaerr.Refuse(kafkaerr.ErrUnknownTopicID, "This server does not host this topic ID.")
 			}
 			if t != nil {
 				name := t.name
@@ -94,9 +96,9 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 				}
 			}
 		}
-		st.ErrorCode = errorCode(err)
+		st.ErrorCode = kafkaerr.Code(err)
 		if req.Version >= 5 {
-			st.ErrorMessage = errorMessage(err)
+			st.ErrorMessage = kafkaerr.Message(err)
 		}
 		if st.ErrorCode == kerr.KafkaStorageError.Code {
 			b.lg.Error("delete topic failed", zapErr(err))

@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(21, 0, 2, handleDeleteRecords) }
@@ -52,7 +54,7 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 				before := p.log.LogStartOffset()
 				low, err := p.log.DeleteRecordsBefore(rp.Offset)
 				if err != nil {
-					sp.ErrorCode = errorCode(err)
+					sp.ErrorCode = kafkaerr.Code(err)
 					if sp.ErrorCode == kerr.KafkaStorageError.Code {
 						b.lg.Error("delete records failed", zapPartition(p), zapErr(err))
 					}

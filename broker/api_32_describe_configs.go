@@ -30,6 +30,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(32, 1, 4, handleDescribeConfigs) }
@@ -43,8 +45,8 @@ func handleDescribeConfigs(c *conn, req *kmsg.DescribeConfigsRequest) kmsg.Respo
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		entries, err := b.describeConfigResource(rr.ResourceType, rr.ResourceName)
 		if err != nil {
-			sr.ErrorCode = errorCode(err)
-			sr.ErrorMessage = errorMessage(err)
+			sr.ErrorCode = kafkaerr.Code(err)
+			sr.ErrorMessage = kafkaerr.Message(err)
 			if sr.ErrorCode == kerr.KafkaStorageError.Code {
 				b.lg.Error("describe configs failed", zapErr(err))
 			}

@@ -34,6 +34,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(33, 0, 2, handleAlterConfigs) }
@@ -67,10 +69,10 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 		}
 	}
 	if hasDuplicateNames(names) {
-		return refuse(errInvalidRequest, "Error due to duplicate config keys")
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Error due to duplicate config keys")
 	}
 	if len(nulls) > 0 {
-		return refuse(errInvalidRequest, "Null value not supported for : %s", strings.Join(nulls, ","))
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Null value not supported for : %s", strings.Join(nulls, ","))
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
@@ -81,7 +83,7 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 		next := make(map[string]string, len(rr.Configs))
 		for _, cfg := range rr.Configs {
 			if err := validateTopicConfig(cfg.Name, *cfg.Value); err != nil {
-				return refuse(errInvalidConfig, "%v", err)
+				return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%v", err)
 			}
 			next[cfg.Name] = *cfg.Value
 		}

@@ -31,6 +31,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(37, 0, 3, handleCreatePartitions) }
@@ -61,9 +63,9 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 		var err error
 		switch {
 		case count[rt.Topic] > 1:
-			err = refuse(errInvalidRequest, "Duplicate topic name.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic name.")
 		case total > maxPartitionsPerRequest:
-			err = refuse(errPolicyViolation, "Excessively large number of partitions per request.")
+			err = kafkaerr.Refuse(kafkaerr.ErrPolicyViolation, "Excessively large number of partitions per request.")
 		default:
 			// controller_mutation_rate (quota_mutation.go), v3+ may refuse.
 			if err = c.mutationAllowed(req.Version >= 3, req.ValidateOnly); err != nil {
@@ -79,8 +81,8 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 				c.mutationCharge(req.Version >= 3, int(rt.Count)-before)
 			}
 		}
-		st.ErrorCode = errorCode(err)
-		st.ErrorMessage = errorMessage(err)
+		st.ErrorCode = kafkaerr.Code(err)
+		st.ErrorMessage = kafkaerr.Message(err)
 		if st.ErrorCode == kerr.KafkaStorageError.Code {
 			b.lg.Error("create partitions failed", zapErr(err))
 		}
@@ -92,19 +94,19 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
 	t := b.topics.get(rt.Topic)
 	if t == nil {
-		return refuse(errUnknownTopic, "The topic '%s' does not exist.", rt.Topic)
+		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", rt.Topic)
 	}
 	parts, _ := b.topics.snapshot(t)
 	cur := int32(len(parts))
 	switch {
 	case rt.Count == cur:
-		return refuse(errInvalidPartitions, "Topic already has %d partition(s).", cur)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "Topic already has %d partition(s).", cur)
 	case rt.Count < cur:
-		return refuse(errInvalidPartitions, "Topic currently has %d partitions, which is higher than the requested %d.", cur, rt.Count)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "Topic currently has %d partitions, which is higher than the requested %d.", cur, rt.Count)
 	}
 	if rt.Assignment != nil {
 		if add := rt.Count - cur; int32(len(rt.Assignment)) != add {
-			return refuse(errInvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
 		}
 		for _, a := range rt.Assignment {
 			if err := b.checkReplicas(a.Replicas); err != nil {
@@ -116,7 +118,7 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 		// addPartitions re-checks the count under adminMu; losing that
 		// race to a concurrent CreatePartitions is still a count error.
 		if now, _ := b.topics.snapshot(t); int32(len(now)) >= rt.Count {
-			return refuse(errInvalidPartitions, "%v", err)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "%v", err)
 		}
 		return fmt.Errorf("broker: add partitions to %s: %w", t.name, err)
 	}

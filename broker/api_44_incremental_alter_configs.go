@@ -29,6 +29,8 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(44, 0, 1, handleIncrementalAlterConfigs) }
@@ -71,7 +73,7 @@ func (o configOps) apply(cur map[string]string, ops []kmsg.IncrementalAlterConfi
 		switch op.Op {
 		case kmsg.IncrementalAlterConfigOpSet:
 			if op.Value == nil {
-				return nil, refuse(o.bad, "Null value not supported for : %s", op.Name)
+				return nil, kafkaerr.Refuse(o.bad, "Null value not supported for : %s", op.Name)
 			}
 			if err := o.check(op.Name, op.Value); err != nil {
 				return nil, err
@@ -87,13 +89,13 @@ func (o configOps) apply(cur map[string]string, ops []kmsg.IncrementalAlterConfi
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 			typ, def, ok := o.lookup(op.Name)
 			if !ok {
-				return nil, refuse(o.bad, "Unknown or unsupported config: %s", op.Name)
+				return nil, kafkaerr.Refuse(o.bad, "Unknown or unsupported config: %s", op.Name)
 			}
 			if typ != kmsg.ConfigTypeList {
-				return nil, refuse(o.bad, "Can't %s to key %s because its type is not LIST.", op.Op.String(), op.Name)
+				return nil, kafkaerr.Refuse(o.bad, "Can't %s to key %s because its type is not LIST.", op.Op.String(), op.Name)
 			}
 			if op.Value == nil {
-				return nil, refuse(o.bad, "Null value not supported for : %s", op.Name)
+				return nil, kafkaerr.Refuse(o.bad, "Null value not supported for : %s", op.Name)
 			}
 			base, ok := next[op.Name]
 			if !ok {
@@ -108,7 +110,7 @@ func (o configOps) apply(cur map[string]string, ops []kmsg.IncrementalAlterConfi
 			}
 			next[op.Name] = v
 		default:
-			return nil, refuse(errInvalidRequest, "Unknown alter configs op type %d for %s", int8(op.Op), op.Name)
+			return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Unknown alter configs op type %d for %s", int8(op.Op), op.Name)
 		}
 	}
 	return next, nil
@@ -120,7 +122,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 		names[i] = cfg.Name
 	}
 	if hasDuplicateNames(names) {
-		return refuse(errInvalidRequest, "Error due to duplicate config keys")
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Error due to duplicate config keys")
 	}
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
@@ -141,11 +143,11 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 					return nil
 				}
 				if err := validateTopicConfig(name, *value); err != nil {
-					return refuse(errInvalidConfig, "%v", err)
+					return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%v", err)
 				}
 				return nil
 			},
-			bad: errInvalidConfig,
+			bad: kafkaerr.ErrInvalidConfig,
 		}
 		return b.updateTopicConfigs(t, validateOnly, func(cur map[string]string) (map[string]string, error) {
 			return ops.apply(cur, rr.Configs)
@@ -163,7 +165,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 				return d.typ, d.def, true
 			},
 			check: validateBrokerConfig,
-			bad:   errInvalidRequest,
+			bad:   kafkaerr.ErrInvalidRequest,
 		}
 		return b.updateBrokerConfigs(validateOnly, func(cur map[string]string) (map[string]string, error) {
 			return ops.apply(cur, rr.Configs)

@@ -19,6 +19,8 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(48, 0, 1, handleDescribeClientQuotas) }
@@ -31,7 +33,7 @@ func handleDescribeClientQuotas(c *conn, req *kmsg.DescribeClientQuotasRequest) 
 	}
 	filters, err := checkQuotaFilters(in)
 	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
+		resp.ErrorCode, resp.ErrorMessage = kafkaerr.Code(err), kafkaerr.Message(err)
 		return resp
 	}
 	for _, d := range c.b.describeQuotas(filters, req.Strict) {

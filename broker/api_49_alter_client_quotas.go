@@ -21,6 +21,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 func init() { registerSimple(49, 0, 1, handleAlterClientQuotas) }
@@ -42,11 +44,11 @@ func handleAlterClientQuotas(c *conn, req *kmsg.AlterClientQuotasRequest) kmsg.R
 		}
 		err := c.b.alterQuota(comps, ops, req.ValidateOnly)
 		if err != nil {
-			if _, refused := err.(*requestError); !refused {
+			if _, refused := err.(*kafkaerr.RequestError); !refused {
 				c.lg.Error("altering client quota failed", zap.Error(err))
 			}
 		}
-		out.ErrorCode, out.ErrorMessage = errorCode(err), errorMessage(err)
+		out.ErrorCode, out.ErrorMessage = kafkaerr.Code(err), kafkaerr.Message(err)
 		resp.Entries = append(resp.Entries, out)
 	}
 	return resp

@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 // brokerConfigDef is one broker config: dynamic (def and check set) or
@@ -156,15 +158,15 @@ func validateBrokerConfig(name string, value *string) error {
 	d := brokerConfigByName[name]
 	switch {
 	case d == nil:
-		return refuse(errInvalidRequest, "Unknown or unsupported broker config: %s", name)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Unknown or unsupported broker config: %s", name)
 	case !d.dynamic():
-		return refuse(errInvalidRequest, "Cannot update these configs dynamically: Set(%s)", name)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Cannot update these configs dynamically: Set(%s)", name)
 	case value == nil:
 		return nil
 	}
 	if d.check != nil {
 		if err := d.check(*value); err != nil {
-			return refuse(errInvalidRequest, "Invalid value %s for configuration %s: %v", *value, name, err)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid value %s for configuration %s: %v", *value, name, err)
 		}
 	}
 	return nil
@@ -250,10 +252,10 @@ func (b *Broker) brokerResourceName(name string) error {
 	}
 	id, err := strconv.ParseInt(name, 10, 32)
 	if err != nil {
-		return refuse(errInvalidRequest, "Illegal non-integral BROKER resource type name: %s", name)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Illegal non-integral BROKER resource type name: %s", name)
 	}
 	if int32(id) != b.cfg.NodeID {
-		return refuse(errInvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s", b.cfg.NodeID, name)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Unexpected broker id, expected %d or empty string, but received %s", b.cfg.NodeID, name)
 	}
 	return nil
 }

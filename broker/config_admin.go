@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 // configEntry is one described config, independent of the response type
@@ -128,7 +130,7 @@ func (b *Broker) checkTopicResource(name string) (*topic, error) {
 	}
 	t := b.topics.get(name)
 	if t == nil {
-		return nil, refuse(errUnknownTopic, "The topic '%s' does not exist.", name)
+		return nil, kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", name)
 	}
 	return t, nil
 }
@@ -143,7 +145,7 @@ func (b *Broker) updateTopicConfigs(t *topic, validateOnly bool, update func(cur
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if b.topics.get(t.name) != t {
-		return refuse(errUnknownTopic, "The topic '%s' does not exist.", t.name)
+		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.name)
 	}
 	parts, cur := b.topics.snapshot(t)
 	next, err := update(cur)
@@ -296,7 +298,7 @@ func duplicateResources(keys []resourceKey) map[resourceKey]bool {
 // unsupportedResource is the refusal for resource types we do not
 // serve configs for (yet): BROKER_LOGGER, CLIENT_METRICS, GROUP.
 func unsupportedResource(typ kmsg.ConfigResourceType) error {
-	return refuse(errInvalidRequest, "Unsupported resource type: %s", typ.String())
+	return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Unsupported resource type: %s", typ.String())
 }
 
 // alterResources runs alter for each resource of an AlterConfigs or
@@ -307,14 +309,14 @@ func (b *Broker) alterResources(api string, keys []resourceKey, alter func(i int
 	for i := range keys {
 		var err error
 		if dup[keys[i]] {
-			err = refuse(errInvalidRequest, "Each resource must appear at most once.")
+			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Each resource must appear at most once.")
 		} else {
 			err = alter(i)
 		}
-		code := errorCode(err)
+		code := kafkaerr.Code(err)
 		if code == kerr.KafkaStorageError.Code {
 			b.lg.Error(api+" failed", zapErr(err))
 		}
-		set(i, code, errorMessage(err))
+		set(i, code, kafkaerr.Message(err))
 	}
 }

@@ -79,6 +79,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 )
@@ -317,12 +318,12 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 				break
 			}
 			next := off
-			err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+			err = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 				next = h.LastOffset() + 1
 				if h.IsControl() || h.IsTransactional() { // never deduplicated, see filterLocked
 					return nil
 				}
-				return batchRecords(batch, func(o, ts int64, r *kmsg.Record, _ []byte) bool {
+				return records.EachRecord(batch, func(o, ts int64, r *kmsg.Record, _ []byte) bool {
 					if exp := ts + s.windowMs; exp > nowMs {
 						if id := s.id(r); id != "" {
 							if cur, ok := d.ids[id]; !ok || cur.exp < exp {
@@ -359,16 +360,16 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 // returns the appends of the first copies of the records it dropped
 // (the produce is answered only once they are durable,
 // dedupWrite.durable) and its own.
-func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records []byte, now time.Time) (slog.AppendResult, dedupDeps, error) {
+func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, batches []byte, now time.Time) (slog.AppendResult, dedupDeps, error) {
 	if s.windowMs <= 0 {
-		res, err := p.log.Append(records, now)
+		res, err := p.log.Append(batches, now)
 		return res, dedupDeps{}, err
 	}
 	// max.message.bytes applies to the batches the client sent, as
 	// Append would check them: a batch rewritten without its duplicates
 	// is uncompressed and may be larger (AppendCompacted does not check).
 	maxBytes := int64(p.log.Config().MaxMessageBytes)
-	for rest := records; len(rest) > 0; {
+	for rest := batches; len(rest) > 0; {
 		batch, next, err := protocol.NextBatch(rest)
 		if err != nil {
 			break // filterLocked reports it
@@ -390,7 +391,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 		}
 	}
 	d.expireLocked(nowMs)
-	out, rewritten, added, deps, err := d.filterLocked(s, records, exp, w)
+	out, rewritten, added, deps, err := d.filterLocked(s, batches, exp, w)
 	w.ids = added
 	if err != nil {
 		w.forgetIDsLocked()
@@ -404,7 +405,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, records 
 	if rewritten {
 		res, err = p.log.AppendCompacted(out, now)
 	} else {
-		res, err = p.log.Append(records, now)
+		res, err = p.log.Append(batches, now)
 	}
 	if err != nil {
 		// Removed before done is closed: a duplicate that saw them
@@ -435,10 +436,10 @@ type dedupDeps struct {
 // records), the ids it inserted (for w, the append to come) and the
 // appends of the first copies of the records it dropped that are not
 // known durable. mu held.
-func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64, w *dedupWrite) (out []byte, rewritten bool, added []string, deps []*dedupWrite, err error) {
+func (d *dedupTable) filterLocked(s dedupSettings, batches []byte, exp int64, w *dedupWrite) (out []byte, rewritten bool, added []string, deps []*dedupWrite, err error) {
 	var keep [][]byte // wire records of the current batch
-	for pos := 0; pos < len(records); {
-		batch, _, err := protocol.NextBatch(records[pos:])
+	for pos := 0; pos < len(batches); {
+		batch, _, err := protocol.NextBatch(batches[pos:])
 		if err != nil {
 			return nil, false, added, deps, fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
 		}
@@ -468,7 +469,7 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64, w 
 		keep = keep[:0]
 		dups, i := 0, int64(0)
 		var recErr error
-		err = batchRecords(batch, func(off, _ int64, r *kmsg.Record, raw []byte) bool {
+		err = records.EachRecord(batch, func(off, _ int64, r *kmsg.Record, raw []byte) bool {
 			if off-h.BaseOffset != i {
 				recErr = fmt.Errorf("%w: record %d has offset delta %d", slog.ErrInvalidRecord, i, off-h.BaseOffset)
 				return false
@@ -507,10 +508,10 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64, w 
 		}
 		if !rewritten {
 			rewritten = true
-			out = append(make([]byte, 0, len(records)), records[:start]...)
+			out = append(make([]byte, 0, len(batches)), batches[:start]...)
 		}
 		at := len(out)
-		out = appendRewritten(out, batch, keep)
+		out = records.AppendRewritten(out, batch, keep)
 		// kmsg decodes leniently; the rewritten batch must pass the
 		// log's framing checks, as the client's would have.
 		if err := protocol.ValidateCompactedRecords(out[at:]); err != nil {
@@ -518,32 +519,4 @@ func (d *dedupTable) filterLocked(s dedupSettings, records []byte, exp int64, w 
 		}
 	}
 	return out, rewritten, added, deps, nil
-}
-
-// appendRewritten appends batch rewritten to hold only the wire records
-// keep (with their original offset and timestamp deltas), uncompressed.
-func appendRewritten(dst, batch []byte, keep [][]byte) []byte {
-	at := len(dst)
-	dst = append(dst, batch[:protocol.BatchHeaderSize]...)
-	for _, r := range keep {
-		dst = append(dst, r...)
-	}
-	finishRewritten(dst[at:], len(keep))
-	return dst
-}
-
-// finishRewritten fixes the header of b, a batch header followed by n of
-// its records' wire bytes (uncompressed): length, attributes (no
-// compression), record count (patchRewritten) and CRC.
-func finishRewritten(b []byte, n int) {
-	patchRewritten(b, n)
-	protocol.SetBatchCRC(b)
-}
-
-// patchRewritten is finishRewritten but for the CRC.
-func patchRewritten(b []byte, n int) {
-	be := binary.BigEndian
-	be.PutUint32(b[8:], uint32(len(b)-protocol.BatchLengthPrefix))
-	be.PutUint16(b[21:], be.Uint16(b[21:])&^uint16(protocol.AttrCompressionMask)) // attributes
-	be.PutUint32(b[57:], uint32(n))                                               // record count
 }

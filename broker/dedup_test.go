@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/records"
 )
 
 // dedupTopic creates topic with configs (name, value pairs).
@@ -234,7 +236,7 @@ func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	p0 := b.topics.partition(topic, 0)
 	r := kmsg.Record{Value: []byte("first"), Headers: []kmsg.Header{{Key: "dedup-id", Value: []byte("x")}}}
 	now := time.Now()
-	res, deps, err := b.appendDeduped(tp, p0, b.dedupSettingsFor(cfgs), encodeBatch(appendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
+	res, deps, err := b.appendDeduped(tp, p0, b.dedupSettingsFor(cfgs), records.EncodeBatch(records.AppendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
 	require.NoError(t, err)
 	require.Empty(t, deps.first)
 	require.Less(t, p0.log.HighWatermark(), res.LastOffset+1, "not fsynced yet")

@@ -42,7 +42,6 @@ package broker
 // is held during I/O, and no other lock is taken while holding them.
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -53,6 +52,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 // Entity types, as Kafka names them.
@@ -412,15 +413,15 @@ func (q *quotaManager) sweepLocked(now time.Time) {
 func validateQuotaEntity(comps []quotaComponent) (quotaEntity, error) {
 	var e quotaEntity
 	if len(comps) == 0 {
-		return e, refuse(errInvalidRequest, "Invalid empty client quota entity")
+		return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid empty client quota entity")
 	}
 	for _, c := range comps {
 		i := quotaTypeIndex(c.typ)
 		if i < 0 {
-			return e, refuse(errInvalidRequest, "Unhandled client quota entity type: %s", c.typ)
+			return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Unhandled client quota entity type: %s", c.typ)
 		}
 		if e[i].set {
-			return e, refuse(errInvalidRequest, "Duplicate %s entity", c.typ)
+			return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate %s entity", c.typ)
 		}
 		e[i].set = true
 		if c.name == nil {
@@ -428,15 +429,15 @@ func validateQuotaEntity(comps []quotaComponent) (quotaEntity, error) {
 			continue
 		}
 		if *c.name == "" {
-			return e, refuse(errInvalidRequest, "Empty %s not supported", c.typ)
+			return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Empty %s not supported", c.typ)
 		}
 		if i == 2 && net.ParseIP(*c.name) == nil {
-			return e, refuse(errInvalidRequest, "%s is not a valid IP or resolvable host.", *c.name)
+			return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%s is not a valid IP or resolvable host.", *c.name)
 		}
 		e[i].name = *c.name
 	}
 	if e[2].set && (e[0].set || e[1].set) {
-		return e, refuse(errInvalidRequest, "Invalid quota entity combination, IP entity should not be combined with User or ClientId")
+		return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid quota entity combination, IP entity should not be combined with User or ClientId")
 	}
 	return e, nil
 }
@@ -454,19 +455,19 @@ func validateQuotaKey(e quotaEntity, key string, value float64, remove bool) err
 	switch {
 	case key == qMode:
 		if !remove && value != 0 && value != 1 {
-			return refuse(errInvalidRequest, "Invalid value %v for configuration %s: must be 0 (throttle) or 1 (reject)", value, key)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid value %v for configuration %s: must be 0 (throttle) or 1 (reject)", value, key)
 		}
 		return nil
 	case !ok || (!isIP && !def.client):
-		return refuse(errInvalidRequest, "Invalid configuration key %s", key)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid configuration key %s", key)
 	case remove:
 		return nil
 	case math.IsNaN(value) || math.IsInf(value, 0):
-		return refuse(errInvalidRequest, "Invalid value %v for configuration %s", value, key)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid value %v for configuration %s", value, key)
 	case def.integral && math.Abs(value-math.Round(value)) > 1e-6:
-		return refuse(errInvalidRequest, "Configuration %s must be a Long value", key)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Configuration %s must be a Long value", key)
 	case value <= 0:
-		return refuse(errInvalidRequest, "Quota %s must be greater than 0", key)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Quota %s must be greater than 0", key)
 	}
 	return nil
 }
@@ -481,7 +482,7 @@ func (b *Broker) alterQuota(comps []quotaComponent, ops []quotaOp, validateOnly 
 	seen := map[string]bool{}
 	for _, op := range ops {
 		if seen[op.key] {
-			return refuse(errInvalidRequest, "Duplicate quota key %s", op.key)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate quota key %s", op.key)
 		}
 		seen[op.key] = true
 		if err := validateQuotaKey(e, op.key, op.value, op.remove); err != nil {
@@ -605,33 +606,33 @@ func checkQuotaFilters(in []quotaFilterIn) ([]quotaFilter, error) {
 	var seen [3]bool
 	for _, c := range in {
 		if c.typ == "" {
-			return nil, refuse(errInvalidRequest, "Invalid empty entity type.")
+			return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid empty entity type.")
 		}
 		i := quotaTypeIndex(c.typ)
 		if i < 0 {
-			return nil, refuse(errQuotaEntityType, "Custom entity type %s not supported", c.typ)
+			return nil, kafkaerr.Refuse(kafkaerr.ErrQuotaEntityType, "Custom entity type %s not supported", c.typ)
 		}
 		if seen[i] {
-			return nil, refuse(errInvalidRequest, "Entity type %s cannot appear more than once in the filter.", c.typ)
+			return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Entity type %s cannot appear more than once in the filter.", c.typ)
 		}
 		seen[i] = true
 		switch c.match {
 		case 0:
 		case 1:
 			if c.name != nil {
-				return nil, refuse(errInvalidRequest, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string")
+				return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string")
 			}
 		case 2:
 			if c.name != nil {
-				return nil, refuse(errInvalidRequest, "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
+				return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
 			}
 		default:
-			return nil, refuse(errQuotaEntityType, "Unknown match type %d", c.match)
+			return nil, kafkaerr.Refuse(kafkaerr.ErrQuotaEntityType, "Unknown match type %d", c.match)
 		}
 		out = append(out, quotaFilter{idx: i, match: c.match, name: c.name})
 	}
 	if seen[2] && (seen[0] || seen[1]) {
-		return nil, refuse(errInvalidRequest, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
+		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
 	}
 	return out, nil
 }
@@ -641,7 +642,3 @@ type quotaFilterIn struct {
 	match int8
 	name  *string
 }
-
-// errQuotaEntityType is UNSUPPORTED_VERSION: Kafka's answer to a
-// DescribeClientQuotas filter on a custom entity type or match type.
-var errQuotaEntityType = errors.New("broker: unsupported quota filter")

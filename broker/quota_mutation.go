@@ -15,12 +15,10 @@ package broker
 // ValidateOnly requests are neither refused nor charged.
 
 import (
-	"errors"
 	"time"
-)
 
-// errThrottlingQuota is THROTTLING_QUOTA_EXCEEDED.
-var errThrottlingQuota = errors.New("broker: throttling quota exceeded")
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+)
 
 // mutationAllowed refuses a mutation while a reject-mode
 // controller_mutation_rate is exceeded, on versions that can say so.
@@ -37,7 +35,7 @@ func (c *conn) mutationAllowed(strict, validateOnly bool) error {
 		return nil
 	}
 	c.quota.hint = max(c.quota.hint, wait)
-	return refuse(errThrottlingQuota, "The throttling quota has been exceeded.")
+	return kafkaerr.Refuse(kafkaerr.ErrThrottlingQuota, "The throttling quota has been exceeded.")
 }
 
 // mutationCharge charges n partition mutations that were done.

@@ -10,6 +10,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -82,11 +83,11 @@ func TestDecompressLZ4KeepsNoHistory(t *testing.T) {
 		t.Fatalf("fresh reader accepted the frame: %q", out)
 	}
 	for range 50 { // a pool may drop what it keeps: try often
-		got, err := decompress(victim, protocol.CompressionLZ4)
+		got, err := records.Decompress(victim, protocol.CompressionLZ4)
 		if err != nil || !bytes.Equal(got, secret) {
 			t.Fatalf("victim: %q %v", got, err)
 		}
-		out, err := decompress(attack, protocol.CompressionLZ4)
+		out, err := records.Decompress(attack, protocol.CompressionLZ4)
 		if err == nil {
 			t.Fatalf("frame referring before its start decoded (state of the previous batch leaked): %q", out)
 		}
@@ -103,7 +104,7 @@ func TestTrimLZ4KeepsNoHistory(t *testing.T) {
 	var victimRecs []byte
 	for i := range 2 {
 		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("victim-secret-payload-0123456789")}
-		victimRecs = appendRecord(victimRecs, &r)
+		victimRecs = records.AppendRecord(victimRecs, &r)
 	}
 	victim := lz4LinkedFrame(t, [][]byte{victimRecs}, []bool{true})
 	attack := lz4LinkedFrame(t, [][]byte{backRef(len(victimRecs))}, []bool{false})

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -88,7 +89,7 @@ func TestDedupSkipsTransactionalBatches(t *testing.T) {
 	require.NoError(t, err)
 	aborted := p.log.AbortedTransactions(0, p.log.LastStableOffset())
 	committed := 0
-	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+	_ = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 		if h.IsControl() {
 			return nil
 		}

@@ -75,6 +75,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -90,7 +91,7 @@ var errNoShareState = errors.New("broker: share-partition has no state")
 var errShareClosed = errors.New("broker: share coordinator closed")
 
 // shareErrorCode maps share errors to Kafka codes: this file's sentinels,
-// then the broker's table (errorCode).
+// then the broker's table (kafkaerr.Code).
 func shareErrorCode(err error) int16 {
 	switch {
 	case errors.Is(err, errNoShareState):
@@ -98,7 +99,7 @@ func shareErrorCode(err error) int16 {
 	case errors.Is(err, errShareClosed):
 		return kerr.NotLeaderForPartition.Code
 	}
-	return errorCode(err)
+	return kafkaerr.Code(err)
 }
 
 func shareKey(group string, tp shareTP) store.Key {
@@ -440,7 +441,7 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 func (b *Broker) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
 	_, lp, code := b.partitionByID(key.TopicID, key.Partition)
 	if code != 0 {
-		return 0, fmt.Errorf("%w: topic id %x partition %d", errUnknownTopicID, key.TopicID, key.Partition)
+		return 0, fmt.Errorf("%w: topic id %x partition %d", kafkaerr.ErrUnknownTopicID, key.TopicID, key.Partition)
 	}
 	hw := lp.log.HighWatermark()
 	switch reset := st.autoOffsetReset; {

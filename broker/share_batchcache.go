@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -137,7 +138,7 @@ func (pb *parsedBatch) runningCRCs(body []byte) bool {
 	b := pb.batch
 	end := int(protocol.BatchLengthPrefix) + int(pb.h.BatchLength)
 	// body is b past its header, and the records lie inside it
-	// (recordOffsets); b is exactly the batch (eachBatch), or the batch
+	// (recordOffsets); b is exactly the batch (records.EachBatch), or the batch
 	// is sent as stored.
 	if end != len(b) || end < protocol.BatchHeaderSize || len(body) != end-protocol.BatchHeaderSize {
 		return false
@@ -200,7 +201,7 @@ func (pb *parsedBatch) appendKept(dst []byte, runs [][2]int) []byte {
 		dst = append(dst, pb.body[pb.pos[r[0]]:pb.pos[r[1]]]...)
 	}
 	if pb.crcs == nil { // decompressed records: no running CRCs
-		finishRewritten(dst[at:], kept)
+		records.FinishRewritten(dst[at:], kept)
 		return dst
 	}
 	// The new CRC without reading the kept records again: a stretch's
@@ -211,7 +212,7 @@ func (pb *parsedBatch) appendKept(dst []byte, runs [][2]int) []byte {
 	// when the batch was read, so bytes changed since (in memory) fail
 	// the client's CRC check, as they would untrimmed.
 	out := dst[at:]
-	patchRewritten(out, kept)
+	records.PatchRewritten(out, kept)
 	c := protocol.CRC32C(0, out[protocol.BatchCRCFrom:protocol.BatchHeaderSize])
 	for _, r := range runs {
 		c = protocol.CRC32CCombine(c^pb.crcs[r[0]], pb.crcs[r[1]], int64(pb.pos[r[1]]-pb.pos[r[0]]))

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -111,7 +112,7 @@ func stressVerify(data []byte, acq []sharegroup.Acquired) error {
 			return fmt.Errorf("batch %d: bad CRC", h.BaseOffset)
 		}
 		var cerr error
-		if err := batchRecords(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
+		if err := records.EachRecord(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
 			if cerr = stressCheck(off, r.Value); cerr != nil {
 				return false
 			}

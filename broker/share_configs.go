@@ -49,6 +49,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
@@ -233,11 +234,11 @@ func (b *Broker) groupConfigDefault(d *groupConfigDef) string {
 func (b *Broker) checkGroupConfig(name, value string) error {
 	d := groupConfigByName[name]
 	if d == nil {
-		return refuse(errInvalidConfig, "Unknown group config name: %s", name)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Unknown group config name: %s", name)
 	}
 	if d.check != nil {
 		if err := d.check(value); err != nil {
-			return refuse(errInvalidConfig, "Invalid value %s for configuration %s: %v", value, name, err)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %v", value, name, err)
 		}
 		if name == dlqTopicNameConfig {
 			return b.checkDLQTopicName(value)
@@ -246,11 +247,11 @@ func (b *Broker) checkGroupConfig(name, value string) error {
 	}
 	n, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
-		return refuse(errInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.typ.String())
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.typ.String())
 	}
 	lo, hi := b.groupConfigBounds(d)
 	if n < lo || n > hi {
-		return refuse(errInvalidConfig, "Invalid value %d for configuration %s: must be in the range [%d, %d]", n, name, lo, hi)
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %d for configuration %s: must be in the range [%d, %d]", n, name, lo, hi)
 	}
 	return nil
 }
@@ -433,7 +434,7 @@ func (b *Broker) shareSettings(group string) shareGroupSettings {
 // checkGroupResource validates a GROUP resource name.
 func checkGroupResource(group string) error {
 	if group == "" {
-		return refuse(errInvalidRequest, "Group name must not be empty.")
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Group name must not be empty.")
 	}
 	return nil
 }
@@ -492,13 +493,13 @@ func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.Increment
 		check: func(name string, value *string) error {
 			if value == nil {
 				if groupConfigByName[name] == nil {
-					return refuse(errInvalidConfig, "Unknown group config name: %s", name)
+					return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Unknown group config name: %s", name)
 				}
 				return nil
 			}
 			return b.checkGroupConfig(name, *value)
 		},
-		bad: errInvalidConfig,
+		bad: kafkaerr.ErrInvalidConfig,
 	}
 	return b.updateGroupConfigs(group, validateOnly, func(cur map[string]string) (map[string]string, error) {
 		return co.apply(cur, ops)
@@ -515,7 +516,7 @@ func (b *Broker) alterGroupConfigs(group string, configs []kmsg.AlterConfigsRequ
 	next := make(map[string]string, len(configs))
 	for _, c := range configs {
 		if c.Value == nil {
-			return refuse(errInvalidRequest, "Null value not supported for : %s", c.Name)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Null value not supported for : %s", c.Name)
 		}
 		if err := b.checkGroupConfig(c.Name, *c.Value); err != nil {
 			return err
@@ -553,7 +554,7 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 			sv = b.groupConfigDefault(groupConfigByName[sName])
 		}
 		if hb, s := parseInt(hbv, 0), parseInt(sv, 0); hb >= s {
-			return refuse(errInvalidConfig, "%s must be less than %s", hbName, sName)
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%s must be less than %s", hbName, sName)
 		}
 	}
 	if validateOnly {

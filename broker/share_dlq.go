@@ -109,6 +109,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
@@ -185,7 +187,7 @@ func (b *Broker) checkDLQTopicName(name string) error {
 // dlqTopicCheck applies the rules and returns the topic if it exists.
 func (b *Broker) dlqTopicCheck(name string) (*topic, error) {
 	bad := func(format string, args ...any) (*topic, error) {
-		return nil, refuse(errInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
+		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
 	}
 	if err := validTopicName(name); err != nil {
 		return bad("not a valid topic name")
@@ -221,7 +223,7 @@ func (b *Broker) dlqTarget(name string) (*topic, error) {
 		return t, nil
 	}
 	t, err = b.createTopic(name, b.cfg.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
-	if errors.Is(err, errTopicExists) {
+	if errors.Is(err, kafkaerr.ErrTopicExists) {
 		return b.dlqTopicCheck(name) // raced with another creation: check it again
 	}
 	if err != nil {
@@ -852,9 +854,9 @@ func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTo
 			break
 		}
 		next := off
-		err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+		err = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 			next = h.LastOffset() + 1
-			return batchRecords(batch, func(_, _ int64, r *kmsg.Record, _ []byte) bool {
+			return records.EachRecord(batch, func(_, _ int64, r *kmsg.Record, _ []byte) bool {
 				var g, t, p, o string
 				for _, hd := range r.Headers {
 					switch hd.Key {
@@ -904,7 +906,7 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 	)
 	flush := func() {
 		if count > 0 {
-			out = append(out, encodeBatch(recs, count, nowMs, nowMs))
+			out = append(out, records.EncodeBatch(recs, count, nowMs, nowMs))
 			recs, count = nil, 0
 		}
 	}
@@ -929,17 +931,17 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 			r.Key, r.Value = orig.Key, orig.Value
 			r.Headers = append(append([]kmsg.Header(nil), orig.Headers...), ctx...)
 		}
-		enc := appendRecord(nil, &r)
+		enc := records.AppendRecord(nil, &r)
 		if batchOverhead+len(enc) > maxBytes && st.dlqCopy {
 			// Too large for the DLQ topic even alone: a pointer record.
 			c.lg.Warn("source record too large for the dead-letter topic; writing headers only", zapShareKey(k), zap.Int64("offset", off))
 			r.Key, r.Value, r.Headers = nil, nil, ctx
-			enc = appendRecord(nil, &r)
+			enc = records.AppendRecord(nil, &r)
 		}
 		if count > 0 && batchOverhead+len(recs)+len(enc) > maxBytes {
 			flush()
 			r.OffsetDelta = 0
-			enc = appendRecord(nil, &r)
+			enc = records.AppendRecord(nil, &r)
 		}
 		recs = append(recs, enc...)
 		count++
@@ -953,8 +955,8 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 					break // gone (retention): pointer records below
 				}
 				progressed := false
-				err = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
-					return batchRecords(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
+				err = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+					return records.EachRecord(batch, func(off, _ int64, r *kmsg.Record, _ []byte) bool {
 						if off < next || off > rg.Last {
 							return true
 						}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/records"
 )
 
 // TestShareFetchRecordsMatchUnderLoad: several members of a plain and of an
@@ -104,7 +106,7 @@ func TestShareFetchRecordsMatchUnderLoad(t *testing.T) {
 									return
 								}
 								size := 12 + int(rb.Length)
-								if err := batchRecords(raw[:size], func(off, _ int64, r *kmsg.Record, _ []byte) bool {
+								if err := records.EachRecord(raw[:size], func(off, _ int64, r *kmsg.Record, _ []byte) bool {
 									vals[off] = string(r.Value)
 									return true
 								}); err != nil {

@@ -7,46 +7,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
 // compressRecords compresses records (wire form) with codec.
-func compressRecords(t testing.TB, records []byte, codec protocol.Compression) []byte {
+func compressRecords(t testing.TB, raw []byte, codec protocol.Compression) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	switch codec {
-	case protocol.CompressionGzip:
-		w := gzip.NewWriter(&buf)
-		_, err := w.Write(records)
-		require.NoError(t, err)
-		require.NoError(t, w.Close())
-	case protocol.CompressionSnappy:
-		return s2.EncodeSnappy(nil, records)
-	case protocol.CompressionLZ4:
-		w := lz4.NewWriter(&buf)
-		_, err := w.Write(records)
-		require.NoError(t, err)
-		require.NoError(t, w.Close())
-	case protocol.CompressionZstd:
-		enc, err := zstd.NewWriter(nil)
-		require.NoError(t, err)
-		defer enc.Close()
-		return enc.EncodeAll(records, nil)
-	default:
-		t.Fatalf("codec %d", codec)
-	}
-	return buf.Bytes()
+	out, err := records.Compress(raw, codec)
+	require.NoError(t, err)
+	return out
 }
 
-// encodeCompressedBatch is encodeBatch with the records compressed.
+// encodeCompressedBatch is records.EncodeBatch with the records compressed.
 func encodeCompressedBatch(t *testing.T, records []byte, count int32, codec protocol.Compression) []byte {
 	t.Helper()
 	rb := kmsg.RecordBatch{
@@ -78,7 +55,7 @@ func groupRecords(keys []string) []byte {
 			r.Key = []byte(k)
 			r.Headers = []kmsg.Header{{Key: "mg", Value: []byte("decoy")}, {Key: "other", Value: []byte("x")}, {Key: "mg", Value: []byte(k)}}
 		}
-		recs = appendRecord(recs, &r)
+		recs = records.AppendRecord(recs, &r)
 	}
 	return recs
 }
@@ -94,7 +71,7 @@ func TestClassifyBatchesCompressedMatchesUncompressed(t *testing.T) {
 	keys := []string{"a", "a", "", "b", "a", "a", "c", "c", "c", ""}
 	recs := groupRecords(keys)
 	n := int32(len(keys))
-	plain := encodeBatch(recs, n, 1000, 1000)
+	plain := records.EncodeBatch(recs, n, 1000, 1000)
 	protocol.SetBaseOffset(plain, 100)
 	want := []sharegroup.GroupSpan{
 		{First: 100, Last: 101, ID: "a"}, {First: 103, Last: 103, ID: "b"}, {First: 104, Last: 105, ID: "a"}, {First: 106, Last: 108, ID: "c"},
@@ -149,7 +126,7 @@ func TestClassifyKeepsCopiesOfGroupIDs(t *testing.T) {
 		if compressed {
 			raw = encodeCompressedBatch(t, recs, int32(len(keys)), protocol.CompressionZstd)
 		} else {
-			raw = encodeBatch(recs, int32(len(keys)), 1000, 1000)
+			raw = records.EncodeBatch(recs, int32(len(keys)), 1000, 1000)
 		}
 		p, _, err := sharegroup.New(sharegroup.Config{
 			RecordLockDuration: time.Minute, DeliveryCountLimit: 5, MaxInFlight: 1000, Groups: sharegroup.GroupsOrdered,

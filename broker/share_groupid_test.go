@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -74,7 +75,7 @@ func TestGroupIDMatchesDecodedRecord(t *testing.T) {
 			name := []string{"mg", "other", "m", "mgx"}[rng.IntN(4)]
 			r.Headers = append(r.Headers, kmsg.Header{Key: name, Value: bytesOf(4)})
 		}
-		rec := appendRecord(nil, &r)
+		rec := records.AppendRecord(nil, &r)
 		for _, src := range sources {
 			check(src, rec, "whole")
 			for cut := range len(rec) {
@@ -134,9 +135,9 @@ func TestClassifyBatchesGroups(t *testing.T) {
 		if k != "" {
 			r.Key = []byte(k)
 		}
-		recs = appendRecord(recs, &r)
+		recs = records.AppendRecord(recs, &r)
 	}
-	raw := encodeBatch(recs, int32(len(keys)), 1000, 1000)
+	raw := records.EncodeBatch(recs, int32(len(keys)), 1000, 1000)
 	protocol.SetBaseOffset(raw, 40)
 	got := classifyBatches(raw, messageGroupSource{key: true}, nil, nil)
 	require.Equal(t, []sharegroup.LogBatch{{First: 40, Last: 47, Groups: []sharegroup.GroupSpan{
@@ -152,7 +153,7 @@ func FuzzGroupID(f *testing.F) {
 		{Value: []byte("v"), Headers: []kmsg.Header{{Key: "mg", Value: []byte("g")}, {Key: "mg", Value: []byte("h")}}},
 		{Key: []byte{}, Headers: []kmsg.Header{{Key: "mg"}}},
 	} {
-		f.Add(appendRecord(nil, &r))
+		f.Add(records.AppendRecord(nil, &r))
 	}
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		for _, src := range []messageGroupSource{{key: true}, {header: "mg"}} {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -163,7 +164,7 @@ func (s messageGroupSource) groupID(rec []byte) []byte {
 func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedTxn, scratch *[]byte) []sharegroup.LogBatch {
 	var out []sharegroup.LogBatch
 	var ids []byte // the compressed batches' ids, copied
-	_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+	_ = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 		b := sharegroup.LogBatch{First: h.BaseOffset, Last: h.LastOffset(), Skip: skipForShare(h, aborted)}
 		if !b.Skip {
 			b.Groups = make([]sharegroup.GroupSpan, 0, min(max(int(h.RecordCount), 0), len(batch)/8)) // a record takes 8 bytes or more
@@ -210,13 +211,13 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
 	hw := shareReadLimit(lp, st)
-	bp := fetchBufs.Get().(*[]byte) // Classify copies what it keeps
+	bp := records.Buffers.Get().(*[]byte) // Classify copies what it keeps
 	raw := (*bp)[:0]
-	defer func() { putFetchBuf(bp, raw) }()
+	defer func() { records.PutBuffer(bp, raw) }()
 	var scratch *[]byte // decompressed records, Classify's to read
 	defer func() {
 		if scratch != nil {
-			putFetchBuf(scratch, *scratch)
+			records.PutBuffer(scratch, *scratch)
 		}
 	}()
 	for read := 0; read < classifyBudget && p.CanClassify(); {
@@ -237,7 +238,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		}
 		read += len(raw)
 		if scratch == nil {
-			scratch = fetchBufs.Get().(*[]byte)
+			scratch = records.Buffers.Get().(*[]byte)
 		}
 		batches := classifyBatches(raw, st.groupSource, shareAborted(lp, st, off, hw), scratch)
 		if len(batches) == 0 {
@@ -366,7 +367,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				}
 				return nil
 			}
-			_ = eachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
+			_ = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 				if h.LastOffset() < from {
 					return nil
 				}
@@ -467,9 +468,9 @@ func recordOffsets(batch []byte, h *protocol.BatchHeader, buf *[]byte, fn func(o
 			dst = *buf
 		}
 		at := len(dst)
-		out, err := decompressAppend(dst, raw, codec, maxDecompressedBatch)
+		out, err := records.DecompressAppend(dst, raw, codec, records.MaxDecompressed)
 		if err != nil {
-			return nil, fmt.Errorf("%w: decompress: %v", errBadBatch, err)
+			return nil, fmt.Errorf("%w: decompress: %v", records.ErrBadBatch, err)
 		}
 		if buf != nil {
 			*buf = out
@@ -480,17 +481,17 @@ func recordOffsets(batch []byte, h *protocol.BatchHeader, buf *[]byte, fn func(o
 	for i := int32(0); i < h.RecordCount; i++ {
 		length, n := binary.Varint(raw)
 		if n <= 0 || length < 3 || int64(len(raw)-n) < length {
-			return nil, fmt.Errorf("%w: record %d truncated", errBadBatch, i)
+			return nil, fmt.Errorf("%w: record %d truncated", records.ErrBadBatch, i)
 		}
 		rec := raw[n : n+int(length)]
 		// attributes (int8), timestampDelta (varint), offsetDelta (varint)
 		_, tn := binary.Varint(rec[1:])
 		if tn <= 0 {
-			return nil, fmt.Errorf("%w: record %d: bad timestamp delta", errBadBatch, i)
+			return nil, fmt.Errorf("%w: record %d: bad timestamp delta", records.ErrBadBatch, i)
 		}
 		delta, dn := binary.Varint(rec[1+tn:])
 		if dn <= 0 {
-			return nil, fmt.Errorf("%w: record %d: bad offset delta", errBadBatch, i)
+			return nil, fmt.Errorf("%w: record %d: bad offset delta", records.ErrBadBatch, i)
 		}
 		fn(h.BaseOffset+delta, raw[:n+int(length)])
 		raw = raw[n+int(length):]
@@ -498,7 +499,7 @@ func recordOffsets(batch []byte, h *protocol.BatchHeader, buf *[]byte, fn func(o
 	return body, nil
 }
 
-// errStopRead ends an eachBatch walk early.
+// errStopRead ends a records.EachBatch walk early.
 var errStopRead = errors.New("broker: stop reading")
 
 // blocksOwnGroups reports whether member holds records of this

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
@@ -507,7 +508,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	} {
 		err := set(bad[0], bad[1])
 		require.Error(t, err, "%s=%s", bad[0], bad[1])
-		require.Equal(t, kerr.InvalidConfig.Code, errorCode(err), "%s=%s: %v", bad[0], bad[1], err)
+		require.Equal(t, kerr.InvalidConfig.Code, kafkaerr.Code(err), "%s=%s: %v", bad[0], bad[1], err)
 	}
 	require.NoError(t, set("share.auto.offset.reset", "by_duration:P1DT2H3M4.5S"))
 	require.NoError(t, set("share.partition.max.record.locks", "1000000"))

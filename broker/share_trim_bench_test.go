@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -23,9 +24,9 @@ func BenchmarkTrimBatch(b *testing.B) {
 	value := bytes.Repeat([]byte{'v'}, 1024)
 	for i := range n {
 		r := kmsg.Record{OffsetDelta: int32(i), Key: []byte("group-1"), Value: value}
-		recs = appendRecord(recs, &r)
+		recs = records.AppendRecord(recs, &r)
 	}
-	raw := encodeBatch(recs, n, 1000, 1000)
+	raw := records.EncodeBatch(recs, n, 1000, 1000)
 	h, err := protocol.ParseBatchHeader(raw)
 	if err != nil {
 		b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -28,7 +29,7 @@ func batchOffsets(t *testing.T, raw []byte) (bases []int64, lastDeltas []int32, 
 		size := 12 + int(rb.Length)
 		require.True(t, protocol.VerifyBatchCRC(raw[:size]), "batch at %d: bad CRC", rb.FirstOffset)
 		bases, lastDeltas = append(bases, rb.FirstOffset), append(lastDeltas, rb.LastOffsetDelta)
-		require.NoError(t, batchRecords(raw[:size], func(off, _ int64, r *kmsg.Record, _ []byte) bool {
+		require.NoError(t, records.EachRecord(raw[:size], func(off, _ int64, r *kmsg.Record, _ []byte) bool {
 			offsets, vals = append(offsets, off), append(vals, string(r.Value))
 			return true
 		}))
@@ -226,7 +227,7 @@ func TestTrimCache(t *testing.T) {
 // values are their offsets.
 func numberedBatch(t *testing.T, base int64, n int) ([]byte, protocol.BatchHeader) {
 	t.Helper()
-	raw := encodeBatch(numberedRecords(base, n), int32(n), 1000, 1000)
+	raw := records.EncodeBatch(numberedRecords(base, n), int32(n), 1000, 1000)
 	protocol.SetBaseOffset(raw, base)
 	h, err := protocol.ParseBatchHeader(raw)
 	require.NoError(t, err)
@@ -239,7 +240,7 @@ func numberedRecords(base int64, n int) []byte {
 	var recs []byte
 	for i := range n {
 		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprint(base + int64(i)))}
-		recs = appendRecord(recs, &r)
+		recs = records.AppendRecord(recs, &r)
 	}
 	return recs
 }
@@ -316,7 +317,7 @@ func TestTrimCRCFollowsTheCheckedBatch(t *testing.T) {
 	pb.body[pb.pos[5]-1] ^= 1 // the last byte of record 4 (its headers count)
 	out := pb.trim(acq)
 	var kept []int64
-	require.NoError(t, batchRecords(out, func(off, _ int64, _ *kmsg.Record, _ []byte) bool { kept = append(kept, off); return true }))
+	require.NoError(t, records.EachRecord(out, func(off, _ int64, _ *kmsg.Record, _ []byte) bool { kept = append(kept, off); return true }))
 	require.Equal(t, []int64{3, 4, 5, 9}, kept, "still trimmed")
 	require.False(t, protocol.VerifyBatchCRC(out), "the change shows")
 
@@ -334,7 +335,7 @@ func TestTrimRecordsOutsideSpan(t *testing.T) {
 	t.Parallel()
 	var recs []byte
 	for _, d := range []int32{0, 1, 5} {
-		recs = appendRecord(recs, &kmsg.Record{OffsetDelta: d, Value: make([]byte, 300)})
+		recs = records.AppendRecord(recs, &kmsg.Record{OffsetDelta: d, Value: make([]byte, 300)})
 	}
 	var z bytes.Buffer
 	w, err := zstd.NewWriter(&z)
@@ -448,7 +449,7 @@ func offsetsOf(t *testing.T, batch []byte) []int64 {
 // the batch, matches the copy, and which holds exactly the acquired
 // records of the batch, in order, as the producer wrote them.
 func FuzzTrimBatch(f *testing.F) {
-	raw := encodeBatch(numberedRecords(10, 12), 12, 1000, 1000)
+	raw := records.EncodeBatch(numberedRecords(10, 12), 12, 1000, 1000)
 	protocol.SetBaseOffset(raw, 10)
 	f.Add(raw, uint64(0x0f0f), uint8(1))
 	f.Add(raw[:len(raw)-3], uint64(1), uint8(2))

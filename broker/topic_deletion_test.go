@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
 // TestTopicRecreatedDuringCleanupKeepsItsOffsets: while a deleted topic's
@@ -111,7 +113,7 @@ func TestFailedTopicCleanupFinishedBeforeNameReuse(t *testing.T) {
 
 	_, err = b.createTopic("gone", 1, nil, false)
 	require.Error(t, err, "the name stays taken while its clean-up fails")
-	require.Equal(t, "KAFKA_STORAGE_ERROR", codeName(errorCode(err)))
+	require.Equal(t, "KAFKA_STORAGE_ERROR", codeName(kafkaerr.Code(err)))
 
 	failing.Store(false)
 	createTopicRaw(t, b, "gone", 1)

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -142,20 +143,15 @@ func (r *topicRegistry) snapshot(t *topic) (parts []*partition, configs map[stri
 	return parts, configs
 }
 
-var (
-	errTopicExists  = errors.New("broker: topic already exists")
-	errInvalidTopic = errors.New("broker: invalid topic name")
-)
-
 // validTopicName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
 // not "." or "..".
 func validTopicName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > 249 {
-		return fmt.Errorf("%w: %q", errInvalidTopic, name)
+		return fmt.Errorf("%w: %q", kafkaerr.ErrInvalidTopic, name)
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q contains %q", errInvalidTopic, name, c)
+			return fmt.Errorf("%w: %q contains %q", kafkaerr.ErrInvalidTopic, name, c)
 		}
 	}
 	return nil
@@ -270,7 +266,7 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if b.topics.get(name) != nil {
-		return nil, errTopicExists
+		return nil, kafkaerr.ErrTopicExists
 	}
 	if validateOnly {
 		return &topic{name: name, configs: configs}, nil
@@ -326,7 +322,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if b.topics.get(t.name) != t {
-		return errUnknownTopic // deleted (and maybe re-created) meanwhile
+		return kafkaerr.ErrUnknownTopic // deleted (and maybe re-created) meanwhile
 	}
 	if err := b.meta.deleteTopic(t.name, t.id); err != nil {
 		return err
@@ -397,12 +393,12 @@ func (b *Broker) addPartitions(t *topic, count int32, validateOnly bool) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if b.topics.get(t.name) != t {
-		return errUnknownTopic
+		return kafkaerr.ErrUnknownTopic
 	}
 	parts, configs := b.topics.snapshot(t)
 	cur := int32(len(parts))
 	if count <= cur {
-		return fmt.Errorf("%w: topic currently has %d partitions, which is higher than or equal to the requested %d", errInvalidPartitions, cur, count)
+		return fmt.Errorf("%w: topic currently has %d partitions, which is higher than or equal to the requested %d", kafkaerr.ErrInvalidPartitions, cur, count)
 	}
 	if validateOnly {
 		return nil

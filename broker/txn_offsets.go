@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

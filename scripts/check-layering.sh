@@ -26,6 +26,53 @@ deny broker     cmd integration
 # none of Shoal's own packages, so they test Shoal the way a client does.
 deny integration/faultproxy protocol log sharegroup broker cmd
 deny integration/workload   protocol log sharegroup broker cmd integration/faultproxy
+# Inside broker/: an allow-list of direct imports of this module (tests included), as
+# Kafka's import-control does for its coordinators. Each package's rule gives the
+# transitive closure by itself; nothing under broker/ imports the root package or a
+# sibling above it. broker/doc.go is the package map; README "Architecture" the picture.
+allow() { # allow <dir> <module packages it may import directly>...
+  local dir=$1; shift
+  local imp a ok imps
+  [ -d "$dir" ] || return 0 # a rule written before its package lands
+  imps=$(go list -f '{{join .Imports "\n"}}{{"\n"}}{{join .TestImports "\n"}}' "./$dir" | sort -u)
+  for imp in $imps; do
+    case $imp in "$mod"/*) ;; *) continue ;; esac
+    ok=0
+    for a in "$@"; do [ "$imp" = "$mod/$a" ] && ok=1; done
+    if [ $ok = 0 ]; then echo "layering: $dir must not import ${imp#"$mod"/}"; fail=1; fi
+  done
+}
+allow broker/kafkaerr  log sharegroup
+allow broker/meta
+allow broker/metrics
+allow broker/records   protocol
+allow broker/configs   broker/meta broker/kafkaerr
+allow broker/topics    broker/configs broker/metrics broker/meta broker/kafkaerr log protocol
+allow broker/quota     broker/configs broker/meta broker/kafkaerr
+allow broker/dedup     broker/topics broker/configs broker/records broker/kafkaerr log protocol
+allow broker/groups    broker/topics broker/configs broker/meta broker/metrics broker/kafkaerr protocol
+allow broker/share     broker/topics broker/quota broker/configs broker/records broker/metrics \
+                       broker/meta broker/kafkaerr sharegroup sharegroup/store log protocol
+allow broker/txn       broker/groups broker/topics broker/configs broker/meta broker/kafkaerr log protocol
+# Every package under broker/ has a rule above: a new one is placed on purpose.
+for p in $(go list ./broker/...); do
+  case ${p#"$mod"/} in
+    broker | broker/kafkaerr | broker/meta | broker/metrics | broker/records | broker/configs | \
+      broker/topics | broker/quota | broker/dedup | broker/groups | broker/share | broker/txn) ;;
+    *) echo "layering: ${p#"$mod"/} has no rule in scripts/check-layering.sh"; fail=1 ;;
+  esac
+done
+# The front door: outside broker/, only package broker itself is imported. Captured
+# first, then matched: a grep that stops early under pipefail kills go list.
+imps=$(go list -test -f '{{join .Imports "\n"}}' ./cmd/... ./scripts/... ./integration/... | sort -u)
+bad=$(grep "^$mod/broker/" <<<"$imps" || true)
+if [ -n "$bad" ]; then echo "layering: broker internals imported from outside broker/:"; echo "$bad"; fail=1; fi
+# The storage side speaks no wire types.
+for d in broker/meta broker/metrics; do
+  [ -d "$d" ] || continue
+  imps=$(go list -f '{{join .Imports "\n"}}' "./$d")
+  if grep -q '^github.com/twmb/franz-go' <<<"$imps"; then echo "layering: $d must not import franz-go"; fail=1; fi
+done
 # The share-group core (not its store/ adapter) imports the standard library only.
 extra=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./sharegroup | grep -vx "$mod/sharegroup" || true)
 if [ -n "$extra" ]; then echo "layering: sharegroup core must be stdlib-only, imports: $extra"; fail=1; fi

@@ -1,4 +1,4 @@
-package broker
+package kafkaerr
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
-// errorCode is the one table mapping domain errors to Kafka error codes
+// Code is the one table mapping domain errors to Kafka error codes
 // (architecture.md §10 rule 7). Anything unknown is a storage failure:
 // the log is sticky-failed and the client should retry elsewhere or
 // later (KAFKA_STORAGE_ERROR is retriable in every client).
-func errorCode(err error) int16 {
+func Code(err error) int16 {
 	switch {
 	case err == nil:
 		return 0
@@ -38,29 +38,29 @@ func errorCode(err error) int16 {
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, slog.ErrClosed):
 		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, errInvalidTopic):
+	case errors.Is(err, ErrInvalidTopic):
 		return kerr.InvalidTopicException.Code
-	case errors.Is(err, errTopicExists):
+	case errors.Is(err, ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
-	case errors.Is(err, errInvalidRequest):
+	case errors.Is(err, ErrInvalidRequest):
 		return kerr.InvalidRequest.Code
-	case errors.Is(err, errThrottlingQuota):
+	case errors.Is(err, ErrThrottlingQuota):
 		return kerr.ThrottlingQuotaExceeded.Code
-	case errors.Is(err, errQuotaEntityType):
+	case errors.Is(err, ErrQuotaEntityType):
 		return kerr.UnsupportedVersion.Code
-	case errors.Is(err, errInvalidConfig):
+	case errors.Is(err, ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, errInvalidPartitions):
+	case errors.Is(err, ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
-	case errors.Is(err, errInvalidReplicationFactor):
+	case errors.Is(err, ErrInvalidReplicationFactor):
 		return kerr.InvalidReplicationFactor.Code
-	case errors.Is(err, errInvalidReplicaAssignment):
+	case errors.Is(err, ErrInvalidReplicaAssignment):
 		return kerr.InvalidReplicaAssignment.Code
-	case errors.Is(err, errPolicyViolation):
+	case errors.Is(err, ErrPolicyViolation):
 		return kerr.PolicyViolation.Code
-	case errors.Is(err, errUnknownTopic):
+	case errors.Is(err, ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
-	case errors.Is(err, errUnknownTopicID):
+	case errors.Is(err, ErrUnknownTopicID):
 		return kerr.UnknownTopicID.Code
 	case errors.Is(err, sharegroup.ErrInvalidRecordState):
 		return kerr.InvalidRecordState.Code

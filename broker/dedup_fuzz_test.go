@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -14,12 +15,12 @@ import (
 // CRCs, the rewritten ones valid compacted batches.
 func FuzzDedupFilter(f *testing.F) {
 	r := kmsg.Record{Value: []byte("v"), Headers: []kmsg.Header{{Key: "dedup-id", Value: []byte("a")}}}
-	one := appendRecord(nil, &r)
-	two := appendRecord(append([]byte(nil), one...), &kmsg.Record{OffsetDelta: 1, Value: []byte("w"),
+	one := records.AppendRecord(nil, &r)
+	two := records.AppendRecord(append([]byte(nil), one...), &kmsg.Record{OffsetDelta: 1, Value: []byte("w"),
 		Headers: []kmsg.Header{{Key: "dedup-id", Value: []byte("a")}}})
-	f.Add(encodeBatch(one, 1, 1, 1))
-	f.Add(encodeBatch(two, 2, 1, 1))
-	f.Add(append(encodeBatch(one, 1, 1, 1), encodeBatch(two, 2, 1, 1)...))
+	f.Add(records.EncodeBatch(one, 1, 1, 1))
+	f.Add(records.EncodeBatch(two, 2, 1, 1))
+	f.Add(append(records.EncodeBatch(one, 1, 1, 1), records.EncodeBatch(two, 2, 1, 1)...))
 	f.Add([]byte{0, 1, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Fix the first batch's CRC so record decoding is reached.
@@ -32,7 +33,7 @@ func FuzzDedupFilter(f *testing.F) {
 				continue
 			}
 			n := 0
-			_ = eachBatch(out, func(h *protocol.BatchHeader, batch []byte) error {
+			_ = records.EachBatch(out, func(h *protocol.BatchHeader, batch []byte) error {
 				n += int(h.Size())
 				if !protocol.VerifyBatchCRC(batch) {
 					t.Fatalf("rewritten batch with a bad CRC")
@@ -48,6 +49,6 @@ func FuzzDedupFilter(f *testing.F) {
 				t.Fatalf("rewritten output has %d bytes, its batches %d", len(out), n)
 			}
 		}
-		_ = batchRecords(data, func(int64, int64, *kmsg.Record, []byte) bool { return true })
+		_ = records.EachRecord(data, func(int64, int64, *kmsg.Record, []byte) bool { return true })
 	})
 }

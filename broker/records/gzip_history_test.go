@@ -1,4 +1,4 @@
-package broker
+package records
 
 import (
 	"bytes"
@@ -36,18 +36,18 @@ func TestDecompressGzipKeepsNoHistory(t *testing.T) {
 	attack = binary.LittleEndian.AppendUint32(attack, uint32(len(secret)))
 
 	for range 20 {
-		got, err := decompress(zb.Bytes(), protocol.CompressionGzip)
+		got, err := Decompress(zb.Bytes(), protocol.CompressionGzip)
 		require.NoError(t, err)
 		require.Equal(t, secret, got)
-		_, err = decompress(attack, protocol.CompressionGzip)
+		_, err = Decompress(attack, protocol.CompressionGzip)
 		require.Error(t, err)
 		buf := make([]byte, 0, 1<<20)
-		_, err = decompressAppend(buf, attack, protocol.CompressionGzip, maxDecompressedBatch)
+		_, err = DecompressAppend(buf, attack, protocol.CompressionGzip, MaxDecompressed)
 		require.Error(t, err)
 		// a truncated member, then a good one
-		_, err = decompressAppend(buf, zb.Bytes()[:len(zb.Bytes())/2], protocol.CompressionGzip, maxDecompressedBatch)
+		_, err = DecompressAppend(buf, zb.Bytes()[:len(zb.Bytes())/2], protocol.CompressionGzip, MaxDecompressed)
 		require.Error(t, err)
-		got, err = decompressAppend(buf, append(bytes.Clone(zb.Bytes()), zb.Bytes()...), protocol.CompressionGzip, maxDecompressedBatch)
+		got, err = DecompressAppend(buf, append(bytes.Clone(zb.Bytes()), zb.Bytes()...), protocol.CompressionGzip, MaxDecompressed)
 		require.NoError(t, err)
 		require.Equal(t, append(bytes.Clone(secret), secret...), got) // multistream
 	}

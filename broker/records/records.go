@@ -1,10 +1,4 @@
-package broker
-
-// Record-level access to RecordBatch v2 bytes, for the few broker
-// features that must look inside batches (dead-letter writes read the
-// source records, share_dlq.go; the dedup window inspects keys and
-// headers, dedup.go). The produce and fetch paths never use it: they move
-// batches verbatim.
+package records
 
 import (
 	"bytes"
@@ -24,36 +18,36 @@ import (
 	"github.com/shoal-mq/shoal/protocol"
 )
 
-// errBadBatch is a batch whose records do not decode.
-var errBadBatch = errors.New("broker: malformed record batch")
+// ErrBadBatch is a batch whose records do not decode.
+var ErrBadBatch = errors.New("broker: malformed record batch")
 
-// maxDecompressedBatch bounds what one batch may inflate to when the
+// MaxDecompressed bounds what one batch may inflate to when the
 // broker looks inside it (dedup on produce, dead-letter copies, message
 // groups): a client's small compressed batch (a "zip bomb") must not make
 // the broker allocate gigabytes. franz-go's own decompressor allows 2 GiB.
-const maxDecompressedBatch = 256 << 20
+const MaxDecompressed = 256 << 20
 
-// errTooLarge is a batch that would decompress past the limit.
-var errTooLarge = errors.New("batch decompresses past the broker's limit")
+// ErrTooLarge is a batch that would decompress past the limit.
+var ErrTooLarge = errors.New("batch decompresses past the broker's limit")
 
 // zstdDecoders serve concurrent DecodeAll calls, bounded, by limit.
 var zstdDecoders sync.Map // int → *zstd.Decoder
 
-// decompress inflates a batch's records (Kafka's codecs: gzip, snappy
+// Decompress inflates a batch's records (Kafka's codecs: gzip, snappy
 // plain or xerial-framed, lz4 frames, zstd), refusing to produce more than
-// maxDecompressedBatch bytes.
-func decompress(src []byte, codec protocol.Compression) ([]byte, error) {
-	return decompressAppend(nil, src, codec, maxDecompressedBatch)
+// MaxDecompressed bytes.
+func Decompress(src []byte, codec protocol.Compression) ([]byte, error) {
+	return DecompressAppend(nil, src, codec, MaxDecompressed)
 }
 
-// decompressAppend is decompress appending to dst (limit bounds what it
+// DecompressAppend is Decompress appending to dst (limit bounds what it
 // appends). What dst has spare is filled first: a caller inflating batch
 // after batch into one buffer allocates only when a batch outgrows it.
 // Allocating the output was most of the cost of inflating a batch: a
 // fresh 1 MiB buffer is zeroed and faulted in page by page, and growing
 // it from nothing (io.ReadAll) did that a dozen times (BenchmarkDecompress).
 // Nothing of one call's input or output reaches another call's.
-func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([]byte, error) {
+func DecompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([]byte, error) {
 	switch codec {
 	case protocol.CompressionGzip:
 		zr, _ := gzipReaders.Get().(*gzip.Reader)
@@ -89,7 +83,7 @@ func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([
 		}
 		out, err := d.(*zstd.Decoder).DecodeAll(src, dst)
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			return nil, errTooLarge
+			return nil, ErrTooLarge
 		}
 		return out, err
 	}
@@ -102,7 +96,7 @@ func decompressAppend(dst, src []byte, codec protocol.Compression, limit int) ([
 var gzipReaders sync.Pool
 
 // readAppend appends what r yields to dst, up to limit bytes (more is
-// errTooLarge), growing dst as append does when full. Without a buffer
+// ErrTooLarge), growing dst as append does when full. Without a buffer
 // to fill it is io.ReadAll, which allocates less for an output of
 // unknown size.
 func readAppend(dst []byte, r io.Reader, limit int) ([]byte, error) {
@@ -112,7 +106,7 @@ func readAppend(dst []byte, r io.Reader, limit int) ([]byte, error) {
 			return nil, err
 		}
 		if len(out) > limit {
-			return nil, errTooLarge
+			return nil, ErrTooLarge
 		}
 		return out, nil
 	}
@@ -126,7 +120,7 @@ func readAppend(dst []byte, r io.Reader, limit int) ([]byte, error) {
 		n, err := r.Read(dst[len(dst):min(cap(dst), start+limit+1)])
 		dst = dst[:len(dst)+n]
 		if len(dst)-start > limit {
-			return nil, errTooLarge
+			return nil, ErrTooLarge
 		}
 		if err == io.EOF {
 			return dst, nil
@@ -150,7 +144,7 @@ func unsnappyAppend(dst, src []byte, limit int) ([]byte, error) {
 			return err
 		}
 		if len(dst)-start+n > limit {
-			return errTooLarge
+			return ErrTooLarge
 		}
 		at := len(dst)
 		dst = slices.Grow(dst, n)[:at+n]
@@ -183,33 +177,33 @@ func unsnappyAppend(dst, src []byte, limit int) ([]byte, error) {
 	return dst, nil
 }
 
-// batchRecords decodes one whole batch (header, then its records,
+// EachRecord decodes one whole batch (header, then its records,
 // decompressed if needed) and calls fn for each record with its absolute
 // offset and timestamp, and the record's wire bytes. The record's slices
 // and raw alias the batch or the decompressed buffer and are valid only
 // during fn. fn returns false to stop.
-func batchRecords(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record, raw []byte) bool) error {
+func EachRecord(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record, raw []byte) bool) error {
 	var rb kmsg.RecordBatch
 	if err := rb.UnsafeReadFrom(batch); err != nil {
-		return fmt.Errorf("%w: %v", errBadBatch, err)
+		return fmt.Errorf("%w: %v", ErrBadBatch, err)
 	}
 	raw := rb.Records
 	if codec := protocol.CompressionOf(rb.Attributes); codec != protocol.CompressionNone {
 		var err error
-		raw, err = decompress(raw, codec)
+		raw, err = Decompress(raw, codec)
 		if err != nil {
-			return fmt.Errorf("%w: decompress: %v", errBadBatch, err)
+			return fmt.Errorf("%w: decompress: %v", ErrBadBatch, err)
 		}
 	}
 	var r kmsg.Record
 	for i := int32(0); i < rb.NumRecords; i++ {
 		length, n := binary.Varint(raw)
 		if n <= 0 || length < 0 || int64(len(raw)-n) < length {
-			return fmt.Errorf("%w: record %d truncated", errBadBatch, i)
+			return fmt.Errorf("%w: record %d truncated", ErrBadBatch, i)
 		}
 		size := n + int(length)
 		if err := r.UnsafeReadFrom(raw[:size]); err != nil {
-			return fmt.Errorf("%w: record %d: %v", errBadBatch, i, err)
+			return fmt.Errorf("%w: record %d: %v", ErrBadBatch, i, err)
 		}
 		rec := raw[:size]
 		raw = raw[size:]
@@ -220,9 +214,9 @@ func batchRecords(batch []byte, fn func(offset, timestamp int64, r *kmsg.Record,
 	return nil
 }
 
-// eachBatch calls fn for every whole batch in raw log bytes; a truncated
+// EachBatch calls fn for every whole batch in raw log bytes; a truncated
 // tail is ignored (a read may end mid-batch).
-func eachBatch(raw []byte, fn func(h *protocol.BatchHeader, batch []byte) error) error {
+func EachBatch(raw []byte, fn func(h *protocol.BatchHeader, batch []byte) error) error {
 	for len(raw) > 0 {
 		h, err := protocol.ParseBatchHeader(raw)
 		if err != nil || h.Validate() != nil {
@@ -240,8 +234,8 @@ func eachBatch(raw []byte, fn func(h *protocol.BatchHeader, batch []byte) error)
 	return nil
 }
 
-// appendRecord appends r in wire form (length-prefixed) to dst.
-func appendRecord(dst []byte, r *kmsg.Record) []byte {
+// AppendRecord appends r in wire form (length-prefixed) to dst.
+func AppendRecord(dst []byte, r *kmsg.Record) []byte {
 	r.Length = 0
 	start := len(dst)
 	dst = r.AppendTo(dst) // a zero length varint is one byte
@@ -258,10 +252,10 @@ func appendRecord(dst []byte, r *kmsg.Record) []byte {
 	return dst
 }
 
-// encodeBatch builds an uncompressed, non-idempotent RecordBatch v2 from
-// records already in wire form (appendRecord), with base offset 0 (the log
+// EncodeBatch builds an uncompressed, non-idempotent RecordBatch v2 from
+// records already in wire form (AppendRecord), with base offset 0 (the log
 // assigns offsets) and a valid CRC.
-func encodeBatch(records []byte, count int32, firstTs, maxTs int64) []byte {
+func EncodeBatch(records []byte, count int32, firstTs, maxTs int64) []byte {
 	rb := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1,
 		Magic:                2,

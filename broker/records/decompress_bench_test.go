@@ -1,4 +1,4 @@
-package broker
+package records
 
 import (
 	"bytes"
@@ -33,8 +33,8 @@ func compressedRecords(tb testing.TB, codec protocol.Compression, text bool) []b
 }
 
 // BenchmarkDecompress: one 1 MiB batch's records, per codec and data,
-// into a new buffer (decompress) and into one used again
-// (decompressAppend, as the message-group paths do).
+// into a new buffer (Decompress) and into one used again
+// (DecompressAppend, as the message-group paths do).
 //
 //	go test -run X -bench Decompress ./broker/
 func BenchmarkDecompress(b *testing.B) {
@@ -49,7 +49,7 @@ func BenchmarkDecompress(b *testing.B) {
 				b.SetBytes(1 << 20)
 				b.ReportAllocs()
 				for range b.N {
-					if _, err := decompress(src, codec); err != nil {
+					if _, err := Decompress(src, codec); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -59,7 +59,7 @@ func BenchmarkDecompress(b *testing.B) {
 				b.ReportAllocs()
 				var buf []byte
 				for range b.N {
-					out, err := decompressAppend(buf[:0], src, codec, maxDecompressedBatch)
+					out, err := DecompressAppend(buf[:0], src, codec, MaxDecompressed)
 					if err != nil {
 						b.Fatal(err)
 					}

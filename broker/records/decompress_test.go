@@ -1,4 +1,4 @@
-package broker
+package records
 
 import (
 	"bytes"
@@ -31,8 +31,8 @@ func bomb(t *testing.T, n int64, wrap func(io.Writer) io.WriteCloser) []byte {
 	return buf.Bytes()
 }
 
-// decompress inflates what franz-go's compressors produce, and refuses a
-// small batch that would inflate past maxDecompressedBatch.
+// Decompress inflates what franz-go's compressors produce, and refuses a
+// small batch that would inflate past MaxDecompressed.
 func TestDecompressBounded(t *testing.T) {
 	t.Parallel()
 	data := bytes.Repeat([]byte("shoal record bytes "), 10_000)
@@ -48,7 +48,7 @@ func TestDecompressBounded(t *testing.T) {
 		comp, err := kgo.DefaultCompressor(c.kgo)
 		require.NoError(t, err)
 		out, _ := comp.Compress(&bytes.Buffer{}, data)
-		got, err := decompress(out, c.codec)
+		got, err := Decompress(out, c.codec)
 		require.NoError(t, err, "codec %d", c.codec)
 		require.Equal(t, data, got, "codec %d", c.codec)
 		// Appended after what a buffer holds, in its spare room or
@@ -56,14 +56,14 @@ func TestDecompressBounded(t *testing.T) {
 		for _, room := range []int{0, 100, len(data) + 100, 4 << 20} {
 			for range 2 {
 				buf := append(make([]byte, 0, 3+room), "abc"...)
-				got, err := decompressAppend(buf, out, c.codec, maxDecompressedBatch)
+				got, err := DecompressAppend(buf, out, c.codec, MaxDecompressed)
 				require.NoError(t, err, "codec %d", c.codec)
 				require.Equal(t, append([]byte("abc"), data...), got, "codec %d, room %d", c.codec, room)
 			}
 		}
 	}
 
-	const limit = 8 << 20 // maxDecompressedBatch in production; small here to stay quick
+	const limit = 8 << 20 // MaxDecompressed in production; small here to stay quick
 	const huge = limit + 1<<20
 	bombs := map[protocol.Compression][]byte{
 		protocol.CompressionGzip: bomb(t, huge, func(w io.Writer) io.WriteCloser { return gzip.NewWriter(w) }),
@@ -84,20 +84,28 @@ func TestDecompressBounded(t *testing.T) {
 	bombs[protocol.CompressionSnappy] = x
 	for codec, b := range bombs {
 		require.Less(t, len(b), 1<<20, "codec %d: the bomb is small", codec)
-		_, err := decompressAppend(nil, b, codec, limit)
-		require.ErrorIs(t, err, errTooLarge, "codec %d", codec)
+		_, err := DecompressAppend(nil, b, codec, limit)
+		require.ErrorIs(t, err, ErrTooLarge, "codec %d", codec)
 		// Into a buffer with room: refused as soon as the limit is
 		// passed, without filling more than the limit and a byte.
 		for _, room := range []int{1 << 20, 2 * huge} {
 			buf := append(make([]byte, 0, 5+room), "abcde"...)
-			_, err := decompressAppend(buf, b, codec, limit)
-			require.ErrorIs(t, err, errTooLarge, "codec %d, room %d", codec, room)
+			_, err := DecompressAppend(buf, b, codec, limit)
+			require.ErrorIs(t, err, ErrTooLarge, "codec %d, room %d", codec, room)
 		}
 	}
 	// Plain snappy declaring a huge length is refused before decoding.
 	claim := binary.AppendUvarint(nil, huge)
-	_, err := decompress(append(binary.AppendUvarint(nil, maxDecompressedBatch+1), 0), protocol.CompressionSnappy)
-	require.ErrorIs(t, err, errTooLarge)
-	_, err = decompressAppend(nil, append(claim, 0), protocol.CompressionSnappy, limit)
-	require.ErrorIs(t, err, errTooLarge)
+	_, err := Decompress(append(binary.AppendUvarint(nil, MaxDecompressed+1), 0), protocol.CompressionSnappy)
+	require.ErrorIs(t, err, ErrTooLarge)
+	_, err = DecompressAppend(nil, append(claim, 0), protocol.CompressionSnappy, limit)
+	require.ErrorIs(t, err, ErrTooLarge)
+}
+
+// compressRecords compresses records (wire form) with codec.
+func compressRecords(t testing.TB, raw []byte, codec protocol.Compression) []byte {
+	t.Helper()
+	out, err := Compress(raw, codec)
+	require.NoError(t, err)
+	return out
 }
