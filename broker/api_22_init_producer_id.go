@@ -59,7 +59,7 @@ func handleInitProducerID(c *conn, req *kmsg.InitProducerIDRequest) kmsg.Respons
 	case req.TransactionalID != nil:
 		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.initProducerID(req, time.Now())
 	default:
-		id, err := b.meta.nextProducerID()
+		id, err := b.meta.NextProducerID()
 		if err != nil {
 			b.lg.Error("allocating a producer id failed", zap.Error(err))
 			resp.ErrorCode = kerr.KafkaStorageError.Code

@@ -124,16 +124,16 @@ func Start(cfg Config) (*Broker, error) {
 			b.shares.close()
 		}
 		b.closeLogs()
-		b.meta.close()
+		b.meta.Close()
 		return nil, err
 	}
-	if b.clusterID, err = b.meta.clusterID(); err != nil {
+	if b.clusterID, err = b.meta.ClusterID(); err != nil {
 		return fail(err)
 	}
-	if b.dyn.m, err = b.meta.brokerConfigs(); err != nil {
+	if b.dyn.m, err = b.meta.BrokerConfigs(); err != nil {
 		return fail(err)
 	}
-	if b.quotas, err = newQuotaManager(b.meta.db); err != nil {
+	if b.quotas, err = newQuotaManager(b.meta.DB()); err != nil {
 		return fail(err)
 	}
 	b.quotas.throttled = func(scope string, d time.Duration) {
@@ -335,7 +335,7 @@ func (b *Broker) Close() error {
 		b.txns.finishing.Wait()
 		b.groups.close()
 		b.shares.close()
-		b.closeErr = errors.Join(b.closeLogs(), b.meta.close())
+		b.closeErr = errors.Join(b.closeLogs(), b.meta.Close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))
 	})
 	return b.closeErr

@@ -196,7 +196,7 @@ func (b *Broker) updateBrokerConfigs(validateOnly bool, update func(cur map[stri
 	if len(changes) == 0 {
 		return nil
 	}
-	if err := b.meta.setBrokerConfigs(changes); err != nil {
+	if err := b.meta.SetBrokerConfigs(changes); err != nil {
 		b.lg.Error("persisting broker configs failed", zap.Error(err))
 		return err
 	}

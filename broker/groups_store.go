@@ -47,6 +47,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/meta"
 )
 
 // errCorruptGroupState marks a group or offset record that does not
@@ -190,9 +192,9 @@ type offsetWrite struct {
 	oc offsetCommit
 }
 
-func groupKey(group string) []byte { return []byte(prefixGroup + url.PathEscape(group)) }
+func groupKey(group string) []byte { return []byte(meta.PrefixGroup + url.PathEscape(group)) }
 
-func offsetGroupPrefix(group string) string { return prefixOffset + url.PathEscape(group) + "/" }
+func offsetGroupPrefix(group string) string { return meta.PrefixOffset + url.PathEscape(group) + "/" }
 
 func offsetKey(group string, tp groupTP) []byte {
 	return []byte(offsetGroupPrefix(group) + tp.topic + "/" + strconv.Itoa(int(tp.partition)))
@@ -200,7 +202,7 @@ func offsetKey(group string, tp groupTP) []byte {
 
 // parseOffsetKey splits meta/offset/<group>/<topic>/<partition>.
 func parseOffsetKey(k string) (string, groupTP, bool) {
-	rest, ok := strings.CutPrefix(k, prefixOffset)
+	rest, ok := strings.CutPrefix(k, meta.PrefixOffset)
 	if !ok {
 		return "", groupTP{}, false
 	}
@@ -282,7 +284,7 @@ func firstByte(b []byte) int {
 // allows: normally one; a transaction that grows too big is committed
 // and a new one started.
 func (m *metaStore) batchUpdate(ops []func(txn *badger.Txn) error) error {
-	txn := m.db.NewTransaction(true)
+	txn := m.DB().NewTransaction(true)
 	defer func() { txn.Discard() }()
 	for _, op := range ops {
 		err := op(txn)
@@ -290,7 +292,7 @@ func (m *metaStore) batchUpdate(ops []func(txn *badger.Txn) error) error {
 			if err = txn.Commit(); err != nil {
 				return err
 			}
-			txn = m.db.NewTransaction(true)
+			txn = m.DB().NewTransaction(true)
 			err = op(txn)
 		}
 		if err != nil {
@@ -373,7 +375,7 @@ func (m *metaStore) dropDeletionMarks(group string, tps []groupTP, withGroup boo
 		if !ok {
 			continue
 		}
-		err := m.db.Update(func(txn *badger.Txn) error {
+		err := m.DB().Update(func(txn *badger.Txn) error {
 			item, err := txn.Get(k)
 			if err != nil {
 				return err
@@ -396,7 +398,7 @@ func (m *metaStore) putGroup(group string, rec *groupRecord) error {
 	if err != nil {
 		return err
 	}
-	return m.db.Update(func(txn *badger.Txn) error { return txn.Set(groupKey(group), v) })
+	return m.DB().Update(func(txn *badger.Txn) error { return txn.Set(groupKey(group), v) })
 }
 
 // deleteGroup removes a group's record and all its offsets. Partitions
@@ -404,7 +406,7 @@ func (m *metaStore) putGroup(group string, rec *groupRecord) error {
 // applyTxnOffsets) get a deletion mark instead.
 func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	var keys [][]byte
-	err := m.db.View(func(txn *badger.Txn) error {
+	err := m.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(offsetGroupPrefix(group))})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -460,12 +462,12 @@ func groupDeletedAfter(btx *badger.Txn, group string, stamp uint64) (bool, error
 func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupTP]offsetCommit, error) {
 	recs := map[string]*groupRecord{}
 	offsets := map[string]map[groupTP]offsetCommit{}
-	err := m.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixGroup), PrefetchValues: true})
+	err := m.DB().View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(meta.PrefixGroup), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			k := string(it.Item().Key())
-			name, err := url.PathUnescape(strings.TrimPrefix(k, prefixGroup))
+			name, err := url.PathUnescape(strings.TrimPrefix(k, meta.PrefixGroup))
 			if err != nil {
 				return fmt.Errorf("%w: key %q", errCorruptGroupState, k)
 			}
@@ -490,8 +492,8 @@ func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupT
 	if err != nil {
 		return nil, nil, err
 	}
-	err = m.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixOffset), PrefetchValues: true})
+	err = m.DB().View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(meta.PrefixOffset), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			k := string(it.Item().Key())

@@ -54,6 +54,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/meta"
 )
 
 // Entity types, as Kafka names them.
@@ -168,7 +169,7 @@ type quotaManager struct {
 
 func newQuotaManager(db *badger.DB) (*quotaManager, error) {
 	q := &quotaManager{configs: map[quotaEntity]map[string]float64{}, buckets: map[string]*tokenBucket{}, conns: newConnCounts()}
-	err := scanJSON(db, prefixClientQuota, func(name string, m map[string]float64) error {
+	err := meta.ScanJSON(db, meta.PrefixClientQuota, func(name string, m map[string]float64) error {
 		e, err := parseQuotaStoreKey(name)
 		if err != nil {
 			return err
@@ -508,8 +509,8 @@ func (b *Broker) alterQuota(comps []quotaComponent, ops []quotaOp, validateOnly 
 			next[op.key] = op.value
 		}
 	}
-	key := []byte(prefixClientQuota + e.storeKey())
-	if err := putJSONOrDelete(b.meta.db, key, next); err != nil {
+	key := []byte(meta.PrefixClientQuota + e.storeKey())
+	if err := meta.PutJSONOrDelete(b.meta.DB(), key, next); err != nil {
 		return fmt.Errorf("broker: persist client quota: %w", err)
 	}
 	q.cfgMu.Lock()

@@ -76,6 +76,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/meta"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -136,8 +137,8 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 		lg: b.lg.Named("share"),
 	}
 	var err error
-	c.store, err = store.Open(b.meta.db, store.Options{
-		Prefix:       []byte(PrefixShareGroups),
+	c.store, err = store.Open(b.meta.DB(), store.Options{
+		Prefix:       []byte(meta.PrefixShareGroups),
 		BeforeCommit: b.cfg.shareBeforeCommit,
 		// Acknowledgements are durable once in this change log, one
 		// fdatasync each group commit; checkpoints move them into
@@ -154,7 +155,7 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}
 	c.sessions.m = map[shareSessionKey]*shareSession{}
-	if c.configs.m, err = loadShareGroupConfigs(b.meta.db); err == nil {
+	if c.configs.m, err = loadShareGroupConfigs(b.meta.DB()); err == nil {
 		err = c.loadGroups()
 	}
 	if err != nil {

@@ -50,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
@@ -368,10 +369,10 @@ func (s *shareConfigStore) overrides(group string) map[string]string {
 
 func loadShareGroupConfigs(db *badger.DB) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	err := scanJSON(db, prefixGroupConfig, func(name string, m map[string]string) error {
+	err := meta.ScanJSON(db, meta.PrefixGroupConfig, func(name string, m map[string]string) error {
 		group, err := url.PathUnescape(name)
 		if err != nil {
-			return fmt.Errorf("broker: group config key %q: %w", prefixGroupConfig+name, err)
+			return fmt.Errorf("broker: group config key %q: %w", meta.PrefixGroupConfig+name, err)
 		}
 		out[group] = m
 		return nil
@@ -560,8 +561,8 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 	if validateOnly {
 		return nil
 	}
-	key := []byte(prefixGroupConfig + url.PathEscape(group))
-	if err := putJSONOrDelete(b.meta.db, key, next); err != nil {
+	key := []byte(meta.PrefixGroupConfig + url.PathEscape(group))
+	if err := meta.PutJSONOrDelete(b.meta.DB(), key, next); err != nil {
 		return fmt.Errorf("broker: persist group configs: %w", err)
 	}
 	s.mu.Lock()

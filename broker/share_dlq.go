@@ -110,6 +110,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -567,12 +568,12 @@ func dlqKeySuffix(k store.Key) string {
 	return url.PathEscape(k.Group) + "/" + hex.EncodeToString(k.TopicID[:]) + "/" + strconv.Itoa(int(k.Partition))
 }
 
-func dlqIntentKey(k store.Key) []byte { return []byte(prefixDLQPending + dlqKeySuffix(k)) }
-func dlqCountKey(k store.Key) []byte  { return []byte(prefixDLQCount + dlqKeySuffix(k)) }
+func dlqIntentKey(k store.Key) []byte { return []byte(meta.PrefixDLQPending + dlqKeySuffix(k)) }
+func dlqCountKey(k store.Key) []byte  { return []byte(meta.PrefixDLQCount + dlqKeySuffix(k)) }
 
 func (c *shareCoordinator) loadDLQIntent(k store.Key) (*dlqIntent, error) {
 	var in *dlqIntent
-	err := c.b.meta.db.View(func(txn *badger.Txn) error {
+	err := c.b.meta.DB().View(func(txn *badger.Txn) error {
 		item, err := txn.Get(dlqIntentKey(k))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -593,7 +594,7 @@ func (c *shareCoordinator) putDLQIntent(k store.Key, in *dlqIntent) error {
 	if err != nil {
 		return err
 	}
-	return c.b.meta.db.Update(func(txn *badger.Txn) error { return txn.Set(dlqIntentKey(k), v) })
+	return c.b.meta.DB().Update(func(txn *badger.Txn) error { return txn.Set(dlqIntentKey(k), v) })
 }
 
 // markDLQWritten sets the intent Written and adds n to the count, in one
@@ -604,7 +605,7 @@ func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) e
 	if err != nil {
 		return err
 	}
-	return c.b.meta.db.Update(func(txn *badger.Txn) error {
+	return c.b.meta.DB().Update(func(txn *badger.Txn) error {
 		var cur uint64
 		item, err := txn.Get(dlqCountKey(k))
 		switch {
@@ -631,13 +632,13 @@ func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) e
 }
 
 func (c *shareCoordinator) deleteDLQIntent(k store.Key) error {
-	return c.b.meta.db.Update(func(txn *badger.Txn) error { return txn.Delete(dlqIntentKey(k)) })
+	return c.b.meta.DB().Update(func(txn *badger.Txn) error { return txn.Delete(dlqIntentKey(k)) })
 }
 
 // deleteDLQState deletes a share-partition's intent and count (its state
 // is being deleted).
 func (c *shareCoordinator) deleteDLQState(k store.Key) error {
-	return c.b.meta.db.Update(func(txn *badger.Txn) error {
+	return c.b.meta.DB().Update(func(txn *badger.Txn) error {
 		if err := txn.Delete(dlqIntentKey(k)); err != nil {
 			return err
 		}
@@ -1030,16 +1031,16 @@ type DLQCount struct {
 // ShareDLQCounts returns the durable dead-letter counts of group (every
 // group if group is ""), sorted.
 func (b *Broker) ShareDLQCounts(group string) ([]DLQCount, error) {
-	prefix := prefixDLQCount
+	prefix := meta.PrefixDLQCount
 	if group != "" {
 		prefix += url.PathEscape(group) + "/"
 	}
 	var out []DLQCount
-	err := b.meta.db.View(func(txn *badger.Txn) error {
+	err := b.meta.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			parts := strings.Split(strings.TrimPrefix(string(it.Item().Key()), prefixDLQCount), "/")
+			parts := strings.Split(strings.TrimPrefix(string(it.Item().Key()), meta.PrefixDLQCount), "/")
 			if len(parts) != 3 {
 				continue
 			}

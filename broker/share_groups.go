@@ -62,6 +62,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
@@ -120,10 +121,10 @@ func newShareGroup(c *shareCoordinator, name string) *shareGroup {
 }
 
 func (c *shareCoordinator) loadGroups() error {
-	return scanJSON(c.b.meta.db, prefixShareGroup, func(key string, rec shareGroupRecord) error {
+	return meta.ScanJSON(c.b.meta.DB(), meta.PrefixShareGroup, func(key string, rec shareGroupRecord) error {
 		name, err := url.PathUnescape(key)
 		if err != nil {
-			return fmt.Errorf("broker: share group key %q: %w", prefixShareGroup+key, err)
+			return fmt.Errorf("broker: share group key %q: %w", meta.PrefixShareGroup+key, err)
 		}
 		g := newShareGroup(c, name)
 		g.mu.epoch, g.mu.assignmentEpoch, g.mu.persisted = rec.Epoch, rec.Epoch, true
@@ -170,8 +171,8 @@ func (g *shareGroup) persistLocked() error {
 	if err != nil {
 		return err
 	}
-	err = g.c.b.meta.db.Update(func(txn *badger.Txn) error {
-		return txn.Set([]byte(prefixShareGroup+url.PathEscape(g.name)), v)
+	err = g.c.b.meta.DB().Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(meta.PrefixShareGroup+url.PathEscape(g.name)), v)
 	})
 	if err != nil {
 		return fmt.Errorf("broker: persist share group: %w", err)
@@ -584,8 +585,8 @@ func (b *Broker) deleteShareGroup(name string) (code int16, msg string, isShare 
 		c.lg.Error("deleting share group state failed", zap.String("group", name), zap.Error(err))
 		return kerr.KafkaStorageError.Code, err.Error(), true
 	}
-	err := b.meta.db.Update(func(txn *badger.Txn) error {
-		return txn.Delete([]byte(prefixShareGroup + url.PathEscape(name)))
+	err := b.meta.DB().Update(func(txn *badger.Txn) error {
+		return txn.Delete([]byte(meta.PrefixShareGroup + url.PathEscape(name)))
 	})
 	if err != nil {
 		c.lg.Error("deleting share group failed", zap.String("group", name), zap.Error(err))

@@ -85,6 +85,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/meta"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 )
@@ -290,7 +291,7 @@ type pendingTP struct {
 // load (it never matches a pendingTP.seq).
 const supersededSeq = math.MaxUint64
 
-func txnKey(id string) []byte { return []byte(prefixTxn + url.PathEscape(id)) }
+func txnKey(id string) []byte { return []byte(meta.PrefixTxn + url.PathEscape(id)) }
 
 func newTxnCoordinator(b *Broker) *txnCoordinator {
 	c := &txnCoordinator{b: b, lg: b.lg.Named("txn"), markerDelay: markerSyncDelay}
@@ -305,7 +306,7 @@ func newTxnCoordinator(b *Broker) *txnCoordinator {
 // load reads every txn from badger.
 func (c *txnCoordinator) load() error {
 	var unstamped []*txn
-	err := scanJSON(c.b.meta.db, prefixTxn, func(_ string, rec txnRecord) error {
+	err := meta.ScanJSON(c.b.meta.DB(), meta.PrefixTxn, func(_ string, rec txnRecord) error {
 		t := &txn{id: rec.ID}
 		t.mu.txnRecord = rec
 		t.mu.partitions = map[groupTP]struct{}{}
@@ -359,7 +360,7 @@ func (c *txnCoordinator) load() error {
 // after compaction, and the offset then counts as live again (the
 // commit still skips it: the plain commit came after it). Runs alone.
 func (c *txnCoordinator) supersedeLoaded() error {
-	return c.b.meta.db.View(func(btx *badger.Txn) error {
+	return c.b.meta.DB().View(func(btx *badger.Txn) error {
 		for _, t := range c.mu.txns {
 			for group, offs := range t.mu.offsets {
 				for tp, oc := range offs {
@@ -395,7 +396,7 @@ func (c *txnCoordinator) loadGroups() error {
 			}
 		}
 	}
-	return c.b.meta.db.View(func(btx *badger.Txn) error {
+	return c.b.meta.DB().View(func(btx *badger.Txn) error {
 		for group, tps := range c.mu.pending {
 			keep := false
 			for _, p := range tps {
@@ -424,7 +425,7 @@ func (c *txnCoordinator) loadGroups() error {
 // after a write of the txn, it is that write's version.
 func (c *txnCoordinator) recordVersion(id string) (uint64, error) {
 	var v uint64
-	err := c.b.meta.db.View(func(btx *badger.Txn) error {
+	err := c.b.meta.DB().View(func(btx *badger.Txn) error {
 		item, err := btx.Get(txnKey(id))
 		if err != nil {
 			return err
@@ -590,7 +591,7 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 // with other transactions' concurrent writes (groupCommitter). t.mu
 // held.
 func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
-	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.b.meta.gc.write(metaOp{key: k, value: v}) })
+	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.b.meta.Committer().Write(meta.Op{Key: k, Value: v}) })
 }
 
 // persistStampedLocked is persistLocked in a badger commit of its own,
@@ -605,7 +606,7 @@ func (c *txnCoordinator) persistStampedLocked(t *txn, now time.Time) error {
 				return err
 			}
 		}
-		return c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(k, v) })
+		return c.b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(k, v) })
 	})
 }
 
@@ -677,7 +678,7 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 		c.clearPending(cmp.offsets)
 		cmp.cleared = true
 	}
-	if err := c.b.meta.gc.write(metaOp{key: txnKey(t.id), value: cmp.record}); err != nil {
+	if err := c.b.meta.Committer().Write(meta.Op{Key: txnKey(t.id), Value: cmp.record}); err != nil {
 		return err
 	}
 	cmp.err = nil
@@ -1017,7 +1018,7 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 			t.mu.Epoch++
 			t.mu.Bumped = true
 		} else {
-			id, err := c.b.meta.nextProducerID()
+			id, err := c.b.meta.NextProducerID()
 			if err != nil {
 				t.restoreLocked(snap)
 				return err
@@ -1156,7 +1157,7 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 // overtaken by it.
 func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
 	c.finishing.Add(1)
-	c.b.meta.gc.writeAsync([]metaOp{{key: txnKey(id), value: cmp.record}}, func(err error) {
+	c.b.meta.Committer().WriteAsync([]meta.Op{{Key: txnKey(id), Value: cmp.record}}, func(err error) {
 		defer c.finishing.Done()
 		if err != nil {
 			c.lg.Error("persisting a completed transaction failed; it is completed again later", zap.String("transactional_id", id), zap.Error(err))
@@ -1280,7 +1281,7 @@ func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
 		t.mu.Epoch++
 		return nil
 	}
-	id, err := c.b.meta.nextProducerID()
+	id, err := c.b.meta.NextProducerID()
 	if err != nil {
 		return err
 	}
@@ -1372,7 +1373,7 @@ func (c *txnCoordinator) removeExpired(now time.Time) {
 		}
 		st := t.mu.State
 		if (st == txnEmpty || st == txnCompleteCommit || st == txnCompleteAbort) && t.mu.completing == nil && now.UnixMilli()-t.mu.UpdateMs > exp {
-			err := c.b.meta.db.Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
+			err := c.b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
 			if err != nil {
 				c.lg.Warn("removing an expired transactional id failed", zap.String("transactional_id", t.id), zap.Error(err))
 			} else {

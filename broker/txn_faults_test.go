@@ -162,14 +162,14 @@ func TestTxnStateWriteFailures(t *testing.T) {
 	b := startTest(t)
 	injected := errors.New("injected badger failure")
 	plan := make(chan error, 2) // the next commits' outcomes; then success
-	b.meta.gc.beforeCommit = func() error {
+	b.meta.Committer().SetBeforeCommit(func() error {
 		select {
 		case err := <-plan:
 			return err
 		default:
 			return nil
 		}
-	}
+	})
 	r := txnWithOffset(t, b, "wf", "wf", "a")
 	plan <- injected
 	require.Equal(t, "NOT_COORDINATOR", codeName(r.end(true)))

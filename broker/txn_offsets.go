@@ -87,7 +87,7 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 		}
 		g.unlock(now)
 	}()
-	err := c.b.meta.db.View(func(btx *badger.Txn) error {
+	err := c.b.meta.DB().View(func(btx *badger.Txn) error {
 		for tp, oc := range offs {
 			oc.pendingSeq = 0 // an index field of pending offsets only
 			switch newest, err := newestOffsetWrite(btx, offsetKey(group, tp)); {

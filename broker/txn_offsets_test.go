@@ -276,7 +276,7 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { // the mark goes with the transaction
 				var found bool
-				_ = b2.meta.db.View(func(btx *badger.Txn) error {
+				_ = b2.meta.DB().View(func(btx *badger.Txn) error {
 					_, err := btx.Get(offsetKey("g", groupTP{"tl", 0}))
 					found = err == nil
 					return nil
@@ -415,7 +415,7 @@ func TestTxnOffsetCommitCreatesGroup(t *testing.T) {
 				require.NotContains(t, listed, "g", "the commit does not bring it back")
 				// The group's deletion mark went with the last pending offset.
 				require.Eventually(t, func() bool {
-					err := b.meta.db.View(func(btx *badger.Txn) error {
+					err := b.meta.DB().View(func(btx *badger.Txn) error {
 						_, err := btx.Get(groupKey("g"))
 						return err
 					})
@@ -564,12 +564,12 @@ func TestTxnStampedWritesGetDistinctVersions(t *testing.T) {
 	b := startTest(t)
 	release := make(chan struct{})
 	var held atomic.Bool
-	b.meta.gc.beforeCommit = func() error {
+	b.meta.Committer().SetBeforeCommit(func() error {
 		if held.CompareAndSwap(false, true) {
 			<-release
 		}
 		return nil
-	}
+	})
 	const n = 6
 	txs := make([]*txn, n)
 	for i := range txs {

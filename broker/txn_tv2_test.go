@@ -932,7 +932,7 @@ func TestTV2ReplaySkipsMarkedPartitions(t *testing.T) {
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 0, 0, "second")))
 	raw, err := json.Marshal(prepare)
 	require.NoError(t, err)
-	require.NoError(t, b.meta.db.Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
 	require.NoError(t, b.Close())
 
 	b2 := startTest(t, cfg)

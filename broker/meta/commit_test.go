@@ -1,4 +1,4 @@
-package broker
+package meta
 
 import (
 	"errors"
@@ -51,14 +51,14 @@ func TestGroupCommitterGroupsConcurrentWrites(t *testing.T) {
 	db := openTestBadger(t)
 	release := make(chan struct{})
 	var commits atomic.Int32
-	g := &groupCommitter{db: db, beforeCommit: func() error {
+	g := &Committer{db: db, beforeCommit: func() error {
 		if commits.Add(1) == 1 {
 			<-release // hold the first commit while the others queue
 		}
 		return nil
 	}}
 	first := make(chan error, 1)
-	go func() { first <- g.write(metaOp{key: []byte("first"), value: []byte("1")}) }()
+	go func() { first <- g.Write(Op{Key: []byte("first"), Value: []byte("1")}) }()
 	for commits.Load() == 0 {
 		runtime.Gosched()
 	}
@@ -70,7 +70,7 @@ func TestGroupCommitterGroupsConcurrentWrites(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			ch := make(chan error, 1)
-			g.writeAsync([]metaOp{{key: fmt.Appendf(nil, "k%d", i), value: fmt.Appendf(nil, "v%d", i)}}, func(err error) { ch <- err })
+			g.WriteAsync([]Op{{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}}, func(err error) { ch <- err })
 			queued.Done()
 			errs[i] = <-ch
 		})
@@ -78,8 +78,8 @@ func TestGroupCommitterGroupsConcurrentWrites(t *testing.T) {
 	queued.Wait()
 	// Two writes of one key, queued in this order, in the same group.
 	last := make(chan error, 2)
-	g.writeAsync([]metaOp{{key: []byte("same"), value: []byte("old")}}, func(err error) { last <- err })
-	g.writeAsync([]metaOp{{key: []byte("same"), value: []byte("new")}}, func(err error) { last <- err })
+	g.WriteAsync([]Op{{Key: []byte("same"), Value: []byte("old")}}, func(err error) { last <- err })
+	g.WriteAsync([]Op{{Key: []byte("same"), Value: []byte("new")}}, func(err error) { last <- err })
 	close(release)
 	require.NoError(t, <-first)
 	wg.Wait()
@@ -108,26 +108,26 @@ func TestGroupCommitterFailures(t *testing.T) {
 	fail := errors.New("injected")
 	var failing atomic.Bool
 	failing.Store(true)
-	g := &groupCommitter{db: db, beforeCommit: func() error {
+	g := &Committer{db: db, beforeCommit: func() error {
 		if failing.Load() {
 			return fail
 		}
 		return nil
 	}}
-	require.ErrorIs(t, g.write(metaOp{key: []byte("a"), value: []byte("1")}), fail)
+	require.ErrorIs(t, g.Write(Op{Key: []byte("a"), Value: []byte("1")}), fail)
 	_, _, ok := readKey(t, db, "a")
 	require.False(t, ok, "nothing written")
 	failing.Store(false)
 
 	// One write too big alone, queued between two small ones.
-	big := make([]metaOp, 0, 200_000)
+	big := make([]Op, 0, 200_000)
 	for i := range cap(big) {
-		big = append(big, metaOp{key: fmt.Appendf(nil, "big%07d", i), value: make([]byte, 64)})
+		big = append(big, Op{Key: fmt.Appendf(nil, "big%07d", i), Value: make([]byte, 64)})
 	}
 	q := []*metaWrite{
-		{ops: []metaOp{{key: []byte("b"), value: []byte("2")}}},
+		{ops: []Op{{Key: []byte("b"), Value: []byte("2")}}},
 		{ops: big},
-		{ops: []metaOp{{key: []byte("c"), value: []byte("3")}, {key: []byte("b"), del: true}}},
+		{ops: []Op{{Key: []byte("c"), Value: []byte("3")}, {Key: []byte("b"), Del: true}}},
 	}
 	errs := g.commit(q)
 	require.NoError(t, errs[0])

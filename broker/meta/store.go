@@ -1,16 +1,14 @@
-package broker
+package meta
 
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -19,10 +17,10 @@ import (
 // The badger key space. Every key Shoal writes is declared here so that
 // no two users of the one database collide (etcd's schema/bucket.go
 // does the same). Values are JSON for the rarely written records below;
-// badger checksums every value.
+// badger checksums every value. File names are under broker/.
 //
 //	meta/cluster-id            string: the cluster id, made on first start
-//	meta/topic/<name>          topicRecord
+//	meta/topic/<name>          topicRecord (topics_store.go)
 //	meta/deleting-topic/<id hex> JSON string: the name of a deleted topic whose group offsets and
 //	                           share-group state are still being removed (topics.go); written
 //	                           with the topic record's deletion, finished at start-up
@@ -45,46 +43,38 @@ import (
 //	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
-	keyClusterID        = "meta/cluster-id"
-	prefixTopic         = "meta/topic/"
-	prefixDeletingTopic = "meta/deleting-topic/"
-	prefixBrokerConfig  = "meta/broker-config/"
-	keyProducerIDSeq    = "meta/seq/producer-id"
-	prefixGroup         = "meta/group/"
-	prefixOffset        = "meta/offset/"
-	prefixShareGroup    = "meta/share-group/"
-	prefixGroupConfig   = "meta/group-config/"
-	prefixDLQPending    = "meta/dlq/pending/"
-	prefixDLQCount      = "meta/dlq/count/"
-	prefixTxn           = "meta/txn/"
-	prefixClientQuota   = "meta/client-quota/"
+	KeyClusterID        = "meta/cluster-id"
+	PrefixTopic         = "meta/topic/"
+	PrefixDeletingTopic = "meta/deleting-topic/"
+	PrefixBrokerConfig  = "meta/broker-config/"
+	KeyProducerIDSeq    = "meta/seq/producer-id"
+	PrefixGroup         = "meta/group/"
+	PrefixOffset        = "meta/offset/"
+	PrefixShareGroup    = "meta/share-group/"
+	PrefixGroupConfig   = "meta/group-config/"
+	PrefixDLQPending    = "meta/dlq/pending/"
+	PrefixDLQCount      = "meta/dlq/count/"
+	PrefixTxn           = "meta/txn/"
+	PrefixClientQuota   = "meta/client-quota/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )
 
-// topicRecord is the durable description of a topic.
-type topicRecord struct {
-	Name       string            `json:"name"`
-	ID         [16]byte          `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
-}
-
-// metaStore wraps the badger database holding cluster metadata. It is
-// safe for concurrent use (badger is).
-type metaStore struct {
+// Store is the badger database holding cluster metadata. It is safe for
+// concurrent use (badger is).
+type Store struct {
 	db    *badger.DB
 	pidSq *badger.Sequence
 	// gc group-commits the transaction coordinator's writes.
-	gc *groupCommitter
-	// marks are the offset keys holding a deletion mark
-	// (groups_store.go), so that dropping them costs nothing when there
-	// are none.
-	marks struct {
-		sync.Mutex
-		keys map[string]struct{}
-	}
+	gc *Committer
 }
+
+// DB is the database, for the packages that keep their records in it
+// under the prefixes above.
+func (m *Store) DB() *badger.DB { return m.db }
+
+// Committer group-commits small writes (the transaction coordinator's).
+func (m *Store) Committer() *Committer { return m.gc }
 
 // badgerLogger routes badger's logging to zap; badger's Warningf does not
 // match zap's SugaredLogger method name, hence this adapter.
@@ -147,7 +137,8 @@ func removeEmptyBadgerFiles(dir string, lg *zap.Logger) error {
 	return nil
 }
 
-func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
+// Open opens (or creates) the metadata store in dataDir/meta.
+func Open(dataDir string, lg *zap.Logger) (*Store, error) {
 	dir := filepath.Join(dataDir, "meta")
 	if err := removeEmptyBadgerFiles(dir, lg); err != nil {
 		return nil, fmt.Errorf("broker: metadata store: %w", err)
@@ -156,24 +147,24 @@ func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: open metadata store: %w", err)
 	}
-	sq, err := db.GetSequence([]byte(keyProducerIDSeq), 1000)
+	sq, err := db.GetSequence([]byte(KeyProducerIDSeq), 1000)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("broker: producer id sequence: %w", err)
 	}
-	return &metaStore{db: db, pidSq: sq, gc: &groupCommitter{db: db}}, nil
+	return &Store{db: db, pidSq: sq, gc: &Committer{db: db}}, nil
 }
 
-func (m *metaStore) close() error {
+func (m *Store) Close() error {
 	err := m.pidSq.Release()
 	return errors.Join(err, m.db.Close())
 }
 
-// clusterID returns the cluster id, making and storing one on first use.
-func (m *metaStore) clusterID() (string, error) {
+// ClusterID returns the cluster id, making and storing one on first use.
+func (m *Store) ClusterID() (string, error) {
 	var id string
 	err := m.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(keyClusterID))
+		item, err := txn.Get([]byte(KeyClusterID))
 		if err == nil {
 			v, err := item.ValueCopy(nil)
 			id = string(v)
@@ -187,14 +178,14 @@ func (m *metaStore) clusterID() (string, error) {
 			return err
 		}
 		id = base64.RawURLEncoding.EncodeToString(raw[:])
-		return txn.Set([]byte(keyClusterID), []byte(id))
+		return txn.Set([]byte(KeyClusterID), []byte(id))
 	})
 	return id, err
 }
 
-// nextProducerID hands out producer ids that are never reused, even
+// NextProducerID hands out producer ids that are never reused, even
 // across restarts (the sequence leases ranges durably).
-func (m *metaStore) nextProducerID() (int64, error) {
+func (m *Store) NextProducerID() (int64, error) {
 	v, err := m.pidSq.Next()
 	if err != nil {
 		return 0, err
@@ -204,9 +195,9 @@ func (m *metaStore) nextProducerID() (int64, error) {
 	return int64(v) + 1000, nil
 }
 
-// putJSONOrDelete stores v as JSON under key, or deletes key when v is
+// PutJSONOrDelete stores v as JSON under key, or deletes key when v is
 // empty (override maps: group configs, client quotas).
-func putJSONOrDelete[M ~map[K]V, K comparable, V any](db *badger.DB, key []byte, v M) error {
+func PutJSONOrDelete[M ~map[K]V, K comparable, V any](db *badger.DB, key []byte, v M) error {
 	return db.Update(func(txn *badger.Txn) error {
 		if len(v) == 0 {
 			return txn.Delete(key)
@@ -219,80 +210,9 @@ func putJSONOrDelete[M ~map[K]V, K comparable, V any](db *badger.DB, key []byte,
 	})
 }
 
-func (m *metaStore) putTopic(t topicRecord) error {
-	v, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	return m.db.Update(func(txn *badger.Txn) error {
-		return txn.Set([]byte(prefixTopic+t.Name), v)
-	})
-}
-
-// deleteTopic removes the topic record of name and, in the same
-// transaction, records that its group offsets and share-group state (by
-// id) are still to be removed: finishTopicDeletion clears that, and a
-// start-up after a crash in between finishes it (topics.go).
-func (m *metaStore) deleteTopic(name string, id [16]byte) error {
-	return m.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Delete([]byte(prefixTopic + name)); err != nil {
-			return err
-		}
-		v, err := json.Marshal(name)
-		if err != nil {
-			return err
-		}
-		return txn.Set(deletingTopicKey(id), v)
-	})
-}
-
-// deletingTopicKey is the key of topic id's pending clean-up record.
-func deletingTopicKey(id [16]byte) []byte {
-	return []byte(prefixDeletingTopic + hex.EncodeToString(id[:]))
-}
-
-// deletedTopic is a topic deletion whose clean-up has not finished.
-type deletedTopic struct {
-	name string
-	id   [16]byte
-}
-
-// deletingTopics lists the deletions deleteTopic recorded and
-// clearTopicDeletion has not cleared.
-func (m *metaStore) deletingTopics() ([]deletedTopic, error) {
-	var out []deletedTopic
-	err := scanJSON(m.db, prefixDeletingTopic, func(idHex string, name string) error {
-		d := deletedTopic{name: name}
-		raw, err := hex.DecodeString(idHex)
-		if err != nil || len(raw) != len(d.id) {
-			return fmt.Errorf("broker: bad topic id %q under %s", idHex, prefixDeletingTopic)
-		}
-		copy(d.id[:], raw)
-		out = append(out, d)
-		return nil
-	})
-	return out, err
-}
-
-// clearTopicDeletion records that the clean-up of topic id finished.
-func (m *metaStore) clearTopicDeletion(id [16]byte) error {
-	return m.db.Update(func(txn *badger.Txn) error {
-		return txn.Delete(deletingTopicKey(id))
-	})
-}
-
-func (m *metaStore) topics() ([]topicRecord, error) {
-	var out []topicRecord
-	err := scanJSON(m.db, prefixTopic, func(_ string, t topicRecord) error {
-		out = append(out, t)
-		return nil
-	})
-	return out, err
-}
-
-// scanJSON decodes, in key order, every value stored under prefix as JSON
+// ScanJSON decodes, in key order, every value stored under prefix as JSON
 // into a V and calls fn with its key (without the prefix) and it.
-func scanJSON[V any](db *badger.DB, prefix string, fn func(name string, v V) error) error {
+func ScanJSON[V any](db *badger.DB, prefix string, fn func(name string, v V) error) error {
 	return db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true})
 		defer it.Close()
@@ -310,33 +230,33 @@ func scanJSON[V any](db *badger.DB, prefix string, fn func(name string, v V) err
 	})
 }
 
-func (m *metaStore) brokerConfigs() (map[string]string, error) {
+func (m *Store) BrokerConfigs() (map[string]string, error) {
 	out := map[string]string{}
 	err := m.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixBrokerConfig), PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(PrefixBrokerConfig), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			v, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			out[strings.TrimPrefix(string(it.Item().Key()), prefixBrokerConfig)] = string(v)
+			out[strings.TrimPrefix(string(it.Item().Key()), PrefixBrokerConfig)] = string(v)
 		}
 		return nil
 	})
 	return out, err
 }
 
-// setBrokerConfigs applies set (value) and delete (nil) overrides in one
+// SetBrokerConfigs applies set (value) and delete (nil) overrides in one
 // transaction.
-func (m *metaStore) setBrokerConfigs(changes map[string]*string) error {
+func (m *Store) SetBrokerConfigs(changes map[string]*string) error {
 	return m.db.Update(func(txn *badger.Txn) error {
 		for k, v := range changes {
 			var err error
 			if v == nil {
-				err = txn.Delete([]byte(prefixBrokerConfig + k))
+				err = txn.Delete([]byte(PrefixBrokerConfig + k))
 			} else {
-				err = txn.Set([]byte(prefixBrokerConfig+k), []byte(*v))
+				err = txn.Set([]byte(PrefixBrokerConfig+k), []byte(*v))
 			}
 			if err != nil {
 				return err

@@ -1,4 +1,4 @@
-package broker
+package meta
 
 import (
 	"errors"
@@ -8,20 +8,20 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// metaOp is one key's write in a group commit: a set, or a delete.
-type metaOp struct {
-	key, value []byte
-	del        bool
+// Op is one key's write in a group commit: a set, or a delete.
+type Op struct {
+	Key, Value []byte
+	Del        bool
 }
 
 // metaWrite is one caller's writes waiting for their group commit; done
 // gets the commit's outcome.
 type metaWrite struct {
-	ops  []metaOp
+	ops  []Op
 	done func(error)
 }
 
-// groupCommitter makes concurrent small writes to the metadata store
+// Committer makes concurrent small writes to the metadata store
 // share one badger commit. Badger syncs its WAL once per write request
 // even when its writer batches requests, so N concurrent SyncWrites
 // updates cost N syncs in a row; the transaction coordinator's writes
@@ -32,7 +32,7 @@ type metaWrite struct {
 // later write of a key replaces an earlier one and a write is never
 // overtaken by one queued after it. Every write of a group gets the same
 // badger version.
-type groupCommitter struct {
+type Committer struct {
 	db *badger.DB
 	// beforeCommit, for fault-injection tests, runs before each group
 	// commit; an error fails the group's writes (nothing is written).
@@ -43,17 +43,26 @@ type groupCommitter struct {
 	running bool
 }
 
-// write commits ops durably and returns once they are (or why not).
-func (g *groupCommitter) write(ops ...metaOp) error {
+// Write commits ops durably and returns once they are (or why not).
+func (g *Committer) Write(ops ...Op) error {
 	ch := make(chan error, 1)
-	g.writeAsync(ops, func(err error) { ch <- err })
+	g.WriteAsync(ops, func(err error) { ch <- err })
 	return <-ch
 }
 
-// writeAsync queues ops and returns; done runs, on the commit loop's
+// SetBeforeCommit sets a fault-injection hook for tests: fn runs before
+// each group commit, and an error fails the group's writes (nothing is
+// written). Set it before the writes it is to fail.
+func (g *Committer) SetBeforeCommit(fn func() error) {
+	g.mu.Lock()
+	g.beforeCommit = fn
+	g.mu.Unlock()
+}
+
+// WriteAsync queues ops and returns; done runs, on the commit loop's
 // goroutine, once they are durable or failed. done must not block on
 // another write.
-func (g *groupCommitter) writeAsync(ops []metaOp, done func(error)) {
+func (g *Committer) WriteAsync(ops []Op, done func(error)) {
 	g.mu.Lock()
 	g.queue = append(g.queue, &metaWrite{ops: ops, done: done})
 	start := !g.running
@@ -65,7 +74,7 @@ func (g *groupCommitter) writeAsync(ops []metaOp, done func(error)) {
 }
 
 // loop commits queued writes until the queue is empty.
-func (g *groupCommitter) loop() {
+func (g *Committer) loop() {
 	for {
 		g.mu.Lock()
 		q := g.queue
@@ -85,7 +94,7 @@ func (g *groupCommitter) loop() {
 
 // safeCommit is commit turning a panic (a bug, in badger or here) into
 // an error for every write of q.
-func (g *groupCommitter) safeCommit(q []*metaWrite) (errs []error) {
+func (g *Committer) safeCommit(q []*metaWrite) (errs []error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err := fmt.Errorf("metadata write panicked: %v", r)
@@ -102,10 +111,13 @@ func (g *groupCommitter) safeCommit(q []*metaWrite) (errs []error) {
 // each write is committed alone, in order (each still atomic). A failed
 // commit fails every write of its group: what it wrote is unknown, as
 // with any failed badger commit.
-func (g *groupCommitter) commit(q []*metaWrite) []error {
+func (g *Committer) commit(q []*metaWrite) []error {
 	errs := make([]error, len(q))
-	if g.beforeCommit != nil {
-		if err := g.beforeCommit(); err != nil {
+	g.mu.Lock()
+	before := g.beforeCommit
+	g.mu.Unlock()
+	if before != nil {
+		if err := before(); err != nil {
 			for i := range errs {
 				errs[i] = err
 			}
@@ -126,15 +138,15 @@ func (g *groupCommitter) commit(q []*metaWrite) []error {
 }
 
 // update commits the writes of q in one badger transaction.
-func (g *groupCommitter) update(q []*metaWrite) error {
+func (g *Committer) update(q []*metaWrite) error {
 	return g.db.Update(func(btx *badger.Txn) error {
 		for _, w := range q {
 			for _, op := range w.ops {
 				var err error
-				if op.del {
-					err = btx.Delete(op.key)
+				if op.Del {
+					err = btx.Delete(op.Key)
 				} else {
-					err = btx.Set(op.key, op.value)
+					err = btx.Set(op.Key, op.Value)
 				}
 				if err != nil {
 					return err
