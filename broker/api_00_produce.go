@@ -126,8 +126,8 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 					break
 				}
 				if !res.Duplicate {
-					p.m.bytesIn.Add(float64(len(rp.Records)))
-					p.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
+					p.m.BytesIn.Add(float64(len(rp.Records)))
+					p.m.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
 				}
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime

@@ -311,7 +311,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		if len(it.records) > 0 {
 			// Counted here, once per response: a long poll may read a
 			// partition several times before it answers.
-			parts[i].m.bytesOut.Add(float64(len(it.records)))
+			parts[i].m.BytesOut.Add(float64(len(it.records)))
 		}
 		if rp.RecordBatches == nil {
 			// Empty, not null: librdkafka rejects a null record set

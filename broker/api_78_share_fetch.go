@@ -255,11 +255,11 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 			n := 0
 			for _, a := range acq {
 				n += int(a.Last - a.First + 1)
+				b.metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
 			}
 			got += n
-			t.lp.m.bytesOut.Add(float64(len(data)))
-			t.lp.m.recordsOut.Add(float64(n))
-			b.metrics.acquired(acq)
+			t.lp.m.BytesOut.Add(float64(len(data)))
+			t.lp.m.RecordsOut.Add(float64(n))
 		}
 		return got, failed
 	}

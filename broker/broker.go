@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/metrics"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -34,7 +35,7 @@ type Broker struct {
 	shares        *shareCoordinator // share groups (KIP-932), share.go
 	txns          *txnCoordinator   // transactions, txn.go
 
-	metrics *metrics // Prometheus collectors, metrics.go
+	metrics *metrics.Metrics // Prometheus collectors: package metrics, metrics_state.go
 	http    *httpServer
 	// ready is set once recovery has finished and the listener serves
 	// (/readyz), and cleared when Close begins. Everything Start builds
@@ -279,8 +280,8 @@ func (b *Broker) acceptLoop() {
 			return
 		}
 		b.conns.m[c] = struct{}{}
-		b.metrics.connections.Inc()
-		b.metrics.connectionsAccepted.Inc()
+		b.metrics.Connections.Inc()
+		b.metrics.ConnectionsAccepted.Inc()
 		// Under conns so Close, which takes conns after cancelling ctx,
 		// never waits on connWG while an Add can still happen.
 		b.connGoroutine(c.serve)
@@ -292,7 +293,7 @@ func (b *Broker) removeConn(c *conn) {
 	b.conns.Lock()
 	delete(b.conns.m, c)
 	b.conns.Unlock()
-	b.metrics.connections.Dec()
+	b.metrics.Connections.Dec()
 	b.connReleased(c) // connection limits (quota_accept.go)
 }
 

@@ -216,8 +216,8 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 	if h.ClientID != "" {
 		c.clientID = h.ClientID
 	}
-	rm := c.b.metrics.request(api, h.Version)
-	rm.count.Inc()
+	rm := c.b.metrics.Request(api.key, h.Version)
+	rm.Count.Inc()
 	began := time.Now()
 	c.quotaBeforeRequest(h.Key, began) // request quotas (quota_conn.go)
 	resp, wait := c.handleSafely(api, req)
@@ -232,11 +232,11 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 			c.lg.Info("closing connection: acks=0 produce failed")
 			return nil, false
 		}
-		rm.seconds.Observe(time.Since(began).Seconds())
+		rm.Seconds.Observe(time.Since(began).Seconds())
 		return nil, true // acks=0 produce: no response at all
 	}
 	resp.SetVersion(req.GetVersion())
-	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release, began: began, seconds: rm.seconds}, true
+	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release, began: began, seconds: rm.Seconds}, true
 }
 
 // respBufs holds encoding buffers shared by every connection. A fetch

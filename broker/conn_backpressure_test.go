@@ -52,7 +52,7 @@ func TestSlowReaderHoldsAboutOneFetch(t *testing.T) {
 	}
 	fetched := func() float64 {
 		var m dto.Metric
-		require.NoError(t, b.metrics.request(apiFor(1), 12).count.Write(&m))
+		require.NoError(t, b.metrics.Request(1, 12).Count.Write(&m))
 		return m.GetCounter().GetValue()
 	}
 	before := fetched()

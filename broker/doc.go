@@ -53,7 +53,7 @@
 //     shareSession.mu one share session; sharePart.mu one share-partition
 //     (several only in key order) and may do its badger writes.
 //
-//   - The metrics collector (metrics.go) runs on scrapes and takes
+//   - The state collector (metrics_state.go) runs on scrapes and takes
 //     topicRegistry.mu, then each group.mu and each sharePart.mu in turn,
 //     holding no other lock and doing no I/O under them.
 //

@@ -3,7 +3,7 @@ package broker
 // The operations HTTP server (Config.HTTPAddr): what an operator or an
 // orchestrator looks at, never a client of the Kafka protocol.
 //
-//	/metrics        Prometheus text format, from the broker's own registry (metrics.go)
+//	/metrics        Prometheus text format, from the broker's own registry (package metrics)
 //	/healthz        200 while the process serves HTTP (liveness)
 //	/readyz         200 once recovery has finished and the Kafka listener
 //	                serves, 503 before that and once shutdown begins
@@ -44,7 +44,7 @@ func (b *Broker) startHTTP() error {
 		return fmt.Errorf("broker: http listen %s: %w", b.cfg.HTTPAddr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{
+	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.Registry(), promhttp.HandlerOpts{
 		ErrorLog:      promErrorLog{b.lg.Named("metrics")},
 		ErrorHandling: promhttp.ContinueOnError,
 	}))

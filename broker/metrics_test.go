@@ -326,18 +326,3 @@ func TestPprofBehindFlag(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, strings.Contains(body, "goroutine"))
 }
-
-// BenchmarkRequestMetrics is what conn.go adds to every request: resolve
-// the (API, version) children, count, time and observe.
-func BenchmarkRequestMetrics(b *testing.B) {
-	br := &Broker{}
-	m := newMetrics(br)
-	a := apiFor(0)
-	b.ReportAllocs()
-	for b.Loop() {
-		rm := m.request(a, a.max)
-		rm.count.Inc()
-		began := time.Now()
-		rm.seconds.Observe(time.Since(began).Seconds())
-	}
-}

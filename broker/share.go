@@ -77,6 +77,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/meta"
+	"github.com/shoal-mq/shoal/broker/metrics"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -206,7 +207,7 @@ func (c *shareCoordinator) part(key store.Key) *sharePart {
 	defer c.mu.Unlock()
 	sp := c.mu.parts[key]
 	if sp == nil {
-		sp = &sharePart{c: c, key: key, m: c.b.metrics.shareGroup(key.Group)}
+		sp = &sharePart{c: c, key: key, m: c.b.metrics.ShareGroup(key.Group)}
 		sp.mu.stopped = c.mu.closed
 		c.mu.parts[key] = sp
 	}
@@ -329,7 +330,7 @@ type sharePart struct {
 	c       *shareCoordinator
 	key     store.Key
 	waiters shareWaiters
-	m       *shareGroupMetrics // the group's metric children
+	m       *metrics.ShareGroup // the group's metric children
 
 	mu struct {
 		sync.Mutex
@@ -526,7 +527,7 @@ func (sp *sharePart) fire() {
 	}
 	now := time.Now()
 	eff := sp.mu.p.ExpireLocks(now)
-	sp.m.shareEffects(eff)
+	sp.m.Observe(eff.Expired, eff.Archived)
 	_ = sp.writeLocked(eff.Records) // a failure discarded the Partition: the expiries reload as Available
 	sp.armLocked(now)
 	sp.mu.Unlock()
@@ -544,7 +545,7 @@ func (sp *sharePart) releaseMember(now time.Time, member string) {
 		return
 	}
 	eff := sp.mu.p.ReleaseMember(now, member)
-	sp.m.shareEffects(eff)
+	sp.m.Observe(eff.Expired, eff.Archived)
 	_ = sp.writeLocked(eff.Records)
 	sp.armLocked(now)
 	sp.mu.Unlock()
@@ -626,7 +627,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 			continue
 		}
 		eff, err := sp.mu.p.Acknowledge(now, member, a.batches)
-		sp.m.shareEffects(eff)
+		sp.m.Observe(eff.Expired, eff.Archived)
 		if err != nil {
 			a.code, a.msg = shareErrorCode(err), err.Error()
 		}
@@ -823,7 +824,7 @@ func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member s
 		if len(acq) == 0 {
 			perOffset = 0
 		}
-		sp.m.shareEffects(eff)
+		sp.m.Observe(eff.Expired, eff.Archived)
 		pending = append(pending, eff.Records...)
 		if len(acq) > 0 {
 			first, last := acq[0].First, acq[len(acq)-1].Last

@@ -255,7 +255,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	capped := false
 	if spread && p.Config().Groups == sharegroup.GroupsOrdered {
 		exp := p.ExpireLocks(now)
-		sp.m.shareEffects(exp)
+		sp.m.Observe(exp.Expired, exp.Archived)
 		pending = append(pending, exp.Records...)
 		if share := p.HeadShare(member, sp.waiters.members()); share >= 0 && share < maxRecords {
 			maxRecords, capped = share, true
@@ -265,7 +265,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	var eff sharegroup.Effects
 	if maxRecords > 0 { // 0: AcquireGroupsLimited would take it as no limit
 		acq, eff = p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
-		sp.m.shareEffects(eff)
+		sp.m.Observe(eff.Expired, eff.Archived)
 	}
 	var lock int64
 	if len(acq) > 0 {

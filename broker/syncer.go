@@ -235,7 +235,7 @@ func (s *syncer) loop(p *partition) {
 func (s *syncer) syncOne(p *partition) (int64, error) {
 	began := time.Now()
 	end, err := p.log.Sync()
-	s.b.metrics.fsyncSeconds.Observe(time.Since(began).Seconds())
+	s.b.metrics.FsyncSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
 		s.b.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
 		return end, err

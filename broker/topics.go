@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/metrics"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -24,9 +25,9 @@ type partition struct {
 	topic string
 	index int32
 	log   *slog.Partition
-	// m are the topic's metric children (metrics.go), shared by its
+	// m are the topic's metric children (package metrics), shared by its
 	// partitions; resolved when the partition is opened.
-	m *topicMetrics
+	m *metrics.Topic
 
 	mu struct {
 		sync.Mutex
@@ -181,7 +182,7 @@ func (b *Broker) openPartition(t *topic, idx int32, configs map[string]string) (
 	if err != nil {
 		return nil, fmt.Errorf("broker: open %s-%d: %w", t.name, idx, err)
 	}
-	return &partition{topic: t.name, index: idx, log: lp, m: b.metrics.topic(t.name)}, nil
+	return &partition{topic: t.name, index: idx, log: lp, m: b.metrics.Topic(t.name)}, nil
 }
 
 // loadTopics opens every topic recorded in the metadata store and removes
@@ -337,7 +338,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 		p.notify()
 		errs = append(errs, p.log.Delete())
 	}
-	b.metrics.forgetTopic(t.name)
+	b.metrics.ForgetTopic(t.name)
 	b.lg.Info("deleted topic", zap.String("topic", t.name))
 	errs = append(errs, b.finishTopicDeletion(deletedTopic{t.name, t.id}))
 	return errors.Join(errs...)
