@@ -106,7 +106,7 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 				st.TopicID = t.id
 				_, overrides := b.topics.snapshot(t)
 				for _, e := range b.topicConfigEntries(overrides) {
-					st.Configs = append(st.Configs, e.createTopicsConfig())
+					st.Configs = append(st.Configs, e.CreateTopicsConfig())
 				}
 			}
 		}

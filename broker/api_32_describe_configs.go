@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
@@ -53,8 +54,8 @@ func handleDescribeConfigs(c *conn, req *kmsg.DescribeConfigsRequest) kmsg.Respo
 			resp.Resources = append(resp.Resources, sr)
 			continue
 		}
-		for _, e := range filterConfigEntries(entries, rr.ConfigNames) {
-			sr.Configs = append(sr.Configs, e.describeConfig(req.IncludeSynonyms, docs))
+		for _, e := range configs.Filter(entries, rr.ConfigNames) {
+			sr.Configs = append(sr.Configs, e.DescribeConfig(req.IncludeSynonyms, docs))
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}
@@ -62,7 +63,7 @@ func handleDescribeConfigs(c *conn, req *kmsg.DescribeConfigsRequest) kmsg.Respo
 }
 
 // describeConfigResource returns every config entry of one resource.
-func (b *Broker) describeConfigResource(typ kmsg.ConfigResourceType, name string) ([]configEntry, error) {
+func (b *Broker) describeConfigResource(typ kmsg.ConfigResourceType, name string) ([]configs.Entry, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 		t, err := b.checkTopicResource(name)

@@ -30,6 +30,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
@@ -101,9 +102,9 @@ func (o configOps) apply(cur map[string]string, ops []kmsg.IncrementalAlterConfi
 			if !ok {
 				base = def
 			}
-			v := appendList(base, *op.Value)
+			v := configs.AppendList(base, *op.Value)
 			if op.Op == kmsg.IncrementalAlterConfigOpSubtract {
-				v = subtractList(base, *op.Value)
+				v = configs.SubtractList(base, *op.Value)
 			}
 			if err := o.check(op.Name, &v); err != nil {
 				return nil, err
@@ -136,7 +137,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 				if d == nil {
 					return 0, "", false
 				}
-				return d.typ, d.def, true
+				return d.Type, d.Default, true
 			},
 			check: func(name string, value *string) error {
 				if value == nil {

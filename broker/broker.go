@@ -415,15 +415,15 @@ func (b *Broker) topicConfigValue(configs map[string]string, name string) (strin
 	if d == nil {
 		return "", sourceDefault
 	}
-	if d.brokerName != "" {
-		if v, ok, dynamic := b.brokerConfigSource(d.brokerName); ok {
+	if d.BrokerName != "" {
+		if v, ok, dynamic := b.brokerConfigSource(d.BrokerName); ok {
 			if !dynamic {
 				return v, sourceStaticBroker
 			}
 			return v, sourceDynamicBroker
 		}
 	}
-	return d.def, sourceDefault
+	return d.Default, sourceDefault
 }
 
 type configSourceKind int8

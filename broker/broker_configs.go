@@ -41,6 +41,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
@@ -119,25 +120,25 @@ var brokerConfigDefs = func() []brokerConfigDef {
 	}
 	for i := range topicConfigDefs {
 		td := &topicConfigDefs[i]
-		if td.brokerName == "" {
+		if td.BrokerName == "" {
 			continue
 		}
-		defs = append(defs, brokerConfigDef{name: td.brokerName, typ: td.typ, doc: td.doc, def: td.def, check: td.check})
+		defs = append(defs, brokerConfigDef{name: td.BrokerName, typ: td.Type, doc: td.Doc, def: td.Default, check: td.Check})
 	}
 	for _, gd := range append(groupBrokerConfigDefs[:len(groupBrokerConfigDefs):len(groupBrokerConfigDefs)], txnBrokerConfigDefs...) {
 		defs = append(defs, brokerConfigDef{name: gd.name, typ: kmsg.ConfigTypeLong, doc: gd.doc,
-			def: strconv.FormatInt(gd.def, 10), check: intRange(gd.lo, gd.hi)})
+			def: strconv.FormatInt(gd.def, 10), check: configs.IntRange(gd.lo, gd.hi)})
 	}
 	for i := range shareBrokerConfigDefs {
 		sd := &shareBrokerConfigDefs[i]
 		defs = append(defs, brokerConfigDef{name: sd.name, typ: kmsg.ConfigTypeLong, doc: sd.doc,
-			def: strconv.FormatInt(sd.def, 10), check: intRange(sd.lo, sd.hi)})
+			def: strconv.FormatInt(sd.def, 10), check: configs.IntRange(sd.lo, sd.hi)})
 	}
 	defs = append(defs, dlqBrokerConfigDefs...) // share_dlq.go
 	// Broker-wide rate limits and connection limits (quota_limits.go).
 	for _, qd := range quotaBrokerConfigDefs {
 		defs = append(defs, brokerConfigDef{name: qd.name, typ: kmsg.ConfigTypeLong, doc: qd.doc,
-			def: strconv.FormatInt(qd.def, 10), check: intRange(qd.lo, qd.hi)})
+			def: strconv.FormatInt(qd.def, 10), check: configs.IntRange(qd.lo, qd.hi)})
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].name < defs[j].name })
 	return defs
@@ -200,12 +201,12 @@ func (b *Broker) dynamicBrokerConfigs() map[string]string {
 // brokerConfigEntries describes the broker configs: every one when
 // all is true (resource name = our node id), else only the dynamic
 // overrides that are set (resource name "", the cluster default).
-func (b *Broker) brokerConfigEntries(all bool) []configEntry {
+func (b *Broker) brokerConfigEntries(all bool) []configs.Entry {
 	dyn := b.dynamicBrokerConfigs()
-	var out []configEntry
+	var out []configs.Entry
 	for i := range brokerConfigDefs {
 		d := &brokerConfigDefs[i]
-		e := configEntry{name: d.name, typ: d.typ, doc: d.doc}
+		e := configs.Entry{Name: d.name, Type: d.typ, Doc: d.doc}
 		if d.dynamic() {
 			v, set := dyn[d.name]
 			if !set && !all {
@@ -215,28 +216,28 @@ func (b *Broker) brokerConfigEntries(all bool) []configEntry {
 			sv, static := b.cfg.BrokerConfigs[d.name]
 			switch {
 			case set:
-				e.value, e.source = &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
-				e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+				e.Value, e.Source = &v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+				e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: &v, Source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 			case static:
-				e.value, e.source = &sv, kmsg.ConfigSourceStaticBrokerConfig
+				e.Value, e.Source = &sv, kmsg.ConfigSourceStaticBrokerConfig
 			default:
-				e.value, e.source = &def, kmsg.ConfigSourceDefaultConfig
+				e.Value, e.Source = &def, kmsg.ConfigSourceDefaultConfig
 			}
 			if static {
-				e.synonyms = append(e.synonyms, configSynonym{d.name, &sv, kmsg.ConfigSourceStaticBrokerConfig})
+				e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: &sv, Source: kmsg.ConfigSourceStaticBrokerConfig})
 			}
-			e.synonyms = append(e.synonyms, configSynonym{d.name, &def, kmsg.ConfigSourceDefaultConfig})
+			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: &def, Source: kmsg.ConfigSourceDefaultConfig})
 		} else {
 			if !all {
 				continue
 			}
 			v, isDefault := staticConfigValue(d, &b.cfg)
-			e.value, e.readOnly = v, true
-			e.source = kmsg.ConfigSourceStaticBrokerConfig
+			e.Value, e.ReadOnly = v, true
+			e.Source = kmsg.ConfigSourceStaticBrokerConfig
 			if isDefault {
-				e.source = kmsg.ConfigSourceDefaultConfig
+				e.Source = kmsg.ConfigSourceDefaultConfig
 			}
-			e.synonyms = append(e.synonyms, configSynonym{d.name, v, e.source})
+			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: v, Source: e.Source})
 		}
 		out = append(out, e)
 	}

@@ -10,117 +10,54 @@ package broker
 // sent after both.
 
 import (
-	"strings"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
-
-// configEntry is one described config, independent of the response type
-// it ends up in.
-type configEntry struct {
-	name     string
-	value    *string
-	source   kmsg.ConfigSource
-	readOnly bool
-	typ      kmsg.ConfigType
-	doc      string
-	synonyms []configSynonym // most specific first, as Kafka orders them
-}
-
-type configSynonym struct {
-	name   string
-	value  *string
-	source kmsg.ConfigSource
-}
 
 // topicConfigEntries describes every topic config of a topic with the
 // given overrides: the override, else the dynamic broker default, else
 // Kafka's default.
-func (b *Broker) topicConfigEntries(overrides map[string]string) []configEntry {
-	out := make([]configEntry, 0, len(topicConfigDefs))
+func (b *Broker) topicConfigEntries(overrides map[string]string) []configs.Entry {
+	out := make([]configs.Entry, 0, len(topicConfigDefs))
 	for _, name := range sortedTopicConfigNames() {
 		d := topicConfigByName[name]
 		v, kind := b.topicConfigValue(overrides, name)
-		e := configEntry{name: name, value: &v, typ: d.typ, doc: d.doc}
+		e := configs.Entry{Name: name, Value: &v, Type: d.Type, Doc: d.Doc}
 		switch kind {
 		case sourceTopic:
-			e.source = kmsg.ConfigSourceDynamicTopicConfig
+			e.Source = kmsg.ConfigSourceDynamicTopicConfig
 		case sourceStaticBroker:
-			e.source = kmsg.ConfigSourceStaticBrokerConfig
+			e.Source = kmsg.ConfigSourceStaticBrokerConfig
 		case sourceDynamicBroker:
-			e.source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			e.Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 		default:
-			e.source = kmsg.ConfigSourceDefaultConfig
+			e.Source = kmsg.ConfigSourceDefaultConfig
 		}
 		if ov, ok := overrides[name]; ok {
-			e.synonyms = append(e.synonyms, configSynonym{name, &ov, kmsg.ConfigSourceDynamicTopicConfig})
+			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: name, Value: &ov, Source: kmsg.ConfigSourceDynamicTopicConfig})
 		}
 		defName := name
-		if d.brokerName != "" {
-			defName = d.brokerName
+		if d.BrokerName != "" {
+			defName = d.BrokerName
 			b.dyn.RLock()
-			bv, ok := b.dyn.m[d.brokerName]
+			bv, ok := b.dyn.m[d.BrokerName]
 			b.dyn.RUnlock()
 			if ok {
-				e.synonyms = append(e.synonyms, configSynonym{d.brokerName, &bv, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+				e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.BrokerName, Value: &bv, Source: kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 			}
-			if sv, ok := b.cfg.BrokerConfigs[d.brokerName]; ok {
-				e.synonyms = append(e.synonyms, configSynonym{d.brokerName, &sv, kmsg.ConfigSourceStaticBrokerConfig})
+			if sv, ok := b.cfg.BrokerConfigs[d.BrokerName]; ok {
+				e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.BrokerName, Value: &sv, Source: kmsg.ConfigSourceStaticBrokerConfig})
 			}
 		}
-		def := d.def
-		e.synonyms = append(e.synonyms, configSynonym{defName, &def, kmsg.ConfigSourceDefaultConfig})
+		def := d.Default
+		e.Synonyms = append(e.Synonyms, configs.Synonym{Name: defName, Value: &def, Source: kmsg.ConfigSourceDefaultConfig})
 		out = append(out, e)
 	}
 	return out
-}
-
-// filterConfigEntries keeps the entries named in names; a null or empty
-// list keeps all. Unknown names are simply not answered, as in Kafka.
-func filterConfigEntries(entries []configEntry, names []string) []configEntry {
-	if len(names) == 0 {
-		return entries
-	}
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
-		want[n] = true
-	}
-	var out []configEntry
-	for _, e := range entries {
-		if want[e.name] {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (e *configEntry) describeConfig(synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
-	c := kmsg.NewDescribeConfigsResponseResourceConfig()
-	c.Name, c.Value, c.ReadOnly, c.Source = e.name, e.value, e.readOnly, e.source
-	c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
-	c.ConfigType = e.typ
-	if synonyms {
-		for _, s := range e.synonyms {
-			cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			cs.Name, cs.Value, cs.Source = s.name, s.value, s.source
-			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
-		}
-	}
-	if docs && e.doc != "" {
-		d := e.doc
-		c.Documentation = &d
-	}
-	return c
-}
-
-func (e *configEntry) createTopicsConfig() kmsg.CreateTopicsResponseTopicConfig {
-	c := kmsg.NewCreateTopicsResponseTopicConfig()
-	c.Name, c.Value, c.ReadOnly, c.Source = e.name, e.value, e.readOnly, int8(e.source)
-	return c
 }
 
 // checkTopicResource resolves the topic of a TOPIC config resource.
@@ -230,47 +167,6 @@ func hasDuplicateNames(names []string) bool {
 		seen[n] = true
 	}
 	return false
-}
-
-// splitList splits a LIST config value ("a,b") into trimmed items.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// appendList adds the items of add missing from base; subtractList
-// removes them. Both keep base's order.
-func appendList(base, add string) string {
-	items := splitList(base)
-	for _, a := range splitList(add) {
-		found := false
-		for _, it := range items {
-			found = found || it == a
-		}
-		if !found {
-			items = append(items, a)
-		}
-	}
-	return strings.Join(items, ",")
-}
-
-func subtractList(base, sub string) string {
-	drop := map[string]bool{}
-	for _, s := range splitList(sub) {
-		drop[s] = true
-	}
-	var items []string
-	for _, it := range splitList(base) {
-		if !drop[it] {
-			items = append(items, it)
-		}
-	}
-	return strings.Join(items, ",")
 }
 
 // resourceKey identifies a config resource for duplicate detection.

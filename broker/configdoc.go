@@ -101,7 +101,7 @@ config in the second column applies, then the default.
 `)
 	for _, name := range sortedTopicConfigNames() {
 		d := topicConfigByName[name]
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", d.name, d.brokerName, strings.ToLower(d.typ.String()), code(d.def), cell(d.doc))
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", d.Name, d.BrokerName, strings.ToLower(d.Type.String()), code(d.Default), cell(d.Doc))
 	}
 	b.WriteString(`
 ## Group configs

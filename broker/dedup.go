@@ -79,6 +79,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/records"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
@@ -95,15 +96,15 @@ const (
 
 // dedupTopicConfigDefs are the topic configs of the dedup window
 // (appended to topicConfigDefs).
-var dedupTopicConfigDefs = []configDef{
-	{name: dedupWindowConfig, typ: kmsg.ConfigTypeLong, def: "0", check: intRange(0, dedupMaxWindowMs),
-		doc: "Drop a produced record whose dedup id was appended within this many milliseconds (0: off)."},
-	{name: dedupKeyConfig, typ: kmsg.ConfigTypeString, def: "header:dedup-id", check: checkDedupKey,
-		doc: "Where a record's dedup id comes from: header:NAME (the first header NAME) or content (a hash of key and value)."},
-	{name: dedupScopeConfig, typ: kmsg.ConfigTypeString, def: "topic", check: oneOf("topic", "message-group"),
-		doc: "topic: one dedup id space per topic; message-group: per message group (dedup.message.group.header)."},
-	{name: dedupGroupHeaderConfig, typ: kmsg.ConfigTypeString, def: "message-group-id", check: nonEmpty,
-		doc: "The header naming a record's message group for dedup.scope=message-group."},
+var dedupTopicConfigDefs = []configs.Def{
+	{Name: dedupWindowConfig, Type: kmsg.ConfigTypeLong, Default: "0", Check: configs.IntRange(0, dedupMaxWindowMs),
+		Doc: "Drop a produced record whose dedup id was appended within this many milliseconds (0: off)."},
+	{Name: dedupKeyConfig, Type: kmsg.ConfigTypeString, Default: "header:dedup-id", Check: checkDedupKey,
+		Doc: "Where a record's dedup id comes from: header:NAME (the first header NAME) or content (a hash of key and value)."},
+	{Name: dedupScopeConfig, Type: kmsg.ConfigTypeString, Default: "topic", Check: configs.OneOf("topic", "message-group"),
+		Doc: "topic: one dedup id space per topic; message-group: per message group (dedup.message.group.header)."},
+	{Name: dedupGroupHeaderConfig, Type: kmsg.ConfigTypeString, Default: "message-group-id", Check: nonEmpty,
+		Doc: "The header naming a record's message group for dedup.scope=message-group."},
 }
 
 func checkDedupKey(v string) error {

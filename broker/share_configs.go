@@ -49,6 +49,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -143,13 +144,13 @@ var groupConfigDefs = []groupConfigDef{
 		doc: "A KIP-848 consumer group member not heartbeating for this long is fenced."},
 	{name: dlqCopyRecordConfig, typ: kmsg.ConfigTypeBoolean, def: "false",
 		doc:   "Copy the original key, value and headers into dead-letter records (KIP-1191); false writes headers only.",
-		check: isBool},
+		check: configs.IsBool},
 	{name: dlqTopicNameConfig, typ: kmsg.ConfigTypeString, def: "",
 		doc:   "The share group's dead-letter topic (KIP-1191): rejected records and records reaching the delivery count limit are copied there before they are archived. Blank: none.",
 		check: func(string) error { return nil }}, // checkDLQTopicName needs the broker
 	{name: "share.acquire.mode", typ: kmsg.ConfigTypeString, def: "batch_optimized",
 		doc:   "batch_optimized (whole log batches, may exceed MaxRecords) or record_limit (at most MaxRecords per fetch, KIP-1206); record_limit applies even to requests asking batch_optimized.",
-		check: oneOf("batch_optimized", "record_limit")},
+		check: configs.OneOf("batch_optimized", "record_limit")},
 	{name: "share.auto.offset.reset", typ: kmsg.ConfigTypeString, def: "latest",
 		doc:   "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>. Evaluated once, when the share-partition is initialized.",
 		check: checkAutoOffsetReset},
@@ -162,19 +163,19 @@ var groupConfigDefs = []groupConfigDef{
 		doc: "Records per second this share group may acquire (0: unlimited), for the whole group or per message group (share.delivery.rate.limit.scope); the burst is one second of it."},
 	{name: "share.delivery.rate.limit.scope", typ: kmsg.ConfigTypeString, def: "group",
 		doc:   "group: share.delivery.rate.limit bounds the whole group's deliveries; message-group: each message group's.",
-		check: oneOf("group", "message-group")},
+		check: configs.OneOf("group", "message-group")},
 	{name: "share.heartbeat.interval.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.heartbeat.interval.ms",
 		minName: "group.share.min.heartbeat.interval.ms", maxName: "group.share.max.heartbeat.interval.ms", floor: 1,
 		doc: "The heartbeat interval given to members."},
 	{name: "share.isolation.level", typ: kmsg.ConfigTypeString, def: "read_uncommitted",
 		doc:   "read_uncommitted (up to the high watermark) or read_committed (up to the last stable offset, skipping aborted transactions).",
-		check: oneOf("read_uncommitted", "read_committed")},
+		check: configs.OneOf("read_uncommitted", "read_committed")},
 	{name: "share.message.group.fair", typ: kmsg.ConfigTypeBoolean, def: "false",
 		doc:   "Deliver message groups round-robin, so a group with many records cannot delay the others (needs share.message.group.source).",
-		check: isBool},
+		check: configs.IsBool},
 	{name: "share.message.group.ordered", typ: kmsg.ConfigTypeBoolean, def: "false",
 		doc:   "Deliver each message group's records strictly in offset order, one in flight per group at a time, groups in parallel (SQS FIFO; needs share.message.group.source).",
-		check: isBool},
+		check: configs.IsBool},
 	{name: "share.message.group.source", typ: kmsg.ConfigTypeString, def: "none",
 		doc:   "Where a record's message-group id comes from: none, key (the record key) or header:NAME (that header's value). Records without one are each a group of their own.",
 		check: checkMessageGroupSource},
@@ -190,7 +191,7 @@ var groupConfigDefs = []groupConfigDef{
 		doc: "Delay before a released or lock-expired record is delivered again, doubling per delivery up to share.redelivery.backoff.max.ms; 0 = none. Not persisted: after a restart such records are available at once."},
 	{name: "share.renew.acknowledge.enable", typ: kmsg.ConfigTypeBoolean, def: "true",
 		doc:   "Whether RENEW acknowledgements (KIP-1222) are accepted.",
-		check: isBool},
+		check: configs.IsBool},
 	{name: "share.session.timeout.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.session.timeout.ms",
 		minName: "group.share.min.session.timeout.ms", maxName: "group.share.max.session.timeout.ms", floor: 1,
 		doc: "A member not heartbeating for this long is removed from the group."},
@@ -444,19 +445,19 @@ func checkGroupResource(group string) error {
 // (DescribeConfigs, resource type GROUP): the override (GROUP_CONFIG),
 // else the dynamic broker default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
 // the default. The group need not exist, as in Kafka.
-func (b *Broker) groupConfigEntries(group string) ([]configEntry, error) {
+func (b *Broker) groupConfigEntries(group string) ([]configs.Entry, error) {
 	if err := checkGroupResource(group); err != nil {
 		return nil, err
 	}
 	over := b.shares.configs.overrides(group)
-	out := make([]configEntry, 0, len(groupConfigDefs))
+	out := make([]configs.Entry, 0, len(groupConfigDefs))
 	for i := range groupConfigDefs {
 		d := &groupConfigDefs[i]
-		e := configEntry{name: d.name, typ: d.typ, doc: d.doc, source: kmsg.ConfigSourceDefaultConfig}
+		e := configs.Entry{Name: d.name, Type: d.typ, Doc: d.doc, Source: kmsg.ConfigSourceDefaultConfig}
 		if v, ok := over[d.name]; ok {
 			v := v
-			e.value, e.source = &v, kmsg.ConfigSourceGroupConfig
-			e.synonyms = append(e.synonyms, configSynonym{d.name, &v, kmsg.ConfigSourceGroupConfig})
+			e.Value, e.Source = &v, kmsg.ConfigSourceGroupConfig
+			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: &v, Source: kmsg.ConfigSourceGroupConfig})
 		}
 		def := b.groupConfigDefault(d)
 		defName, defSource := d.name, kmsg.ConfigSourceDefaultConfig
@@ -466,10 +467,10 @@ func (b *Broker) groupConfigEntries(group string) ([]configEntry, error) {
 				defSource = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 			}
 		}
-		if e.value == nil {
-			e.value, e.source = &def, defSource
+		if e.Value == nil {
+			e.Value, e.Source = &def, defSource
 		}
-		e.synonyms = append(e.synonyms, configSynonym{defName, &def, defSource})
+		e.Synonyms = append(e.Synonyms, configs.Synonym{Name: defName, Value: &def, Source: defSource})
 		out = append(out, e)
 	}
 	return out, nil

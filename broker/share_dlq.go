@@ -109,6 +109,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/records"
@@ -156,7 +157,7 @@ var (
 
 // dlqBrokerConfigDefs are the broker configs of KIP-1191 (dynamic).
 var dlqBrokerConfigDefs = []brokerConfigDef{
-	{name: dlqAutoCreateConfig, typ: kmsg.ConfigTypeBoolean, def: "false", check: isBool,
+	{name: dlqAutoCreateConfig, typ: kmsg.ConfigTypeBoolean, def: "false", check: configs.IsBool,
 		doc: "Create a share group's missing dead-letter topic at its first write (num.partitions partitions, opted in)."},
 	{name: dlqPrefixConfig, typ: kmsg.ConfigTypeString, def: "dlq.", check: func(string) error { return nil },
 		doc: "Names of share-group dead-letter topics must start with this prefix (empty: any name)."},

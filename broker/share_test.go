@@ -462,7 +462,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	require.NoError(t, err)
 	vals := map[string]string{}
 	for _, e := range entries {
-		vals[e.name] = *e.value
+		vals[e.Name] = *e.Value
 	}
 	require.Equal(t, map[string]string{
 		"consumer.heartbeat.interval.ms":            "5000",
@@ -523,14 +523,14 @@ func TestShareGroupConfigs(t *testing.T) {
 	entries, err = b2.groupConfigEntries("cg")
 	require.NoError(t, err)
 	for _, e := range entries {
-		switch e.name {
+		switch e.Name {
 		case "share.auto.offset.reset":
-			require.Equal(t, "by_duration:P1DT2H3M4.5S", *e.value)
-			require.Equal(t, kmsg.ConfigSourceGroupConfig, e.source)
+			require.Equal(t, "by_duration:P1DT2H3M4.5S", *e.Value)
+			require.Equal(t, kmsg.ConfigSourceGroupConfig, e.Source)
 		case "share.record.lock.duration.ms":
 			// The broker bound is back to 15000: the stored 1000 no
 			// longer applies.
-			require.Equal(t, "1000", *e.value)
+			require.Equal(t, "1000", *e.Value)
 		}
 	}
 	require.Equal(t, 15*time.Second, b2.shareSettings("cg").lockDuration)

@@ -1,0 +1,55 @@
+package configs
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Def describes one topic config (and the broker config that gives
+// its default), with Kafka's names, types and defaults. Values are kept
+// as strings, as on the wire.
+type Def struct {
+	Name       string          // topic config name, e.g. retention.ms
+	BrokerName string          // broker-level default, e.g. log.retention.ms ("" = none)
+	Type       kmsg.ConfigType // as reported by DescribeConfigs
+	Default    string          // Kafka's default
+	Doc        string
+	// Check validates a value; nil accepts anything of the type.
+	Check func(v string) error
+}
+
+// IntRange accepts the integers of [lo, hi].
+func IntRange(lo, hi int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("value %q is not an integer", v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("value %d is outside [%d, %d]", n, lo, hi)
+		}
+		return nil
+	}
+}
+
+// OneOf accepts exactly one of vals.
+func OneOf(vals ...string) func(string) error {
+	return func(v string) error {
+		for _, ok := range vals {
+			if v == ok {
+				return nil
+			}
+		}
+		return fmt.Errorf("value %q is not one of %v", v, vals)
+	}
+}
+
+// IsBool accepts true and false.
+func IsBool(v string) error {
+	if v != "true" && v != "false" {
+		return fmt.Errorf("value %q is not true or false", v)
+	}
+	return nil
+}
