@@ -21,43 +21,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/quota"
 )
 
 func init() { registerSimple(48, 0, 1, handleDescribeClientQuotas) }
 
 func handleDescribeClientQuotas(c *conn, req *kmsg.DescribeClientQuotasRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
-	in := make([]quotaFilterIn, len(req.Components))
+	in := make([]quota.FilterIn, len(req.Components))
 	for i, rc := range req.Components {
-		in[i] = quotaFilterIn{typ: rc.EntityType, match: int8(rc.MatchType), name: rc.Match}
+		in[i] = quota.FilterIn{Type: rc.EntityType, Match: int8(rc.MatchType), Name: rc.Match}
 	}
-	filters, err := checkQuotaFilters(in)
+	filters, err := quota.CheckFilters(in)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = kafkaerr.Code(err), kafkaerr.Message(err)
 		return resp
 	}
-	for _, d := range c.b.describeQuotas(filters, req.Strict) {
+	for _, d := range c.b.quotas.Describe(filters, req.Strict) {
 		entry := kmsg.NewDescribeClientQuotasResponseEntry()
-		for i, p := range d.entity {
-			if !p.set {
-				continue
-			}
+		for _, comp := range d.Entity.Components() {
 			ee := kmsg.NewDescribeClientQuotasResponseEntryEntity()
-			ee.Type = quotaTypes[i]
-			if !p.def {
-				name := p.name
-				ee.Name = &name
-			}
+			ee.Type, ee.Name = comp.Type, comp.Name
 			entry.Entity = append(entry.Entity, ee)
 		}
-		keys := make([]string, 0, len(d.values))
-		for k := range d.values {
+		keys := make([]string, 0, len(d.Values))
+		for k := range d.Values {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
 			v := kmsg.NewDescribeClientQuotasResponseEntryValue()
-			v.Key, v.Value = k, d.values[k]
+			v.Key, v.Value = k, d.Values[k]
 			entry.Values = append(entry.Values, v)
 		}
 		resp.Entries = append(resp.Entries, entry)

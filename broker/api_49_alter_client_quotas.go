@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/quota"
 )
 
 func init() { registerSimple(49, 0, 1, handleAlterClientQuotas) }
@@ -31,18 +32,18 @@ func handleAlterClientQuotas(c *conn, req *kmsg.AlterClientQuotasRequest) kmsg.R
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	for _, re := range req.Entries {
 		out := kmsg.NewAlterClientQuotasResponseEntry()
-		comps := make([]quotaComponent, len(re.Entity))
+		comps := make([]quota.Component, len(re.Entity))
 		for i, e := range re.Entity {
-			comps[i] = quotaComponent{typ: e.Type, name: e.Name}
+			comps[i] = quota.Component{Type: e.Type, Name: e.Name}
 			oe := kmsg.NewAlterClientQuotasResponseEntryEntity()
 			oe.Type, oe.Name = e.Type, e.Name
 			out.Entity = append(out.Entity, oe)
 		}
-		ops := make([]quotaOp, len(re.Ops))
+		ops := make([]quota.Op, len(re.Ops))
 		for i, op := range re.Ops {
-			ops[i] = quotaOp{key: op.Key, value: op.Value, remove: op.Remove}
+			ops[i] = quota.Op{Key: op.Key, Value: op.Value, Remove: op.Remove}
 		}
-		err := c.b.alterQuota(comps, ops, req.ValidateOnly)
+		err := c.b.quotas.Alter(comps, ops, req.ValidateOnly)
 		if err != nil {
 			if _, refused := err.(*kafkaerr.RequestError); !refused {
 				c.lg.Error("altering client quota failed", zap.Error(err))

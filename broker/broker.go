@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/metrics"
+	"github.com/shoal-mq/shoal/broker/quota"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -41,7 +42,7 @@ type Broker struct {
 	// (/readyz), and cleared when Close begins. Everything Start builds
 	// is visible to whoever loads it true.
 	ready  atomic.Bool
-	quotas *quotaManager // client quotas and rate limits, quota.go
+	quotas *quota.Manager // client quotas and rate limits, quota.go
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).
@@ -134,11 +135,11 @@ func Start(cfg Config) (*Broker, error) {
 	if b.dyn.m, err = b.meta.BrokerConfigs(); err != nil {
 		return fail(err)
 	}
-	if b.quotas, err = newQuotaManager(b.meta.DB()); err != nil {
-		return fail(err)
-	}
-	b.quotas.throttled = func(scope string, d time.Duration) {
+	throttled := func(scope string, d time.Duration) {
 		b.metrics.QuotaThrottle.WithLabelValues(scope).Observe(d.Seconds())
+	}
+	if b.quotas, err = quota.New(b.meta.DB(), throttled); err != nil {
+		return fail(err)
 	}
 	began := time.Now()
 	if err := b.loadTopics(); err != nil {

@@ -16,23 +16,12 @@ package broker
 import (
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/quota"
 )
-
-// connCounts counts open connections, in total and per IP.
-type connCounts struct {
-	mu    sync.Mutex
-	total int
-	perIP map[string]int
-	freed chan struct{} // signalled (non-blocking) when one closes
-}
-
-func newConnCounts() *connCounts {
-	return &connCounts{perIP: map[string]int{}, freed: make(chan struct{}, 1)}
-}
 
 func (b *Broker) brokerConfigInt(name string) int64 {
 	v, _ := b.brokerConfig(name)
@@ -51,17 +40,14 @@ func (b *Broker) brokerConfigInt(name string) int64 {
 // accepted unserved, while max.connections are open.
 // It returns false when the broker is closing.
 func (b *Broker) waitConnSlot() bool {
-	cc := b.quotas.conns
+	cc := b.quotas.Conns()
 	for {
-		cc.mu.Lock()
-		open := cc.total
-		cc.mu.Unlock()
-		if int64(open) < b.brokerConfigInt("max.connections") {
+		if int64(cc.Open()) < b.brokerConfigInt("max.connections") {
 			return true
 		}
 		t := time.NewTimer(100 * time.Millisecond) // the limit may be raised meanwhile
 		select {
-		case <-cc.freed:
+		case <-cc.Freed():
 		case <-t.C:
 		case <-b.ctx.Done():
 			t.Stop()
@@ -76,19 +62,16 @@ func (b *Broker) waitConnSlot() bool {
 // and admitConn has closed it, or will after a throttle delay.
 func (b *Broker) admitConn(nc net.Conn) bool {
 	ip := remoteIP(nc)
-	cc := b.quotas.conns
-	cc.mu.Lock()
-	over := int64(cc.perIP[ip]) >= b.brokerConfigInt("max.connections.per.ip")
-	cc.mu.Unlock()
-	if over {
+	cc := b.quotas.Conns()
+	if int64(cc.FromIP(ip)) >= b.brokerConfigInt("max.connections.per.ip") {
 		b.lg.Info("closing connection: max.connections.per.ip reached", zap.String("ip", ip))
 		nc.Close()
 		return false
 	}
-	limits := b.quotas.clientLimits(nil, qConnectionCreation, clientIdent{ip: ip}, 1)
+	limits := b.quotas.ClientLimits(nil, quota.ConnectionCreationRate, quota.Ident{IP: ip}, 1)
 	if len(limits) > 0 {
 		now := time.Now()
-		rejected, wait := b.quotas.debt(now, limits)
+		rejected, wait := b.quotas.Debt(now, limits)
 		if wait > 0 {
 			b.lg.Info("closing connection: connection_creation_rate exceeded", zap.String("ip", ip), zap.Bool("reject", rejected))
 			if rejected {
@@ -107,28 +90,15 @@ func (b *Broker) admitConn(nc net.Conn) bool {
 			return false
 		}
 		for i := range limits {
-			limits[i].reject = false
+			limits[i].Reject = false
 		}
-		b.quotas.charge(now, limits)
+		b.quotas.Charge(now, limits)
 	}
-	cc.mu.Lock()
-	cc.total++
-	cc.perIP[ip]++
-	cc.mu.Unlock()
+	cc.Add(ip)
 	return true
 }
 
 // connReleased undoes admitConn's count when a connection ends.
 func (b *Broker) connReleased(c *conn) {
-	cc := b.quotas.conns
-	cc.mu.Lock()
-	cc.total--
-	if cc.perIP[c.quota.ip]--; cc.perIP[c.quota.ip] <= 0 {
-		delete(cc.perIP, c.quota.ip)
-	}
-	cc.mu.Unlock()
-	select {
-	case cc.freed <- struct{}{}:
-	default:
-	}
+	b.quotas.Conns().Release(c.quota.ip)
 }

@@ -50,9 +50,7 @@ func TestConnectionLimits(t *testing.T) {
 	require.NoError(t, cl.Ping(context.Background()))
 	adm := kadm.NewClient(cl)
 	open := func() int {
-		b.quotas.conns.mu.Lock()
-		defer b.quotas.conns.mu.Unlock()
-		return b.quotas.conns.total
+		return b.quotas.Conns().Open()
 	}
 	setBrokerConfig(t, adm, "max.connections.per.ip", "100") // the admin client's connections are open
 	setBrokerConfig(t, adm, "max.connections.per.ip", fmt.Sprint(open()+2))

@@ -12,10 +12,13 @@ package broker
 
 import (
 	"math"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/quota"
 )
 
 // connQuota is one connection's quota state. Reader goroutine only.
@@ -41,7 +44,7 @@ func (q *connQuota) parkedSince(t time.Time) { q.parked += time.Since(t) }
 
 // brokerLimit is a broker-wide limit from the dynamic broker configs
 // (name and name.burst; 0 or unset: unlimited).
-func (b *Broker) brokerLimit(out []quotaLimit, name string, n float64) []quotaLimit {
+func (b *Broker) brokerLimit(out []quota.Limit, name string, n float64) []quota.Limit {
 	v, ok := b.brokerConfig(name)
 	if !ok {
 		return out
@@ -51,12 +54,12 @@ func (b *Broker) brokerLimit(out []quotaLimit, name string, n float64) []quotaLi
 		return out
 	}
 	bv, _ := b.brokerConfig(name + ".burst")
-	return append(out, quotaLimit{key: "b|" + name, rate: float64(rate), burst: float64(parseInt(bv, 0)), n: n})
+	return append(out, quota.Limit{Key: "b|" + name, Rate: float64(rate), Burst: float64(parseInt(bv, 0)), N: n})
 }
 
 // topicLimit is a topic's producer.byte.rate or consumer.byte.rate (0:
 // unlimited); the burst is one second of the rate.
-func (b *Broker) topicLimit(out []quotaLimit, topic, name string, n float64) []quotaLimit {
+func (b *Broker) topicLimit(out []quota.Limit, topic, name string, n float64) []quota.Limit {
 	t := b.topics.get(topic)
 	if t == nil {
 		return out
@@ -66,7 +69,7 @@ func (b *Broker) topicLimit(out []quotaLimit, topic, name string, n float64) []q
 	v := t.configs[name]
 	b.topics.mu.RUnlock()
 	if rate := parseInt(v, 0); rate > 0 {
-		out = append(out, quotaLimit{key: "t|" + name + "|" + topic, rate: float64(rate), n: n})
+		out = append(out, quota.Limit{Key: "t|" + name + "|" + topic, Rate: float64(rate), N: n})
 	}
 	return out
 }
@@ -79,7 +82,7 @@ func (c *conn) quotaBeforeRequest(key int16, now time.Time) {
 	if key == 18 {
 		return
 	}
-	limits := c.b.quotas.clientLimits(nil, qRequestRate, c.ident(), 1)
+	limits := c.b.quotas.ClientLimits(nil, quota.RequestRate, c.ident(), 1)
 	limits = c.b.brokerLimit(limits, "broker.request.rate", 1)
 	c.quota.owe(c.b.chargeThrottleOnly(now, limits))
 }
@@ -91,7 +94,7 @@ func (c *conn) quotaBeforeRequest(key int16, now time.Time) {
 func (c *conn) quotaAfterRequest(key int16, resp kmsg.Response, took time.Duration, now time.Time) {
 	if key != 18 {
 		busy := max(took-c.quota.parked, 0)
-		limits := c.b.quotas.clientLimits(nil, qRequestPercentage, c.ident(), busy.Seconds()*100)
+		limits := c.b.quotas.ClientLimits(nil, quota.RequestPercentage, c.ident(), busy.Seconds()*100)
 		c.quota.owe(c.b.chargeThrottleOnly(now, limits))
 	}
 	d := max(c.quota.throttle, c.quota.hint)
@@ -110,11 +113,11 @@ func (c *conn) quotaAfterRequest(key int16, resp kmsg.Response, took time.Durati
 	}
 }
 
-func (b *Broker) chargeThrottleOnly(now time.Time, limits []quotaLimit) time.Duration {
+func (b *Broker) chargeThrottleOnly(now time.Time, limits []quota.Limit) time.Duration {
 	for i := range limits {
-		limits[i].reject = false
+		limits[i].Reject = false
 	}
-	_, w := b.quotas.charge(now, limits)
+	_, w := b.quotas.Charge(now, limits)
 	return w
 }
 
@@ -161,7 +164,7 @@ func (c *conn) produceQuota(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 			perTopic[req.Topics[i].Topic] += n
 		}
 	}
-	limits := b.quotas.clientLimits(nil, qProducerByteRate, c.ident(), float64(total))
+	limits := b.quotas.ClientLimits(nil, quota.ProducerByteRate, c.ident(), float64(total))
 	limits = b.brokerLimit(limits, "broker.producer.byte.rate", float64(total))
 	for t, n := range perTopic {
 		limits = b.topicLimit(limits, t, "producer.byte.rate", float64(n))
@@ -170,7 +173,7 @@ func (c *conn) produceQuota(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 		c.quota.owe(b.chargeThrottleOnly(time.Now(), limits))
 		return 0, nil
 	}
-	rejected, wait := b.quotas.charge(time.Now(), limits)
+	rejected, wait := b.quotas.Charge(time.Now(), limits)
 	if !rejected {
 		c.quota.owe(wait)
 		return 0, nil
@@ -196,7 +199,7 @@ func (c *conn) fetchQuotaHold(items []*fetchItem, resp *kmsg.FetchResponse, maxB
 	if len(limits) == 0 {
 		return false
 	}
-	rejected, wait, tokens := c.b.quotas.available(time.Now(), limits)
+	rejected, wait, tokens := c.b.quotas.Available(time.Now(), limits)
 	switch {
 	case wait <= 0:
 		if tokens < float64(*maxBytes) {
@@ -222,9 +225,9 @@ func (c *conn) fetchQuotaCharge(items []*fetchItem) {
 		return
 	}
 	for i := range limits {
-		limits[i].reject = false // already served: only the debt remains
+		limits[i].Reject = false // already served: only the debt remains
 	}
-	_, wait := c.b.quotas.charge(time.Now(), limits)
+	_, wait := c.b.quotas.Charge(time.Now(), limits)
 	c.quota.owe(wait)
 }
 
@@ -253,13 +256,13 @@ func (c *conn) shareFetchQuotaCharge(resp *kmsg.ShareFetchResponse) {
 // fetchLimits lists consumer_byte_rate (client, ip),
 // broker.consumer.byte.rate and each topic's consumer.byte.rate, costing
 // sizes (nil: zero, for a debt check).
-func (c *conn) fetchLimits(items []*fetchItem, sizes map[string]int) []quotaLimit {
+func (c *conn) fetchLimits(items []*fetchItem, sizes map[string]int) []quota.Limit {
 	b := c.b
 	total := 0
 	for _, n := range sizes {
 		total += n
 	}
-	limits := b.quotas.clientLimits(nil, qConsumerByteRate, c.ident(), float64(total))
+	limits := b.quotas.ClientLimits(nil, quota.ConsumerByteRate, c.ident(), float64(total))
 	limits = b.brokerLimit(limits, "broker.consumer.byte.rate", float64(total))
 	seen := map[string]bool{}
 	for _, it := range items {
@@ -278,4 +281,18 @@ func fetchHeld(items []*fetchItem, parts []*partition) {
 			it.hw, it.logS = p.log.HighWatermark(), p.log.LogStartOffset()
 		}
 	}
+}
+
+// ident is who the connection is, for quota matching.
+func (c *conn) ident() quota.Ident {
+	return quota.Ident{User: quota.AnonymousUser, ClientID: c.clientID, IP: c.quota.ip}
+}
+
+// remoteIP is the address a connection comes from, without its port.
+func remoteIP(nc net.Conn) string {
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/quota"
 )
 
 // mutationAllowed refuses a mutation while a reject-mode
@@ -26,11 +27,11 @@ func (c *conn) mutationAllowed(strict, validateOnly bool) error {
 	if !strict || validateOnly {
 		return nil
 	}
-	limits := c.b.quotas.clientLimits(nil, qControllerMutation, c.ident(), 0)
+	limits := c.b.quotas.ClientLimits(nil, quota.ControllerMutationRate, c.ident(), 0)
 	if len(limits) == 0 {
 		return nil
 	}
-	rejected, wait := c.b.quotas.debt(time.Now(), limits)
+	rejected, wait := c.b.quotas.Debt(time.Now(), limits)
 	if !rejected {
 		return nil
 	}
@@ -43,7 +44,7 @@ func (c *conn) mutationCharge(strict bool, n int) {
 	if n <= 0 {
 		return
 	}
-	limits := c.b.quotas.clientLimits(nil, qControllerMutation, c.ident(), float64(n))
+	limits := c.b.quotas.ClientLimits(nil, quota.ControllerMutationRate, c.ident(), float64(n))
 	if len(limits) == 0 {
 		return
 	}
@@ -51,5 +52,5 @@ func (c *conn) mutationCharge(strict bool, n int) {
 		c.quota.owe(c.b.chargeThrottleOnly(time.Now(), limits))
 		return
 	}
-	c.quota.owe(c.b.quotas.take(time.Now(), limits))
+	c.quota.owe(c.b.quotas.Take(time.Now(), limits))
 }

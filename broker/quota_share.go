@@ -5,7 +5,7 @@ package broker
 // burst is one second of it) and share.delivery.rate.limit.scope.
 //
 // Scope group (here): one token bucket per share group, in the
-// quotaManager, bounds how many records the group's ShareFetch requests
+// quota.Manager, bounds how many records the group's ShareFetch requests
 // acquire together. A ShareFetch asks for a grant before acquiring and
 // settles it after: records granted but not acquired are refunded, and
 // records beyond the grant (batch_optimized acquires whole log batches)
@@ -40,24 +40,7 @@ func (b *Broker) shareDeliveryGrant(group string, want int) (granted int, retry 
 	if rate <= 0 || perMessageGroup {
 		return want, 0, func(int) {}
 	}
-	q := b.quotas
 	key := "s|" + group
-	now := time.Now()
-	q.mu.Lock()
-	bk := q.bucketLocked(now, key, float64(rate), 0)
-	granted, retry = bk.Grant(now, want)
-	q.mu.Unlock()
-	return granted, retry, func(got int) {
-		if got == granted {
-			return
-		}
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		bk := q.bucketLocked(time.Now(), key, float64(rate), 0)
-		if got < granted {
-			bk.Refund(float64(granted - got))
-		} else {
-			bk.Take(time.Now(), float64(got-granted))
-		}
-	}
+	granted, retry = b.quotas.Grant(key, float64(rate), want)
+	return granted, retry, func(got int) { b.quotas.Settle(key, float64(rate), granted, got) }
 }

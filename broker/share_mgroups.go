@@ -30,6 +30,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
+	"github.com/shoal-mq/shoal/broker/quota"
 	"github.com/shoal-mq/shoal/broker/records"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
@@ -526,7 +527,7 @@ func (sp *sharePart) blocksOwnGroups(member string) (deadline time.Time, blocked
 // per share-partition is per message group. Full buckets of idle groups
 // are dropped, so the map holds the groups being throttled.
 type mgRateState struct {
-	buckets map[string]*tokenBucket
+	buckets map[string]*quota.TokenBucket
 	swept   time.Time
 	timer   *time.Timer // wakes long polls when a refused group refills
 	timerAt time.Time
@@ -544,11 +545,11 @@ func (sp *sharePart) messageGroupLimiterLocked(now time.Time) sharegroup.GroupLi
 		return nil
 	}
 	if rs.buckets == nil {
-		rs.buckets = map[string]*tokenBucket{}
+		rs.buckets = map[string]*quota.TokenBucket{}
 	}
 	if now.Sub(rs.swept) > 10*time.Second {
 		for id, bk := range rs.buckets {
-			if bk.idleFull(now) {
+			if bk.IdleFull(now) {
 				delete(rs.buckets, id)
 			}
 		}
@@ -557,10 +558,10 @@ func (sp *sharePart) messageGroupLimiterLocked(now time.Time) sharegroup.GroupLi
 	limit := func(id string, want int64) int64 {
 		bk := rs.buckets[id]
 		if bk == nil {
-			bk = newTokenBucket(float64(rate), 0, now)
+			bk = quota.NewTokenBucket(float64(rate), 0, now)
 			rs.buckets[id] = bk
 		} else {
-			bk.setLimit(float64(rate), float64(rate))
+			bk.SetLimit(float64(rate), float64(rate))
 		}
 		n, wait := bk.Grant(now, int(want))
 		if n == 0 {

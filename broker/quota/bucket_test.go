@@ -1,4 +1,4 @@
-package broker
+package quota
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ func TestTokenBucket(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
 	// 100 tokens/s, burst 50: the burst is free, then debt is throttled.
-	b := newTokenBucket(100, 50, t0)
+	b := NewTokenBucket(100, 50, t0)
 	require.Zero(t, b.Take(t0, 50))
 	require.Equal(t, 200*time.Millisecond, b.Take(t0, 20))
 	require.Zero(t, b.Take(at(200), 0), "the debt is paid after its throttle time")
@@ -22,7 +22,7 @@ func TestTokenBucket(t *testing.T) {
 	require.Equal(t, 10*time.Millisecond, b.Take(at(10_000), 1))
 
 	// Reject mode: refused, without spending, only while in debt.
-	r := newTokenBucket(10, 0, t0) // burst: one second = 10
+	r := NewTokenBucket(10, 0, t0) // burst: one second = 10
 	ok, _ := r.TryTake(t0, 8)
 	require.True(t, ok)
 	ok, _ = r.TryTake(t0, 5)
@@ -37,7 +37,7 @@ func TestTokenBucket(t *testing.T) {
 	require.Equal(t, 3*time.Second, wait)
 
 	// Grant hands out whole tokens; Refund returns unused ones.
-	g := newTokenBucket(5, 5, t0)
+	g := NewTokenBucket(5, 5, t0)
 	n, _ := g.Grant(t0, 3)
 	require.Equal(t, 3, n)
 	n, _ = g.Grant(t0, 3)
@@ -50,8 +50,8 @@ func TestTokenBucket(t *testing.T) {
 	require.Equal(t, 2, n)
 
 	// Unlimited, and a changed limit applies at once.
-	u := newTokenBucket(0, 0, t0)
+	u := NewTokenBucket(0, 0, t0)
 	require.Zero(t, u.Take(t0, 1e12))
-	u.setLimit(10, 0)
+	u.SetLimit(10, 0)
 	require.Equal(t, time.Second, u.Take(t0, 10))
 }

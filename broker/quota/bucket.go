@@ -1,36 +1,36 @@
-package broker
+package quota
 
 import (
 	"math"
 	"time"
 )
 
-// tokenBucket is one rate limit: a steady rate (tokens per second) and a
+// TokenBucket is one rate limit: a steady rate (tokens per second) and a
 // burst (the most tokens it holds). It starts full, so a client that was
 // idle spends its burst at full speed before the steady rate applies.
 //
 // It is a pure value: no clock, no lock. Time arrives as now; the owner
-// (quotaManager, or a share group's limiter) serialises access. A rate of
+// (Manager, or a share group's limiter) serialises access. A rate of
 // zero or less means unlimited.
-type tokenBucket struct {
+type TokenBucket struct {
 	rate   float64 // tokens per second
 	burst  float64 // capacity
 	tokens float64 // may go negative: debt paid back before more is taken
 	last   time.Time
 }
 
-// newTokenBucket returns a full bucket. A burst of zero or less means one
+// NewTokenBucket returns a full bucket. A burst of zero or less means one
 // second of the rate.
-func newTokenBucket(rate, burst float64, now time.Time) *tokenBucket {
-	b := &tokenBucket{last: now}
-	b.setLimit(rate, burst)
+func NewTokenBucket(rate, burst float64, now time.Time) *TokenBucket {
+	b := &TokenBucket{last: now}
+	b.SetLimit(rate, burst)
 	b.tokens = b.burst
 	return b
 }
 
-// setLimit changes the rate and burst, keeping the tokens (clamped to the
+// SetLimit changes the rate and burst, keeping the tokens (clamped to the
 // new burst), so a changed quota applies at once.
-func (b *tokenBucket) setLimit(rate, burst float64) {
+func (b *TokenBucket) SetLimit(rate, burst float64) {
 	if burst <= 0 {
 		burst = rate
 	}
@@ -38,10 +38,10 @@ func (b *tokenBucket) setLimit(rate, burst float64) {
 	b.tokens = min(b.tokens, burst)
 }
 
-func (b *tokenBucket) unlimited() bool { return b.rate <= 0 || math.IsInf(b.rate, 1) }
+func (b *TokenBucket) unlimited() bool { return b.rate <= 0 || math.IsInf(b.rate, 1) }
 
 // refill adds the tokens earned since the last call.
-func (b *tokenBucket) refill(now time.Time) {
+func (b *TokenBucket) refill(now time.Time) {
 	if dt := now.Sub(b.last).Seconds(); dt > 0 {
 		b.tokens = min(b.burst, b.tokens+dt*b.rate)
 		b.last = now
@@ -49,7 +49,7 @@ func (b *tokenBucket) refill(now time.Time) {
 }
 
 // wait is how long until the bucket holds want tokens (zero if it does).
-func (b *tokenBucket) wait(want float64) time.Duration {
+func (b *TokenBucket) wait(want float64) time.Duration {
 	if b.tokens >= want || b.unlimited() {
 		return 0
 	}
@@ -59,7 +59,7 @@ func (b *tokenBucket) wait(want float64) time.Duration {
 // Take spends n tokens unconditionally (throttle mode: what was accepted
 // is never refused) and returns how long the caller must back off until
 // the bucket is out of debt. Below the rate it returns zero.
-func (b *tokenBucket) Take(now time.Time, n float64) time.Duration {
+func (b *TokenBucket) Take(now time.Time, n float64) time.Duration {
 	if b.unlimited() {
 		return 0
 	}
@@ -73,7 +73,7 @@ func (b *tokenBucket) Take(now time.Time, n float64) time.Duration {
 // once the quota is already exceeded, so one larger than the burst is
 // not refused forever). When refused, nothing is spent and the duration
 // says when the debt is paid and a retry can pass.
-func (b *tokenBucket) TryTake(now time.Time, n float64) (bool, time.Duration) {
+func (b *TokenBucket) TryTake(now time.Time, n float64) (bool, time.Duration) {
 	if ok, w := b.canTake(now); !ok {
 		return false, w
 	}
@@ -82,7 +82,7 @@ func (b *tokenBucket) TryTake(now time.Time, n float64) (bool, time.Duration) {
 }
 
 // canTake reports whether TryTake would pass, spending nothing.
-func (b *tokenBucket) canTake(now time.Time) (bool, time.Duration) {
+func (b *TokenBucket) canTake(now time.Time) (bool, time.Duration) {
 	if b.unlimited() {
 		return true, 0
 	}
@@ -97,7 +97,7 @@ func (b *tokenBucket) canTake(now time.Time) (bool, time.Duration) {
 // returns how many it spent (for record counts: a share fetch may acquire
 // that many records). With nothing available it returns 0 and the time
 // until one token is there.
-func (b *tokenBucket) Grant(now time.Time, want int) (int, time.Duration) {
+func (b *TokenBucket) Grant(now time.Time, want int) (int, time.Duration) {
 	if b.unlimited() {
 		return want, 0
 	}
@@ -116,11 +116,11 @@ func (b *tokenBucket) Grant(now time.Time, want int) (int, time.Duration) {
 // Refund gives back tokens taken by Grant but not used (fewer records
 // were available than granted). Spending more than granted is recorded
 // with Take.
-func (b *tokenBucket) Refund(n float64) { b.tokens = min(b.burst, b.tokens+n) }
+func (b *TokenBucket) Refund(n float64) { b.tokens = min(b.burst, b.tokens+n) }
 
-// idleFull reports whether the bucket has refilled completely by now:
+// IdleFull reports whether the bucket has refilled completely by now:
 // dropping it and making a fresh one later changes nothing.
-func (b *tokenBucket) idleFull(now time.Time) bool {
+func (b *TokenBucket) IdleFull(now time.Time) bool {
 	if b.unlimited() {
 		return true
 	}
