@@ -3,6 +3,27 @@
 // (api_NN_name.go), the metadata store on badger, and the wiring of the
 // partition logs (package log).
 //
+// # Packages
+//
+// broker/ is being split into packages with checked boundaries, leaves
+// first (issue 27; the plan is ../shared/docs/broker-layout.md, the rules
+// scripts/check-layering.sh). Landed, each with a doc.go stating its
+// model, what it owns and its locks:
+//
+//   - kafkaerr: Go errors to Kafka codes; refusals with Kafka's messages.
+//   - meta: the badger store, its one key-space table, the cluster id,
+//     producer ids, the group committer. The records stay with their
+//     writers (here: metaStore, topics_store.go, groups_store.go).
+//   - records: looking inside record batches; the fetch buffer pool.
+//   - metrics: event metrics only; the state collector is metrics_state.go.
+//   - configs: config definitions, validators, described entries.
+//   - quota: client-quota entities and admin, token buckets, connection
+//     counts; their use per request stays here (quota_*.go).
+//
+// Still in this package, next in that order: topics (with the syncer),
+// dedup, groups, transactions, share groups. None of the packages above
+// imports this one or a sibling it has no rule for.
+//
 // # Requests
 //
 // Each connection has a reader goroutine that decodes and processes one
@@ -67,9 +88,9 @@
 //     expiry and deletions read them under that lock), after waiting
 //     for its txn's last completion, which takes group locks itself.
 //
-//   - Quotas (quota.go): quotaManager.writeMu serialises AlterClientQuotas
-//     and may do its badger write; quotaManager.cfgMu guards the entity
-//     configs, quotaManager.mu the token buckets, connCounts.mu the open
+//   - Quotas (package quota): Manager.writeMu serialises AlterClientQuotas
+//     and may do its badger write; Manager.cfgMu guards the entity
+//     configs, Manager.mu the token buckets, ConnCounts.mu the open
 //     connection counts. The last three are leaves: held briefly, never
 //     during I/O, and nothing else is taken under them. A connection's
 //     connQuota belongs to its reader goroutine.
