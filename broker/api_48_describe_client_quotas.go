@@ -2,7 +2,7 @@ package broker
 
 // DescribeClientQuotas (48).
 //
-// Behavior: lists the client quota entities (quota.go) matching every
+// Behavior: lists the client quota entities (package quota) matching every
 // filter component, with all their values. A component matches an entity
 // that has that entity type with the exact name (MatchType 0; a null
 // name there means the default), the default name (1) or any given name

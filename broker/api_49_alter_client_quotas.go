@@ -3,7 +3,7 @@ package broker
 // AlterClientQuotas (49).
 //
 // Behavior: each entry sets and removes quota keys of one entity
-// (quota.go), all or nothing, independently of the other entries. The
+// (package quota), all or nothing, independently of the other entries. The
 // result is written to the metadata store (meta/client-quota/...) before
 // the answer and applies to the next request of every connection, with
 // no restart. An entity whose last key is removed is deleted. Refusals

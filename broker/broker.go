@@ -42,7 +42,7 @@ type Broker struct {
 	// (/readyz), and cleared when Close begins. Everything Start builds
 	// is visible to whoever loads it true.
 	ready  atomic.Bool
-	quotas *quota.Manager // client quotas and rate limits, quota.go
+	quotas *quota.Manager // client quotas and rate limits: package quota
 
 	// adminMu serialises topic creation, deletion, partition growth and
 	// config changes (rare, and they do disk I/O).

@@ -42,7 +42,7 @@ var topicConfigDefs = append([]configs.Def{
 		Doc: "Only CreateTime: batches are stored verbatim.", Check: configs.OneOf("CreateTime")},
 	{Name: "min.insync.replicas", BrokerName: "min.insync.replicas", Type: kmsg.ConfigTypeInt, Default: "1",
 		Doc: "Shoal is a single replica: with a value above 1, acks=all produce fails with NOT_ENOUGH_REPLICAS, as on Kafka.", Check: configs.IntRange(1, math.MaxInt32)},
-	// Shoal's per-topic rate limits (quota.go): bytes per second for all
+	// Shoal's per-topic rate limits (package quota): bytes per second for all
 	// clients together, the burst one second of it; 0 is unlimited.
 	{Name: "producer.byte.rate", Type: kmsg.ConfigTypeLong, Default: "0",
 		Doc: "Produce bytes per second into this topic, all clients together (0: unlimited); over it producers are throttled.", Check: configs.IntRange(0, math.MaxInt64)},

@@ -2,7 +2,7 @@ package broker
 
 // Durable group state in the metadata store (badger, SyncWrites on).
 //
-// Two kinds of keys (declared in meta.go):
+// Two kinds of keys (declared in broker/meta/store.go):
 //
 //	meta/group/<group>                       groupRecord, JSON
 //	meta/offset/<group>/<topic>/<partition>  offset value, binary

@@ -1,6 +1,6 @@
 package broker
 
-// Quota enforcement on a connection (quota.go has the model).
+// Quota enforcement on a connection (package quota has the model).
 //
 // Throttling follows KIP-219: the response goes out at once carrying
 // ThrottleTimeMs, and the connection reads no further request for that

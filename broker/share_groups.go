@@ -67,7 +67,7 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
-// shareGroupRecord is the value of meta/share-group/<group> (meta.go).
+// shareGroupRecord is the value of meta/share-group/<group> (broker/meta/store.go).
 type shareGroupRecord struct {
 	Epoch int32 `json:"epoch"`
 }

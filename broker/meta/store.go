@@ -39,7 +39,7 @@ import (
 //	meta/dlq/count/<group>/<topic id hex>/<partition>
 //	                           uint64 big-endian: dead-letter records written (share_dlq.go)
 //	meta/txn/<transactional id> txnRecord (txn.go), JSON; path-escaped
-//	meta/client-quota/<entity> JSON map of client quota values (quota.go); <entity> is
+//	meta/client-quota/<entity> JSON map of client quota values (quota/quota.go); <entity> is
 //	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
