@@ -3,6 +3,7 @@ package records
 import (
 	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -19,27 +20,16 @@ import (
 // compressed batch the way a client would (tests today).
 func Compress(raw []byte, codec protocol.Compression) ([]byte, error) {
 	var buf bytes.Buffer
+	var w io.WriteCloser
 	switch codec {
 	case protocol.CompressionNone:
 		return append([]byte(nil), raw...), nil
 	case protocol.CompressionGzip:
-		w := gzip.NewWriter(&buf)
-		if _, err := w.Write(raw); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
+		w = gzip.NewWriter(&buf)
 	case protocol.CompressionSnappy:
 		return s2.EncodeSnappy(nil, raw), nil
 	case protocol.CompressionLZ4:
-		w := lz4.NewWriter(&buf)
-		if _, err := w.Write(raw); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
+		w = lz4.NewWriter(&buf)
 	case protocol.CompressionZstd:
 		enc, err := zstd.NewWriter(nil)
 		if err != nil {
@@ -49,6 +39,12 @@ func Compress(raw []byte, codec protocol.Compression) ([]byte, error) {
 		return enc.EncodeAll(raw, nil), nil
 	default:
 		return nil, fmt.Errorf("records: unknown compression codec %d", codec)
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }
