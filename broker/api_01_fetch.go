@@ -331,13 +331,13 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 // fetch response carries.
 const fetchMaxBytes = 57671680
 
-// recordBuf takes a buffer from records.Buffers for the records of the
+// recordBuf takes a buffer from records.GetBuffer for the records of the
 // response being handled (Fetch, ShareFetch) and hands it back once that
 // response is encoded or dropped (conn.afterWrite). The handler appends to
 // *buf; what *buf holds then goes back, however often it grew. Reader
 // goroutine only.
 func (c *conn) recordBuf() *[]byte {
-	bp := records.Buffers.Get().(*[]byte)
+	bp := records.GetBuffer()
 	buf := (*bp)[:0]
 	c.afterWrite(func() { records.PutBuffer(bp, buf) })
 	return &buf

@@ -4,7 +4,7 @@ package broker
 //
 // Behavior: serves idempotent producers: a null TransactionalID gets a
 // fresh producer id with epoch 0. Ids come from a durable badger sequence
-// (metaStore.nextProducerID), so an id is never handed out twice, even
+// (meta.Store.NextProducerID), so an id is never handed out twice, even
 // across restarts. As in Kafka, a request without a transactional id is
 // always given a new id: an idempotent producer that sends its current
 // id and epoch to bump the epoch (KIP-360, v3+) simply gets a new id,

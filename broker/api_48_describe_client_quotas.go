@@ -32,14 +32,14 @@ func handleDescribeClientQuotas(c *conn, req *kmsg.DescribeClientQuotasRequest) 
 	for i, rc := range req.Components {
 		in[i] = quota.FilterIn{Type: rc.EntityType, Match: int8(rc.MatchType), Name: rc.Match}
 	}
-	filters, err := quota.CheckFilters(in)
+	described, err := c.b.quotas.Describe(in, req.Strict)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = kafkaerr.Code(err), kafkaerr.Message(err)
 		return resp
 	}
-	for _, d := range c.b.quotas.Describe(filters, req.Strict) {
+	for _, d := range described {
 		entry := kmsg.NewDescribeClientQuotasResponseEntry()
-		for _, comp := range d.Entity.Components() {
+		for _, comp := range d.Components {
 			ee := kmsg.NewDescribeClientQuotasResponseEntryEntity()
 			ee.Type, ee.Name = comp.Type, comp.Name
 			entry.Entity = append(entry.Entity, ee)

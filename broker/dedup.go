@@ -432,7 +432,7 @@ type dedupDeps struct {
 	own   *dedupWrite
 }
 
-// filterLocked looks up and inserts the ids of records' batches. It
+// filterLocked looks up and inserts the ids of the records of batches. It
 // returns the records to append (a new buffer only if some batch lost
 // records), the ids it inserted (for w, the append to come) and the
 // appends of the first copies of the records it dropped that are not

@@ -92,7 +92,8 @@
 //     and may do its badger write; Manager.cfgMu guards the entity
 //     configs, Manager.mu the token buckets, ConnCounts.mu the open
 //     connection counts. The last three are leaves: held briefly, never
-//     during I/O, and nothing else is taken under them. A connection's
+//     during I/O, and no lock of Shoal's is taken under them (the
+//     throttle metric is observed under Manager.mu). A connection's
 //     connQuota belongs to its reader goroutine.
 //
 // Order: adminMu → topicRegistry.mu → partition.mu; adminMu → group.mu,

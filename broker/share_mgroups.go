@@ -212,7 +212,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
 	hw := shareReadLimit(lp, st)
-	bp := records.Buffers.Get().(*[]byte) // Classify copies what it keeps
+	bp := records.GetBuffer() // Classify copies what it keeps
 	raw := (*bp)[:0]
 	defer func() { records.PutBuffer(bp, raw) }()
 	var scratch *[]byte // decompressed records, Classify's to read
@@ -239,7 +239,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 		}
 		read += len(raw)
 		if scratch == nil {
-			scratch = records.Buffers.Get().(*[]byte)
+			scratch = records.GetBuffer()
 		}
 		batches := classifyBatches(raw, st.groupSource, shareAborted(lp, st, off, hw), scratch)
 		if len(batches) == 0 {

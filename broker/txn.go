@@ -588,7 +588,7 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 
 // persistLocked writes t to badger and waits for it to be durable,
 // after the last completion (settleLocked). The write is group-committed
-// with other transactions' concurrent writes (groupCommitter). t.mu
+// with other transactions' concurrent writes (meta.Committer). t.mu
 // held.
 func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.b.meta.Committer().Write(meta.Op{Key: k, Value: v}) })

@@ -85,8 +85,8 @@ func SplitList(v string) []string {
 	return out
 }
 
-// AppendList adds the items of add missing from base; SubtractList
-// removes them. Both keep base's order.
+// AppendList adds the items of add missing from base, keeping base's
+// order.
 func AppendList(base, add string) string {
 	items := SplitList(base)
 	for _, a := range SplitList(add) {
@@ -101,6 +101,7 @@ func AppendList(base, add string) string {
 	return strings.Join(items, ",")
 }
 
+// SubtractList removes the items of sub from base, keeping base's order.
 func SubtractList(base, sub string) string {
 	drop := map[string]bool{}
 	for _, s := range SplitList(sub) {

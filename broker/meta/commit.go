@@ -34,13 +34,14 @@ type metaWrite struct {
 // badger version.
 type Committer struct {
 	db *badger.DB
-	// beforeCommit, for fault-injection tests, runs before each group
-	// commit; an error fails the group's writes (nothing is written).
-	beforeCommit func() error
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below; never held during a commit
 	queue   []*metaWrite
 	running bool
+	// beforeCommit, for fault-injection tests, runs (outside mu) before
+	// each group commit; an error fails the group's writes (nothing is
+	// written).
+	beforeCommit func() error
 }
 
 // Write commits ops durably and returns once they are (or why not).

@@ -10,6 +10,6 @@
 // to the package that writes it (topics, groups, share groups,
 // transactions, quotas, configs), which reads and writes it through DB or
 // Committer. Store is safe for concurrent use; Committer.mu is a leaf,
-// held only around its queue and never during a commit, so any package
+// held only around its queue and hook, never during a commit, so any package
 // may write under any of its own locks. It imports nothing of Shoal's.
 package meta

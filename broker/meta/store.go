@@ -43,11 +43,11 @@ import (
 //	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
-	KeyClusterID        = "meta/cluster-id"
+	keyClusterID        = "meta/cluster-id"
 	PrefixTopic         = "meta/topic/"
 	PrefixDeletingTopic = "meta/deleting-topic/"
 	PrefixBrokerConfig  = "meta/broker-config/"
-	KeyProducerIDSeq    = "meta/seq/producer-id"
+	keyProducerIDSeq    = "meta/seq/producer-id"
 	PrefixGroup         = "meta/group/"
 	PrefixOffset        = "meta/offset/"
 	PrefixShareGroup    = "meta/share-group/"
@@ -147,7 +147,7 @@ func Open(dataDir string, lg *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: open metadata store: %w", err)
 	}
-	sq, err := db.GetSequence([]byte(KeyProducerIDSeq), 1000)
+	sq, err := db.GetSequence([]byte(keyProducerIDSeq), 1000)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("broker: producer id sequence: %w", err)
@@ -155,6 +155,7 @@ func Open(dataDir string, lg *zap.Logger) (*Store, error) {
 	return &Store{db: db, pidSq: sq, gc: &Committer{db: db}}, nil
 }
 
+// Close releases the producer-id lease and closes the database.
 func (m *Store) Close() error {
 	err := m.pidSq.Release()
 	return errors.Join(err, m.db.Close())
@@ -164,7 +165,7 @@ func (m *Store) Close() error {
 func (m *Store) ClusterID() (string, error) {
 	var id string
 	err := m.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(KeyClusterID))
+		item, err := txn.Get([]byte(keyClusterID))
 		if err == nil {
 			v, err := item.ValueCopy(nil)
 			id = string(v)
@@ -178,7 +179,7 @@ func (m *Store) ClusterID() (string, error) {
 			return err
 		}
 		id = base64.RawURLEncoding.EncodeToString(raw[:])
-		return txn.Set([]byte(KeyClusterID), []byte(id))
+		return txn.Set([]byte(keyClusterID), []byte(id))
 	})
 	return id, err
 }
@@ -230,6 +231,7 @@ func ScanJSON[V any](db *badger.DB, prefix string, fn func(name string, v V) err
 	})
 }
 
+// BrokerConfigs returns the dynamic broker config overrides.
 func (m *Store) BrokerConfigs() (map[string]string, error) {
 	out := map[string]string{}
 	err := m.db.View(func(txn *badger.Txn) error {

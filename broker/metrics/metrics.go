@@ -26,10 +26,10 @@ type ShareGroup struct {
 	archived     prometheus.Counter
 }
 
-// MaxTrackedDeliveryCount is the largest delivery count with its own
+// maxTrackedDeliveryCount is the largest delivery count with its own
 // histogram bucket (Kafka's group.share.max.delivery.count.limit is at
 // most 25).
-const MaxTrackedDeliveryCount = 25
+const maxTrackedDeliveryCount = 25
 
 // API is one served Kafka API: its key, name and version range.
 type API struct {
@@ -63,11 +63,11 @@ type Metrics struct {
 	lockExpiries *prometheus.CounterVec
 	archived     *prometheus.CounterVec
 	// deliveryCounts[n] counts records handed out with delivery count n
-	// (the last slot: above MaxTrackedDeliveryCount); exported as a
+	// (the last slot: above maxTrackedDeliveryCount); exported as a
 	// histogram by the broker's state collector. Plain atomics because
 	// one ShareFetch acquires whole ranges: one Add per range, not one
 	// Observe per record.
-	deliveryCounts [MaxTrackedDeliveryCount + 2]atomic.Uint64
+	deliveryCounts [maxTrackedDeliveryCount + 2]atomic.Uint64
 
 	// DLQRecords (shoal_share_dlq_records_total{group}) counts records
 	// written to a share group's dead-letter topic; QuotaThrottle
@@ -206,22 +206,22 @@ func (m *Metrics) Delivered(deliveryCount int16, n int64) {
 	if i < 0 {
 		i = 0
 	}
-	if i > MaxTrackedDeliveryCount {
-		i = MaxTrackedDeliveryCount + 1
+	if i > maxTrackedDeliveryCount {
+		i = maxTrackedDeliveryCount + 1
 	}
 	m.deliveryCounts[i].Add(uint64(n))
 }
 
 // DeliveryHistogram is the delivery counts so far as a cumulative
-// histogram (count, sum, buckets le=1..MaxTrackedDeliveryCount), for
+// histogram (count, sum, buckets le=1..maxTrackedDeliveryCount), for
 // prometheus.MustNewConstHistogram.
 func (m *Metrics) DeliveryHistogram() (count uint64, sum float64, buckets map[float64]uint64) {
-	buckets = make(map[float64]uint64, MaxTrackedDeliveryCount)
-	for n := 0; n <= MaxTrackedDeliveryCount+1; n++ {
+	buckets = make(map[float64]uint64, maxTrackedDeliveryCount)
+	for n := 0; n <= maxTrackedDeliveryCount+1; n++ {
 		c := m.deliveryCounts[n].Load()
 		count += c
 		sum += float64(n) * float64(c)
-		if n >= 1 && n <= MaxTrackedDeliveryCount {
+		if n >= 1 && n <= maxTrackedDeliveryCount {
 			buckets[float64(n)] = count
 		}
 	}

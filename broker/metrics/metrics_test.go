@@ -36,14 +36,14 @@ func TestDeliveryHistogram(t *testing.T) {
 	m := New(nil)
 	m.Delivered(1, 10)
 	m.Delivered(2, 3)
-	m.Delivered(MaxTrackedDeliveryCount+5, 1) // above the last bucket: in +Inf only
+	m.Delivered(maxTrackedDeliveryCount+5, 1) // above the last bucket: in +Inf only
 	count, sum, buckets := m.DeliveryHistogram()
 	require.Equal(t, uint64(14), count)
-	require.Equal(t, float64(10*1+3*2+(MaxTrackedDeliveryCount+1)), sum)
+	require.Equal(t, float64(10*1+3*2+(maxTrackedDeliveryCount+1)), sum)
 	require.Equal(t, uint64(10), buckets[1])
 	require.Equal(t, uint64(13), buckets[2])
-	require.Equal(t, uint64(13), buckets[MaxTrackedDeliveryCount])
-	require.Len(t, buckets, MaxTrackedDeliveryCount)
+	require.Equal(t, uint64(13), buckets[maxTrackedDeliveryCount])
+	require.Len(t, buckets, maxTrackedDeliveryCount)
 }
 
 func TestStateCollectorsRegistered(t *testing.T) {

@@ -41,8 +41,10 @@
 // across its badger write; Manager.cfgMu guards the entity configs
 // (written under writeMu after the metadata store), Manager.mu the token
 // buckets, ConnCounts.mu the open connection counts. The last three are
-// leaves: held briefly, never during I/O, and nothing else is taken under
-// them, so any package may call a Manager under any of its own locks (the
+// leaves: held briefly, never during I/O, and no lock of Shoal's is taken
+// under them (the throttle observer New takes runs under Manager.mu and
+// takes only the Prometheus client's own), so any package may call a
+// Manager under any of its own locks (the
 // share-partition's message-group limiter owns its own TokenBuckets under
 // its share-partition lock). It imports meta and kafkaerr.
 package quota

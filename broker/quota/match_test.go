@@ -10,10 +10,10 @@ import (
 // default; every kind that sets the key applies (tightest wins), each
 // with its own bucket.
 func TestQuotaMatching(t *testing.T) {
-	q := &Manager{configs: map[Entity]map[string]float64{}}
+	q := &Manager{configs: map[entity]map[string]float64{}}
 	name := func(n string) *quotaPart { return &quotaPart{name: n} }
 	def := &quotaPart{def: true}
-	set := func(e Entity, v float64) { q.configs[e] = map[string]float64{ProducerByteRate: v} }
+	set := func(e entity, v float64) { q.configs[e] = map[string]float64{ProducerByteRate: v} }
 	set(entityOf(def, nil, nil), 1000)                         // default user
 	set(entityOf(nil, def, nil), 500)                          // default client-id
 	set(entityOf(nil, name("noisy"), nil), 100)                // client-id noisy

@@ -34,7 +34,7 @@ const (
 	ControllerMutationRate = "controller_mutation_rate"
 	ConnectionCreationRate = "connection_creation_rate"
 	RequestRate            = "request_rate"
-	Mode                   = "quota_mode"
+	qMode                  = "quota_mode"
 	burstSuffix            = "_burst"
 )
 
@@ -49,19 +49,19 @@ var quotaRates = map[string]struct{ integral, client bool }{
 	ConnectionCreationRate: {true, false},
 }
 
-// Entity is one entity: for each type (user, client-id, ip) whether
+// entity is one entity: for each type (user, client-id, ip) whether
 // it is part of the entity, and its name ("" with def for the default).
-type Entity [3]quotaPart
+type entity [3]quotaPart
 
 type quotaPart struct {
 	set, def bool
 	name     string
 }
 
-var Types = [3]string{quotaUser, quotaClientID, quotaIP}
+var quotaTypes = [3]string{quotaUser, quotaClientID, quotaIP}
 
 func quotaTypeIndex(t string) int {
-	for i, qt := range Types {
+	for i, qt := range quotaTypes {
 		if qt == t {
 			return i
 		}
@@ -72,7 +72,7 @@ func quotaTypeIndex(t string) int {
 // storeKey is the entity's metadata key suffix: type=name parts joined
 // by '&', names query-escaped, a default written as type=<default>
 // (the escaping keeps a name "<default>" distinct).
-func (e Entity) storeKey() string {
+func (e entity) storeKey() string {
 	var parts []string
 	for i, p := range e {
 		if !p.set {
@@ -82,20 +82,20 @@ func (e Entity) storeKey() string {
 		if !p.def {
 			name = url.QueryEscape(p.name)
 		}
-		parts = append(parts, Types[i]+"="+name)
+		parts = append(parts, quotaTypes[i]+"="+name)
 	}
 	return strings.Join(parts, "&")
 }
 
 // Components are the entity's parts in Kafka's order (user, client-id,
 // ip), a default one with a nil name.
-func (e Entity) Components() []Component {
+func (e entity) Components() []Component {
 	var out []Component
 	for i, p := range e {
 		if !p.set {
 			continue
 		}
-		c := Component{Type: Types[i]}
+		c := Component{Type: quotaTypes[i]}
 		if !p.def {
 			name := p.name
 			c.Name = &name
@@ -105,8 +105,8 @@ func (e Entity) Components() []Component {
 	return out
 }
 
-func parseQuotaStoreKey(s string) (Entity, error) {
-	var e Entity
+func parseQuotaStoreKey(s string) (entity, error) {
+	var e entity
 	for _, part := range strings.Split(s, "&") {
 		t, name, ok := strings.Cut(part, "=")
 		i := quotaTypeIndex(t)
@@ -135,7 +135,7 @@ type Manager struct {
 	throttled func(scope string, d time.Duration)
 	writeMu   sync.Mutex // serialises AlterClientQuotas
 	cfgMu     sync.RWMutex
-	configs   map[Entity]map[string]float64
+	configs   map[entity]map[string]float64
 
 	mu        sync.Mutex
 	buckets   map[string]*TokenBucket
@@ -149,9 +149,10 @@ type Manager struct {
 // New loads the entity configs from db, where Alter persists them.
 // throttled, if not nil, observes per scope (user, client-id,
 // user+client-id, ip, broker, topic, share-group) each throttle-mode limit
-// that made a client wait.
+// that made a client wait. It runs under Manager.mu, so it must not block
+// or take a lock of Shoal's (observing a Prometheus histogram is fine).
 func New(db *badger.DB, throttled func(scope string, d time.Duration)) (*Manager, error) {
-	q := &Manager{configs: map[Entity]map[string]float64{}, buckets: map[string]*TokenBucket{}, conns: newConnCounts(), db: db, throttled: throttled}
+	q := &Manager{configs: map[entity]map[string]float64{}, buckets: map[string]*TokenBucket{}, conns: newConnCounts(), db: db, throttled: throttled}
 	err := meta.ScanJSON(db, meta.PrefixClientQuota, func(name string, m map[string]float64) error {
 		e, err := parseQuotaStoreKey(name)
 		if err != nil {
@@ -176,7 +177,7 @@ type Ident struct{ User, ClientID, IP string }
 
 // lookupLocked returns the entity config that sets key among candidates,
 // in order, with the bucket name for it.
-func (q *Manager) lookupLocked(key string, candidates []Entity, id Ident) (map[string]float64, string, bool) {
+func (q *Manager) lookupLocked(key string, candidates []entity, id Ident) (map[string]float64, string, bool) {
 	for _, e := range candidates {
 		m := q.configs[e]
 		if _, ok := m[key]; !ok {
@@ -187,7 +188,7 @@ func (q *Manager) lookupLocked(key string, candidates []Entity, id Ident) (map[s
 		var b strings.Builder
 		for i, p := range e {
 			if p.set {
-				b.WriteString(Types[i])
+				b.WriteString(quotaTypes[i])
 				b.WriteByte('=')
 				b.WriteString(url.QueryEscape(names[i]))
 				b.WriteByte('&')
@@ -198,8 +199,8 @@ func (q *Manager) lookupLocked(key string, candidates []Entity, id Ident) (map[s
 	return nil, "", false
 }
 
-func entityOf(user, client, ip *quotaPart) Entity {
-	var e Entity
+func entityOf(user, client, ip *quotaPart) entity {
+	var e entity
 	for i, p := range []*quotaPart{user, client, ip} {
 		if p != nil {
 			e[i] = *p
@@ -219,12 +220,12 @@ func (q *Manager) ClientLimits(out []Limit, key string, id Ident, n float64) []L
 	u, du := &quotaPart{name: id.User}, &quotaPart{def: true}
 	c, dc := &quotaPart{name: id.ClientID}, &quotaPart{def: true}
 	ip, dip := &quotaPart{name: id.IP}, &quotaPart{def: true}
-	families := [][]Entity{{entityOf(nil, nil, ip), entityOf(nil, nil, dip)}}
+	families := [][]entity{{entityOf(nil, nil, ip), entityOf(nil, nil, dip)}}
 	if quotaRates[key].client {
 		families = append(families,
-			[]Entity{entityOf(u, c, nil), entityOf(u, dc, nil), entityOf(du, c, nil), entityOf(du, dc, nil)},
-			[]Entity{entityOf(u, nil, nil), entityOf(du, nil, nil)},
-			[]Entity{entityOf(nil, c, nil), entityOf(nil, dc, nil)})
+			[]entity{entityOf(u, c, nil), entityOf(u, dc, nil), entityOf(du, c, nil), entityOf(du, dc, nil)},
+			[]entity{entityOf(u, nil, nil), entityOf(du, nil, nil)},
+			[]entity{entityOf(nil, c, nil), entityOf(nil, dc, nil)})
 	}
 	for _, family := range families {
 		if m, name, ok := q.lookupLocked(key, family, id); ok {
@@ -235,7 +236,7 @@ func (q *Manager) ClientLimits(out []Limit, key string, id Ident, n float64) []L
 }
 
 func entityLimit(m map[string]float64, key, bucket string, n float64) Limit {
-	return Limit{Key: bucket, Rate: m[key], Burst: m[key+burstSuffix], Reject: m[Mode] == 1, N: n}
+	return Limit{Key: bucket, Rate: m[key], Burst: m[key+burstSuffix], Reject: m[qMode] == 1, N: n}
 }
 
 // Charge applies one use to every limit, all or nothing: if a
@@ -317,8 +318,8 @@ func quotaScope(bucket string) string {
 	return strings.Join(types, "+")
 }
 
-// Debt returns how long until every limit's bucket is out of Debt, and
-// whether a reject-mode one is in Debt (nothing is charged).
+// Debt returns how long until every limit's bucket is out of debt, and
+// whether a reject-mode one is in debt (nothing is charged).
 func (q *Manager) Debt(now time.Time, limits []Limit) (rejected bool, wait time.Duration) {
 	rejected, wait, _ = q.Available(now, limits)
 	return rejected, wait
@@ -413,8 +414,8 @@ func (q *Manager) sweepLocked(now time.Time) {
 
 // validateQuotaEntity checks an AlterClientQuotas entity as Kafka's
 // controller does; failures are INVALID_REQUEST.
-func validateQuotaEntity(comps []Component) (Entity, error) {
-	var e Entity
+func validateQuotaEntity(comps []Component) (entity, error) {
+	var e entity
 	if len(comps) == 0 {
 		return e, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid empty client quota entity")
 	}
@@ -445,18 +446,20 @@ func validateQuotaEntity(comps []Component) (Entity, error) {
 	return e, nil
 }
 
+// Component is one part of an AlterClientQuotas entity: an entity type
+// (user, client-id, ip) and a name, nil for the default.
 type Component struct {
 	Type string
 	Name *string
 }
 
 // validateQuotaKey checks one key and value for an entity.
-func validateQuotaKey(e Entity, key string, value float64, remove bool) error {
+func validateQuotaKey(e entity, key string, value float64, remove bool) error {
 	rate := strings.TrimSuffix(key, burstSuffix)
 	def, ok := quotaRates[rate]
 	isIP := e[2].set
 	switch {
-	case key == Mode:
+	case key == qMode:
 		if !remove && value != 0 && value != 1 {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid value %v for configuration %s: must be 0 (throttle) or 1 (reject)", value, key)
 		}
@@ -524,14 +527,15 @@ func (q *Manager) Alter(comps []Component, ops []Op, validateOnly bool) error {
 	return nil
 }
 
+// Op is one AlterClientQuotas operation: set Key to Value, or remove it.
 type Op struct {
 	Key    string
 	Value  float64
 	Remove bool
 }
 
-// Filter is one DescribeClientQuotas component.
-type Filter struct {
+// quotaFilter is one DescribeClientQuotas component.
+type quotaFilter struct {
 	idx   int
 	match int8 // 0 exact, 1 default, 2 any specified name
 	name  *string
@@ -539,7 +543,11 @@ type Filter struct {
 
 // Describe lists the entities matching the filters (Kafka's
 // ClientQuotasImage.describe rules).
-func (q *Manager) Describe(comps []Filter, strict bool) []Described {
+func (q *Manager) Describe(in []FilterIn, strict bool) ([]Described, error) {
+	comps, err := checkQuotaFilters(in)
+	if err != nil {
+		return nil, err
+	}
 	q.cfgMu.RLock()
 	defer q.cfgMu.RUnlock()
 	var out []Described
@@ -551,18 +559,21 @@ func (q *Manager) Describe(comps []Filter, strict bool) []Described {
 		for k, v := range m {
 			vals[k] = v
 		}
-		out = append(out, Described{e, vals})
+		out = append(out, Described{Components: e.Components(), Values: vals, key: e.storeKey()})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Entity.storeKey() < out[j].Entity.storeKey() })
-	return out
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out, nil
 }
 
+// Described is one entity DescribeClientQuotas lists: its components
+// and its quota values.
 type Described struct {
-	Entity Entity
-	Values map[string]float64
+	Components []Component
+	Values     map[string]float64
+	key        string // the entity's store key, the listing's order
 }
 
-func quotaMatches(e Entity, comps []Filter, strict bool) bool {
+func quotaMatches(e entity, comps []quotaFilter, strict bool) bool {
 	var named [3]bool
 	for _, c := range comps {
 		named[c.idx] = true
@@ -599,11 +610,11 @@ func quotaMatches(e Entity, comps []Filter, strict bool) bool {
 	return true
 }
 
-// CheckFilters validates DescribeClientQuotas components as Kafka
+// checkQuotaFilters validates DescribeClientQuotas components as Kafka
 // does: an unknown entity type is UNSUPPORTED_VERSION ("Custom entity
 // type ... not supported"); the rest INVALID_REQUEST.
-func CheckFilters(in []FilterIn) ([]Filter, error) {
-	var out []Filter
+func checkQuotaFilters(in []FilterIn) ([]quotaFilter, error) {
+	var out []quotaFilter
 	var seen [3]bool
 	for _, c := range in {
 		if c.Type == "" {
@@ -630,7 +641,7 @@ func CheckFilters(in []FilterIn) ([]Filter, error) {
 		default:
 			return nil, kafkaerr.Refuse(kafkaerr.ErrQuotaEntityType, "Unknown match type %d", c.Match)
 		}
-		out = append(out, Filter{idx: i, match: c.Match, name: c.Name})
+		out = append(out, quotaFilter{idx: i, match: c.Match, name: c.Name})
 	}
 	if seen[2] && (seen[0] || seen[1]) {
 		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
@@ -638,6 +649,9 @@ func CheckFilters(in []FilterIn) ([]Filter, error) {
 	return out, nil
 }
 
+// FilterIn is one DescribeClientQuotas component as the request has it:
+// an entity type, a match type (0 exact, 1 default, 2 any specified
+// name) and, for exact, the name (nil: the default).
 type FilterIn struct {
 	Type  string
 	Match int8

@@ -2,19 +2,23 @@ package records
 
 import "sync"
 
-// Buffers pools the buffers fetches and share fetches read records into
+// buffers pools the buffers fetches and share fetches read records into
 // (the root's conn.recordBuf), and the scratch buffers message groups
 // classify batches in. Each holds a *[]byte.
-var Buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
 
-// maxPooledBuffer bounds the buffers kept in Buffers.
+// maxPooledBuffer bounds the buffers kept in the pool.
 const maxPooledBuffer = 64 << 20
 
-// PutBuffer gives back to Buffers the buffer bp was taken as, now buf
+// GetBuffer takes a buffer from the pool (1 MiB of capacity when new);
+// PutBuffer gives it back.
+func GetBuffer() *[]byte { return buffers.Get().(*[]byte) }
+
+// PutBuffer gives back to the pool the buffer bp was taken as, now buf
 // (grown from it or not), unless it grew past maxPooledBuffer.
 func PutBuffer(bp *[]byte, buf []byte) {
 	if cap(buf) <= maxPooledBuffer {
 		*bp = buf[:0]
-		Buffers.Put(bp)
+		buffers.Put(bp)
 	}
 }

@@ -8,7 +8,7 @@
 // one batch may inflate to (MaxDecompressed: a client's small "zip bomb"
 // must not make the broker allocate gigabytes), compresses (Compress),
 // re-encodes (AppendRecord, EncodeBatch, AppendRewritten) and pools the
-// read buffers of fetches (Buffers, PutBuffer).
+// read buffers of fetches (GetBuffer, PutBuffer).
 //
 // It owns no state but its pools (safe for concurrent use) and takes no
 // locks: any package may call it under any lock. It imports protocol and
