@@ -30,9 +30,6 @@ package broker
 // TRANSACTION_ABORTABLE.
 
 import (
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -79,89 +76,4 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		resp.Transactions = append(resp.Transactions, rtx)
 	}
 	return resp
-}
-
-// txnTopicParts is one topic's partitions in an AddPartitionsToTxn.
-type txnTopicParts struct {
-	topic      string
-	partitions []int32
-}
-
-// addPartitions serves one transaction of an AddPartitionsToTxn: an add,
-// or with verifyOnly a check. It returns a code per partition, in the
-// request's order.
-func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics []txnTopicParts, version int16, verifyOnly bool) [][]int16 {
-	b := c.b
-	now := time.Now()
-	codes := make([][]int16, len(topics))
-	setAll := func(code int16) [][]int16 {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
-		return codes
-	}
-	unknown := false
-	for i, rt := range topics {
-		codes[i] = make([]int16, len(rt.partitions))
-		for j, p := range rt.partitions {
-			if b.topics.partition(rt.topic, p) == nil {
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-				unknown = true
-			}
-		}
-	}
-	switch {
-	case unknown:
-		return setAll(kerr.OperationNotAttempted.Code)
-	case id == "":
-		return setAll(kerr.InvalidRequest.Code)
-	}
-	t, code := c.lockChecked(id, pid, epoch, version, 2)
-	if t == nil {
-		return setAll(code)
-	}
-	defer t.mu.Unlock()
-	switch t.mu.State {
-	case txnPrepareCommit, txnPrepareAbort:
-		return setAll(kerr.ConcurrentTransactions.Code)
-	}
-	if verifyOnly {
-		for i, rt := range topics {
-			for j, p := range rt.partitions {
-				if _, ok := t.mu.partitions[groupTP{rt.topic, p}]; !ok {
-					codes[i][j] = kerr.TransactionAbortable.Code
-				}
-			}
-		}
-		return codes
-	}
-	if t.mu.State == txnOngoing {
-		have := true
-		for _, rt := range topics {
-			for _, p := range rt.partitions {
-				if _, ok := t.mu.partitions[groupTP{rt.topic, p}]; !ok {
-					have = false
-				}
-			}
-		}
-		if have {
-			return codes // nothing new: no write
-		}
-	}
-	snap := t.snapshotLocked()
-	t.beginLocked(now)
-	for _, rt := range topics {
-		for _, p := range rt.partitions {
-			t.mu.partitions[groupTP{rt.topic, p}] = struct{}{}
-		}
-	}
-	if err := c.persistLocked(t, now); err != nil {
-		t.restoreLocked(snap)
-		return setAll(kerr.NotCoordinator.Code)
-	}
-	return codes
 }

@@ -17,47 +17,11 @@ package broker
 // return.
 
 import (
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { registerSimple(25, 0, 4, handleAddOffsetsToTxn) }
 
 func handleAddOffsetsToTxn(c *conn, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-	b := c.b
-	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	now := time.Now()
-	switch {
-	case req.TransactionalID == "":
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
-	case req.Group == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
-	t, code := b.txns.lockChecked(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version, 2)
-	if t == nil {
-		resp.ErrorCode = code
-		return resp
-	}
-	defer t.mu.Unlock()
-	switch t.mu.State {
-	case txnPrepareCommit, txnPrepareAbort:
-		resp.ErrorCode = kerr.ConcurrentTransactions.Code
-		return resp
-	case txnOngoing:
-		if _, ok := t.mu.groups[req.Group]; ok {
-			return resp
-		}
-	}
-	snap := t.snapshotLocked()
-	t.beginLocked(now)
-	t.mu.groups[req.Group] = struct{}{}
-	if err := b.txns.persistLocked(t, now); err != nil {
-		t.restoreLocked(snap)
-		resp.ErrorCode = kerr.NotCoordinator.Code
-	}
-	return resp
+	return c.b.txns.addOffsets(req)
 }

@@ -34,88 +34,9 @@ package broker
 // (txn.go).
 
 import (
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { registerSimple(26, 0, 5, handleEndTxn) }
 
-func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response {
-	b := c.b
-	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if req.TransactionalID == "" {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
-	}
-	t := b.txns.lock(req.TransactionalID, false)
-	if t == nil {
-		resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
-		return resp
-	}
-	defer t.mu.Unlock()
-	bump := req.Version >= 5
-	same := func(st txnState) int16 {
-		if (st == txnPrepareCommit || st == txnCompleteCommit) == req.Commit {
-			return 0
-		}
-		return kerr.InvalidTxnState.Code
-	}
-	answer := func() kmsg.Response {
-		if bump && resp.ErrorCode == 0 {
-			resp.ProducerID, resp.ProducerEpoch = t.mu.ProducerID, t.mu.Epoch
-			if n := t.mu.Next; n != nil {
-				resp.ProducerID, resp.ProducerEpoch = n.ProducerID, n.Epoch
-			}
-		}
-		return resp
-	}
-	st := t.mu.State
-	if bump && t.mu.LastEnd && req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch {
-		// A retry of the EndTxn that moved the epoch.
-		switch st {
-		case txnCompleteCommit, txnCompleteAbort:
-			resp.ErrorCode = same(st)
-			return answer()
-		case txnPrepareCommit, txnPrepareAbort:
-			if resp.ErrorCode = same(st); resp.ErrorCode == 0 {
-				resp.ErrorCode = kerr.ConcurrentTransactions.Code
-			}
-			return answer()
-		}
-	}
-	if resp.ErrorCode = t.checkProducerLocked(req.ProducerID, req.ProducerEpoch, req.Version, 2); resp.ErrorCode != 0 {
-		return resp
-	}
-	switch st {
-	case txnOngoing:
-		if err := b.txns.endTxnLocked(t, req.Commit, bump, time.Now()); err != nil {
-			resp.ErrorCode = kerr.NotCoordinator.Code
-		}
-	case txnCompleteCommit, txnCompleteAbort, txnEmpty:
-		switch {
-		case bump && !req.Commit:
-			// Nothing open: an empty abort, moving the epoch.
-			if err := b.txns.endTxnLocked(t, false, true, time.Now()); err != nil {
-				resp.ErrorCode = kerr.NotCoordinator.Code
-			}
-		case bump:
-			// A retry comes with the epoch just left (above); at the
-			// current one there is nothing to commit.
-			resp.ErrorCode = kerr.InvalidTxnState.Code
-		case st == txnEmpty:
-			resp.ErrorCode = kerr.InvalidTxnState.Code
-		default:
-			resp.ErrorCode = same(st)
-		}
-	case txnPrepareCommit, txnPrepareAbort:
-		if resp.ErrorCode = same(st); resp.ErrorCode == 0 {
-			resp.ErrorCode = kerr.ConcurrentTransactions.Code
-		}
-	default:
-		resp.ErrorCode = kerr.InvalidTxnState.Code
-	}
-	return answer()
-}
+func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response { return c.b.txns.endTxn(req) }
