@@ -1,13 +1,18 @@
 package broker
 
 // Share-partition offsets for the admin APIs DescribeShareGroupOffsets
-// (90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92).
+// (90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92): the
+// handlers decode, call one of the methods at the end of this file, and
+// encode.
 
 import (
+	"bytes"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
@@ -93,4 +98,172 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 		return shareErrorCode(err)
 	}
 	return 0
+}
+
+// alterOffsets serves AlterShareGroupOffsets (api_91_alter_share_group_offsets.go has its rules).
+func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest) kmsg.Response {
+	b := sc.b
+	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	fail := func(code int16, msg string) kmsg.Response {
+		resp.ErrorCode = code
+		resp.ErrorMessage = &msg
+		return resp
+	}
+	if req.GroupID == "" {
+		return fail(kerr.InvalidRequest.Code, "GroupId must be set.")
+	}
+	if b.classicGroupExists(req.GroupID) {
+		return fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" is not a share group.")
+	}
+	g, err := sc.lockGroup(req.GroupID, true)
+	if err != nil {
+		sc.lg.Error("creating share group failed", zapErr(err))
+		return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
+	}
+	defer g.mu.Unlock()
+	if len(g.mu.members) > 0 {
+		return fail(kerr.NonEmptyGroup.Code, "The group is not empty.")
+	}
+	st := b.shareSettings(req.GroupID)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t := b.topics.get(rt.Topic)
+		if t != nil {
+			ot.TopicID = t.id
+		}
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			op.Partition = rp.Partition
+			var lp *partition
+			if t != nil {
+				lp = b.topics.partition(t.name, rp.Partition)
+			}
+			if lp == nil {
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				op.ErrorCode = sc.resetOffset(store.Key{Group: req.GroupID, TopicID: t.id, Partition: rp.Partition}, st, lp, rp.StartOffset)
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	g.bumpLocked()
+	return resp
+}
+
+// deleteOffsets serves DeleteShareGroupOffsets (api_92_delete_share_group_offsets.go has its rules).
+func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest) kmsg.Response {
+	b := sc.b
+	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	fail := func(code int16, msg string) kmsg.Response {
+		resp.ErrorCode = code
+		resp.ErrorMessage = &msg
+		return resp
+	}
+	g, _ := sc.lockGroup(req.GroupID, false)
+	if g == nil {
+		return fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" is not a share group.")
+	}
+	defer g.mu.Unlock()
+	if len(g.mu.members) > 0 {
+		return fail(kerr.NonEmptyGroup.Code, "The group is not empty.")
+	}
+	for _, rt := range req.Topics {
+		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t := b.topics.get(rt.Topic)
+		if t == nil {
+			ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, ot)
+			continue
+		}
+		ot.TopicID = t.id
+		if err := sc.deleteState(req.GroupID, map[[16]byte]bool{t.id: true}); err != nil {
+			sc.lg.Error("deleting share-partition state failed", zapErr(err))
+			ot.ErrorCode = kerr.KafkaStorageError.Code
+			msg := err.Error()
+			ot.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp
+}
+
+// describeOffsets serves DescribeShareGroupOffsets
+// (api_90_describe_share_group_offsets.go has its rules).
+func (sc *shareCoordinator) describeOffsets(req *kmsg.DescribeShareGroupOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+	for _, rg := range req.Groups {
+		resp.Groups = append(resp.Groups, sc.describeGroupOffsets(rg))
+	}
+	return resp
+}
+
+// describeGroupOffsets describes one group's share-partitions: the ones
+// asked for, or with no topics given every one with state.
+func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.DescribeShareGroupOffsetsResponseGroup {
+	b := sc.b
+	out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+	out.GroupID = rg.GroupID
+	if !b.isShareGroup(rg.GroupID) {
+		out.ErrorCode = kerr.GroupIDNotFound.Code
+		msg := "Group " + rg.GroupID + " is not a share group."
+		out.ErrorMessage = &msg
+		return out
+	}
+	st := b.shareSettings(rg.GroupID)
+	describe := func(key store.Key, lp *partition) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
+		rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+		rp.Partition = key.Partition
+		rp.StartOffset, rp.Lag, rp.ErrorCode = sc.describeOffset(key, st, lp)
+		return rp
+	}
+	if rg.Topics == nil {
+		keys, err := sc.store.Keys(rg.GroupID)
+		if err != nil {
+			out.ErrorCode = kerr.KafkaStorageError.Code
+			return out
+		}
+		sort.Slice(keys, func(i, j int) bool { return compareKeys(keys[i], keys[j]) < 0 })
+		for _, k := range keys {
+			t, lp, code := b.partitionByID(k.TopicID, k.Partition)
+			if code != 0 {
+				continue
+			}
+			n := len(out.Topics)
+			if n == 0 || !bytes.Equal(out.Topics[n-1].TopicID[:], t.id[:]) {
+				rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+				rt.Topic, rt.TopicID = t.name, t.id
+				out.Topics = append(out.Topics, rt)
+				n++
+			}
+			out.Topics[n-1].Partitions = append(out.Topics[n-1].Partitions, describe(k, lp))
+		}
+		return out
+	}
+	for _, rt := range rg.Topics {
+		ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+		ot.Topic = rt.Topic
+		t := b.topics.get(rt.Topic)
+		if t != nil {
+			ot.TopicID = t.id
+		}
+		for _, p := range rt.Partitions {
+			var lp *partition
+			if t != nil {
+				lp = b.topics.partition(t.name, p)
+			}
+			if lp == nil {
+				rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+				rp.Partition, rp.StartOffset = p, -1
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				ot.Partitions = append(ot.Partitions, rp)
+				continue
+			}
+			ot.Partitions = append(ot.Partitions, describe(store.Key{Group: rg.GroupID, TopicID: t.id, Partition: p}, lp))
+		}
+		out.Topics = append(out.Topics, ot)
+	}
+	return out
 }
