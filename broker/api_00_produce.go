@@ -42,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/protocol"
 )
@@ -85,7 +86,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		if t != nil {
 			_, cfgs := b.topics.snapshot(t)
 			v, _ := b.topicConfigValue(cfgs, "min.insync.replicas")
-			minISR = parseInt(v, 1)
+			minISR = configs.Int(v, 1)
 			dedup = b.dedupSettingsFor(cfgs)
 		}
 		for j := range rt.Partitions {

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/broker/quota"
 	slog "github.com/shoal-mq/shoal/log"
@@ -436,26 +437,18 @@ const (
 	sourceStaticBroker
 )
 
-func parseInt(v string, def int64) int64 {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return def
-	}
-	return n
-}
-
 // logConfig builds the log.Config for a topic's overrides.
-func (b *Broker) logConfig(configs map[string]string) slog.Config {
+func (b *Broker) logConfig(overrides map[string]string) slog.Config {
 	lc := slog.DefaultConfig()
-	get := func(name string) string { v, _ := b.topicConfigValue(configs, name); return v }
-	lc.SegmentBytes = parseInt(get("segment.bytes"), lc.SegmentBytes)
-	lc.SegmentMs = parseInt(get("segment.ms"), lc.SegmentMs)
-	lc.RetentionMs = parseInt(get("retention.ms"), lc.RetentionMs)
-	lc.RetentionBytes = parseInt(get("retention.bytes"), lc.RetentionBytes)
-	lc.IndexIntervalBytes = int32(parseInt(get("index.interval.bytes"), int64(lc.IndexIntervalBytes)))
-	lc.MaxMessageBytes = int32(parseInt(get("max.message.bytes"), int64(lc.MaxMessageBytes)))
-	lc.FlushMessages = parseInt(get("flush.messages"), lc.FlushMessages)
-	lc.FlushMs = parseInt(get("flush.ms"), lc.FlushMs)
+	get := func(name string) string { v, _ := b.topicConfigValue(overrides, name); return v }
+	lc.SegmentBytes = configs.Int(get("segment.bytes"), lc.SegmentBytes)
+	lc.SegmentMs = configs.Int(get("segment.ms"), lc.SegmentMs)
+	lc.RetentionMs = configs.Int(get("retention.ms"), lc.RetentionMs)
+	lc.RetentionBytes = configs.Int(get("retention.bytes"), lc.RetentionBytes)
+	lc.IndexIntervalBytes = int32(configs.Int(get("index.interval.bytes"), int64(lc.IndexIntervalBytes)))
+	lc.MaxMessageBytes = int32(configs.Int(get("max.message.bytes"), int64(lc.MaxMessageBytes)))
+	lc.FlushMessages = configs.Int(get("flush.messages"), lc.FlushMessages)
+	lc.FlushMs = configs.Int(get("flush.ms"), lc.FlushMs)
 	lc.CheckpointIntervalMs = b.cfg.CheckpointInterval.Milliseconds()
 	lc.StartWriteback = b.cfg.Fsync == FsyncAlways
 	return lc

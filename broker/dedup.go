@@ -131,15 +131,15 @@ type dedupSettings struct {
 }
 
 // dedupSettingsFor resolves the dedup configs of a topic's overrides.
-func (b *Broker) dedupSettingsFor(configs map[string]string) dedupSettings {
-	v, _ := b.topicConfigValue(configs, dedupWindowConfig)
-	ms := parseInt(v, 0)
+func (b *Broker) dedupSettingsFor(overrides map[string]string) dedupSettings {
+	v, _ := b.topicConfigValue(overrides, dedupWindowConfig)
+	ms := configs.Int(v, 0)
 	if ms <= 0 {
 		return dedupSettings{}
 	}
-	key, _ := b.topicConfigValue(configs, dedupKeyConfig)
-	scope, _ := b.topicConfigValue(configs, dedupScopeConfig)
-	gh, _ := b.topicConfigValue(configs, dedupGroupHeaderConfig)
+	key, _ := b.topicConfigValue(overrides, dedupKeyConfig)
+	scope, _ := b.topicConfigValue(overrides, dedupScopeConfig)
+	gh, _ := b.topicConfigValue(overrides, dedupGroupHeaderConfig)
 	s := dedupSettings{windowMs: ms, groupScope: scope == "message-group", groupHeader: gh}
 	if key == "content" {
 		s.content = true

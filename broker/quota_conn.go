@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/quota"
 )
 
@@ -49,12 +50,12 @@ func (b *Broker) brokerLimit(out []quota.Limit, name string, n float64) []quota.
 	if !ok {
 		return out
 	}
-	rate := parseInt(v, 0)
+	rate := configs.Int(v, 0)
 	if rate <= 0 {
 		return out
 	}
 	bv, _ := b.brokerConfig(name + ".burst")
-	return append(out, quota.Limit{Key: "b|" + name, Rate: float64(rate), Burst: float64(parseInt(bv, 0)), N: n})
+	return append(out, quota.Limit{Key: "b|" + name, Rate: float64(rate), Burst: float64(configs.Int(bv, 0)), N: n})
 }
 
 // topicLimit is a topic's producer.byte.rate or consumer.byte.rate (0:
@@ -68,7 +69,7 @@ func (b *Broker) topicLimit(out []quota.Limit, topic, name string, n float64) []
 	b.topics.mu.RLock()
 	v := t.configs[name]
 	b.topics.mu.RUnlock()
-	if rate := parseInt(v, 0); rate > 0 {
+	if rate := configs.Int(v, 0); rate > 0 {
 		out = append(out, quota.Limit{Key: "t|" + name + "|" + topic, Rate: float64(rate), N: n})
 	}
 	return out

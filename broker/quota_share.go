@@ -21,13 +21,15 @@ package broker
 
 import (
 	"time"
+
+	"github.com/shoal-mq/shoal/broker/configs"
 )
 
 // shareDeliveryLimit returns group's delivery rate limit (records/s, 0:
 // unlimited) and whether its scope is message-group.
 func (b *Broker) shareDeliveryLimit(group string) (rate int64, perMessageGroup bool) {
 	over := b.shares.configs.overrides(group)
-	rate = parseInt(b.groupConfigValue(over, "share.delivery.rate.limit"), 0)
+	rate = configs.Int(b.groupConfigValue(over, "share.delivery.rate.limit"), 0)
 	return rate, b.groupConfigValue(over, "share.delivery.rate.limit.scope") == "message-group"
 }
 

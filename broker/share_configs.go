@@ -555,7 +555,7 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 		if sv == "" {
 			sv = b.groupConfigDefault(groupConfigByName[sName])
 		}
-		if hb, s := parseInt(hbv, 0), parseInt(sv, 0); hb >= s {
+		if hb, s := configs.Int(hbv, 0), configs.Int(sv, 0); hb >= s {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%s must be less than %s", hbName, sName)
 		}
 	}

@@ -45,3 +45,10 @@ func TestEntryEncodings(t *testing.T) {
 	require.Equal(t, []Entry{e}, Filter([]Entry{e, {Name: "other"}}, []string{"retention.ms"}))
 	require.Len(t, Filter([]Entry{e, {Name: "other"}}, nil), 2)
 }
+
+func TestInt(t *testing.T) {
+	require.Equal(t, int64(42), Int("42", 7))
+	require.Equal(t, int64(-1), Int("-1", 7))
+	require.Equal(t, int64(7), Int("", 7))
+	require.Equal(t, int64(7), Int("x", 7))
+}

@@ -53,3 +53,13 @@ func IsBool(v string) error {
 	}
 	return nil
 }
+
+// Int is a config value as an integer, def when it is not one (a value
+// the tables validated is one; def covers an unset or empty value).
+func Int(v string, def int64) int64 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return def
+	}
+	return n
+}
