@@ -205,7 +205,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	for i := range parts {
 		tp := parts[(first+i)%len(parts)].tp
-		if _, lp, code := b.partitionByID(tp.topicID, tp.partition); code != 0 {
+		if _, lp, code := b.topics.partitionByID(tp.topicID, tp.partition); code != 0 {
 			errs[tp] = code
 		} else {
 			targets = append(targets, target{tp, sc.part(shareKey(group, tp)), lp})

@@ -85,7 +85,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 			switch {
 			case topicCode != 0:
 				sp.ErrorCode = topicCode
-			case t == nil || rp.Partition < 0 || rp.Partition >= c.b.topicPartitionCount(t):
+			case t == nil || rp.Partition < 0 || rp.Partition >= c.b.topics.partitionCount(t):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				oc := offsetCommit{offset: rp.Offset, leaderEpoch: -1, commitTime: now}

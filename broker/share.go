@@ -260,26 +260,6 @@ func sortParts(ps []*sharePart) {
 	sort.Slice(ps, func(i, j int) bool { return compareKeys(ps[i].key, ps[j].key) < 0 })
 }
 
-// partitionByID resolves a topic id and partition index.
-func (b *Broker) partitionByID(id [16]byte, idx int32) (*topic, *partition, int16) {
-	t := b.topics.getID(id)
-	if t == nil {
-		return nil, nil, kerr.UnknownTopicID.Code
-	}
-	p := b.topics.partition(t.name, idx)
-	if p == nil {
-		return t, nil, kerr.UnknownTopicOrPartition.Code
-	}
-	return t, p, 0
-}
-
-// topicPartitionCount returns the number of partitions of t.
-func (b *Broker) topicPartitionCount(t *topic) int32 {
-	b.topics.mu.RLock()
-	defer b.topics.mu.RUnlock()
-	return int32(len(t.partitions))
-}
-
 // shareWaiters are long polls waiting for a share-partition to have
 // something to acquire (a release, an expiry, an acknowledgement that
 // moved the window).
@@ -441,7 +421,7 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 // shareStartOffset resolves share.auto.offset.reset for a share-partition
 // being initialized.
 func (b *Broker) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
-	_, lp, code := b.partitionByID(key.TopicID, key.Partition)
+	_, lp, code := b.topics.partitionByID(key.TopicID, key.Partition)
 	if code != 0 {
 		return 0, fmt.Errorf("%w: topic id %x partition %d", kafkaerr.ErrUnknownTopicID, key.TopicID, key.Partition)
 	}
@@ -602,7 +582,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		if a.code != 0 {
 			continue
 		}
-		_, lp, code := c.b.partitionByID(a.tp.topicID, a.tp.partition)
+		_, lp, code := c.b.topics.partitionByID(a.tp.topicID, a.tp.partition)
 		if code != 0 {
 			a.code = code
 			continue

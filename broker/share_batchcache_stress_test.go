@@ -181,7 +181,7 @@ func stressAcquire(t *testing.T, cacheBytes int64, dur time.Duration) {
 	}
 	for name := range topics {
 		tp := shareTP{topicID: b.topics.get(name).id, partition: 0}
-		_, lp, _ := b.partitionByID(tp.topicID, 0)
+		_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
 		for _, mode := range []string{"ordered", "fair"} {
 			for g := 0; g < 2; g++ {
 				wg.Add(1)

@@ -667,7 +667,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		c.lg.Warn("share group no longer has a dead-letter topic; archiving without a copy", zapShareKey(k), zap.Any("offsets", ranges))
 		return ranges, nil
 	}
-	src, srcPart, code := b.partitionByID(k.TopicID, k.Partition)
+	src, srcPart, code := b.topics.partitionByID(k.TopicID, k.Partition)
 	if code != 0 {
 		return ranges, nil // the source is gone; its share state goes with it
 	}

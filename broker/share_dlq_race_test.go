@@ -18,7 +18,7 @@ import (
 func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, typ sharegroup.AckType) []sharegroup.Acquired {
 	t.Helper()
 	tp := shareTP{topicID: b.topics.get(topic).id, partition: 0}
-	_, lp, _ := b.partitionByID(tp.topicID, 0)
+	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
 	st := b.shareSettings(group)
 	sp := b.shares.part(shareKey(group, tp))
 	acq, _, err := sp.acquire(st, member, false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
@@ -68,7 +68,7 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	const n = 5
 	dlqGroupSetup(t, b, "eg", "esrc", 1, 1, n)
 	tp := shareTP{topicID: b.topics.get("esrc").id, partition: 0}
-	_, lp, _ := b.partitionByID(tp.topicID, 0)
+	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
 	key := shareKey("eg", tp)
 	sp := rejectWhileWriting(t, b, "eg", "esrc", key, func() {
 		// Meanwhile: the group empties, the admin resets, consumers reject again.
@@ -122,7 +122,7 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" }
 	for p := range int32(2) {
 		tp := shareTP{topicID: b.topics.get("psrc").id, partition: p}
-		_, lp, _ := b.partitionByID(tp.topicID, p)
+		_, lp, _ := b.topics.partitionByID(tp.topicID, p)
 		st := b.shareSettings("pg")
 		sp := b.shares.part(shareKey("pg", tp))
 		acq, _, err := sp.acquire(st, "m1", false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)

@@ -214,7 +214,7 @@ func (g *shareGroup) refreshTopicsLocked() bool {
 				continue
 			}
 			if t := g.c.b.topics.get(name); t != nil {
-				now[name] = shareTopicMeta{id: t.id, partitions: g.c.b.topicPartitionCount(t)}
+				now[name] = shareTopicMeta{id: t.id, partitions: g.c.b.topics.partitionCount(t)}
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func TestOrderedSlowMemberLeavesWaitersTheirShare(t *testing.T) {
 		"share.message.group.source", "key", "share.message.group.ordered", "true",
 		"share.record.lock.duration.ms", "1000")
 	tp := shareTP{topicID: b.topics.get("hs").id, partition: 0}
-	_, lp, _ := b.partitionByID(tp.topicID, 0)
+	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
 	st := b.shareSettings("hg")
 	sp := b.shares.part(shareKey("hg", tp))
 	acquire := func(member string, spread bool, max int) int64 {

@@ -71,7 +71,7 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 	// The topic may have been deleted since the caller found it. Its
 	// share state is deleted under this lock after it left the registry
 	// (deleteShareTopicState), so checked here no state outlives it.
-	if _, _, code := c.b.partitionByID(key.TopicID, key.Partition); code != 0 {
+	if _, _, code := c.b.topics.partitionByID(key.TopicID, key.Partition); code != 0 {
 		sp.mu.Unlock()
 		return kerr.UnknownTopicOrPartition.Code
 	}
@@ -227,7 +227,7 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 		}
 		sort.Slice(keys, func(i, j int) bool { return compareKeys(keys[i], keys[j]) < 0 })
 		for _, k := range keys {
-			t, lp, code := b.partitionByID(k.TopicID, k.Partition)
+			t, lp, code := b.topics.partitionByID(k.TopicID, k.Partition)
 			if code != 0 {
 				continue
 			}

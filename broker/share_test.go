@@ -647,7 +647,7 @@ func TestSharePlainFetchPassesAbortedRecords(t *testing.T) {
 
 	setShareGroupConfigs(t, b, "g", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
 	tp := shareTP{topicID: b.topics.get("txn").id, partition: 0}
-	_, lp, _ := b.partitionByID(tp.topicID, 0)
+	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
 	st := b.shareSettings("g")
 	require.True(t, st.readCommitted)
 	sp := b.shares.part(shareKey("g", tp))

@@ -106,7 +106,7 @@ func TestShareParkedFetchWokenByAckPastLogStart(t *testing.T) {
 			requireParked(t, parked, "nothing was acquirable")
 			// Retention drops record 0 (held by m1) without a notify.
 			tp := b.topics.get("wl")
-			_, lp, _ := b.partitionByID(tp.id, 0)
+			_, lp, _ := b.topics.partitionByID(tp.id, 0)
 			_, err := lp.log.DeleteRecordsBefore(1)
 			require.NoError(t, err)
 
@@ -149,7 +149,7 @@ func TestShareParkedFetchWokenByRetention(t *testing.T) {
 	start := time.Now()
 	b.enforceRetention(time.Now())
 	tp := b.topics.get("wr")
-	_, lp, _ := b.partitionByID(tp.id, 0)
+	_, lp, _ := b.topics.partitionByID(tp.id, 0)
 	logStart := lp.log.LogStartOffset()
 	require.Greater(t, logStart, int64(100), "retention deleted the segments of m1's records")
 	got := requireWoken(t, parked, start, maxWait, "retention")

@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	slog "github.com/shoal-mq/shoal/log"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // partition is one topic partition: its log plus the long-poll waiters
@@ -142,6 +143,26 @@ func (r *topicRegistry) snapshot(t *topic) (parts []*partition, configs map[stri
 		configs[k] = v
 	}
 	return parts, configs
+}
+
+// partitionByID resolves a topic id and partition index.
+func (r *topicRegistry) partitionByID(id [16]byte, idx int32) (*topic, *partition, int16) {
+	t := r.getID(id)
+	if t == nil {
+		return nil, nil, kerr.UnknownTopicID.Code
+	}
+	p := r.partition(t.name, idx)
+	if p == nil {
+		return t, nil, kerr.UnknownTopicOrPartition.Code
+	}
+	return t, p, 0
+}
+
+// partitionCount returns the number of partitions of t.
+func (r *topicRegistry) partitionCount(t *topic) int32 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return int32(len(t.partitions))
 }
 
 // validTopicName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
