@@ -63,6 +63,10 @@ allow broker/txn       broker/groups broker/topics broker/configs broker/meta br
 for p in $(go list ./broker/...); do
   case $ruled in *" ${p#"$mod"/} "*) ;; *) echo "layering: ${p#"$mod"/} has no rule in scripts/check-layering.sh"; fail=1 ;; esac
 done
+# Every package under broker/ says in a doc.go what it owns and which locks it takes.
+for d in $(go list -f '{{.Dir}}' ./broker/...); do
+  [ -f "$d/doc.go" ] || { echo "layering: ${d#"$PWD"/} has no doc.go"; fail=1; }
+done
 # The front door: outside broker/, only package broker itself is imported (tests included).
 # Captured first, then matched: a grep that stops early under pipefail kills go list.
 imps=$(go list -test -f '{{.ImportPath}}|{{join .Imports " "}}' ./...)
