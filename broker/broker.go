@@ -30,6 +30,7 @@ type Broker struct {
 	meta      *metaStore
 	clusterID string
 	topics    *topicRegistry
+	dedup     *dedupWindow // the dedup window's ids per topic, dedup.go
 	syncer    *syncer
 
 	fetchSessions *fetchSessionCache
@@ -96,6 +97,7 @@ func Start(cfg Config) (*Broker, error) {
 		lg:            lg,
 		fs:            slog.OSFS(),
 		topics:        newTopicRegistry(),
+		dedup:         newDedupWindow(),
 		fetchSessions: newFetchSessionCache(1000),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())

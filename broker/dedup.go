@@ -16,7 +16,7 @@ package broker
 //
 // # How
 //
-// Each topic has one dedup table (topic.dedup): id → expiry, plus a FIFO
+// Each topic has one dedup table (dedupWindow, by topic id): id → expiry, plus a FIFO
 // of insertions for expiry. A produce to a topic with a window decodes its
 // batches (decompressing them), looks every id up and inserts the new
 // ones under the table's mutex, so two concurrent produces of one id,
@@ -188,6 +188,40 @@ func (s *dedupSettings) id(r *kmsg.Record) string {
 	}
 	// Length-prefixed so no (group, id) pair collides with another.
 	return strconv.Itoa(len(group)) + ":" + string(group) + string(id)
+}
+
+// dedupWindow holds each topic's dedup table, by topic id (an id is
+// never used again). mu is a leaf guarding the map only. A table is made
+// on a topic's first deduplicated produce and dropped when the topic is
+// deleted; a produce racing the deletion may make one again for the dead
+// id, which then stays empty (its append fails on the deleted log and
+// takes its ids back).
+type dedupWindow struct {
+	mu     sync.Mutex
+	tables map[[16]byte]*dedupTable
+}
+
+func newDedupWindow() *dedupWindow {
+	return &dedupWindow{tables: map[[16]byte]*dedupTable{}}
+}
+
+// table returns topic id's table, making it if needed.
+func (w *dedupWindow) table(id [16]byte) *dedupTable {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.tables[id]
+	if d == nil {
+		d = &dedupTable{}
+		w.tables[id] = d
+	}
+	return d
+}
+
+// forget drops a deleted topic's table.
+func (w *dedupWindow) forget(id [16]byte) {
+	w.mu.Lock()
+	delete(w.tables, id)
+	w.mu.Unlock()
 }
 
 // dedupTable is one topic's ids within the window. mu guards everything;
@@ -380,7 +414,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, batches 
 		}
 		rest = next
 	}
-	d := &t.dedup
+	d := b.dedup.table(t.id)
 	nowMs := now.UnixMilli()
 	exp := nowMs + s.windowMs
 	w := &dedupWrite{p: p, done: make(chan struct{}), d: d}

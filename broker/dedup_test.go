@@ -253,3 +253,36 @@ func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	require.GreaterOrEqual(t, p0.log.HighWatermark(), res.LastOffset+1, "the duplicate was answered before its first copy was durable")
 	require.Equal(t, []string{"earlier", "first"}, values(t, b, topic, 2))
 }
+
+// TestDedupTopicDeletedAndRecreated: a deleted topic's table goes with
+// it, and a topic created again under the same name (a new id) starts
+// with an empty window: an id its predecessor stored is stored again.
+func TestDedupTopicDeletedAndRecreated(t *testing.T) {
+	t.Parallel()
+	b := startTest(t)
+	dedupTopic(t, b, "ddx", 1, dedupWindowConfig, "600000")
+	cl := newClient(t, b)
+	produceAll(t, cl, rec("ddx", "x1", "x"), rec("ddx", "x2", "x"))
+	require.Equal(t, []string{"x1"}, values(t, b, "ddx", 1))
+	old := b.topics.get("ddx").id
+	b.dedup.mu.Lock()
+	_, had := b.dedup.tables[old]
+	b.dedup.mu.Unlock()
+	require.True(t, had)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dr, err := kadm.NewClient(newClient(t, b)).DeleteTopics(ctx, "ddx")
+	require.NoError(t, err)
+	require.NoError(t, dr["ddx"].Err)
+	b.dedup.mu.Lock()
+	_, had = b.dedup.tables[old]
+	b.dedup.mu.Unlock()
+	require.False(t, had, "the deleted topic's table is dropped")
+
+	dedupTopic(t, b, "ddx", 1, dedupWindowConfig, "600000")
+	require.NotEqual(t, old, b.topics.get("ddx").id)
+	cl2 := newClient(t, b)
+	produceAll(t, cl2, rec("ddx", "x3", "x"), rec("ddx", "x4", "x"))
+	require.Equal(t, []string{"x3"}, values(t, b, "ddx", 1))
+}

@@ -73,7 +73,6 @@ type topic struct {
 	id         [16]byte
 	configs    map[string]string // explicit topic overrides
 	partitions []*partition
-	dedup      dedupTable // the dedup window's ids (dedup.go)
 }
 
 func (t *topic) record() topicRecord {
@@ -360,6 +359,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 		errs = append(errs, p.log.Delete())
 	}
 	b.metrics.ForgetTopic(t.name)
+	b.dedup.forget(t.id)
 	b.lg.Info("deleted topic", zap.String("topic", t.name))
 	errs = append(errs, b.finishTopicDeletion(deletedTopic{t.name, t.id}))
 	return errors.Join(errs...)
