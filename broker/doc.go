@@ -88,6 +88,11 @@
 //     expiry and deletions read them under that lock), after waiting
 //     for its txn's last completion, which takes group locks itself.
 //
+//   - Dedup (dedup.go): dedupWindow.mu guards only the map of tables, by
+//     topic id (a leaf); dedupTable.mu guards one topic's ids and is held
+//     during a produce's lookup and insertion and during a rebuild, which
+//     reads that topic's logs (only its produces wait).
+//
 //   - Quotas (package quota): Manager.writeMu serialises AlterClientQuotas
 //     and may do its badger write; Manager.cfgMu guards the entity
 //     configs, Manager.mu the token buckets, ConnCounts.mu the open
