@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -32,7 +33,14 @@ import (
 // A failed fsync leaves the log sticky-failed (log package contract):
 // waiters get the error, and later appends to that partition fail.
 type syncer struct {
-	b *Broker
+	// What it needs of the broker, given once (newSyncer): the fsync
+	// policy and interval, the fsync latency histogram, the logger, and
+	// the channel that stops run.
+	fsync         FsyncPolicy
+	flushInterval time.Duration
+	fsyncSeconds  prometheus.Histogram
+	lg            *zap.Logger
+	stop          <-chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -73,7 +81,7 @@ type syncWaiter struct {
 }
 
 func newSyncer(b *Broker) *syncer {
-	s := &syncer{b: b}
+	s := &syncer{fsync: b.cfg.Fsync, flushInterval: b.cfg.FlushInterval, fsyncSeconds: b.metrics.FsyncSeconds, lg: b.lg, stop: b.syncStop}
 	s.mu.parts = map[*partition]*partSync{}
 	s.mu.idle.L = &s.mu.Mutex
 	return s
@@ -93,7 +101,7 @@ func (s *syncer) partLocked(p *partition) *partSync {
 // channel that receives nil once [.., end) is durable, or the error that
 // prevented it; with wait false it returns nil.
 func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan error {
-	if s.b.cfg.Fsync == FsyncInterval {
+	if s.fsync == FsyncInterval {
 		p.log.SetHighWatermark(end)
 		p.notify()
 		s.appendedInterval(p, first, end)
@@ -103,11 +111,11 @@ func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan erro
 	s.mu.Lock()
 	ps := s.partLocked(p)
 	ps.dirty = true
-	if wait && s.b.cfg.Fsync == FsyncAlways {
+	if wait && s.fsync == FsyncAlways {
 		ch = make(chan error, 1)
 		ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
 	}
-	if s.b.cfg.Fsync == FsyncAlways && !ps.running {
+	if s.fsync == FsyncAlways && !ps.running {
 		s.startLocked(p, ps)
 	}
 	s.mu.Unlock()
@@ -121,7 +129,7 @@ func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan erro
 // busy partition an fsync of their own for the next batches to queue
 // behind. Shutdown starts pending ones at once (run).
 func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duration) <-chan error {
-	if delay <= 0 || s.b.cfg.Fsync != FsyncAlways {
+	if delay <= 0 || s.fsync != FsyncAlways {
 		return s.appended(p, first, end, true)
 	}
 	ch := make(chan error, 1)
@@ -235,12 +243,12 @@ func (s *syncer) loop(p *partition) {
 func (s *syncer) syncOne(p *partition) (int64, error) {
 	began := time.Now()
 	end, err := p.log.Sync()
-	s.b.metrics.FsyncSeconds.Observe(time.Since(began).Seconds())
+	s.fsyncSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
-		s.b.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
+		s.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
 		return end, err
 	}
-	if s.b.cfg.Fsync == FsyncAlways {
+	if s.fsync == FsyncAlways {
 		p.log.SetHighWatermark(end)
 		p.notify()
 	}
@@ -294,7 +302,7 @@ func (s *syncer) flushDue(now time.Time) {
 		if !ps.dirty || ps.running {
 			continue
 		}
-		limit := s.b.cfg.FlushInterval
+		limit := s.flushInterval
 		if ms := p.log.Config().FlushMs; ms >= 0 && ms < limit.Milliseconds() {
 			limit = time.Duration(ms) * time.Millisecond
 		}
@@ -316,8 +324,8 @@ func (s *syncer) flushDue(now time.Time) {
 // comes.
 func (s *syncer) run() {
 	var tick <-chan time.Time
-	if s.b.cfg.Fsync == FsyncInterval {
-		t := time.NewTicker(min(s.b.cfg.FlushInterval, flushCheck))
+	if s.fsync == FsyncInterval {
+		t := time.NewTicker(min(s.flushInterval, flushCheck))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -325,7 +333,7 @@ func (s *syncer) run() {
 		select {
 		case now := <-tick:
 			s.flushDue(now)
-		case <-s.b.syncStop:
+		case <-s.stop:
 			s.mu.Lock()
 			s.mu.stopping = true
 			for p, ps := range s.mu.parts {
@@ -337,7 +345,7 @@ func (s *syncer) run() {
 				s.mu.idle.Wait()
 			}
 			s.mu.Unlock()
-			if s.b.cfg.Fsync == FsyncInterval {
+			if s.fsync == FsyncInterval {
 				s.flushDirty()
 			}
 			return
