@@ -135,10 +135,7 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			var lp *partition
-			if t != nil {
-				lp = b.topics.partition(t.name, rp.Partition)
-			}
+			lp := b.topics.partitionOf(t, rp.Partition)
 			if lp == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
@@ -250,10 +247,7 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 			ot.TopicID = t.id
 		}
 		for _, p := range rt.Partitions {
-			var lp *partition
-			if t != nil {
-				lp = b.topics.partition(t.name, p)
-			}
+			lp := b.topics.partitionOf(t, p)
 			if lp == nil {
 				rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 				rp.Partition, rp.StartOffset = p, -1

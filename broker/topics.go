@@ -144,6 +144,15 @@ func (r *topicRegistry) snapshot(t *topic) (parts []*partition, configs map[stri
 	return parts, configs
 }
 
+// partitionOf returns partition idx of t, nil if t is nil or has no
+// such partition (looked up by t's name, as partition does).
+func (r *topicRegistry) partitionOf(t *topic, idx int32) *partition {
+	if t == nil {
+		return nil
+	}
+	return r.partition(t.name, idx)
+}
+
 // partitionByID resolves a topic id and partition index.
 func (r *topicRegistry) partitionByID(id [16]byte, idx int32) (*topic, *partition, int16) {
 	t := r.getID(id)
