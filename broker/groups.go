@@ -54,6 +54,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -101,6 +102,22 @@ const (
 type groupTP struct {
 	topic     string
 	partition int32
+}
+
+// byTopic groups the partitions of tps by topic: the topic names in
+// order, and each topic's partitions in order.
+func byTopic[V any](tps map[groupTP]V) (names []string, parts map[string][]int32) {
+	parts = map[string][]int32{}
+	for tp := range tps {
+		parts[tp.topic] = append(parts[tp.topic], tp.partition)
+	}
+	names = make([]string, 0, len(parts))
+	for n, ps := range parts {
+		names = append(names, n)
+		slices.Sort(ps)
+	}
+	slices.Sort(names)
+	return names, parts
 }
 
 // offsetCommit is one committed offset. Metadata is kept as committed; a

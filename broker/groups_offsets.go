@@ -285,15 +285,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 		sp.Offset, sp.LeaderEpoch, sp.Metadata = oc.offset, oc.leaderEpoch, &md
 	}
 	if rg.Topics == nil {
-		byTopic := map[string][]int32{}
-		for tp := range offsets {
-			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
-		}
-		names := make([]string, 0, len(byTopic))
-		for n := range byTopic {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+		names, parts := byTopic(offsets)
 		for _, n := range names {
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
 			st.Topic = n
@@ -304,9 +296,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 				}
 				st.TopicID = t.id
 			}
-			ps := byTopic[n]
-			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-			for _, p := range ps {
+			for _, p := range parts[n] {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition = p
 				fill(&sp, groupTP{n, p}, offsets[groupTP{n, p}], true)

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"regexp"
-	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -459,21 +458,12 @@ func (c *txnCoordinator) describe(req *kmsg.DescribeTransactionsRequest) kmsg.Re
 		ts.TimeoutMillis = t.mu.TimeoutMs
 		ts.StartTimestamp = t.mu.StartMs
 		ts.ProducerID, ts.ProducerEpoch = t.mu.ProducerID, t.mu.Epoch
-		byTopic := map[string][]int32{}
-		for tp := range t.mu.partitions {
-			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
-		}
+		names, parts := byTopic(t.mu.partitions)
 		t.mu.Unlock()
-		names := make([]string, 0, len(byTopic))
-		for n := range byTopic {
-			names = append(names, n)
-		}
-		sort.Strings(names)
 		for _, n := range names {
 			tt := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
 			tt.Topic = n
-			tt.Partitions = byTopic[n]
-			sort.Slice(tt.Partitions, func(i, j int) bool { return tt.Partitions[i] < tt.Partitions[j] })
+			tt.Partitions = parts[n]
 			ts.Topics = append(ts.Topics, tt)
 		}
 		resp.TransactionStates = append(resp.TransactionStates, ts)
