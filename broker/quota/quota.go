@@ -87,9 +87,9 @@ func (e entity) storeKey() string {
 	return strings.Join(parts, "&")
 }
 
-// Components are the entity's parts in Kafka's order (user, client-id,
+// components are the entity's parts in Kafka's order (user, client-id,
 // ip), a default one with a nil name.
-func (e entity) Components() []Component {
+func (e entity) components() []Component {
 	var out []Component
 	for i, p := range e {
 		if !p.set {
@@ -559,7 +559,7 @@ func (q *Manager) Describe(in []FilterIn, strict bool) ([]Described, error) {
 		for k, v := range m {
 			vals[k] = v
 		}
-		out = append(out, Described{Components: e.Components(), Values: vals, key: e.storeKey()})
+		out = append(out, Described{Components: e.components(), Values: vals, key: e.storeKey()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
 	return out, nil
