@@ -133,12 +133,12 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	if err != nil || vr["dry"].Err != nil || vr["dry"].NumPartitions != 2 {
 		t.Errorf("validate-only create: %v %+v", err, vr["dry"])
 	}
-	if e.b.topics.get("dry") != nil {
+	if e.b.topics.Get("dry") != nil {
 		t.Error("validate-only create created the topic")
 	}
 
 	// The override is applied to the partition logs.
-	if got := e.b.topics.partition("orders", 0).log.Config().RetentionMs; got != 3600000 {
+	if got := e.b.topics.Partition("orders", 0).Log.Config().RetentionMs; got != 3600000 {
 		t.Errorf("log retention.ms = %d", got)
 	}
 
@@ -173,7 +173,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	if cr, err := e.adm.CreatePartitions(e.ctx, 2, "orders"); err != nil || cr["orders"].Err != nil {
 		t.Fatalf("create partitions: %v %+v", err, cr)
 	}
-	if n := len(e.b.topics.get("orders").partitions); n != 5 {
+	if n := len(e.b.topics.Get("orders").partitions); n != 5 {
 		t.Errorf("partitions after growth: %d", n)
 	}
 	for _, set := range []int{5, 4} {
@@ -182,7 +182,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 			t.Errorf("update partitions to %d: %v %+v", set, err, cr["orders"])
 		}
 	}
-	if cr, _ := e.adm.ValidateUpdatePartitions(e.ctx, 9, "orders"); cr["orders"].Err != nil || len(e.b.topics.get("orders").partitions) != 5 {
+	if cr, _ := e.adm.ValidateUpdatePartitions(e.ctx, 9, "orders"); cr["orders"].Err != nil || len(e.b.topics.Get("orders").partitions) != 5 {
 		t.Errorf("validate-only create partitions: %+v", cr["orders"])
 	}
 	if cr, _ := e.adm.CreatePartitions(e.ctx, 1, "missing"); !errors.Is(cr["missing"].Err, kerr.UnknownTopicOrPartition) {
@@ -193,7 +193,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	if dr, err := e.adm.DeleteTopics(e.ctx, "orders"); err != nil || dr["orders"].Err != nil {
 		t.Fatalf("delete: %v %+v", err, dr)
 	}
-	if e.b.topics.get("orders") != nil {
+	if e.b.topics.Get("orders") != nil {
 		t.Error("topic still registered after delete")
 	}
 	del := kmsg.NewPtrDeleteTopicsRequest()
@@ -218,7 +218,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 		t.Errorf("delete by id answered name %v", n)
 	}
 	wantCode(t, "delete unknown id", resp.Topics[2].ErrorCode, kerr.UnknownTopicID)
-	if e.b.topics.get("byid") != nil {
+	if e.b.topics.Get("byid") != nil {
 		t.Error("topic deleted by id still registered")
 	}
 }
@@ -286,10 +286,10 @@ func TestAdminCreateTopicsInvalid(t *testing.T) {
 			t.Errorf("%s: message %v, partitions %d", st.Topic, st.ErrorMessage, st.NumPartitions)
 		}
 	}
-	if n := len(e.b.topics.get("ok").partitions); n != 2 {
+	if n := len(e.b.topics.Get("ok").partitions); n != 2 {
 		t.Errorf("NumPartitions -1 made %d partitions, want num.partitions 2", n)
 	}
-	if n := len(e.b.topics.get("assign").partitions); n != 2 {
+	if n := len(e.b.topics.Get("assign").partitions); n != 2 {
 		t.Errorf("manual assignment made %d partitions", n)
 	}
 
@@ -305,7 +305,7 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 	e := startAdminBroker(t, t.TempDir())
 	e.createTopic("cfg", 2, map[string]*string{"segment.bytes": cfgVal("2097152")})
 	logCfg := func() (retention, segment int64) {
-		c := e.b.topics.partition("cfg", 1).log.Config()
+		c := e.b.topics.Partition("cfg", 1).Log.Config()
 		return c.RetentionMs, c.SegmentBytes
 	}
 
@@ -371,7 +371,7 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 	if err != nil || ar[0].Err != nil {
 		t.Fatalf("legacy alter: %v %+v", err, ar)
 	}
-	_, overrides := e.b.topics.snapshot(e.b.topics.get("cfg"))
+	_, overrides := e.b.topics.Snapshot(e.b.topics.Get("cfg"))
 	if len(overrides) != 1 || overrides["max.message.bytes"] != "2000" {
 		t.Errorf("overrides after legacy alter: %v", overrides)
 	}
@@ -386,7 +386,7 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 	// Topic overrides survive a restart.
 	e.stop()
 	e = startAdminBroker(t, e.dir)
-	_, overrides = e.b.topics.snapshot(e.b.topics.get("cfg"))
+	_, overrides = e.b.topics.Snapshot(e.b.topics.Get("cfg"))
 	if overrides["max.message.bytes"] != "2000" {
 		t.Errorf("overrides after restart: %v", overrides)
 	}
@@ -419,10 +419,10 @@ func TestAdminBrokerConfigs(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		if r := e.b.topics.partition("inherit", 0).log.Config().RetentionMs; r != 120000 {
+		if r := e.b.topics.Partition("inherit", 0).Log.Config().RetentionMs; r != 120000 {
 			t.Errorf("%s: inheriting topic has retention %d", when, r)
 		}
-		if r := e.b.topics.partition("own", 0).log.Config().RetentionMs; r != 1000 {
+		if r := e.b.topics.Partition("own", 0).Log.Config().RetentionMs; r != 1000 {
 			t.Errorf("%s: topic with override has retention %d", when, r)
 		}
 		trc, err := e.adm.DescribeTopicConfigs(e.ctx, "inherit")
@@ -496,14 +496,14 @@ func TestAdminBrokerConfigs(t *testing.T) {
 	if err != nil || ar[0].Err != nil {
 		t.Fatalf("legacy alter broker: %v %+v", err, ar)
 	}
-	if c := e.b.topics.partition("inherit", 0).log.Config(); c.RetentionMs != 604800000 || c.MaxMessageBytes != 5000 {
+	if c := e.b.topics.Partition("inherit", 0).Log.Config(); c.RetentionMs != 604800000 || c.MaxMessageBytes != 5000 {
 		t.Errorf("after legacy alter: retention %d, max message %d", c.RetentionMs, c.MaxMessageBytes)
 	}
 	ar, _ = e.adm.AlterBrokerConfigs(e.ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "message.max.bytes"}})
 	if ar[0].Err != nil {
 		t.Fatalf("delete broker config: %+v", ar)
 	}
-	if c := e.b.topics.partition("inherit", 0).log.Config(); c.MaxMessageBytes != 1048588 {
+	if c := e.b.topics.Partition("inherit", 0).Log.Config(); c.MaxMessageBytes != 1048588 {
 		t.Errorf("after delete: max message %d", c.MaxMessageBytes)
 	}
 	if len(e.b.dynamicBrokerConfigs()) != 0 {

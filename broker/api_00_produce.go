@@ -80,11 +80,11 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		st.Topic = rt.Topic
 		// Preallocated so pointers into it stay valid for waitFn.
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
-		t := b.topics.get(rt.Topic)
+		t := b.topics.Get(rt.Topic)
 		minISR := int64(1)
 		var dedup dedupSettings // window 0: off
 		if t != nil {
-			_, cfgs := b.topics.snapshot(t)
+			_, cfgs := b.topics.Snapshot(t)
 			v, _ := b.topicConfigValue(cfgs, "min.insync.replicas")
 			minISR = configs.Int(v, 1)
 			dedup = b.dedupSettingsFor(cfgs)
@@ -96,9 +96,9 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
-			var p *partition
+			var p *tpkg_Partition
 			if t != nil {
-				p = b.topics.partition(rt.Topic, rp.Partition)
+				p = b.topics.Partition(rt.Topic, rp.Partition)
 			}
 			switch {
 			case ackErr != 0:
@@ -127,8 +127,8 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 					break
 				}
 				if !res.Duplicate {
-					p.m.BytesIn.Add(float64(len(rp.Records)))
-					p.m.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
+					p.M.BytesIn.Add(float64(len(rp.Records)))
+					p.M.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
 				}
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
@@ -136,7 +136,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || len(deps.first) > 0 && req.Acks != 0 {
+				if ch := b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || len(deps.first) > 0 && req.Acks != 0 {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, deps: deps, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue

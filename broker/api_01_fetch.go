@@ -101,17 +101,17 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	var items []*fetchItem
 	resolveName := func(rt *kmsg.FetchRequestTopic) (string, [16]byte, bool) {
 		if !useIDs {
-			t := b.topics.get(rt.Topic)
+			t := b.topics.Get(rt.Topic)
 			if t == nil {
 				return rt.Topic, [16]byte{}, false
 			}
-			return rt.Topic, t.id, true
+			return rt.Topic, t.ID, true
 		}
-		t := b.topics.getID(rt.TopicID)
+		t := b.topics.GetID(rt.TopicID)
 		if t == nil {
 			return "", rt.TopicID, false
 		}
-		return t.name, t.id, true
+		return t.Name, t.ID, true
 	}
 	if sess == nil || !incremental {
 		for i := range req.Topics {
@@ -157,8 +157,8 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		for _, ft := range req.ForgottenTopics {
 			name := ft.Topic
 			if useIDs {
-				if t := b.topics.getID(ft.TopicID); t != nil {
-					name = t.name
+				if t := b.topics.GetID(ft.TopicID); t != nil {
+					name = t.Name
 				} else {
 					// Deleted topic: drop every session entry with that id.
 					for k, sp := range sess.parts {
@@ -181,15 +181,15 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	}
 
 	// Resolve partitions once.
-	parts := make([]*partition, len(items))
+	parts := make([]*tpkg_Partition, len(items))
 	for i, it := range items {
 		if it.err != 0 {
 			continue
 		}
-		p := b.topics.partition(it.topic, it.idx)
-		if p == nil || (useIDs && b.topics.getID(it.topicID) == nil) {
+		p := b.topics.Partition(it.topic, it.idx)
+		if p == nil || (useIDs && b.topics.GetID(it.topicID) == nil) {
 			it.err = kerr.UnknownTopicOrPartition.Code
-			if useIDs && b.topics.getID(it.topicID) == nil {
+			if useIDs && b.topics.GetID(it.topicID) == nil {
 				it.err = kerr.UnknownTopicID.Code
 			}
 			continue
@@ -235,13 +235,13 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			wake = make(chan struct{}, 1)
 			for _, p := range parts {
 				if p != nil {
-					p.watch(wake)
+					p.Watch(wake)
 				}
 			}
 			defer func() {
 				for _, p := range parts {
 					if p != nil {
-						p.unwatch(wake)
+						p.Unwatch(wake)
 					}
 				}
 			}()
@@ -311,7 +311,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		if len(it.records) > 0 {
 			// Counted here, once per response: a long poll may read a
 			// partition several times before it answers.
-			parts[i].m.BytesOut.Add(float64(len(it.records)))
+			parts[i].M.BytesOut.Add(float64(len(it.records)))
 		}
 		if rp.RecordBatches == nil {
 			// Empty, not null: librdkafka rejects a null record set
@@ -349,7 +349,7 @@ func (c *conn) recordBuf() *[]byte {
 // batch) and per-partition limits. It returns the buffer, the bytes read
 // and whether any partition has an error (which completes a long poll at
 // once).
-func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, maxBytes int32, readCommitted bool) ([]byte, int, bool) {
+func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*tpkg_Partition, maxBytes int32, readCommitted bool) ([]byte, int, bool) {
 	// Kafka's fetch.max.bytes caps what one response may carry whatever
 	// the client asks, bounding the broker's memory per fetch.
 	budget := min(int(maxBytes), fetchMaxBytes)
@@ -366,10 +366,10 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 			continue
 		}
 		it.err = 0
-		it.hw = p.log.HighWatermark()
-		it.lso = min(it.hw, p.log.LastStableOffset())
-		it.logS = p.log.LogStartOffset()
-		if it.offset < it.logS || it.offset > p.log.LogEndOffset() {
+		it.hw = p.Log.HighWatermark()
+		it.lso = min(it.hw, p.Log.LastStableOffset())
+		it.logS = p.Log.LogStartOffset()
+		if it.offset < it.logS || it.offset > p.Log.LogEndOffset() {
 			it.err = kerr.OffsetOutOfRange.Code
 			anyErr = true
 			continue
@@ -386,7 +386,7 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 			limit = left
 		}
 		start := len(buf)
-		nb, err := p.log.ReadAppend(buf, it.offset, upper, limit, total == 0)
+		nb, err := p.Log.ReadAppend(buf, it.offset, upper, limit, total == 0)
 		if err != nil {
 			// A deleted topic, a moved log start or a failed partition:
 			// this partition reports it, the others are served.
@@ -399,7 +399,7 @@ func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*partition, m
 			it.records = buf[start:len(buf):len(buf)]
 			total += n
 			if readCommitted {
-				it.aborted = p.log.AbortedTransactions(it.offset, upper)
+				it.aborted = p.Log.AbortedTransactions(it.offset, upper)
 			}
 		}
 	}

@@ -65,14 +65,14 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			minVersion, special := listOffsetsMinVersion[rp.Timestamp]
-			var p *partition
+			var p *tpkg_Partition
 			switch {
 			case seen[tpKey{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case rp.Timestamp < 0 && (!special || req.Version < minVersion):
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
 			default:
-				if p = b.topics.partition(rt.Topic, rp.Partition); p == nil {
+				if p = b.topics.Partition(rt.Topic, rp.Partition); p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else if rp.CurrentLeaderEpoch > 0 {
 					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
@@ -94,28 +94,28 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 // listOffset answers one partition: offset and timestamp, -1 for none.
-func listOffset(p *partition, ts int64, consumer, readCommitted bool) (offset, timestamp int64) {
+func listOffset(p *tpkg_Partition, ts int64, consumer, readCommitted bool) (offset, timestamp int64) {
 	switch ts {
 	case -1:
 		if !consumer {
-			return p.log.LogEndOffset(), -1
+			return p.Log.LogEndOffset(), -1
 		}
 		if readCommitted {
-			return p.log.LastStableOffset(), -1
+			return p.Log.LastStableOffset(), -1
 		}
-		return p.log.HighWatermark(), -1
+		return p.Log.HighWatermark(), -1
 	case -2, -4:
-		return p.log.LogStartOffset(), -1
+		return p.Log.LogStartOffset(), -1
 	case -3:
-		off, t := p.log.MaxTimestamp()
-		if off < 0 || off >= p.log.HighWatermark() {
+		off, t := p.Log.MaxTimestamp()
+		if off < 0 || off >= p.Log.HighWatermark() {
 			return -1, -1
 		}
 		return off, t
 	case -5:
 		return -1, -1
 	default:
-		off, t, found := p.log.OffsetForTimestamp(ts)
+		off, t, found := p.Log.OffsetForTimestamp(ts)
 		if !found {
 			return -1, -1
 		}

@@ -45,8 +45,8 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		ts := b.topics.all()
-		sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+		ts := b.topics.All()
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 		for _, t := range ts {
 			resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
 		}
@@ -54,7 +54,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	for _, rt := range req.Topics {
-		var t *topic
+		var t *tpkg_Topic
 		if rt.Topic == nil || *rt.Topic == "" {
 			if rt.TopicID == [16]byte{} {
 				st := kmsg.NewMetadataResponseTopic()
@@ -62,7 +62,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			t = b.topics.getID(rt.TopicID)
+			t = b.topics.GetID(rt.TopicID)
 			if t == nil {
 				st := kmsg.NewMetadataResponseTopic()
 				st.TopicID = rt.TopicID
@@ -74,11 +74,11 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			continue
 		}
 		name := *rt.Topic
-		t = b.topics.get(name)
+		t = b.topics.Get(name)
 		if t == nil {
 			st := kmsg.NewMetadataResponseTopic()
 			st.Topic = &name
-			if err := validTopicName(name); err != nil {
+			if err := tpkg_ValidName(name); err != nil {
 				st.ErrorCode = kerr.InvalidTopicException.Code
 				resp.Topics = append(resp.Topics, st)
 				continue
@@ -91,7 +91,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			var err error
 			t, err = b.createTopic(name, b.cfg.DefaultPartitions, nil, false)
 			if err == kafkaerr.ErrTopicExists {
-				t = b.topics.get(name)
+				t = b.topics.Get(name)
 			}
 			if t == nil {
 				st.ErrorCode = kafkaerr.Code(err)
@@ -107,19 +107,19 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	return resp
 }
 
-func (b *Broker) metadataTopic(t *topic, withOps bool) kmsg.MetadataResponseTopic {
+func (b *Broker) metadataTopic(t *tpkg_Topic, withOps bool) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
-	name := t.name
+	name := t.Name
 	st.Topic = &name
-	st.TopicID = t.id
+	st.TopicID = t.ID
 	st.AuthorizedOperations = -2147483648
 	if withOps {
 		st.AuthorizedOperations = allTopicOperations
 	}
-	parts, _ := b.topics.snapshot(t)
+	parts, _ := b.topics.Snapshot(t)
 	for _, p := range parts {
 		sp := kmsg.NewMetadataResponseTopicPartition()
-		sp.Partition = p.index
+		sp.Partition = p.Index
 		sp.Leader = b.cfg.NodeID
 		sp.LeaderEpoch = 0
 		sp.Replicas = []int32{b.cfg.NodeID}

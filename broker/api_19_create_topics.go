@@ -89,7 +89,7 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		case total > maxPartitionsPerRequest:
 			err = kafkaerr.Refuse(kafkaerr.ErrPolicyViolation, "Excessively large number of partitions per request.")
 		default:
-			var t *topic
+			var t *tpkg_Topic
 			var partitions int32
 			// controller_mutation_rate (quota_mutation.go): refused while
 			// over it in reject mode (v6+), else charged once created.
@@ -103,8 +103,8 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 			if err == nil {
 				st.NumPartitions = partitions
 				st.ReplicationFactor = 1
-				st.TopicID = t.id
-				_, overrides := b.topics.snapshot(t)
+				st.TopicID = t.ID
+				_, overrides := b.topics.Snapshot(t)
 				for _, e := range b.topicConfigEntries(overrides) {
 					st.Configs = append(st.Configs, e.CreateTopicsConfig())
 				}
@@ -124,12 +124,12 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 // (unless validateOnly). It returns the topic, whose configs are its
 // overrides and whose id is zero under validateOnly, and its partition
 // count.
-func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topic, int32, error) {
+func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*tpkg_Topic, int32, error) {
 	name := rt.Topic
-	if err := validTopicName(name); err != nil {
+	if err := tpkg_ValidName(name); err != nil {
 		return nil, 0, err
 	}
-	if b.topics.get(name) != nil {
+	if b.topics.Get(name) != nil {
 		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
 	}
 	if other := b.collidingTopic(name); other != "" {
@@ -223,9 +223,9 @@ func (b *Broker) collidingTopic(name string) string {
 		return ""
 	}
 	key := strings.ReplaceAll(name, ".", "_")
-	for _, t := range b.topics.all() {
-		if t.name != name && strings.ReplaceAll(t.name, ".", "_") == key {
-			return t.name
+	for _, t := range b.topics.All() {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == key {
+			return t.Name
 		}
 	}
 	return ""

@@ -71,22 +71,22 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			answeredID[rt.TopicID] = true
 			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic id.")
 		default:
-			var t *topic
+			var t *tpkg_Topic
 			if rt.Topic != nil {
-				if t = b.topics.get(*rt.Topic); t == nil {
+				if t = b.topics.Get(*rt.Topic); t == nil {
 					err = kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "This server does not host this topic-partition.")
 				}
-			} else if t = b.topics.getID(rt.TopicID); t == nil {
+			} else if t = b.topics.GetID(rt.TopicID); t == nil {
 				err = kafkaerr.Refuse(kafkaerr.ErrUnknownTopicID, "This server does not host this topic ID.")
 			}
 			if t != nil {
-				name := t.name
-				st.Topic, st.TopicID = &name, t.id
+				name := t.Name
+				st.Topic, st.TopicID = &name, t.ID
 				// controller_mutation_rate (quota_mutation.go), v5+ may refuse.
 				if err = c.mutationAllowed(req.Version >= 5, false); err != nil {
 					break
 				}
-				parts, _ := b.topics.snapshot(t)
+				parts, _ := b.topics.Snapshot(t)
 				// Committed offsets and share-group state of the topic
 				// go with it (deleteTopic), so a re-created topic of the
 				// same name starts fresh.

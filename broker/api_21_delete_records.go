@@ -44,15 +44,15 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p := b.topics.partition(rt.Topic, rp.Partition)
+			p := b.topics.Partition(rt.Topic, rp.Partition)
 			switch {
 			case seen[tpKey{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				before := p.log.LogStartOffset()
-				low, err := p.log.DeleteRecordsBefore(rp.Offset)
+				before := p.Log.LogStartOffset()
+				low, err := p.Log.DeleteRecordsBefore(rp.Offset)
 				if err != nil {
 					sp.ErrorCode = kafkaerr.Code(err)
 					if sp.ErrorCode == kerr.KafkaStorageError.Code {
@@ -63,7 +63,7 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 				sp.LowWatermark = low
 				if low > before {
 					b.lg.Info("deleted records", zapPartition(p), zap.Int64("log_start_offset", low))
-					p.notify()
+					p.Notify()
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

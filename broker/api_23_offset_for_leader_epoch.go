@@ -43,7 +43,7 @@ func handleOffsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) 
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			p := b.topics.partition(rt.Topic, rp.Partition)
+			p := b.topics.Partition(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -52,9 +52,9 @@ func handleOffsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) 
 			case rp.CurrentLeaderEpoch < -1:
 				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
 			case rp.LeaderEpoch == 0:
-				sp.LeaderEpoch, sp.EndOffset = 0, p.log.LogEndOffset()
+				sp.LeaderEpoch, sp.EndOffset = 0, p.Log.LogEndOffset()
 			case rp.LeaderEpoch < -1:
-				sp.LeaderEpoch, sp.EndOffset = rp.LeaderEpoch, p.log.LogStartOffset()
+				sp.LeaderEpoch, sp.EndOffset = rp.LeaderEpoch, p.Log.LogStartOffset()
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

@@ -70,7 +70,7 @@ func (b *Broker) describeConfigResource(typ kmsg.ConfigResourceType, name string
 		if err != nil {
 			return nil, err
 		}
-		_, overrides := b.topics.snapshot(t)
+		_, overrides := b.topics.Snapshot(t)
 		return b.topicConfigEntries(overrides), nil
 	case kmsg.ConfigResourceTypeBroker:
 		if err := b.brokerResourceName(name); err != nil {

@@ -43,12 +43,12 @@ func handleDescribeLogDirs(c *conn, req *kmsg.DescribeLogDirsRequest) kmsg.Respo
 			wanted[rt.Topic] = append(wanted[rt.Topic], rt.Partitions...)
 		}
 	}
-	ts := b.topics.all()
-	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	ts := b.topics.All()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 	for _, t := range ts {
 		var only map[int32]bool
 		if wanted != nil {
-			ps, ok := wanted[t.name]
+			ps, ok := wanted[t.Name]
 			if !ok {
 				continue
 			}
@@ -58,15 +58,15 @@ func handleDescribeLogDirs(c *conn, req *kmsg.DescribeLogDirsRequest) kmsg.Respo
 			}
 		}
 		st := kmsg.NewDescribeLogDirsResponseDirTopic()
-		st.Topic = t.name
-		parts, _ := b.topics.snapshot(t)
+		st.Topic = t.Name
+		parts, _ := b.topics.Snapshot(t)
 		for _, p := range parts {
-			if only != nil && !only[p.index] {
+			if only != nil && !only[p.Index] {
 				continue
 			}
 			sp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			sp.Partition = p.index
-			sp.Size = p.log.Size()
+			sp.Partition = p.Index
+			sp.Size = p.Log.Size()
 			st.Partitions = append(st.Partitions, sp)
 		}
 		if len(st.Partitions) > 0 {

@@ -44,8 +44,8 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 	total := int64(0)
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
-		if t := b.topics.get(rt.Topic); t != nil {
-			parts, _ := b.topics.snapshot(t)
+		if t := b.topics.Get(rt.Topic); t != nil {
+			parts, _ := b.topics.Snapshot(t)
 			if add := int64(rt.Count) - int64(len(parts)); add > 0 {
 				total += add
 			}
@@ -72,8 +72,8 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 				break
 			}
 			before := 0
-			if t := b.topics.get(rt.Topic); t != nil {
-				parts, _ := b.topics.snapshot(t)
+			if t := b.topics.Get(rt.Topic); t != nil {
+				parts, _ := b.topics.Snapshot(t)
 				before = len(parts)
 			}
 			err = b.createPartitions(rt, req.ValidateOnly)
@@ -92,11 +92,11 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 }
 
 func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
-	t := b.topics.get(rt.Topic)
+	t := b.topics.Get(rt.Topic)
 	if t == nil {
 		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", rt.Topic)
 	}
-	parts, _ := b.topics.snapshot(t)
+	parts, _ := b.topics.Snapshot(t)
 	cur := int32(len(parts))
 	switch {
 	case rt.Count == cur:
@@ -117,10 +117,10 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	if err := b.addPartitions(t, rt.Count, validateOnly); err != nil {
 		// addPartitions re-checks the count under adminMu; losing that
 		// race to a concurrent CreatePartitions is still a count error.
-		if now, _ := b.topics.snapshot(t); int32(len(now)) >= rt.Count {
+		if now, _ := b.topics.Snapshot(t); int32(len(now)) >= rt.Count {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "%v", err)
 		}
-		return fmt.Errorf("broker: add partitions to %s: %w", t.name, err)
+		return fmt.Errorf("broker: add partitions to %s: %w", t.Name, err)
 	}
 	return nil
 }

@@ -28,13 +28,13 @@ func handleDescribeProducers(c *conn, req *kmsg.DescribeProducersRequest) kmsg.R
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
-			p := b.topics.partition(rt.Topic, idx)
+			p := b.topics.Partition(rt.Topic, idx)
 			if p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, pi := range p.log.Producers() {
+			for _, pi := range p.Log.Producers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID = pi.ProducerID
 				ap.ProducerEpoch = int32(pi.Epoch)

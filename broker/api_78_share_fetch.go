@@ -194,7 +194,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	type target struct {
 		tp shareTP
 		sp *sharePart
-		lp *partition
+		lp *tpkg_Partition
 	}
 	parts := sess.mu.parts
 	errs := map[shareTP]int16{}
@@ -205,7 +205,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	}
 	for i := range parts {
 		tp := parts[(first+i)%len(parts)].tp
-		if _, lp, code := b.topics.partitionByID(tp.topicID, tp.partition); code != 0 {
+		if _, lp, code := b.topics.PartitionByID(tp.topicID, tp.partition); code != 0 {
 			errs[tp] = code
 		} else {
 			targets = append(targets, target{tp, sc.part(shareKey(group, tp)), lp})
@@ -258,8 +258,8 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 				b.metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
 			}
 			got += n
-			t.lp.m.BytesOut.Add(float64(len(data)))
-			t.lp.m.RecordsOut.Add(float64(n))
+			t.lp.M.BytesOut.Add(float64(len(data)))
+			t.lp.M.RecordsOut.Add(float64(n))
 		}
 		return got, failed
 	}
@@ -286,12 +286,12 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		deadline := time.Now().Add(wait)
 		wake := make(chan struct{}, 1)
 		for _, t := range targets {
-			t.lp.watch(wake)
+			t.lp.Watch(wake)
 			t.sp.waiters.add(wake, member)
 		}
 		defer func() {
 			for _, t := range targets {
-				t.lp.unwatch(wake)
+				t.lp.Unwatch(wake)
 				t.sp.waiters.remove(wake)
 			}
 		}()

@@ -29,9 +29,9 @@ type Broker struct {
 	fs        slog.FS
 	meta      *metaStore
 	clusterID string
-	topics    *topicRegistry
+	topics    *tpkg_Registry
 	dedup     *dedupWindow // the dedup window's ids per topic, dedup.go
-	syncer    *syncer
+	syncer    *tpkg_Syncer
 
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
@@ -96,7 +96,7 @@ func Start(cfg Config) (*Broker, error) {
 		cfg:           cfg,
 		lg:            lg,
 		fs:            slog.OSFS(),
-		topics:        newTopicRegistry(),
+		topics:        tpkg_NewRegistry(),
 		dedup:         newDedupWindow(),
 		fetchSessions: newFetchSessionCache(1000),
 	}
@@ -148,7 +148,7 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.loadTopics(); err != nil {
 		return fail(err)
 	}
-	lg.Info("recovered logs", zap.Int("topics", len(b.topics.all())), zap.Duration("took", time.Since(began)))
+	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
 	b.groups = newGroupCoordinator(b)
 	// The share coordinator holds the group configs, which the loaded
 	// KIP-848 groups read (consumerSettings): it comes first.
@@ -191,7 +191,7 @@ func Start(cfg Config) (*Broker, error) {
 		}
 	}
 	b.advHost, b.advPort = host, int32(p)
-	b.goroutine(b.syncer.run)
+	b.goroutine(b.syncer.Run)
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.expireLoop)
 	b.goroutine(b.txns.expireLoop)
@@ -348,10 +348,10 @@ func (b *Broker) Close() error {
 
 func (b *Broker) closeLogs() error {
 	var errs []error
-	for _, t := range b.topics.all() {
-		parts, _ := b.topics.snapshot(t)
+	for _, t := range b.topics.All() {
+		parts, _ := b.topics.Snapshot(t)
 		for _, p := range parts {
-			errs = append(errs, p.log.Close())
+			errs = append(errs, p.Log.Close())
 		}
 	}
 	return errors.Join(errs...)
@@ -371,18 +371,18 @@ func (b *Broker) retentionLoop() {
 }
 
 func (b *Broker) enforceRetention(now time.Time) {
-	for _, t := range b.topics.all() {
-		parts, _ := b.topics.snapshot(t)
+	for _, t := range b.topics.All() {
+		parts, _ := b.topics.Snapshot(t)
 		for _, p := range parts {
-			n, err := p.log.EnforceRetention(now)
+			n, err := p.Log.EnforceRetention(now)
 			if err != nil {
-				b.lg.Error("retention failed", zap.String("topic", t.name), zap.Int32("partition", p.index), zap.Error(err))
+				b.lg.Error("retention failed", zap.String("topic", t.Name), zap.Int32("partition", p.Index), zap.Error(err))
 			} else if n > 0 {
-				b.lg.Info("retention deleted segments", zap.String("topic", t.name), zap.Int32("partition", p.index), zap.Int64("bytes", n))
+				b.lg.Info("retention deleted segments", zap.String("topic", t.Name), zap.Int32("partition", p.Index), zap.Int64("bytes", n))
 				// The log start moved: fetches waiting below it get
 				// OFFSET_OUT_OF_RANGE now, and share fetches what the
 				// share-partition's advanced window frees.
-				p.notify()
+				p.Notify()
 			}
 		}
 	}
@@ -464,8 +464,8 @@ func (b *Broker) connClosed(c *conn) {
 	}
 }
 
-func zapPartition(p *partition) zap.Field {
-	return zap.String("partition", p.topic+"-"+strconv.Itoa(int(p.index)))
+func zapPartition(p *tpkg_Partition) zap.Field {
+	return zap.String("partition", p.Topic+"-"+strconv.Itoa(int(p.Index)))
 }
 
 func zapErr(err error) zap.Field { return zap.Error(err) }

@@ -182,12 +182,12 @@ func TestFetchSurvivesFailedPartition(t *testing.T) {
 	for p := int32(0); p < 2; p++ {
 		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "two", Partition: p, Value: []byte("v")}).FirstErr())
 	}
-	require.NoError(t, b.topics.partition("two", 1).log.Close())
+	require.NoError(t, b.topics.Partition("two", 1).Log.Close())
 
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxBytes = 1 << 20
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = "two", b.topics.get("two").id // kgo picks the version
+	rt.Topic, rt.TopicID = "two", b.topics.Get("two").ID // kgo picks the version
 	for p := int32(0); p < 2; p++ {
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.PartitionMaxBytes = p, 1<<20

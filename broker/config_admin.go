@@ -61,11 +61,11 @@ func (b *Broker) topicConfigEntries(overrides map[string]string) []configs.Entry
 }
 
 // checkTopicResource resolves the topic of a TOPIC config resource.
-func (b *Broker) checkTopicResource(name string) (*topic, error) {
-	if err := validTopicName(name); err != nil {
+func (b *Broker) checkTopicResource(name string) (*tpkg_Topic, error) {
+	if err := tpkg_ValidName(name); err != nil {
 		return nil, err
 	}
-	t := b.topics.get(name)
+	t := b.topics.Get(name)
 	if t == nil {
 		return nil, kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", name)
 	}
@@ -78,20 +78,20 @@ func (b *Broker) checkTopicResource(name string) (*topic, error) {
 // is set. It holds adminMu throughout, so concurrent read-modify-writes
 // of the same topic cannot lose updates and a topic deleted meanwhile is
 // reported unknown instead of being written back.
-func (b *Broker) updateTopicConfigs(t *topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+func (b *Broker) updateTopicConfigs(t *tpkg_Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if b.topics.get(t.name) != t {
-		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.name)
+	if b.topics.Get(t.Name) != t {
+		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
 	}
-	parts, cur := b.topics.snapshot(t)
+	parts, cur := b.topics.Snapshot(t)
 	next, err := update(cur)
 	if err != nil || validateOnly {
 		return err
 	}
-	rec := topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(parts)), Configs: next}
+	rec := topicRecord{Name: t.Name, ID: t.ID, Partitions: int32(len(parts)), Configs: next}
 	if err := b.meta.putTopic(rec); err != nil {
-		b.lg.Error("persisting topic configs failed", zap.String("topic", t.name), zap.Error(err))
+		b.lg.Error("persisting topic configs failed", zap.String("topic", t.Name), zap.Error(err))
 		return err
 	}
 	b.topics.mu.Lock()
@@ -99,9 +99,9 @@ func (b *Broker) updateTopicConfigs(t *topic, validateOnly bool, update func(cur
 	b.topics.mu.Unlock()
 	lc := b.logConfig(next)
 	for _, p := range parts {
-		p.log.SetConfig(lc)
+		p.Log.SetConfig(lc)
 	}
-	b.lg.Info("altered topic configs", zap.String("topic", t.name), zap.Any("configs", next))
+	b.lg.Info("altered topic configs", zap.String("topic", t.Name), zap.Any("configs", next))
 	return nil
 }
 
@@ -146,11 +146,11 @@ func (b *Broker) updateBrokerConfigs(validateOnly bool, update func(cur map[stri
 		default:
 		}
 	}
-	for _, t := range b.topics.all() {
-		parts, configs := b.topics.snapshot(t)
+	for _, t := range b.topics.All() {
+		parts, configs := b.topics.Snapshot(t)
 		lc := b.logConfig(configs)
 		for _, p := range parts {
-			p.log.SetConfig(lc)
+			p.Log.SetConfig(lc)
 		}
 	}
 	b.lg.Info("altered broker configs", zap.Any("configs", next))

@@ -248,7 +248,7 @@ type dedupID struct {
 // inserted. done is closed once the append returned; end (the offset
 // after its records) or err (it failed) are then set.
 type dedupWrite struct {
-	p    *partition
+	p    *tpkg_Partition
 	done chan struct{}
 	end  int64
 	err  error
@@ -285,10 +285,10 @@ func (w *dedupWrite) durable(b *Broker) error {
 	if w.err != nil {
 		return fmt.Errorf("%w: the first copy of a duplicate failed: %v", slog.ErrStorage, w.err)
 	}
-	if b.cfg.Fsync != FsyncAlways || w.p.log.HighWatermark() >= w.end {
+	if b.cfg.Fsync != FsyncAlways || w.p.Log.HighWatermark() >= w.end {
 		return nil // the high watermark follows the fsynced end
 	}
-	if ch := b.syncer.appended(w.p, w.end-1, w.end, true); ch != nil {
+	if ch := b.syncer.Appended(w.p, w.end-1, w.end, true); ch != nil {
 		if err := <-ch; err != nil {
 			w.forgetIDs()
 			return err
@@ -325,29 +325,29 @@ func (d *dedupTable) insertLocked(id string, exp int64, w *dedupWrite) {
 
 // rebuildLocked fills the table from the last window of every partition
 // of t.
-func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now time.Time) error {
+func (d *dedupTable) rebuildLocked(b *Broker, t *tpkg_Topic, s dedupSettings, now time.Time) error {
 	d.settings, d.built = s, false
 	d.ids, d.queue, d.head = map[string]dedupID{}, nil, 0
 	nowMs := now.UnixMilli()
-	parts, _ := b.topics.snapshot(t)
+	parts, _ := b.topics.Snapshot(t)
 	for _, p := range parts {
-		off, _, found := p.log.OffsetForTimestamp(nowMs - s.windowMs)
+		off, _, found := p.Log.OffsetForTimestamp(nowMs - s.windowMs)
 		if !found {
 			continue
 		}
 		// Records at or above the high watermark (the fsynced end under
 		// FsyncAlways) may still be lost: their ids point at a write
 		// that is done once everything read here is durable.
-		hw, leo := p.log.HighWatermark(), p.log.LogEndOffset()
+		hw, leo := p.Log.HighWatermark(), p.Log.LogEndOffset()
 		var pending *dedupWrite
 		if hw < leo {
 			pending = &dedupWrite{p: p, done: make(chan struct{}), end: leo, d: d}
 			close(pending.done)
 		}
 		for end := leo; off < end; {
-			raw, err := p.log.Read(off, end, 1<<20, true)
+			raw, err := p.Log.Read(off, end, 1<<20, true)
 			if err != nil {
-				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.name, p.index, err)
+				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.Name, p.Index, err)
 			}
 			if len(raw) == 0 {
 				break
@@ -375,7 +375,7 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 				})
 			})
 			if err != nil {
-				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.name, p.index, err)
+				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.Name, p.Index, err)
 			}
 			if next <= off {
 				break
@@ -385,7 +385,7 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 	}
 	sort.SliceStable(d.queue, func(i, j int) bool { return d.queue[i].exp < d.queue[j].exp })
 	d.built = true
-	b.lg.Debug("rebuilt dedup table", zap.String("topic", t.name), zap.Int("ids", len(d.ids)))
+	b.lg.Debug("rebuilt dedup table", zap.String("topic", t.Name), zap.Int("ids", len(d.ids)))
 	return nil
 }
 
@@ -395,15 +395,15 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *topic, s dedupSettings, now tim
 // returns the appends of the first copies of the records it dropped
 // (the produce is answered only once they are durable,
 // dedupWrite.durable) and its own.
-func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, batches []byte, now time.Time) (slog.AppendResult, dedupDeps, error) {
+func (b *Broker) appendDeduped(t *tpkg_Topic, p *tpkg_Partition, s dedupSettings, batches []byte, now time.Time) (slog.AppendResult, dedupDeps, error) {
 	if s.windowMs <= 0 {
-		res, err := p.log.Append(batches, now)
+		res, err := p.Log.Append(batches, now)
 		return res, dedupDeps{}, err
 	}
 	// max.message.bytes applies to the batches the client sent, as
 	// Append would check them: a batch rewritten without its duplicates
 	// is uncompressed and may be larger (AppendCompacted does not check).
-	maxBytes := int64(p.log.Config().MaxMessageBytes)
+	maxBytes := int64(p.Log.Config().MaxMessageBytes)
 	for rest := batches; len(rest) > 0; {
 		batch, next, err := protocol.NextBatch(rest)
 		if err != nil {
@@ -414,7 +414,7 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, batches 
 		}
 		rest = next
 	}
-	d := b.dedup.table(t.id)
+	d := b.dedup.table(t.ID)
 	nowMs := now.UnixMilli()
 	exp := nowMs + s.windowMs
 	w := &dedupWrite{p: p, done: make(chan struct{}), d: d}
@@ -438,9 +438,9 @@ func (b *Broker) appendDeduped(t *topic, p *partition, s dedupSettings, batches 
 	d.mu.Unlock()
 	var res slog.AppendResult
 	if rewritten {
-		res, err = p.log.AppendCompacted(out, now)
+		res, err = p.Log.AppendCompacted(out, now)
 	} else {
-		res, err = p.log.Append(batches, now)
+		res, err = p.Log.Append(batches, now)
 	}
 	if err != nil {
 		// Removed before done is closed: a duplicate that saw them

@@ -183,7 +183,7 @@ func TestDedupHolesWithShareGroup(t *testing.T) {
 	produceAll(t, cl, rec("ddh", "a1", "a"), rec("ddh", "b1", "b"), rec("ddh", "a2", "a"))
 	produceAll(t, cl, rec("ddh", "a3", "a"), rec("ddh", "b2", "b")) // a batch of holes only
 	produceAll(t, cl, rec("ddh", "c1", "c"))
-	end := b.topics.partition("ddh", 0).log.HighWatermark()
+	end := b.topics.Partition("ddh", 0).Log.HighWatermark()
 	require.Equal(t, int64(6), end)
 	setShareGroupConfigs(t, b, "hg", "share.auto.offset.reset", "earliest")
 	sc := newShareClient(t, b, "hg", kgo.ConsumeTopics("ddh"))
@@ -231,15 +231,15 @@ func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	// below the high watermark on.
 	earlier := rec(topic, "earlier", "w")
 	produceAll(t, cl, earlier)
-	tp := b.topics.get(topic)
-	_, cfgs := b.topics.snapshot(tp)
-	p0 := b.topics.partition(topic, 0)
+	tp := b.topics.Get(topic)
+	_, cfgs := b.topics.Snapshot(tp)
+	p0 := b.topics.Partition(topic, 0)
 	r := kmsg.Record{Value: []byte("first"), Headers: []kmsg.Header{{Key: "dedup-id", Value: []byte("x")}}}
 	now := time.Now()
 	res, deps, err := b.appendDeduped(tp, p0, b.dedupSettingsFor(cfgs), records.EncodeBatch(records.AppendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
 	require.NoError(t, err)
 	require.Empty(t, deps.first)
-	require.Less(t, p0.log.HighWatermark(), res.LastOffset+1, "not fsynced yet")
+	require.Less(t, p0.Log.HighWatermark(), res.LastOffset+1, "not fsynced yet")
 
 	if rebuild {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -250,7 +250,7 @@ func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	dup := rec(topic, "second", "x")
 	dup.Partition = 1
 	produceAll(t, cl, dup)
-	require.GreaterOrEqual(t, p0.log.HighWatermark(), res.LastOffset+1, "the duplicate was answered before its first copy was durable")
+	require.GreaterOrEqual(t, p0.Log.HighWatermark(), res.LastOffset+1, "the duplicate was answered before its first copy was durable")
 	require.Equal(t, []string{"earlier", "first"}, values(t, b, topic, 2))
 }
 
@@ -264,7 +264,7 @@ func TestDedupTopicDeletedAndRecreated(t *testing.T) {
 	cl := newClient(t, b)
 	produceAll(t, cl, rec("ddx", "x1", "x"), rec("ddx", "x2", "x"))
 	require.Equal(t, []string{"x1"}, values(t, b, "ddx", 1))
-	old := b.topics.get("ddx").id
+	old := b.topics.Get("ddx").ID
 	b.dedup.mu.Lock()
 	_, had := b.dedup.tables[old]
 	b.dedup.mu.Unlock()
@@ -281,7 +281,7 @@ func TestDedupTopicDeletedAndRecreated(t *testing.T) {
 	require.False(t, had, "the deleted topic's table is dropped")
 
 	dedupTopic(t, b, "ddx", 1, dedupWindowConfig, "600000")
-	require.NotEqual(t, old, b.topics.get("ddx").id)
+	require.NotEqual(t, old, b.topics.Get("ddx").ID)
 	cl2 := newClient(t, b)
 	produceAll(t, cl2, rec("ddx", "x3", "x"), rec("ddx", "x4", "x"))
 	require.Equal(t, []string{"x3"}, values(t, b, "ddx", 1))

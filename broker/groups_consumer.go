@@ -643,21 +643,21 @@ func (g *group) refreshConsumerMetadataLocked(now time.Time) bool {
 			if _, ok := resolved[name]; ok {
 				continue
 			}
-			if t := g.c.b.topics.get(name); t != nil {
-				parts, _ := g.c.b.topics.snapshot(t)
-				resolved[name] = resolvedTopic{id: t.id, partitions: int32(len(parts))}
+			if t := g.c.b.topics.Get(name); t != nil {
+				parts, _ := g.c.b.topics.Snapshot(t)
+				resolved[name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
 			}
 		}
 	}
 	if hasRegex {
-		for _, t := range g.c.b.topics.all() {
-			if _, ok := resolved[t.name]; ok {
+		for _, t := range g.c.b.topics.All() {
+			if _, ok := resolved[t.Name]; ok {
 				continue
 			}
 			for _, m := range cg.members {
-				if m.re != nil && m.re.MatchString(t.name) {
-					parts, _ := g.c.b.topics.snapshot(t)
-					resolved[t.name] = resolvedTopic{id: t.id, partitions: int32(len(parts))}
+				if m.re != nil && m.re.MatchString(t.Name) {
+					parts, _ := g.c.b.topics.Snapshot(t)
+					resolved[t.Name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
 					break
 				}
 			}
@@ -981,11 +981,11 @@ func (g *group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int
 		return kerr.StaleMemberEpoch.Code, nil
 	}
 	return 0, func(tp groupTP) int16 {
-		t := g.c.b.topics.get(tp.topic)
+		t := g.c.b.topics.Get(tp.topic)
 		if t == nil {
 			return 0
 		}
-		if e, ok := m.assigned[t.id][tp.partition]; ok && e > req.Generation {
+		if e, ok := m.assigned[t.ID][tp.partition]; ok && e > req.Generation {
 			return kerr.StaleMemberEpoch.Code
 		}
 		return 0

@@ -108,7 +108,7 @@ func TestGroupConsumerReconciliation(t *testing.T) {
 	t.Parallel()
 	b := startConsumerGroupTest(t)
 	createTopicRaw(t, b, "r", 4)
-	tid := b.topics.get("r").id
+	tid := b.topics.Get("r").ID
 	c := dialRaw(t, b)
 
 	a := c.cgHeartbeat("cg", cgHeartbeat{member: "member-a", topics: []string{"r"}})
@@ -154,7 +154,7 @@ func TestGroupConsumerReconciliation(t *testing.T) {
 
 	// Partitions added to the subscribed topic are reconciled (after the
 	// once-a-second metadata check).
-	require.NoError(t, b.addPartitions(b.topics.get("r"), 6, false))
+	require.NoError(t, b.addPartitions(b.topics.Get("r"), 6, false))
 	require.Eventually(t, func() bool {
 		a = c.cgHeartbeat("cg", cgHeartbeat{member: "member-a", epoch: a.MemberEpoch, owned: owned(tid, keep)})
 		bh = c.cgHeartbeat("cg", cgHeartbeat{member: "member-b", epoch: bh.MemberEpoch, owned: owned(tid, got)})
@@ -276,7 +276,7 @@ func TestGroupConsumerRestartStaticRegexExpiry(t *testing.T) {
 	inst := "static-1"
 	h := c.cgHeartbeat("rg", cgHeartbeat{member: "m1", regex: &re, instance: &inst})
 	require.Zero(t, h.ErrorCode, codeName(h.ErrorCode))
-	id1 := b.topics.get("re-1").id
+	id1 := b.topics.Get("re-1").ID
 	require.Equal(t, []int32{0, 1}, assigned(h, id1))
 	epoch := h.MemberEpoch
 	require.NoError(t, b.Close())
@@ -290,7 +290,7 @@ func TestGroupConsumerRestartStaticRegexExpiry(t *testing.T) {
 
 	// A topic created later that matches the regex is assigned.
 	createTopicRaw(t, b2, "re-2", 1)
-	id2 := b2.topics.get("re-2").id
+	id2 := b2.topics.Get("re-2").ID
 	require.Eventually(t, func() bool {
 		h = c2.cgHeartbeat("rg", cgHeartbeat{member: "m1", epoch: h.MemberEpoch, instance: &inst, owned: owned(id1, []int32{0, 1})})
 		return h.ErrorCode == 0 && len(assigned(h, id2)) == 1

@@ -39,7 +39,7 @@ func utf16Len(s string) int {
 
 // partitionExists reports whether topic has partition p.
 func (b *Broker) partitionExists(topic string, p int32) bool {
-	return b.topics.partition(topic, p) != nil
+	return b.topics.Partition(topic, p) != nil
 }
 
 // commit handles an OffsetCommit. resp.Topics mirrors req.Topics in order
@@ -54,7 +54,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		sp   *kmsg.OffsetCommitResponseTopicPartition
 		tp   groupTP
 		oc   offsetCommit
-		t    *topic // the topic checked; the write re-checks it (below)
+		t    *tpkg_Topic // the topic checked; the write re-checks it (below)
 		gone int16  // the code if it is gone by then
 	}
 	var cands []cand
@@ -66,16 +66,16 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		st2.Topic, st2.TopicID = rt.Topic, rt.TopicID
 		// One lookup: the write re-checks this very topic (below).
 		name, topicCode, gone := rt.Topic, int16(0), kerr.UnknownTopicOrPartition.Code
-		var t *topic
+		var t *tpkg_Topic
 		if req.Version >= 10 {
 			gone = kerr.UnknownTopicID.Code
-			if t = c.b.topics.getID(rt.TopicID); t != nil {
-				name = t.name
+			if t = c.b.topics.GetID(rt.TopicID); t != nil {
+				name = t.Name
 			} else {
 				topicCode = gone
 			}
 		} else {
-			t = c.b.topics.get(name)
+			t = c.b.topics.Get(name)
 		}
 		st2.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
@@ -85,7 +85,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 			switch {
 			case topicCode != 0:
 				sp.ErrorCode = topicCode
-			case t == nil || rp.Partition < 0 || rp.Partition >= c.b.topics.partitionCount(t):
+			case t == nil || rp.Partition < 0 || rp.Partition >= c.b.topics.PartitionCount(t):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				oc := offsetCommit{offset: rp.Offset, leaderEpoch: -1, commitTime: now}
@@ -149,7 +149,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		// (dropTopicOffsets), either before (then it is gone from the
 		// registry now) or after this write. A topic re-created under
 		// the name is another topic.
-		if c.b.topics.get(cd.tp.topic) != cd.t {
+		if c.b.topics.Get(cd.tp.topic) != cd.t {
 			cd.sp.ErrorCode = cd.gone
 			continue
 		}
@@ -233,8 +233,8 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 	for i, t := range rg.Topics {
 		names[i] = t.Topic
 		if version >= 10 {
-			if tt := c.b.topics.getID(t.TopicID); tt != nil {
-				names[i] = tt.name
+			if tt := c.b.topics.GetID(t.TopicID); tt != nil {
+				names[i] = tt.Name
 			} else {
 				codes[i] = kerr.UnknownTopicID.Code
 			}
@@ -290,11 +290,11 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
 			st.Topic = n
 			if version >= 10 {
-				t := c.b.topics.get(n)
+				t := c.b.topics.Get(n)
 				if t == nil {
 					continue // the topic is gone: it has no id to report
 				}
-				st.TopicID = t.id
+				st.TopicID = t.ID
 			}
 			for _, p := range parts[n] {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()

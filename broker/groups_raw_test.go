@@ -156,8 +156,8 @@ func (c *rawConn) commit(b *Broker, v int16, group, member string, gen int32, pa
 	for _, p := range parts {
 		rt := kmsg.NewOffsetCommitRequestTopic()
 		rt.Topic = p.topic
-		if t := b.topics.get(p.topic); t != nil {
-			rt.TopicID = t.id
+		if t := b.topics.Get(p.topic); t != nil {
+			rt.TopicID = t.ID
 		} else {
 			rt.TopicID = [16]byte{1, 2, 3}
 		}
@@ -614,7 +614,7 @@ func TestGroupDropTopicOffsets(t *testing.T) {
 	createTopicRaw(t, b, "kept", 1)
 	c := dialRaw(t, b)
 	require.Equal(t, []int16{0, 0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}, commitPart{"kept", 0, 6, -1, ""}))
-	require.NoError(t, b.deleteTopic(b.topics.get("gone")))
+	require.NoError(t, b.deleteTopic(b.topics.Get("gone")))
 	createTopicRaw(t, b, "gone", 1)
 	require.Equal(t, int64(-1), c.fetch("g", "gone", 0)[0].Offset)
 	require.Equal(t, int64(6), c.fetch("g", "kept", 0)[0].Offset)

@@ -85,18 +85,18 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// Partitions.
 	hw := map[groupTP]int64{}
 	var segments int64
-	for _, t := range b.topics.all() {
-		parts, _ := b.topics.snapshot(t)
+	for _, t := range b.topics.All() {
+		parts, _ := b.topics.Snapshot(t)
 		for _, p := range parts {
-			ps := strconv.Itoa(int(p.index))
-			h := p.log.HighWatermark()
-			size := p.log.Size()
-			hw[groupTP{t.name, p.index}] = h
+			ps := strconv.Itoa(int(p.Index))
+			h := p.Log.HighWatermark()
+			size := p.Log.Size()
+			hw[groupTP{t.Name, p.Index}] = h
 			segments += size
-			gauge(descLogStart, float64(p.log.LogStartOffset()), t.name, ps)
-			gauge(descLogEnd, float64(p.log.LogEndOffset()), t.name, ps)
-			gauge(descHighWatermark, float64(h), t.name, ps)
-			gauge(descPartitionBytes, float64(size), t.name, ps)
+			gauge(descLogStart, float64(p.Log.LogStartOffset()), t.Name, ps)
+			gauge(descLogEnd, float64(p.Log.LogEndOffset()), t.Name, ps)
+			gauge(descHighWatermark, float64(h), t.Name, ps)
+			gauge(descPartitionBytes, float64(size), t.Name, ps)
 		}
 	}
 	gauge(descSegmentBytes, float64(segments))
@@ -118,7 +118,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	// Share-partitions loaded in memory.
 	for _, sp := range b.shares.loadedParts() {
-		t := b.topics.getID(sp.key.TopicID)
+		t := b.topics.GetID(sp.key.TopicID)
 		if t == nil {
 			continue
 		}
@@ -132,7 +132,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 					counts[r.State] += r.Last - r.First + 1
 				}
 			}
-			if h, ok := hw[groupTP{t.name, sp.key.Partition}]; ok {
+			if h, ok := hw[groupTP{t.Name, sp.key.Partition}]; ok {
 				lag = p.Lag(h)
 			}
 		}
@@ -142,9 +142,9 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ps := strconv.Itoa(int(sp.key.Partition))
 		for s, n := range counts {
-			gauge(descShareRecords, float64(n), sp.key.Group, t.name, ps, sharegroup.RecordState(s).String())
+			gauge(descShareRecords, float64(n), sp.key.Group, t.Name, ps, sharegroup.RecordState(s).String())
 		}
-		gauge(descShareLag, float64(lag), sp.key.Group, t.name, ps)
+		gauge(descShareLag, float64(lag), sp.key.Group, t.Name, ps)
 	}
 
 	// Delivery counts as a cumulative histogram: buckets le=1..25.

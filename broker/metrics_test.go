@@ -163,7 +163,7 @@ func TestMetricsProduceConsume(t *testing.T) {
 	fr := kmsg.NewPtrFetchRequest()
 	fr.MaxWaitMillis, fr.MinBytes, fr.MaxBytes = 200, 100<<20, 100<<20
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic, ft.TopicID = "m", b.topics.get("m").id // v13+ names topics by id
+	ft.Topic, ft.TopicID = "m", b.topics.Get("m").ID // v13+ names topics by id
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.PartitionMaxBytes = 100 << 20
 	ft.Partitions = append(ft.Partitions, fp)

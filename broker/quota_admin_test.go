@@ -160,7 +160,7 @@ func TestControllerMutationQuota(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kerr.ThrottlingQuotaExceeded.Code, resp.Topics[0].ErrorCode)
 	require.Positive(t, resp.ThrottleMillis)
-	require.Nil(t, b.topics.get("m2"), "refused: not created")
+	require.Nil(t, b.topics.Get("m2"), "refused: not created")
 
 	time.Sleep(time.Duration(resp.ThrottleMillis) * time.Millisecond)
 	resp, err = req.RequestWith(ctx, cl)

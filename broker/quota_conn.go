@@ -61,7 +61,7 @@ func (b *Broker) brokerLimit(out []quota.Limit, name string, n float64) []quota.
 // topicLimit is a topic's producer.byte.rate or consumer.byte.rate (0:
 // unlimited); the burst is one second of the rate.
 func (b *Broker) topicLimit(out []quota.Limit, topic, name string, n float64) []quota.Limit {
-	t := b.topics.get(topic)
+	t := b.topics.Get(topic)
 	if t == nil {
 		return out
 	}
@@ -239,14 +239,14 @@ func (c *conn) shareFetchQuotaCharge(resp *kmsg.ShareFetchResponse) {
 	var items []*fetchItem
 	sizes := map[string]int{}
 	for _, rt := range resp.Topics {
-		t := c.b.topics.getID(rt.TopicID)
+		t := c.b.topics.GetID(rt.TopicID)
 		if t == nil {
 			continue
 		}
 		for _, rp := range rt.Partitions {
-			sizes[t.name] += len(rp.Records)
+			sizes[t.Name] += len(rp.Records)
 		}
-		items = append(items, &fetchItem{topic: t.name})
+		items = append(items, &fetchItem{topic: t.Name})
 	}
 	if len(items) == 0 {
 		return
@@ -276,10 +276,10 @@ func (c *conn) fetchLimits(items []*fetchItem, sizes map[string]int) []quota.Lim
 }
 
 // fetchHeld fills the watermarks of a fetch answered without records.
-func fetchHeld(items []*fetchItem, parts []*partition) {
+func fetchHeld(items []*fetchItem, parts []*tpkg_Partition) {
 	for i, it := range items {
 		if p := parts[i]; p != nil && it.err == 0 {
-			it.hw, it.logS = p.log.HighWatermark(), p.log.LogStartOffset()
+			it.hw, it.logS = p.Log.HighWatermark(), p.Log.LogStartOffset()
 		}
 	}
 }

@@ -65,9 +65,9 @@ func TestTxnPlainBatchCannotSmuggleTransactionalOne(t *testing.T) {
 	code := r.produceRaw("st", 1, recs)
 	require.Equal(t, "INVALID_TXN_STATE", codeName(code), "the transactional batch behind a plain one is checked too")
 	require.Zero(t, r.end(true))
-	p := b.topics.partition("st", 1)
-	require.Equal(t, p.log.HighWatermark(), p.log.LastStableOffset(), "no stray transaction holds the LSO")
-	require.Empty(t, p.log.OpenTransactions())
+	p := b.topics.Partition("st", 1)
+	require.Equal(t, p.Log.HighWatermark(), p.Log.LastStableOffset(), "no stray transaction holds the LSO")
+	require.Empty(t, p.Log.OpenTransactions())
 }
 
 // Transactional batches are not deduplicated: the ids of an aborted
@@ -84,10 +84,10 @@ func TestDedupSkipsTransactionalBatches(t *testing.T) {
 	require.Zero(t, r.produceRaw("dt", 0, rawOneRecordBatch(r.pid, r.epoch, 1, protocol.AttrTransactional, "v", "id-1")))
 	require.Zero(t, r.end(true))
 	// Count records of committed (non-aborted) data batches.
-	p := b.topics.partition("dt", 0)
-	raw, err := p.log.Read(0, p.log.LastStableOffset(), 1<<20, true)
+	p := b.topics.Partition("dt", 0)
+	raw, err := p.Log.Read(0, p.Log.LastStableOffset(), 1<<20, true)
 	require.NoError(t, err)
-	aborted := p.log.AbortedTransactions(0, p.log.LastStableOffset())
+	aborted := p.Log.AbortedTransactions(0, p.Log.LastStableOffset())
 	committed := 0
 	_ = records.EachBatch(raw, func(h *protocol.BatchHeader, batch []byte) error {
 		if h.IsControl() {

@@ -421,20 +421,20 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 // shareStartOffset resolves share.auto.offset.reset for a share-partition
 // being initialized.
 func (b *Broker) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
-	_, lp, code := b.topics.partitionByID(key.TopicID, key.Partition)
+	_, lp, code := b.topics.PartitionByID(key.TopicID, key.Partition)
 	if code != 0 {
 		return 0, fmt.Errorf("%w: topic id %x partition %d", kafkaerr.ErrUnknownTopicID, key.TopicID, key.Partition)
 	}
-	hw := lp.log.HighWatermark()
+	hw := lp.Log.HighWatermark()
 	switch reset := st.autoOffsetReset; {
 	case reset == "earliest":
-		return lp.log.LogStartOffset(), nil
+		return lp.Log.LogStartOffset(), nil
 	case strings.HasPrefix(reset, "by_duration:"):
 		d, err := parseISODuration(strings.TrimPrefix(reset, "by_duration:"))
 		if err != nil {
 			return hw, nil // validated when set; unreachable
 		}
-		if off, _, found := lp.log.OffsetForTimestamp(now.Add(-d).UnixMilli()); found {
+		if off, _, found := lp.Log.OffsetForTimestamp(now.Add(-d).UnixMilli()); found {
 			return off, nil
 		}
 		return hw, nil
@@ -540,7 +540,7 @@ type shareAck struct {
 	code    int16 // set before processing for a refused partition
 	msg     string
 	sp      *sharePart
-	lp      *partition
+	lp      *tpkg_Partition
 }
 
 // acknowledge applies acks for member, group-committing the records of
@@ -582,7 +582,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		if a.code != 0 {
 			continue
 		}
-		_, lp, code := c.b.topics.partitionByID(a.tp.topicID, a.tp.partition)
+		_, lp, code := c.b.topics.PartitionByID(a.tp.topicID, a.tp.partition)
 		if code != 0 {
 			a.code = code
 			continue
@@ -677,8 +677,8 @@ func (c *shareCoordinator) finishAcks(st shareGroupSettings, todo []*shareAck, w
 // records acquirable later wakes them then: an acknowledgement, a release
 // or a lock expiry (the lock timer, sharePart.fire), an append or the log
 // start moving (partition.notify: produce, DeleteRecords, retention).
-func (sp *sharePart) notifyIfAcquirable(lp *partition, st shareGroupSettings) {
-	logStart, readLimit := lp.log.LogStartOffset(), shareReadLimit(lp, st)
+func (sp *sharePart) notifyIfAcquirable(lp *tpkg_Partition, st shareGroupSettings) {
+	logStart, readLimit := lp.Log.LogStartOffset(), shareReadLimit(lp, st)
 	sp.mu.Lock()
 	wake := sp.mu.stopped || sp.mu.p == nil || sp.mu.p.Acquirable(logStart, readLimit)
 	sp.mu.Unlock()
@@ -700,7 +700,7 @@ func (sp *sharePart) notifyIfAcquirable(lp *partition, st shareGroupSettings) {
 // what is, is tried once more. In a message-group mode yield (nil:
 // none) is called once the acquisitions are made and the lock let go,
 // before the log is read (handleShareFetch).
-func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *tpkg_Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, error) {
 	mark := len(*arena)
 	for retried := false; ; retried = true {
 		acq, data, pending, err := sp.acquireNow(st, member, spread, lp, maxRecords, mode, budget, arena, yield)
@@ -720,7 +720,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, 
 
 // acquireNow is acquire without waiting for the write in flight, which
 // it returns (nil: none).
-func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
+func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *tpkg_Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	sp.mu.Lock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
@@ -736,7 +736,7 @@ func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread boo
 
 // acquirePlain is acquireNow for a plain share group, entered with sp.mu
 // held and the Partition prepared.
-func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member string, lp *partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member string, lp *tpkg_Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p
@@ -757,7 +757,7 @@ func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member s
 		pending = nil
 		return err
 	}
-	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
+	if ls := lp.Log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
 	hw := shareReadLimit(lp, st)
@@ -769,10 +769,10 @@ func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member s
 		}
 		base := len(*arena)
 		var err error
-		*arena, err = lp.log.ReadAppend(*arena, off, hw, plainReadBytes(budget, maxRecords-got, perOffset), true)
+		*arena, err = lp.Log.ReadAppend(*arena, off, hw, plainReadBytes(budget, maxRecords-got, perOffset), true)
 		raw := (*arena)[base:]
 		if errors.Is(err, slog.ErrOffsetOutOfRange) {
-			if ls := lp.log.LogStartOffset(); off < ls {
+			if ls := lp.Log.LogStartOffset(); off < ls {
 				pending = append(pending, p.AdvanceLogStart(ls).Records...)
 				continue
 			}
@@ -898,20 +898,20 @@ func parseLogBatches(raw []byte, aborted []slog.AbortedTxn) ([]sharegroup.LogBat
 
 // shareReadLimit is where a share group reads up to: the high watermark,
 // or the last stable offset under share.isolation.level=read_committed.
-func shareReadLimit(lp *partition, st shareGroupSettings) int64 {
+func shareReadLimit(lp *tpkg_Partition, st shareGroupSettings) int64 {
 	if st.readCommitted {
-		return lp.log.LastStableOffset()
+		return lp.Log.LastStableOffset()
 	}
-	return lp.log.HighWatermark()
+	return lp.Log.HighWatermark()
 }
 
 // shareAborted lists the aborted transactions overlapping [from, to) for
 // a read_committed share group (nil otherwise).
-func shareAborted(lp *partition, st shareGroupSettings, from, to int64) []slog.AbortedTxn {
+func shareAborted(lp *tpkg_Partition, st shareGroupSettings, from, to int64) []slog.AbortedTxn {
 	if !st.readCommitted {
 		return nil
 	}
-	return lp.log.AbortedTransactions(from, to)
+	return lp.Log.AbortedTransactions(from, to)
 }
 
 // skipForShare reports whether a share group must never deliver the

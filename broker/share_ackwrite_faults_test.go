@@ -172,8 +172,8 @@ func TestShareDLQWaitsForRejectionInFlight(t *testing.T) {
 	ackDone := m1.async(ackRequest(m1, epoch+1, 1, 1, 3)) // REJECT 1: its commit is held
 	require.Eventually(t, g.atGate.Load, 5*time.Second, time.Millisecond)
 	hold.Store(false) // the writer's next attempt snapshots Archiving = {0, 1}
-	dlq := b.topics.partition("dlq.dsrc", 0)
-	copied := func() bool { return dlq.log.HighWatermark() >= 2 }
+	dlq := b.topics.Partition("dlq.dsrc", 0)
+	copied := func() bool { return dlq.Log.HighWatermark() >= 2 }
 	require.Never(t, copied, time.Second, 10*time.Millisecond,
 		"record 1 copied to the dead-letter topic while its REJECT was not durable")
 	g.release <- errors.New("injected commit failure")

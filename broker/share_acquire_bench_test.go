@@ -74,9 +74,9 @@ func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 	require.NoError(bb, cl.Flush(ctx))
 	require.Nil(bb, perr.Load())
 
-	tp := shareTP{topicID: b.topics.get("acq").id, partition: 0}
+	tp := shareTP{topicID: b.topics.Get("acq").ID, partition: 0}
 	drains := 0 // each drain a new share group
-	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
+	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
 	for _, mode := range []string{"plain", "fair", "ordered"} {
 		bb.Run(mode, func(bb *testing.B) {
 			var cpu time.Duration

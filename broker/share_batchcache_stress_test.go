@@ -180,8 +180,8 @@ func stressAcquire(t *testing.T, cacheBytes int64, dur time.Duration) {
 		}
 	}
 	for name := range topics {
-		tp := shareTP{topicID: b.topics.get(name).id, partition: 0}
-		_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
+		tp := shareTP{topicID: b.topics.Get(name).ID, partition: 0}
+		_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
 		for _, mode := range []string{"ordered", "fair"} {
 			for g := 0; g < 2; g++ {
 				wg.Add(1)
@@ -378,7 +378,7 @@ func TestTrimCacheConcurrent(t *testing.T) {
 		t.Run(strconv.FormatInt(max, 10), func(t *testing.T) {
 			t.Parallel()
 			cache := &trimCache{max: max}
-			lps := []*partition{{}, {}}
+			lps := []*tpkg_Partition{{}, {}}
 			// Batches of 10 records at bases 0, 10, ..., 190 per partition;
 			// each is made from a template and copied into a read buffer.
 			// The second partition's are lz4-compressed: their records are
@@ -560,7 +560,7 @@ func TestTrimCacheKeepsOnlyUsualBuffers(t *testing.T) {
 		buf := append(make([]byte, 0, size), b...)
 		pb := adoptBatch(&h, buf, cap(buf), nil)
 		pb.buf = buf[:0]
-		cache.put(&partition{}, pb, nil) // rejected: held > trimCacheMaxBatch, or cached already
+		cache.put(&tpkg_Partition{}, pb, nil) // rejected: held > trimCacheMaxBatch, or cached already
 		cache.release(pb)
 		require.Nil(t, cache.readBuf(), "a buffer of %d bytes is not kept", size)
 	}

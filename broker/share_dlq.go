@@ -187,11 +187,11 @@ func (b *Broker) checkDLQTopicName(name string) error {
 }
 
 // dlqTopicCheck applies the rules and returns the topic if it exists.
-func (b *Broker) dlqTopicCheck(name string) (*topic, error) {
-	bad := func(format string, args ...any) (*topic, error) {
+func (b *Broker) dlqTopicCheck(name string) (*tpkg_Topic, error) {
+	bad := func(format string, args ...any) (*tpkg_Topic, error) {
 		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
 	}
-	if err := validTopicName(name); err != nil {
+	if err := tpkg_ValidName(name); err != nil {
 		return bad("not a valid topic name")
 	}
 	if strings.HasPrefix(name, "__") {
@@ -200,14 +200,14 @@ func (b *Broker) dlqTopicCheck(name string) (*topic, error) {
 	if prefix := b.dlqBrokerValue(dlqPrefixConfig); !strings.HasPrefix(name, prefix) {
 		return bad("dead-letter topic names must start with %q (%s)", prefix, dlqPrefixConfig)
 	}
-	t := b.topics.get(name)
+	t := b.topics.Get(name)
 	if t == nil {
 		if b.dlqBrokerValue(dlqAutoCreateConfig) != "true" {
 			return bad("topic does not exist and %s is false", dlqAutoCreateConfig)
 		}
 		return nil, nil
 	}
-	_, cfgs := b.topics.snapshot(t)
+	_, cfgs := b.topics.Snapshot(t)
 	if cfgs[dlqGroupEnableTopic] != "true" {
 		return bad("topic has not opted in with %s=true", dlqGroupEnableTopic)
 	}
@@ -216,7 +216,7 @@ func (b *Broker) dlqTopicCheck(name string) (*topic, error) {
 
 // dlqTarget resolves (creating if allowed) the dead-letter topic for a
 // write. Failures wrap errDLQUnavailable.
-func (b *Broker) dlqTarget(name string) (*topic, error) {
+func (b *Broker) dlqTarget(name string) (*tpkg_Topic, error) {
 	t, err := b.dlqTopicCheck(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errDLQUnavailable, err)
@@ -667,7 +667,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		c.lg.Warn("share group no longer has a dead-letter topic; archiving without a copy", zapShareKey(k), zap.Any("offsets", ranges))
 		return ranges, nil
 	}
-	src, srcPart, code := b.topics.partitionByID(k.TopicID, k.Partition)
+	src, srcPart, code := b.topics.PartitionByID(k.TopicID, k.Partition)
 	if code != 0 {
 		return ranges, nil // the source is gone; its share state goes with it
 	}
@@ -675,12 +675,12 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	if err != nil {
 		return nil, err
 	}
-	dparts, _ := b.topics.snapshot(dt)
+	dparts, _ := b.topics.Snapshot(dt)
 	if len(dparts) == 0 {
-		return nil, fmt.Errorf("%w: %s has no partitions", errDLQUnavailable, dt.name)
+		return nil, fmt.Errorf("%w: %s has no partitions", errDLQUnavailable, dt.Name)
 	}
 	dp := dparts[int(k.Partition)%len(dparts)]
-	if in != nil && in.TopicID == dt.id && in.Partition >= 0 && int(in.Partition) < len(dparts) {
+	if in != nil && in.TopicID == dt.ID && in.Partition >= 0 && int(in.Partition) < len(dparts) {
 		// An earlier attempt's partition, even if partitions were added
 		// since: its copies are there, and only that scan finds them.
 		dp = dparts[in.Partition]
@@ -688,14 +688,14 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 
 	// Offsets an earlier attempt may already have appended.
 	var found map[int64]bool
-	from := dp.log.LogEndOffset()
-	if in != nil && in.TopicID == dt.id && in.Partition == dp.index {
+	from := dp.Log.LogEndOffset()
+	if in != nil && in.TopicID == dt.ID && in.Partition == dp.Index {
 		from = in.From
-		if found, err = c.scanDLQ(dp, from, k, src.name, in.Ranges); err != nil {
+		if found, err = c.scanDLQ(dp, from, k, src.Name, in.Ranges); err != nil {
 			return nil, err
 		}
 	}
-	next := &dlqIntent{TopicID: dt.id, Partition: dp.index, From: from, StateEpoch: epoch}
+	next := &dlqIntent{TopicID: dt.ID, Partition: dp.Index, From: from, StateEpoch: epoch}
 	var n int64
 	for _, r := range ranges {
 		next.Ranges = append(next.Ranges, dlqRange{First: r.First, Last: r.Last, DeliveryCount: r.DeliveryCount})
@@ -720,16 +720,16 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 	if err := c.fencedDLQ(k, gen, func() error { return c.putDLQIntent(k, next) }); err != nil {
 		return nil, err
 	}
-	batches, err := c.buildDLQBatches(k, st, src.name, srcPart, ranges, found, int(dp.log.Config().MaxMessageBytes))
+	batches, err := c.buildDLQBatches(k, st, src.Name, srcPart, ranges, found, int(dp.Log.Config().MaxMessageBytes))
 	if err != nil {
 		return nil, err
 	}
 	first, end := int64(-1), int64(0)
 	now := time.Now()
 	for _, batch := range batches {
-		res, err := dp.log.Append(batch, now)
+		res, err := dp.Log.Append(batch, now)
 		if err != nil {
-			return nil, fmt.Errorf("append to %s-%d: %w", dp.topic, dp.index, err)
+			return nil, fmt.Errorf("append to %s-%d: %w", dp.Topic, dp.Index, err)
 		}
 		if first < 0 {
 			first = res.BaseOffset
@@ -737,11 +737,11 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		end = res.LastOffset + 1
 	}
 	if end == 0 {
-		end = dp.log.LogEndOffset()
+		end = dp.Log.LogEndOffset()
 		first = end
 	}
 	if err := b.waitDurable(dp, first, end); err != nil {
-		return nil, fmt.Errorf("fsync %s-%d: %w", dp.topic, dp.index, err)
+		return nil, fmt.Errorf("fsync %s-%d: %w", dp.Topic, dp.Index, err)
 	}
 	if c.dlq.crashed("durable") {
 		return nil, errDLQCrashed
@@ -825,18 +825,18 @@ var errDLQCrashed = errors.New("broker: simulated crash in dead-letter write")
 
 // waitDurable returns once p is durable up to end (exclusive), new data
 // starting at first, and its high watermark covers it.
-func (b *Broker) waitDurable(p *partition, first, end int64) error {
+func (b *Broker) waitDurable(p *tpkg_Partition, first, end int64) error {
 	if b.cfg.Fsync == FsyncAlways {
-		return <-b.syncer.appended(p, first, end, true)
+		return <-b.syncer.Appended(p, first, end, true)
 	}
-	b.syncer.appended(p, first, end, false) // moves the high watermark
-	_, err := p.log.Sync()
+	b.syncer.Appended(p, first, end, false) // moves the high watermark
+	_, err := p.Log.Sync()
 	return err
 }
 
 // scanDLQ lists the offsets of ranges that dp already holds DLQ records
 // for (written for share-partition k from offset from on).
-func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
+func (c *shareCoordinator) scanDLQ(dp *tpkg_Partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
 	in := func(off int64) bool {
 		for _, r := range ranges {
 			if off >= r.First && off <= r.Last {
@@ -847,8 +847,8 @@ func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTo
 	}
 	found := map[int64]bool{}
 	group, part := k.Group, strconv.Itoa(int(k.Partition))
-	for off := max(from, dp.log.LogStartOffset()); off < dp.log.LogEndOffset(); {
-		raw, err := dp.log.Read(off, dp.log.LogEndOffset(), dlqReadBytes, true)
+	for off := max(from, dp.Log.LogStartOffset()); off < dp.Log.LogEndOffset(); {
+		raw, err := dp.Log.Read(off, dp.Log.LogEndOffset(), dlqReadBytes, true)
 		if err != nil {
 			return nil, err
 		}
@@ -894,7 +894,7 @@ func (c *shareCoordinator) scanDLQ(dp *partition, from int64, k store.Key, srcTo
 // buildDLQBatches reads the source records of ranges (skipping found
 // offsets) and encodes one DLQ record per offset, in batches of at most
 // maxBytes.
-func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
+func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *tpkg_Partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
 	var (
 		out           [][]byte
 		recs          []byte
@@ -952,7 +952,7 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 		next := rg.First // first offset of rg not yet added
 		if st.dlqCopy {
 			for next <= rg.Last {
-				raw, err := src.log.Read(next, src.log.HighWatermark(), dlqReadBytes, true)
+				raw, err := src.Log.Read(next, src.Log.HighWatermark(), dlqReadBytes, true)
 				if err != nil || len(raw) == 0 {
 					break // gone (retention): pointer records below
 				}
@@ -1069,8 +1069,8 @@ func (b *Broker) ShareDLQCounts(group string) ([]DLQCount, error) {
 				return err
 			}
 			dc := DLQCount{Group: g, Partition: int32(p), Records: int64(n)}
-			if t := b.topics.getID(id); t != nil {
-				dc.Topic = t.name
+			if t := b.topics.GetID(id); t != nil {
+				dc.Topic = t.Name
 			}
 			out = append(out, dc)
 		}

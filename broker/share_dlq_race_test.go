@@ -17,8 +17,8 @@ import (
 // them all with typ.
 func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, typ sharegroup.AckType) []sharegroup.Acquired {
 	t.Helper()
-	tp := shareTP{topicID: b.topics.get(topic).id, partition: 0}
-	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
+	tp := shareTP{topicID: b.topics.Get(topic).ID, partition: 0}
+	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
 	st := b.shareSettings(group)
 	sp := b.shares.part(shareKey(group, tp))
 	acq, _, err := sp.acquire(st, member, false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
@@ -67,8 +67,8 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	b := startShareTest(t)
 	const n = 5
 	dlqGroupSetup(t, b, "eg", "esrc", 1, 1, n)
-	tp := shareTP{topicID: b.topics.get("esrc").id, partition: 0}
-	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
+	tp := shareTP{topicID: b.topics.Get("esrc").ID, partition: 0}
+	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
 	key := shareKey("eg", tp)
 	sp := rejectWhileWriting(t, b, "eg", "esrc", key, func() {
 		// Meanwhile: the group empties, the admin resets, consumers reject again.
@@ -90,7 +90,7 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	b := startShareTest(t)
 	const n = 5
 	dlqGroupSetup(t, b, "dg", "dsrc", 1, 1, n)
-	tp := shareTP{topicID: b.topics.get("dsrc").id, partition: 0}
+	tp := shareTP{topicID: b.topics.Get("dsrc").ID, partition: 0}
 	key := shareKey("dg", tp)
 	rejectWhileWriting(t, b, "dg", "dsrc", key, func() { require.NoError(t, b.shares.deleteState("dg", nil)) })
 	in, err := b.shares.loadDLQIntent(key)
@@ -99,10 +99,10 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("after delete: intent=%+v counts=%+v", in, counts)
 	// The group starts over from earliest and rejects every record again.
-	dlqHW := b.topics.partition("dlq.dsrc", 0).log.HighWatermark()
+	dlqHW := b.topics.Partition("dlq.dsrc", 0).Log.HighWatermark()
 	require.NotEmpty(t, dlqAcquireAck(t, b, "dg", "dsrc", "m2", sharegroup.AckReject))
 	require.Eventually(t, func() bool { return spso(t, b, "dg", "dsrc", 0) == n }, 5*time.Second, 10*time.Millisecond)
-	t.Logf("DLQ high watermark before re-rejection %d, after %d", dlqHW, b.topics.partition("dlq.dsrc", 0).log.HighWatermark())
+	t.Logf("DLQ high watermark before re-rejection %d, after %d", dlqHW, b.topics.Partition("dlq.dsrc", 0).Log.HighWatermark())
 	require.Nil(t, in, "intent of a deleted share-partition")
 	require.Empty(t, counts, "count of a deleted share-partition")
 }
@@ -121,8 +121,8 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 	dlqGroupSetup(t, b, "pg", "psrc", 2, 1, n)
 	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" }
 	for p := range int32(2) {
-		tp := shareTP{topicID: b.topics.get("psrc").id, partition: p}
-		_, lp, _ := b.topics.partitionByID(tp.topicID, p)
+		tp := shareTP{topicID: b.topics.Get("psrc").ID, partition: p}
+		_, lp, _ := b.topics.PartitionByID(tp.topicID, p)
 		st := b.shareSettings("pg")
 		sp := b.shares.part(shareKey("pg", tp))
 		acq, _, err := sp.acquire(st, "m1", false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
@@ -137,7 +137,7 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 			return !sp.mu.dlq.running
 		}, 10*time.Second, 10*time.Millisecond)
 	}
-	require.Equal(t, int64(2*n), b.topics.partition("dlq.psrc", 0).log.HighWatermark(), "both copies durable in DLQ partition 0")
+	require.Equal(t, int64(2*n), b.topics.Partition("dlq.psrc", 0).Log.HighWatermark(), "both copies durable in DLQ partition 0")
 	adm := kadm.NewClient(newClient(t, b))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

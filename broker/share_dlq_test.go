@@ -117,9 +117,9 @@ func drainShare(t *testing.T, b *Broker, group, src string, partitions int32, n 
 // spso reads a share-partition's SPSO through the owner.
 func spso(t *testing.T, b *Broker, group, topicName string, p int32) int64 {
 	t.Helper()
-	tp := b.topics.get(topicName)
+	tp := b.topics.Get(topicName)
 	require.NotNil(t, tp)
-	sp := b.shares.part(shareKey(group, shareTP{topicID: tp.id, partition: p}))
+	sp := b.shares.part(shareKey(group, shareTP{topicID: tp.ID, partition: p}))
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.mu.p == nil {
@@ -210,9 +210,9 @@ func TestShareDLQPointerRecords(t *testing.T) {
 		}
 		return kgo.AckAccept
 	})
-	dt := b.topics.get("dlq.auto")
+	dt := b.topics.Get("dlq.auto")
 	require.NotNil(t, dt, "auto-created")
-	_, cfgs := b.topics.snapshot(dt)
+	_, cfgs := b.topics.Snapshot(dt)
 	require.Equal(t, "true", cfgs[dlqGroupEnableTopic])
 	recs := dlqConsume(t, b, "dlq.auto", n/2)
 	require.Len(t, recs, n/2)
@@ -242,7 +242,7 @@ func TestShareDLQUnavailableDoesNotStall(t *testing.T) {
 	_, err := kadm.NewClient(newClient(t, b)).DeleteTopics(ctx, "dlq.usrc")
 	require.NoError(t, err)
 	drainShare(t, b, "ug", "usrc", 1, n, func(int, int32) kgo.AckStatus { return kgo.AckReject })
-	require.Nil(t, b.topics.get("dlq.usrc"), "not re-created without auto-create")
+	require.Nil(t, b.topics.Get("dlq.usrc"), "not re-created without auto-create")
 	counts, err := b.ShareDLQCounts("ug")
 	require.NoError(t, err)
 	require.Empty(t, counts)
@@ -333,13 +333,13 @@ func TestShareDLQRestartMidWrite(t *testing.T) {
 			cl.Close()
 			// The writer stopped at the crash point: nothing archived.
 			require.Eventually(t, func() bool {
-				sp := b.shares.part(shareKey("cg", shareTP{topicID: b.topics.get("csrc").id, partition: 0}))
+				sp := b.shares.part(shareKey("cg", shareTP{topicID: b.topics.Get("csrc").ID, partition: 0}))
 				sp.mu.Lock()
 				defer sp.mu.Unlock()
 				return !sp.mu.dlq.running
 			}, 10*time.Second, 10*time.Millisecond)
 			require.Less(t, spso(t, b, "cg", "csrc", 0), int64(n))
-			require.Positive(t, b.topics.partition("dlq.csrc", 0).log.HighWatermark(), "DLQ append durable")
+			require.Positive(t, b.topics.Partition("dlq.csrc", 0).Log.HighWatermark(), "DLQ append durable")
 			require.NoError(t, b.Close())
 
 			b2 := startShareTest(t, func(c *Config) { c.DataDir = dir })
@@ -528,7 +528,7 @@ func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	// (550-599, beyond the given-up window 0-499) are there, each once;
 	// 0-49 were given up without one.
 	time.Sleep(200 * time.Millisecond)
-	hw := b.topics.partition("dlq.gsrc", 0).log.HighWatermark()
+	hw := b.topics.Partition("dlq.gsrc", 0).Log.HighWatermark()
 	seen := map[string]bool{}
 	for _, r := range dlqConsume(t, b, "dlq.gsrc", int(hw)) {
 		off := headerMap(r)[dlqHeaderOffset]
@@ -557,9 +557,9 @@ func TestShareDLQGiveUpKeepsUnwrittenIntent(t *testing.T) {
 	fails := failOneWriter(b, &failing)
 	const n = 600
 	dlqGroupSetup(t, b, "ug", "usrc", 1, 1, n)
-	src, dlq := b.topics.get("usrc"), b.topics.get("dlq.usrc")
-	key := shareKey("ug", shareTP{topicID: src.id, partition: 0})
-	require.NoError(t, b.shares.putDLQIntent(key, &dlqIntent{TopicID: dlq.id, Partition: 0, From: 0,
+	src, dlq := b.topics.Get("usrc"), b.topics.Get("dlq.usrc")
+	key := shareKey("ug", shareTP{topicID: src.ID, partition: 0})
+	require.NoError(t, b.shares.putDLQIntent(key, &dlqIntent{TopicID: dlq.ID, Partition: 0, From: 0,
 		Ranges: []dlqRange{{First: 500, Last: 549, DeliveryCount: 1}}}))
 	r := newRawShare(t, b, "ug", "m1", "usrc")
 	epoch := acquireAllRaw(t, r, n)
@@ -567,7 +567,7 @@ func TestShareDLQGiveUpKeepsUnwrittenIntent(t *testing.T) {
 	require.Eventually(t, func() bool { return spso(t, b, "ug", "usrc", 0) == n }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, int32(2), fails.Load())
 	time.Sleep(200 * time.Millisecond)
-	hw := b.topics.partition("dlq.usrc", 0).log.HighWatermark()
+	hw := b.topics.Partition("dlq.usrc", 0).Log.HighWatermark()
 	seen := map[string]bool{}
 	for _, rec := range dlqConsume(t, b, "dlq.usrc", int(hw)) {
 		seen[headerMap(rec)[dlqHeaderOffset]] = true
@@ -622,16 +622,16 @@ func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
 	epoch := acquireAllRaw(t, r, n)
 	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(0, n-1, 3))))
 	require.Eventually(t, func() bool { return crashes.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
-	dlq := b.topics.partition("dlq.rsrc", 0)
-	require.Equal(t, int64(n), dlq.log.HighWatermark(), "the first epoch's copies")
+	dlq := b.topics.Partition("dlq.rsrc", 0)
+	require.Equal(t, int64(n), dlq.Log.HighWatermark(), "the first epoch's copies")
 
-	key := shareKey("rg", shareTP{topicID: b.topics.get("rsrc").id, partition: 0})
-	require.Zero(t, b.shares.resetOffset(key, b.shareSettings("rg"), b.topics.partition("rsrc", 0), 0))
+	key := shareKey("rg", shareTP{topicID: b.topics.Get("rsrc").ID, partition: 0})
+	require.Zero(t, b.shares.resetOffset(key, b.shareSettings("rg"), b.topics.Partition("rsrc", 0), 0))
 	r2 := newRawShare(t, b, "rg", "m2", "rsrc")
 	epoch = acquireAllRaw(t, r2, n)
 	require.Zero(t, ackCode(t, r2.ack(epoch, false, ackBatch(0, n-1, 3))))
 	require.Eventually(t, func() bool { return spso(t, b, "rg", "rsrc", 0) == n }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, int64(2*n), dlq.log.HighWatermark(), "the second epoch's rejections have copies of their own")
+	require.Equal(t, int64(2*n), dlq.Log.HighWatermark(), "the second epoch's rejections have copies of their own")
 }
 
 // crashOnceAt stops the first dead-letter writer to reach stage there,

@@ -40,7 +40,7 @@ func TestShareFetchRecordsMatchUnderLoad(t *testing.T) {
 	setShareGroupConfigs(t, b, "plain", "share.auto.offset.reset", "earliest")
 	setShareGroupConfigs(t, b, "ord", "share.auto.offset.reset", "earliest",
 		"share.message.group.source", "key", "share.message.group.ordered", "true")
-	topicID := b.topics.get("st").id
+	topicID := b.topics.Get("st").ID
 
 	fc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
 	require.NoError(t, err)

@@ -213,8 +213,8 @@ func (g *shareGroup) refreshTopicsLocked() bool {
 			if _, ok := now[name]; ok {
 				continue
 			}
-			if t := g.c.b.topics.get(name); t != nil {
-				now[name] = shareTopicMeta{id: t.id, partitions: g.c.b.topics.partitionCount(t)}
+			if t := g.c.b.topics.Get(name); t != nil {
+				now[name] = shareTopicMeta{id: t.ID, partitions: g.c.b.topics.PartitionCount(t)}
 			}
 		}
 	}

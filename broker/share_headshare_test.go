@@ -31,8 +31,8 @@ func TestOrderedSlowMemberLeavesWaitersTheirShare(t *testing.T) {
 	setShareGroupConfigs(t, b, "hg", "share.auto.offset.reset", "earliest",
 		"share.message.group.source", "key", "share.message.group.ordered", "true",
 		"share.record.lock.duration.ms", "1000")
-	tp := shareTP{topicID: b.topics.get("hs").id, partition: 0}
-	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
+	tp := shareTP{topicID: b.topics.Get("hs").ID, partition: 0}
+	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
 	st := b.shareSettings("hg")
 	sp := b.shares.part(shareKey("hg", tp))
 	acquire := func(member string, spread bool, max int) int64 {

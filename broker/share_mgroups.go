@@ -205,10 +205,10 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 // (the Partition prepared); it unlocks. The log bytes of the picked
 // records are read after unlocking: the records are this member's, and
 // other members' fetches and acknowledgements need not wait for the read.
-func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *partition, maxRecords, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *tpkg_Partition, maxRecords, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	p := sp.mu.p
 	var pending []sharegroup.Record
-	if ls := lp.log.LogStartOffset(); p.SPSO() < ls {
+	if ls := lp.Log.LogStartOffset(); p.SPSO() < ls {
 		pending = append(pending, p.AdvanceLogStart(ls).Records...)
 	}
 	hw := shareReadLimit(lp, st)
@@ -227,9 +227,9 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 			break
 		}
 		var err error
-		raw, err = lp.log.ReadAppend(raw[:0], off, hw, 1<<20, true)
+		raw, err = lp.Log.ReadAppend(raw[:0], off, hw, 1<<20, true)
 		if errors.Is(err, slog.ErrOffsetOutOfRange) {
-			if ls := lp.log.LogStartOffset(); off < ls {
+			if ls := lp.Log.LogStartOffset(); off < ls {
 				pending = append(pending, p.AdvanceLogStart(ls).Records...)
 				continue
 			}
@@ -312,7 +312,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 // always covered), copying what it must onto the end of *arena (see
 // shareData). It returns the bytes, the ranges
 // they cover and the ranges (or parts) they do not.
-func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, user *sharePart, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+func readAcquired(lp *tpkg_Partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, user *sharePart, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
 	out := shareData{arena: arena, start: len(*arena)}
 	covered := int64(-1) // offsets < covered have their batch in data
 	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {
@@ -339,7 +339,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 			}
 			from := max(a.First, covered)
 			if pb := cache.get(lp, from, user); pb != nil {
-				usable := pb.h.LastOffset() < hw && from >= lp.log.LogStartOffset()
+				usable := pb.h.LastOffset() < hw && from >= lp.Log.LogStartOffset()
 				if usable {
 					out.add(pb, acq[i:])
 					covered = pb.h.LastOffset() + 1
@@ -353,7 +353,7 @@ func readAcquired(lp *partition, acq []sharegroup.Acquired, hw int64, budget int
 				raw = cache.readBuf()
 			}
 			var rerr error
-			raw, rerr = lp.log.ReadAppend(raw[:0], from, hw, shareReadBytes, true)
+			raw, rerr = lp.Log.ReadAppend(raw[:0], from, hw, shareReadBytes, true)
 			if rerr != nil {
 				sent, unsent = split(i)
 				return out.data, sent, unsent, fmt.Errorf("reading acquired records at %d: %w", from, rerr)

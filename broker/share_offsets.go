@@ -22,7 +22,7 @@ import (
 // or -1/-1 when it has no state. What it returns is durable: with an
 // acknowledgement's write in flight (shareCoordinator.acknowledge), it
 // answers once that write is; if the write fails, from the state reloaded.
-func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *partition) (start, lag int64, code int16) {
+func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *tpkg_Partition) (start, lag int64, code int16) {
 	sp := c.part(key)
 	for retried := false; ; retried = true {
 		sp.mu.Lock()
@@ -36,7 +36,7 @@ func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, 
 			return -1, -1, shareErrorCode(err)
 		}
 		p := sp.mu.p
-		start, lag = p.SPSO(), p.Lag(lp.log.HighWatermark())
+		start, lag = p.SPSO(), p.Lag(lp.Log.HighWatermark())
 		inFlight := sp.lastAckWriteLocked()
 		sp.mu.Unlock()
 		if inFlight == nil {
@@ -54,8 +54,8 @@ func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, 
 // it at offset (a new state epoch), creating it if it has no state.
 // offset -1 means the high watermark, -2 the log start; others are
 // clamped into [log start, high watermark].
-func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp *partition, offset int64) int16 {
-	ls, hw := lp.log.LogStartOffset(), lp.log.HighWatermark()
+func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp *tpkg_Partition, offset int64) int16 {
+	ls, hw := lp.Log.LogStartOffset(), lp.Log.HighWatermark()
 	switch {
 	case offset == -1:
 		offset = hw
@@ -71,7 +71,7 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 	// The topic may have been deleted since the caller found it. Its
 	// share state is deleted under this lock after it left the registry
 	// (deleteShareTopicState), so checked here no state outlives it.
-	if _, _, code := c.b.topics.partitionByID(key.TopicID, key.Partition); code != 0 {
+	if _, _, code := c.b.topics.PartitionByID(key.TopicID, key.Partition); code != 0 {
 		sp.mu.Unlock()
 		return kerr.UnknownTopicOrPartition.Code
 	}
@@ -128,18 +128,18 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 	for _, rt := range req.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
-		t := b.topics.get(rt.Topic)
+		t := b.topics.Get(rt.Topic)
 		if t != nil {
-			ot.TopicID = t.id
+			ot.TopicID = t.ID
 		}
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			lp := b.topics.partitionOf(t, rp.Partition)
+			lp := b.topics.PartitionOf(t, rp.Partition)
 			if lp == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
-				op.ErrorCode = sc.resetOffset(store.Key{Group: req.GroupID, TopicID: t.id, Partition: rp.Partition}, st, lp, rp.StartOffset)
+				op.ErrorCode = sc.resetOffset(store.Key{Group: req.GroupID, TopicID: t.ID, Partition: rp.Partition}, st, lp, rp.StartOffset)
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
@@ -169,14 +169,14 @@ func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsReque
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
-		t := b.topics.get(rt.Topic)
+		t := b.topics.Get(rt.Topic)
 		if t == nil {
 			ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			resp.Topics = append(resp.Topics, ot)
 			continue
 		}
-		ot.TopicID = t.id
-		if err := sc.deleteState(req.GroupID, map[[16]byte]bool{t.id: true}); err != nil {
+		ot.TopicID = t.ID
+		if err := sc.deleteState(req.GroupID, map[[16]byte]bool{t.ID: true}); err != nil {
 			sc.lg.Error("deleting share-partition state failed", zapErr(err))
 			ot.ErrorCode = kerr.KafkaStorageError.Code
 			msg := err.Error()
@@ -210,7 +210,7 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 		return out
 	}
 	st := b.shareSettings(rg.GroupID)
-	describe := func(key store.Key, lp *partition) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
+	describe := func(key store.Key, lp *tpkg_Partition) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
 		rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 		rp.Partition = key.Partition
 		rp.StartOffset, rp.Lag, rp.ErrorCode = sc.describeOffset(key, st, lp)
@@ -224,14 +224,14 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 		}
 		sort.Slice(keys, func(i, j int) bool { return compareKeys(keys[i], keys[j]) < 0 })
 		for _, k := range keys {
-			t, lp, code := b.topics.partitionByID(k.TopicID, k.Partition)
+			t, lp, code := b.topics.PartitionByID(k.TopicID, k.Partition)
 			if code != 0 {
 				continue
 			}
 			n := len(out.Topics)
-			if n == 0 || !bytes.Equal(out.Topics[n-1].TopicID[:], t.id[:]) {
+			if n == 0 || !bytes.Equal(out.Topics[n-1].TopicID[:], t.ID[:]) {
 				rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
-				rt.Topic, rt.TopicID = t.name, t.id
+				rt.Topic, rt.TopicID = t.Name, t.ID
 				out.Topics = append(out.Topics, rt)
 				n++
 			}
@@ -242,12 +242,12 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 	for _, rt := range rg.Topics {
 		ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
 		ot.Topic = rt.Topic
-		t := b.topics.get(rt.Topic)
+		t := b.topics.Get(rt.Topic)
 		if t != nil {
-			ot.TopicID = t.id
+			ot.TopicID = t.ID
 		}
 		for _, p := range rt.Partitions {
-			lp := b.topics.partitionOf(t, p)
+			lp := b.topics.PartitionOf(t, p)
 			if lp == nil {
 				rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 				rp.Partition, rp.StartOffset = p, -1
@@ -255,7 +255,7 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 				ot.Partitions = append(ot.Partitions, rp)
 				continue
 			}
-			ot.Partitions = append(ot.Partitions, describe(store.Key{Group: rg.GroupID, TopicID: t.id, Partition: p}, lp))
+			ot.Partitions = append(ot.Partitions, describe(store.Key{Group: rg.GroupID, TopicID: t.ID, Partition: p}, lp))
 		}
 		out.Topics = append(out.Topics, ot)
 	}

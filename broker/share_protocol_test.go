@@ -29,8 +29,8 @@ func newRawShare(t *testing.T, b *Broker, group, member, topic string) *rawShare
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	r := &rawShare{t: t, cl: cl, group: group, member: member}
-	if tp := b.topics.get(topic); tp != nil {
-		r.topicID = tp.id
+	if tp := b.topics.Get(topic); tp != nil {
+		r.topicID = tp.ID
 	}
 	return r
 }

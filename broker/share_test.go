@@ -59,7 +59,7 @@ func produceValues(t *testing.T, b *Broker, topic string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.MaxBufferedRecords(10))
-	if b.topics.get(topic) == nil {
+	if b.topics.Get(topic) == nil {
 		_, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic)
 		require.NoError(t, err)
 	}
@@ -585,7 +585,7 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	keys, err := b.shares.store.Keys("og")
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
-	require.NoError(t, b.deleteShareTopicState(b.topics.get("so").id))
+	require.NoError(t, b.deleteShareTopicState(b.topics.Get("so").ID))
 	keys, err = b.shares.store.Keys("og")
 	require.NoError(t, err)
 	require.Empty(t, keys)
@@ -646,8 +646,8 @@ func TestSharePlainFetchPassesAbortedRecords(t *testing.T) {
 	produceTxn(t, cl, true, "c")
 
 	setShareGroupConfigs(t, b, "g", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
-	tp := shareTP{topicID: b.topics.get("txn").id, partition: 0}
-	_, lp, _ := b.topics.partitionByID(tp.topicID, 0)
+	tp := shareTP{topicID: b.topics.Get("txn").ID, partition: 0}
+	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
 	st := b.shareSettings("g")
 	require.True(t, st.readCommitted)
 	sp := b.shares.part(shareKey("g", tp))

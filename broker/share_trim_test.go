@@ -78,7 +78,7 @@ func TestShareGroupModeTrimsBatches(t *testing.T) {
 	setShareGroupConfigs(t, b, "plain", "share.auto.offset.reset", "earliest")
 	p = onlyPartition(t, r2.fetch(0, 0, 100))
 	require.Equal(t, [][3]int64{{0, 11, 1}}, acquired(p))
-	stored, err := b.topics.partition("trim", 0).log.Read(0, 12, 1<<20, true)
+	stored, err := b.topics.Partition("trim", 0).Log.Read(0, 12, 1<<20, true)
 	require.NoError(t, err)
 	require.Equal(t, stored, p.Records)
 
@@ -151,7 +151,7 @@ func TestShareGroupModeTrimsCompressedBatches(t *testing.T) {
 			require.Equal(t, last, offs[len(offs)-1], tc.topic)
 		} else {
 			require.Len(t, offs, 40, "%s: sent as it is", tc.topic)
-			stored, err := b.topics.partition(tc.topic, 0).log.Read(0, 40, 1<<20, true)
+			stored, err := b.topics.Partition(tc.topic, 0).Log.Read(0, 40, 1<<20, true)
 			require.NoError(t, err)
 			require.Equal(t, stored, p.Records, tc.topic)
 		}
@@ -170,7 +170,7 @@ func TestTrimCache(t *testing.T) {
 		b, h := numberedBatch(t, base, n)
 		return parseBatch(&h, b, nil)
 	}
-	p1, p2 := &partition{}, &partition{}
+	p1, p2 := &tpkg_Partition{}, &tpkg_Partition{}
 	a, b2, c := mk(0, 10), mk(10, 10), mk(0, 5)
 	size := a.size
 	cache := &trimCache{max: int64(2*size + size/2)}
@@ -197,7 +197,7 @@ func TestTrimCache(t *testing.T) {
 	// A share-partition past a batch (wholly below its SPSO) drops it if
 	// it used it last; one another share-partition used since stays.
 	x, y := &sharePart{}, &sharePart{}
-	p3 := &partition{}
+	p3 := &tpkg_Partition{}
 	b0, b1, b3 := mk(0, 10), mk(10, 10), mk(20, 10)
 	big := &trimCache{max: 1 << 30}
 	big.put(p3, b0, x)
@@ -400,7 +400,7 @@ func TestTrimCacheReusesReadBuffers(t *testing.T) {
 		pb.buf = buf[:0]
 		return pb, buf
 	}
-	lp := &partition{}
+	lp := &tpkg_Partition{}
 	a, abuf := adopt(0)
 	cache := &trimCache{max: int64(a.size + a.size/2)} // one batch
 	cache.put(lp, a, nil)

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// syncer makes appended records durable and moves high watermarks.
+// tpkg_Syncer makes appended records durable and moves high watermarks.
 //
 // Under FsyncAlways each partition commits on its own: an append marks the
 // partition dirty and, if no fsync of that partition is running, starts a
@@ -32,7 +32,7 @@ import (
 //
 // A failed fsync leaves the log sticky-failed (log package contract):
 // waiters get the error, and later appends to that partition fail.
-type syncer struct {
+type tpkg_Syncer struct {
 	// What it needs of the broker, given once (newSyncer): the fsync
 	// policy and interval, the fsync latency histogram, the logger, and
 	// the channel that stops run.
@@ -44,7 +44,7 @@ type syncer struct {
 
 	mu struct {
 		sync.Mutex
-		parts map[*partition]*partSync
+		parts map[*tpkg_Partition]*tpkg_partSync
 		// stopping: shutdown began; lazy starts are immediate.
 		stopping bool
 		// active counts running sync loops and pending lazy starts; idle
@@ -56,12 +56,12 @@ type syncer struct {
 	}
 }
 
-// partSync is one partition's pending durability work, guarded by
+// tpkg_partSync is one partition's pending durability work, guarded by
 // syncer.mu.
-type partSync struct {
+type tpkg_partSync struct {
 	dirty   bool // appended since the running fsync captured its end
 	running bool // a sync loop owns this partition
-	waiters []syncWaiter
+	waiters []tpkg_syncWaiter
 	// FsyncInterval: when the partition became dirty and the first
 	// offset appended since (flush.ms, flush.messages).
 	since time.Time
@@ -71,39 +71,39 @@ type partSync struct {
 	lazy *time.Timer
 }
 
-// flushCheck bounds the period of the FsyncInterval checks, so a flush.ms
+// tpkg_flushCheck bounds the period of the FsyncInterval checks, so a flush.ms
 // below FlushInterval is honoured within this much.
-const flushCheck = 100 * time.Millisecond
+const tpkg_flushCheck = 100 * time.Millisecond
 
-type syncWaiter struct {
+type tpkg_syncWaiter struct {
 	offset int64 // wait until durable end > offset
 	done   chan error
 }
 
-func newSyncer(b *Broker) *syncer {
-	s := &syncer{fsync: b.cfg.Fsync, flushInterval: b.cfg.FlushInterval, fsyncSeconds: b.metrics.FsyncSeconds, lg: b.lg, stop: b.syncStop}
-	s.mu.parts = map[*partition]*partSync{}
+func newSyncer(b *Broker) *tpkg_Syncer {
+	s := &tpkg_Syncer{fsync: b.cfg.Fsync, flushInterval: b.cfg.FlushInterval, fsyncSeconds: b.metrics.FsyncSeconds, lg: b.lg, stop: b.syncStop}
+	s.mu.parts = map[*tpkg_Partition]*tpkg_partSync{}
 	s.mu.idle.L = &s.mu.Mutex
 	return s
 }
 
 // partLocked returns p's pending work, creating it. s.mu held.
-func (s *syncer) partLocked(p *partition) *partSync {
+func (s *tpkg_Syncer) partLocked(p *tpkg_Partition) *tpkg_partSync {
 	ps := s.mu.parts[p]
 	if ps == nil {
-		ps = &partSync{}
+		ps = &tpkg_partSync{}
 		s.mu.parts[p] = ps
 	}
 	return ps
 }
 
-// appended records that p has new data [first, end). It returns a
+// Appended records that p has new data [first, end). It returns a
 // channel that receives nil once [.., end) is durable, or the error that
 // prevented it; with wait false it returns nil.
-func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan error {
+func (s *tpkg_Syncer) Appended(p *tpkg_Partition, first, end int64, wait bool) <-chan error {
 	if s.fsync == FsyncInterval {
-		p.log.SetHighWatermark(end)
-		p.notify()
+		p.Log.SetHighWatermark(end)
+		p.Notify()
 		s.appendedInterval(p, first, end)
 		return nil
 	}
@@ -113,7 +113,7 @@ func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan erro
 	ps.dirty = true
 	if wait && s.fsync == FsyncAlways {
 		ch = make(chan error, 1)
-		ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
+		ps.waiters = append(ps.waiters, tpkg_syncWaiter{offset: end - 1, done: ch})
 	}
 	if s.fsync == FsyncAlways && !ps.running {
 		s.startLocked(p, ps)
@@ -122,22 +122,22 @@ func (s *syncer) appended(p *partition, first, end int64, wait bool) <-chan erro
 	return ch
 }
 
-// appendedLazy is appended(p, first, end, true) for records whose
+// AppendedLazy is appended(p, first, end, true) for records whose
 // durability nobody is waiting on yet (a v5 transaction's markers): if
 // no fsync of p is running, theirs starts after delay, or sooner with
 // the next append's, which then covers them; so they do not cost a
 // busy partition an fsync of their own for the next batches to queue
 // behind. Shutdown starts pending ones at once (run).
-func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duration) <-chan error {
+func (s *tpkg_Syncer) AppendedLazy(p *tpkg_Partition, first, end int64, delay time.Duration) <-chan error {
 	if delay <= 0 || s.fsync != FsyncAlways {
-		return s.appended(p, first, end, true)
+		return s.Appended(p, first, end, true)
 	}
 	ch := make(chan error, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := s.partLocked(p)
 	ps.dirty = true
-	ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
+	ps.waiters = append(ps.waiters, tpkg_syncWaiter{offset: end - 1, done: ch})
 	if ps.running || ps.lazy != nil {
 		return ch
 	}
@@ -160,9 +160,9 @@ func (s *syncer) appendedLazy(p *partition, first, end int64, delay time.Duratio
 	return ch
 }
 
-// hurry starts p's pending lazy fsync (appendedLazy) now: someone
+// Hurry starts p's pending lazy fsync (appendedLazy) now: someone
 // waits for it.
-func (s *syncer) hurry(p *partition) {
+func (s *tpkg_Syncer) Hurry(p *tpkg_Partition) {
 	s.mu.Lock()
 	if ps := s.mu.parts[p]; ps != nil && ps.lazy != nil {
 		s.startLocked(p, ps)
@@ -172,7 +172,7 @@ func (s *syncer) hurry(p *partition) {
 
 // startLocked starts p's sync loop, cancelling a pending lazy start.
 // s.mu held; no loop is running.
-func (s *syncer) startLocked(p *partition, ps *partSync) {
+func (s *tpkg_Syncer) startLocked(p *tpkg_Partition, ps *tpkg_partSync) {
 	if ps.lazy != nil {
 		if ps.lazy.Stop() {
 			s.doneLocked() // its func will not run
@@ -185,21 +185,21 @@ func (s *syncer) startLocked(p *partition, ps *partSync) {
 }
 
 // doneLocked ends one loop or lazy start. s.mu held.
-func (s *syncer) doneLocked() {
+func (s *tpkg_Syncer) doneLocked() {
 	if s.mu.active--; s.mu.active == 0 {
 		s.mu.idle.Broadcast()
 	}
 }
 
 // done is doneLocked taking s.mu.
-func (s *syncer) done() {
+func (s *tpkg_Syncer) done() {
 	s.mu.Lock()
 	s.doneLocked()
 	s.mu.Unlock()
 }
 
 // loop fsyncs p until no append is left unsynced (FsyncAlways).
-func (s *syncer) loop(p *partition) {
+func (s *tpkg_Syncer) loop(p *tpkg_Partition) {
 	defer s.done()
 	for {
 		s.mu.Lock()
@@ -216,7 +216,7 @@ func (s *syncer) loop(p *partition) {
 		s.mu.Unlock()
 
 		end, err := s.syncOne(p)
-		var again []syncWaiter
+		var again []tpkg_syncWaiter
 		for _, w := range waiters {
 			switch {
 			case err != nil:
@@ -240,25 +240,25 @@ func (s *syncer) loop(p *partition) {
 }
 
 // syncOne fsyncs p and, under FsyncAlways, moves its high watermark.
-func (s *syncer) syncOne(p *partition) (int64, error) {
+func (s *tpkg_Syncer) syncOne(p *tpkg_Partition) (int64, error) {
 	began := time.Now()
-	end, err := p.log.Sync()
+	end, err := p.Log.Sync()
 	s.fsyncSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
-		s.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.topic), zap.Int32("partition", p.index), zap.Error(err))
+		s.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.Topic), zap.Int32("partition", p.Index), zap.Error(err))
 		return end, err
 	}
 	if s.fsync == FsyncAlways {
-		p.log.SetHighWatermark(end)
-		p.notify()
+		p.Log.SetHighWatermark(end)
+		p.Notify()
 	}
 	return end, nil
 }
 
 // appendedInterval marks p dirty under FsyncInterval and starts its
 // fsync at once when flush.messages unsynced records are reached.
-func (s *syncer) appendedInterval(p *partition, first, end int64) {
-	flushMessages := p.log.Config().FlushMessages
+func (s *tpkg_Syncer) appendedInterval(p *tpkg_Partition, first, end int64) {
+	flushMessages := p.Log.Config().FlushMessages
 	s.mu.Lock()
 	ps := s.partLocked(p)
 	if !ps.dirty {
@@ -277,7 +277,7 @@ func (s *syncer) appendedInterval(p *partition, first, end int64) {
 
 // syncInterval fsyncs p once (FsyncInterval); appends during the fsync
 // leave p dirty for the next check.
-func (s *syncer) syncInterval(p *partition) {
+func (s *tpkg_Syncer) syncInterval(p *tpkg_Partition) {
 	defer s.done()
 	s.mu.Lock()
 	ps := s.mu.parts[p]
@@ -295,15 +295,15 @@ func (s *syncer) syncInterval(p *partition) {
 // flushDue starts the fsync of every dirty partition whose oldest
 // unsynced append is older than FlushInterval or its flush.ms
 // (FsyncInterval).
-func (s *syncer) flushDue(now time.Time) {
+func (s *tpkg_Syncer) flushDue(now time.Time) {
 	s.mu.Lock()
-	var due []*partition
+	var due []*tpkg_Partition
 	for p, ps := range s.mu.parts {
 		if !ps.dirty || ps.running {
 			continue
 		}
 		limit := s.flushInterval
-		if ms := p.log.Config().FlushMs; ms >= 0 && ms < limit.Milliseconds() {
+		if ms := p.Log.Config().FlushMs; ms >= 0 && ms < limit.Milliseconds() {
 			limit = time.Duration(ms) * time.Millisecond
 		}
 		if now.Sub(ps.since) >= limit {
@@ -318,14 +318,14 @@ func (s *syncer) flushDue(now time.Time) {
 	}
 }
 
-// run drives FsyncInterval flushes and, at shutdown, waits for the
+// Run drives FsyncInterval flushes and, at shutdown, waits for the
 // per-partition loops. Close stops it (syncStop) only after every
 // connection has finished, so no produce waits for an fsync that never
 // comes.
-func (s *syncer) run() {
+func (s *tpkg_Syncer) Run() {
 	var tick <-chan time.Time
 	if s.fsync == FsyncInterval {
-		t := time.NewTicker(min(s.flushInterval, flushCheck))
+		t := time.NewTicker(min(s.flushInterval, tpkg_flushCheck))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -354,9 +354,9 @@ func (s *syncer) run() {
 }
 
 // flushDirty fsyncs every dirty partition in parallel (FsyncInterval).
-func (s *syncer) flushDirty() {
+func (s *tpkg_Syncer) flushDirty() {
 	s.mu.Lock()
-	var dirty []*partition
+	var dirty []*tpkg_Partition
 	for p := range s.mu.parts {
 		dirty = append(dirty, p)
 	}

@@ -49,7 +49,7 @@ func TestTopicRecreatedDuringCleanupKeepsItsOffsets(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	require.NoError(t, b.deleteTopic(b.topics.get("gone")))
+	require.NoError(t, b.deleteTopic(b.topics.Get("gone")))
 	require.NoError(t, <-created)
 	if !committed {
 		require.Equal(t, []int16{0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 7, -1, ""}))
@@ -72,14 +72,14 @@ func TestInterruptedTopicDeletionFinishesAtStart(t *testing.T) {
 	require.Equal(t, []int16{0, 0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}, commitPart{"kept", 0, 6, -1, ""}))
 	// What a crash after deleteTopic's first write leaves: the topic
 	// record gone, its clean-up recorded as pending, nothing else done.
-	require.NoError(t, b.meta.deleteTopic("gone", b.topics.get("gone").id))
+	require.NoError(t, b.meta.deleteTopic("gone", b.topics.Get("gone").ID))
 	require.NoError(t, b.Close())
 
 	b2 := startGroupTest(t, cfg)
 	pending, err := b2.meta.deletingTopics()
 	require.NoError(t, err)
 	require.Empty(t, pending, "the clean-up finished and was cleared")
-	require.Nil(t, b2.topics.get("gone"))
+	require.Nil(t, b2.topics.Get("gone"))
 	createTopicRaw(t, b2, "gone", 1)
 	c2 := dialRaw(t, b2)
 	require.Equal(t, int64(-1), c2.fetch("g", "gone", 0)[0].Offset, "the re-created topic starts without offsets")
@@ -105,8 +105,8 @@ func TestFailedTopicCleanupFinishedBeforeNameReuse(t *testing.T) {
 	c := dialRaw(t, b)
 	require.Equal(t, []int16{0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}))
 	failing.Store(true)
-	require.Error(t, b.deleteTopic(b.topics.get("gone")))
-	require.Nil(t, b.topics.get("gone"), "the topic itself is deleted")
+	require.Error(t, b.deleteTopic(b.topics.Get("gone")))
+	require.Nil(t, b.topics.Get("gone"), "the topic itself is deleted")
 	pending, err := b.meta.deletingTopics()
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
@@ -132,9 +132,9 @@ func TestShareOffsetResetAfterTopicDeletionWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
 	createTopicRaw(t, b, "sgone", 1)
-	tp := b.topics.get("sgone")
-	lp := b.topics.partition("sgone", 0)
-	key := shareKey("sg", shareTP{topicID: tp.id, partition: 0})
+	tp := b.topics.Get("sgone")
+	lp := b.topics.Partition("sgone", 0)
+	key := shareKey("sg", shareTP{topicID: tp.ID, partition: 0})
 	require.NoError(t, b.deleteTopic(tp))
 	require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", codeName(b.shares.resetOffset(key, b.shareSettings("sg"), lp, 0)))
 	keys, err := b.shares.store.Keys("sg")

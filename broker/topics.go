@@ -19,16 +19,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// partition is one topic partition: its log plus the long-poll waiters
+// tpkg_Partition is one topic tpkg_Partition: its log plus the long-poll waiters
 // woken when its high watermark moves. The log is safe for concurrent
 // use; waiters are guarded by mu.
-type partition struct {
-	topic string
-	index int32
-	log   *slog.Partition
-	// m are the topic's metric children (package metrics), shared by its
+type tpkg_Partition struct {
+	Topic string
+	Index int32
+	Log   *slog.Partition
+	// M are the topic's metric children (package metrics), shared by its
 	// partitions; resolved when the partition is opened.
-	m *metrics.Topic
+	M *metrics.Topic
 
 	mu struct {
 		sync.Mutex
@@ -36,9 +36,9 @@ type partition struct {
 	}
 }
 
-// watch registers ch to be signalled (non-blocking send) on the next
+// Watch registers ch to be signalled (non-blocking send) on the next
 // high watermark move. The caller must unwatch.
-func (p *partition) watch(ch chan struct{}) {
+func (p *tpkg_Partition) Watch(ch chan struct{}) {
 	p.mu.Lock()
 	if p.mu.waiters == nil {
 		p.mu.waiters = make(map[chan struct{}]struct{})
@@ -47,14 +47,14 @@ func (p *partition) watch(ch chan struct{}) {
 	p.mu.Unlock()
 }
 
-func (p *partition) unwatch(ch chan struct{}) {
+func (p *tpkg_Partition) Unwatch(ch chan struct{}) {
 	p.mu.Lock()
 	delete(p.mu.waiters, ch)
 	p.mu.Unlock()
 }
 
-// notify wakes every waiter.
-func (p *partition) notify() {
+// Notify wakes every waiter.
+func (p *tpkg_Partition) Notify() {
 	p.mu.Lock()
 	for ch := range p.mu.waiters {
 		select {
@@ -65,53 +65,53 @@ func (p *partition) notify() {
 	p.mu.Unlock()
 }
 
-// topic is a topic and its partitions. Name and id never change;
+// tpkg_Topic is a tpkg_Topic and its partitions. Name and id never change;
 // partitions only grow (CreatePartitions) and configs change through
 // AlterConfigs, both under topicRegistry.mu.
-type topic struct {
-	name       string
-	id         [16]byte
+type tpkg_Topic struct {
+	Name       string
+	ID         [16]byte
 	configs    map[string]string // explicit topic overrides
-	partitions []*partition
+	partitions []*tpkg_Partition
 }
 
-func (t *topic) record() topicRecord {
-	return topicRecord{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions)), Configs: t.configs}
+func (t *tpkg_Topic) record() topicRecord {
+	return topicRecord{Name: t.Name, ID: t.ID, Partitions: int32(len(t.partitions)), Configs: t.configs}
 }
 
-// topicRegistry owns the set of topics. Lock order: topicRegistry.mu
+// tpkg_Registry owns the set of topics. Lock order: tpkg_Registry.mu
 // before partition.mu. No disk I/O happens under mu except topic
 // creation and deletion, which are rare admin operations serialised by
 // adminMu instead.
-type topicRegistry struct {
+type tpkg_Registry struct {
 	mu struct {
 		sync.RWMutex
-		byName map[string]*topic
-		byID   map[[16]byte]*topic
+		byName map[string]*tpkg_Topic
+		byID   map[[16]byte]*tpkg_Topic
 	}
 }
 
-func newTopicRegistry() *topicRegistry {
-	r := &topicRegistry{}
-	r.mu.byName = map[string]*topic{}
-	r.mu.byID = map[[16]byte]*topic{}
+func tpkg_NewRegistry() *tpkg_Registry {
+	r := &tpkg_Registry{}
+	r.mu.byName = map[string]*tpkg_Topic{}
+	r.mu.byID = map[[16]byte]*tpkg_Topic{}
 	return r
 }
 
-func (r *topicRegistry) get(name string) *topic {
+func (r *tpkg_Registry) Get(name string) *tpkg_Topic {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.mu.byName[name]
 }
 
-func (r *topicRegistry) getID(id [16]byte) *topic {
+func (r *tpkg_Registry) GetID(id [16]byte) *tpkg_Topic {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.mu.byID[id]
 }
 
-// partition returns the partition or nil.
-func (r *topicRegistry) partition(name string, idx int32) *partition {
+// Partition returns the Partition or nil.
+func (r *tpkg_Registry) Partition(name string, idx int32) *tpkg_Partition {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	t := r.mu.byName[name]
@@ -121,22 +121,22 @@ func (r *topicRegistry) partition(name string, idx int32) *partition {
 	return t.partitions[idx]
 }
 
-// all returns the topics sorted by nothing in particular; callers sort.
-func (r *topicRegistry) all() []*topic {
+// All returns the topics sorted by nothing in particular; callers sort.
+func (r *tpkg_Registry) All() []*tpkg_Topic {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*topic, 0, len(r.mu.byName))
+	out := make([]*tpkg_Topic, 0, len(r.mu.byName))
 	for _, t := range r.mu.byName {
 		out = append(out, t)
 	}
 	return out
 }
 
-// snapshot returns a copy of a topic's mutable fields under the lock.
-func (r *topicRegistry) snapshot(t *topic) (parts []*partition, configs map[string]string) {
+// Snapshot returns a copy of a topic's mutable fields under the lock.
+func (r *tpkg_Registry) Snapshot(t *tpkg_Topic) (parts []*tpkg_Partition, configs map[string]string) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	parts = append([]*partition(nil), t.partitions...)
+	parts = append([]*tpkg_Partition(nil), t.partitions...)
 	configs = make(map[string]string, len(t.configs))
 	for k, v := range t.configs {
 		configs[k] = v
@@ -144,38 +144,38 @@ func (r *topicRegistry) snapshot(t *topic) (parts []*partition, configs map[stri
 	return parts, configs
 }
 
-// partitionOf returns partition idx of t, nil if t is nil or has no
+// PartitionOf returns partition idx of t, nil if t is nil or has no
 // such partition (looked up by t's name, as partition does).
-func (r *topicRegistry) partitionOf(t *topic, idx int32) *partition {
+func (r *tpkg_Registry) PartitionOf(t *tpkg_Topic, idx int32) *tpkg_Partition {
 	if t == nil {
 		return nil
 	}
-	return r.partition(t.name, idx)
+	return r.Partition(t.Name, idx)
 }
 
-// partitionByID resolves a topic id and partition index.
-func (r *topicRegistry) partitionByID(id [16]byte, idx int32) (*topic, *partition, int16) {
-	t := r.getID(id)
+// PartitionByID resolves a topic id and partition index.
+func (r *tpkg_Registry) PartitionByID(id [16]byte, idx int32) (*tpkg_Topic, *tpkg_Partition, int16) {
+	t := r.GetID(id)
 	if t == nil {
 		return nil, nil, kerr.UnknownTopicID.Code
 	}
-	p := r.partition(t.name, idx)
+	p := r.Partition(t.Name, idx)
 	if p == nil {
 		return t, nil, kerr.UnknownTopicOrPartition.Code
 	}
 	return t, p, 0
 }
 
-// partitionCount returns the number of partitions of t.
-func (r *topicRegistry) partitionCount(t *topic) int32 {
+// PartitionCount returns the number of partitions of t.
+func (r *tpkg_Registry) PartitionCount(t *tpkg_Topic) int32 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return int32(len(t.partitions))
 }
 
-// validTopicName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
+// tpkg_ValidName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
 // not "." or "..".
-func validTopicName(name string) error {
+func tpkg_ValidName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > 249 {
 		return fmt.Errorf("%w: %q", kafkaerr.ErrInvalidTopic, name)
 	}
@@ -187,7 +187,7 @@ func validTopicName(name string) error {
 	return nil
 }
 
-func newTopicID() [16]byte {
+func tpkg_newID() [16]byte {
 	var id [16]byte
 	for {
 		if _, err := rand.Read(id[:]); err != nil {
@@ -206,12 +206,12 @@ func (b *Broker) partitionDir(topicName string, idx int32) string {
 }
 
 // openPartition opens (recovering) or creates a partition log.
-func (b *Broker) openPartition(t *topic, idx int32, configs map[string]string) (*partition, error) {
-	lp, err := slog.Open(b.fs, b.partitionDir(t.name, idx), b.logConfig(configs), b.lg.Named("log").With(zap.String("topic", t.name), zap.Int32("partition", idx)))
+func (b *Broker) openPartition(t *tpkg_Topic, idx int32, configs map[string]string) (*tpkg_Partition, error) {
+	lp, err := slog.Open(b.fs, b.partitionDir(t.Name, idx), b.logConfig(configs), b.lg.Named("log").With(zap.String("topic", t.Name), zap.Int32("partition", idx)))
 	if err != nil {
-		return nil, fmt.Errorf("broker: open %s-%d: %w", t.name, idx, err)
+		return nil, fmt.Errorf("broker: open %s-%d: %w", t.Name, idx, err)
 	}
-	return &partition{topic: t.name, index: idx, log: lp, m: b.metrics.Topic(t.name)}, nil
+	return &tpkg_Partition{Topic: t.Name, Index: idx, Log: lp, M: b.metrics.Topic(t.Name)}, nil
 }
 
 // loadTopics opens every topic recorded in the metadata store and removes
@@ -225,7 +225,7 @@ func (b *Broker) loadTopics() error {
 	// Partitions recover in parallel: after a crash each re-reads the
 	// unflushed tail of its newest segment, CPU (CRC) and disk bound.
 	known := map[string]bool{}
-	topics := make([]*topic, len(recs))
+	topics := make([]*tpkg_Topic, len(recs))
 	var (
 		wg    sync.WaitGroup
 		errMu sync.Mutex
@@ -233,14 +233,14 @@ func (b *Broker) loadTopics() error {
 	)
 	sem := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 	for ti, rec := range recs {
-		t := &topic{name: rec.Name, id: rec.ID, configs: rec.Configs}
+		t := &tpkg_Topic{Name: rec.Name, ID: rec.ID, configs: rec.Configs}
 		if t.configs == nil {
 			t.configs = map[string]string{}
 		}
-		t.partitions = make([]*partition, rec.Partitions)
+		t.partitions = make([]*tpkg_Partition, rec.Partitions)
 		topics[ti] = t
 		for i := int32(0); i < rec.Partitions; i++ {
-			known[filepath.Base(b.partitionDir(t.name, i))] = true
+			known[filepath.Base(b.partitionDir(t.Name, i))] = true
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
@@ -261,15 +261,15 @@ func (b *Broker) loadTopics() error {
 		for _, t := range topics {
 			for _, p := range t.partitions {
 				if p != nil {
-					p.log.Close()
+					p.Log.Close()
 				}
 			}
 		}
 		return errors.Join(errs...)
 	}
 	for _, t := range topics {
-		b.topics.mu.byName[t.name] = t
-		b.topics.mu.byID[t.id] = t
+		b.topics.mu.byName[t.Name] = t
+		b.topics.mu.byID[t.ID] = t
 	}
 	logs := filepath.Join(b.cfg.DataDir, "logs")
 	entries, err := os.ReadDir(logs)
@@ -289,17 +289,17 @@ func (b *Broker) loadTopics() error {
 
 // createTopic validates, persists, then opens a new topic. configs must
 // already be validated. adminMu serialises topic creation and deletion.
-func (b *Broker) createTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (*topic, error) {
-	if err := validTopicName(name); err != nil {
+func (b *Broker) createTopic(name string, partitions int32, configs map[string]string, validateOnly bool) (*tpkg_Topic, error) {
+	if err := tpkg_ValidName(name); err != nil {
 		return nil, err
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if b.topics.get(name) != nil {
+	if b.topics.Get(name) != nil {
 		return nil, kafkaerr.ErrTopicExists
 	}
 	if validateOnly {
-		return &topic{name: name, configs: configs}, nil
+		return &tpkg_Topic{Name: name, configs: configs}, nil
 	}
 	// A deletion of this name whose clean-up failed (its offsets are
 	// still there) is finished first, or the name stays taken.
@@ -309,7 +309,7 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 	if configs == nil {
 		configs = map[string]string{}
 	}
-	t := &topic{name: name, id: newTopicID(), configs: configs}
+	t := &tpkg_Topic{Name: name, ID: tpkg_newID(), configs: configs}
 	for i := int32(0); i < partitions; i++ {
 		// A directory left by a deleted topic of the same name must not be
 		// adopted.
@@ -333,7 +333,7 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 	}
 	b.topics.mu.Lock()
 	b.topics.mu.byName[name] = t
-	b.topics.mu.byID[t.id] = t
+	b.topics.mu.byID[t.ID] = t
 	b.topics.mu.Unlock()
 	b.lg.Info("created topic", zap.String("topic", name), zap.Int32("partitions", partitions))
 	return t, nil
@@ -348,29 +348,29 @@ func (b *Broker) createTopic(name string, partitions int32, configs map[string]s
 // topic record also records the clean-up as pending (metaStore.deleteTopic)
 // until it has finished; a start-up finishes one a crash interrupted, and
 // creating the name again one that failed (finishTopicDeletions).
-func (b *Broker) deleteTopic(t *topic) error {
+func (b *Broker) deleteTopic(t *tpkg_Topic) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if b.topics.get(t.name) != t {
+	if b.topics.Get(t.Name) != t {
 		return kafkaerr.ErrUnknownTopic // deleted (and maybe re-created) meanwhile
 	}
-	if err := b.meta.deleteTopic(t.name, t.id); err != nil {
+	if err := b.meta.deleteTopic(t.Name, t.ID); err != nil {
 		return err
 	}
 	b.topics.mu.Lock()
-	delete(b.topics.mu.byName, t.name)
-	delete(b.topics.mu.byID, t.id)
+	delete(b.topics.mu.byName, t.Name)
+	delete(b.topics.mu.byID, t.ID)
 	parts := t.partitions
 	b.topics.mu.Unlock()
 	var errs []error
 	for _, p := range parts {
-		p.notify()
-		errs = append(errs, p.log.Delete())
+		p.Notify()
+		errs = append(errs, p.Log.Delete())
 	}
-	b.metrics.ForgetTopic(t.name)
-	b.dedup.forget(t.id)
-	b.lg.Info("deleted topic", zap.String("topic", t.name))
-	errs = append(errs, b.finishTopicDeletion(deletedTopic{t.name, t.id}))
+	b.metrics.ForgetTopic(t.Name)
+	b.dedup.forget(t.ID)
+	b.lg.Info("deleted topic", zap.String("topic", t.Name))
+	errs = append(errs, b.finishTopicDeletion(deletedTopic{t.Name, t.ID}))
 	return errors.Join(errs...)
 }
 
@@ -384,7 +384,7 @@ func (b *Broker) finishTopicDeletion(d deletedTopic) error {
 		}
 	}
 	var dropErr error
-	if b.topics.get(d.name) == nil {
+	if b.topics.Get(d.name) == nil {
 		dropErr = b.groups.dropTopicOffsets(d.name)
 	} else {
 		// Cannot happen (a name is used again only once this is done),
@@ -420,13 +420,13 @@ func (b *Broker) finishTopicDeletions(name string) error {
 }
 
 // addPartitions grows a topic to count partitions.
-func (b *Broker) addPartitions(t *topic, count int32, validateOnly bool) error {
+func (b *Broker) addPartitions(t *tpkg_Topic, count int32, validateOnly bool) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if b.topics.get(t.name) != t {
+	if b.topics.Get(t.Name) != t {
 		return kafkaerr.ErrUnknownTopic
 	}
-	parts, configs := b.topics.snapshot(t)
+	parts, configs := b.topics.Snapshot(t)
 	cur := int32(len(parts))
 	if count <= cur {
 		return fmt.Errorf("%w: topic currently has %d partitions, which is higher than or equal to the requested %d", kafkaerr.ErrInvalidPartitions, cur, count)
@@ -440,9 +440,9 @@ func (b *Broker) addPartitions(t *topic, count int32, validateOnly bool) error {
 	if err := b.meta.putTopic(rec); err != nil {
 		return err
 	}
-	var added []*partition
+	var added []*tpkg_Partition
 	for i := cur; i < count; i++ {
-		if err := os.RemoveAll(b.partitionDir(t.name, i)); err != nil {
+		if err := os.RemoveAll(b.partitionDir(t.Name, i)); err != nil {
 			return err
 		}
 		p, err := b.openPartition(t, i, configs)

@@ -496,14 +496,14 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 		t.mu.Unlock()
 	}
 	dirty := map[*txn]bool{}
-	for _, top := range c.b.topics.all() {
-		parts, _ := c.b.topics.snapshot(top)
+	for _, top := range c.b.topics.All() {
+		parts, _ := c.b.topics.Snapshot(top)
 		for _, p := range parts {
-			for _, pi := range p.log.Producers() {
+			for _, pi := range p.Log.Producers() {
 				if pi.CurrentTxnStartOffset < 0 {
 					continue
 				}
-				tp := groupTP{p.topic, p.index}
+				tp := groupTP{p.Topic, p.Index}
 				t := byPID[pi.ProducerID]
 				epoch := pi.Epoch
 				if t != nil {
@@ -638,8 +638,8 @@ func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
 		// Its markers may wait for appends that t.mu, held here, keeps
 		// the producer from making (markerSyncDelay).
 		for _, tp := range cmp.tps {
-			if p := c.b.topics.partition(tp.topic, tp.partition); p != nil {
-				c.b.syncer.hurry(p)
+			if p := c.b.topics.Partition(tp.topic, tp.partition); p != nil {
+				c.b.syncer.Hurry(p)
 			}
 		}
 	}
@@ -1169,7 +1169,7 @@ func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
 
 // markerWait is one marker's pending fsync.
 type markerWait struct {
-	p  *partition
+	p  *tpkg_Partition
 	ch <-chan error
 }
 
@@ -1193,24 +1193,24 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 	var waits []markerWait
 	var errs []error
 	for _, tp := range tps {
-		p := c.b.topics.partition(tp.topic, tp.partition)
+		p := c.b.topics.Partition(tp.topic, tp.partition)
 		if p == nil {
 			continue // deleted with its topic: nothing to mark
 		}
-		if e, ok := p.log.ProducerEpoch(pid); bumped && ok && e >= epoch {
+		if e, ok := p.Log.ProducerEpoch(pid); bumped && ok && e >= epoch {
 			// Marked already, but maybe not durable yet (its fsync
 			// may even have failed): wait for everything appended.
-			if leo := p.log.LogEndOffset(); leo > 0 {
-				waits = append(waits, markerWait{p: p, ch: c.b.syncer.appended(p, leo-1, leo, true)})
+			if leo := p.Log.LogEndOffset(); leo > 0 {
+				waits = append(waits, markerWait{p: p, ch: c.b.syncer.Appended(p, leo-1, leo, true)})
 			}
 			continue
 		}
-		res, err := p.log.WriteMarker(slog.Marker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit}, now)
+		res, err := p.Log.WriteMarker(slog.Marker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit}, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.topic, tp.partition, err))
 			continue
 		}
-		waits = append(waits, markerWait{p: p, ch: c.b.syncer.appendedLazy(p, res.BaseOffset, res.LastOffset+1, delay)})
+		waits = append(waits, markerWait{p: p, ch: c.b.syncer.AppendedLazy(p, res.BaseOffset, res.LastOffset+1, delay)})
 	}
 	return waits, errors.Join(errs...)
 }
@@ -1226,7 +1226,7 @@ func waitMarkers(waits []markerWait) error {
 			// fsync=interval: a marker is made durable at once all the
 			// same, so a crash never leaves a decided transaction open in
 			// a partition (its last stable offset would be stuck).
-			_, err = w.p.log.Sync()
+			_, err = w.p.Log.Sync()
 		}
 		if err != nil {
 			errs = append(errs, err)

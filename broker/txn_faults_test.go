@@ -102,10 +102,10 @@ func TestDedupFirstCopySyncFailure(t *testing.T) {
 	}
 	require.Error(t, cl.ProduceSync(ctx, to(0)).FirstErr(), "the first copy's fsync failed")
 	require.NoError(t, cl.ProduceSync(ctx, to(1)).FirstErr())
-	p1 := b.topics.partition("dd", 1)
-	require.Equal(t, int64(1), p1.log.HighWatermark(), "stored and durable in partition 1")
+	p1 := b.topics.Partition("dd", 1)
+	require.Equal(t, int64(1), p1.Log.HighWatermark(), "stored and durable in partition 1")
 	require.NoError(t, cl.ProduceSync(ctx, to(1)).FirstErr())
-	require.Equal(t, int64(2), p1.log.LogEndOffset(), "the next one is a duplicate again: a batch without records")
+	require.Equal(t, int64(2), p1.Log.LogEndOffset(), "the next one is a duplicate again: a batch without records")
 }
 
 // TestTV2ExhaustedEpochFailedCompletion: EndTxn v5 at an exhausted epoch

@@ -150,7 +150,7 @@ func TestTxnOffsetCommitVsTopicDeletion(t *testing.T) {
 				require.Equal(t, "NONE", code, "checked before the deletion")
 			}
 			<-deleted
-			require.Nil(t, b.topics.get("td"))
+			require.Nil(t, b.topics.Get("td"))
 			require.Zero(t, r.end(true))
 			createTopicRaw(t, b, "td", 1)
 			off, code := r.fetchOffset("g", "td", 0, true)

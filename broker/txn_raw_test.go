@@ -269,9 +269,9 @@ func TestTxnTimeoutAbortsAndFences(t *testing.T) {
 	require.Equal(t, r.epoch+1, d.ProducerEpoch)
 	require.Equal(t, "INVALID_PRODUCER_EPOCH", codeName(r.produce("to", 0, 1, "late")))
 	require.Equal(t, "PRODUCER_FENCED", codeName(r.end(true)))
-	p := b.topics.partition("to", 0)
-	require.Equal(t, p.log.HighWatermark(), p.log.LastStableOffset())
-	require.Len(t, p.log.AbortedTransactions(0, p.log.HighWatermark()), 1)
+	p := b.topics.Partition("to", 0)
+	require.Equal(t, p.Log.HighWatermark(), p.Log.LastStableOffset())
+	require.Len(t, p.Log.AbortedTransactions(0, p.Log.HighWatermark()), 1)
 
 	// The fenced producer's KIP-360 bump, naming the epoch it had, is
 	// fenced too (Kafka's prepareFenceProducerEpoch leaves
@@ -365,8 +365,8 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 	require.Equal(t, int64(7), off)
 	require.Equal(t, []string{"kept"}, collect(t, b2, "rc", kgoReadCommitted, 1))
 	require.Eventually(t, func() bool { return open.describe().State == "CompleteAbort" }, 15*time.Second, 20*time.Millisecond)
-	p := b2.topics.partition("rc", 0)
-	require.Eventually(t, func() bool { return p.log.HighWatermark() == p.log.LastStableOffset() }, 5*time.Second, 10*time.Millisecond)
+	p := b2.topics.Partition("rc", 0)
+	require.Eventually(t, func() bool { return p.Log.HighWatermark() == p.Log.LastStableOffset() }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"kept"}, collect(t, b2, "rc", kgoReadCommitted, 1))
 }
 

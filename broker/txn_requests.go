@@ -99,7 +99,7 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	for i, rt := range topics {
 		codes[i] = make([]int16, len(rt.partitions))
 		for j, p := range rt.partitions {
-			if b.topics.partition(rt.topic, p) == nil {
+			if b.topics.Partition(rt.topic, p) == nil {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				unknown = true
 			}

@@ -29,9 +29,9 @@ func (r *rawTxn) fetchOffsetAt(v int16, group, topic string, part int32, stable 
 	rt := kmsg.NewOffsetFetchRequestGroupTopic()
 	rt.Topic, rt.Partitions = topic, []int32{part}
 	if v >= 10 {
-		tt := r.c.b.topics.get(topic)
+		tt := r.c.b.topics.Get(topic)
 		require.NotNil(r.c.t, tt)
-		rt.Topic, rt.TopicID = "", tt.id
+		rt.Topic, rt.TopicID = "", tt.ID
 	}
 	rg.Topics = append(rg.Topics, rt)
 	req.Groups = append(req.Groups, rg)

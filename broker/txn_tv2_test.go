@@ -725,8 +725,8 @@ func TestTV2RestartAbortsOrphanedTxn(t *testing.T) {
 	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
 	tx.mu.Unlock()
 	// (b) A transactional batch of a producer id nothing knows.
-	p1 := b.topics.partition("or", 1)
-	_, err := p1.log.Append(txnRecordBatch(987654, 3, 0, "stray"), time.Now())
+	p1 := b.topics.Partition("or", 1)
+	_, err := p1.Log.Append(txnRecordBatch(987654, 3, 0, "stray"), time.Now())
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 
