@@ -173,7 +173,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	if cr, err := e.adm.CreatePartitions(e.ctx, 2, "orders"); err != nil || cr["orders"].Err != nil {
 		t.Fatalf("create partitions: %v %+v", err, cr)
 	}
-	if n := len(e.b.topics.Get("orders").partitions); n != 5 {
+	if n := int(e.b.topics.PartitionCount(e.b.topics.Get("orders"))); n != 5 {
 		t.Errorf("partitions after growth: %d", n)
 	}
 	for _, set := range []int{5, 4} {
@@ -182,7 +182,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 			t.Errorf("update partitions to %d: %v %+v", set, err, cr["orders"])
 		}
 	}
-	if cr, _ := e.adm.ValidateUpdatePartitions(e.ctx, 9, "orders"); cr["orders"].Err != nil || len(e.b.topics.Get("orders").partitions) != 5 {
+	if cr, _ := e.adm.ValidateUpdatePartitions(e.ctx, 9, "orders"); cr["orders"].Err != nil || int(e.b.topics.PartitionCount(e.b.topics.Get("orders"))) != 5 {
 		t.Errorf("validate-only create partitions: %+v", cr["orders"])
 	}
 	if cr, _ := e.adm.CreatePartitions(e.ctx, 1, "missing"); !errors.Is(cr["missing"].Err, kerr.UnknownTopicOrPartition) {
@@ -286,10 +286,10 @@ func TestAdminCreateTopicsInvalid(t *testing.T) {
 			t.Errorf("%s: message %v, partitions %d", st.Topic, st.ErrorMessage, st.NumPartitions)
 		}
 	}
-	if n := len(e.b.topics.Get("ok").partitions); n != 2 {
+	if n := int(e.b.topics.PartitionCount(e.b.topics.Get("ok"))); n != 2 {
 		t.Errorf("NumPartitions -1 made %d partitions, want num.partitions 2", n)
 	}
-	if n := len(e.b.topics.Get("assign").partitions); n != 2 {
+	if n := int(e.b.topics.PartitionCount(e.b.topics.Get("assign"))); n != 2 {
 		t.Errorf("manual assignment made %d partitions", n)
 	}
 

@@ -43,7 +43,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/configs"
+	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -55,7 +57,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	b := c.b
 	type waitFor struct {
 		ch   <-chan error
-		deps dedupDeps // dedup.go: the first copies of dropped duplicates, and this append
+		deps dedup.Deps // package dedup: the first copies of dropped duplicates, and this append
 		rp   *kmsg.ProduceResponseTopicPartition
 	}
 	var waits []waitFor
@@ -82,12 +84,12 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
 		t := b.topics.Get(rt.Topic)
 		minISR := int64(1)
-		var dedup dedupSettings // window 0: off
+		var dd dedup.Settings // window 0: off
 		if t != nil {
 			_, cfgs := b.topics.Snapshot(t)
 			v, _ := b.topicConfigValue(cfgs, "min.insync.replicas")
 			minISR = configs.Int(v, 1)
-			dedup = b.dedupSettingsFor(cfgs)
+			dd = b.dedupSettingsFor(cfgs)
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -96,7 +98,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
-			var p *tpkg_Partition
+			var p *topics.Partition
 			if t != nil {
 				p = b.topics.Partition(rt.Topic, rp.Partition)
 			}
@@ -116,7 +118,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorMessage = &msg
 			case req.TransactionID != nil && !b.txns.admitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, req.Version >= 12, now, &sp):
 			default:
-				res, deps, err := b.appendDeduped(t, p, dedup, rp.Records, now) // p.log.Append without a dedup window
+				res, deps, err := b.dedup.Append(t, p, dd, rp.Records, now) // p.Log.Append without a dedup window
 				if err != nil {
 					sp.ErrorCode = kafkaerr.Code(err)
 					msg := err.Error()
@@ -136,7 +138,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || len(deps.first) > 0 && req.Acks != 0 {
+				if ch := b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || deps.Waits() > 0 && req.Acks != 0 {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, deps: deps, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue
@@ -166,13 +168,11 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			var err error
 			if w.ch != nil {
 				if err = <-w.ch; err != nil {
-					w.deps.own.forgetIDs() // not stored: a retry must store it
+					w.deps.Failed() // not stored: a retry must store it
 				}
 			}
-			for _, d := range w.deps.first {
-				if err == nil {
-					err = d.durable(b)
-				}
+			if err == nil {
+				err = w.deps.Wait()
 			}
 			if err != nil {
 				w.rp.ErrorCode = kafkaerr.Code(err)

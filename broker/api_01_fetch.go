@@ -36,6 +36,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -181,7 +182,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	}
 
 	// Resolve partitions once.
-	parts := make([]*tpkg_Partition, len(items))
+	parts := make([]*topics.Partition, len(items))
 	for i, it := range items {
 		if it.err != 0 {
 			continue
@@ -349,7 +350,7 @@ func (c *conn) recordBuf() *[]byte {
 // batch) and per-partition limits. It returns the buffer, the bytes read
 // and whether any partition has an error (which completes a long poll at
 // once).
-func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*tpkg_Partition, maxBytes int32, readCommitted bool) ([]byte, int, bool) {
+func (b *Broker) fetchOnce(buf []byte, items []*fetchItem, parts []*topics.Partition, maxBytes int32, readCommitted bool) ([]byte, int, bool) {
 	// Kafka's fetch.max.bytes caps what one response may carry whatever
 	// the client asks, bounding the broker's memory per fetch.
 	budget := min(int(maxBytes), fetchMaxBytes)

@@ -40,6 +40,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 func init() { registerSimple(2, 1, 10, handleListOffsets) }
@@ -65,7 +67,7 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			minVersion, special := listOffsetsMinVersion[rp.Timestamp]
-			var p *tpkg_Partition
+			var p *topics.Partition
 			switch {
 			case seen[tpKey{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
@@ -94,7 +96,7 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 // listOffset answers one partition: offset and timestamp, -1 for none.
-func listOffset(p *tpkg_Partition, ts int64, consumer, readCommitted bool) (offset, timestamp int64) {
+func listOffset(p *topics.Partition, ts int64, consumer, readCommitted bool) (offset, timestamp int64) {
 	switch ts {
 	case -1:
 		if !consumer {

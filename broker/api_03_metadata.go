@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 func init() { registerSimple(3, 0, 12, handleMetadata) }
@@ -54,7 +55,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	for _, rt := range req.Topics {
-		var t *tpkg_Topic
+		var t *topics.Topic
 		if rt.Topic == nil || *rt.Topic == "" {
 			if rt.TopicID == [16]byte{} {
 				st := kmsg.NewMetadataResponseTopic()
@@ -78,7 +79,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 		if t == nil {
 			st := kmsg.NewMetadataResponseTopic()
 			st.Topic = &name
-			if err := tpkg_ValidName(name); err != nil {
+			if err := topics.ValidName(name); err != nil {
 				st.ErrorCode = kerr.InvalidTopicException.Code
 				resp.Topics = append(resp.Topics, st)
 				continue
@@ -89,7 +90,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				continue
 			}
 			var err error
-			t, err = b.createTopic(name, b.cfg.DefaultPartitions, nil, false)
+			t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, nil, false)
 			if err == kafkaerr.ErrTopicExists {
 				t = b.topics.Get(name)
 			}
@@ -107,7 +108,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	return resp
 }
 
-func (b *Broker) metadataTopic(t *tpkg_Topic, withOps bool) kmsg.MetadataResponseTopic {
+func (b *Broker) metadataTopic(t *topics.Topic, withOps bool) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	st.Topic = &name

@@ -3,8 +3,8 @@ package broker
 // CreateTopics (19).
 //
 // Behavior: each topic is checked, then persisted to the metadata store,
-// then its partition logs are created, then it is answered (createTopic
-// in topics.go). Checks, with Kafka's codes and wording:
+// then its partition logs are created, then it is answered (topics.Admin.Create).
+// Checks, with Kafka's codes and wording:
 //
 //   - a name given twice in one request: INVALID_REQUEST "Duplicate topic
 //     name.", answered once for that name, as Kafka does;
@@ -47,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 func init() { registerSimple(19, 2, 7, handleCreateTopics) }
@@ -89,7 +90,7 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		case total > maxPartitionsPerRequest:
 			err = kafkaerr.Refuse(kafkaerr.ErrPolicyViolation, "Excessively large number of partitions per request.")
 		default:
-			var t *tpkg_Topic
+			var t *topics.Topic
 			var partitions int32
 			// controller_mutation_rate (quota_mutation.go): refused while
 			// over it in reject mode (v6+), else charged once created.
@@ -124,9 +125,9 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 // (unless validateOnly). It returns the topic, whose configs are its
 // overrides and whose id is zero under validateOnly, and its partition
 // count.
-func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*tpkg_Topic, int32, error) {
+func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, int32, error) {
 	name := rt.Topic
-	if err := tpkg_ValidName(name); err != nil {
+	if err := topics.ValidName(name); err != nil {
 		return nil, 0, err
 	}
 	if b.topics.Get(name) != nil {
@@ -149,7 +150,7 @@ func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		}
 		configs[cfg.Name] = *cfg.Value
 	}
-	t, err := b.createTopic(name, partitions, configs, validateOnly)
+	t, err := b.topicAdmin.Create(name, partitions, configs, validateOnly)
 	if errors.Is(err, kafkaerr.ErrTopicExists) {
 		err = kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
 	}

@@ -4,7 +4,7 @@ package broker
 //
 // Behavior: each topic is removed from the metadata store first (so it
 // stays deleted after a crash), then from the registry, then its logs are
-// deleted (deleteTopic in topics.go); long polls on its partitions are
+// deleted (topics.Admin.Delete); long polls on its partitions are
 // woken. An unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown id
 // UNKNOWN_TOPIC_ID. A name or id given twice in one request gets
 // INVALID_REQUEST ("Duplicate topic name." / "Duplicate topic id."),
@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 func init() { registerSimple(20, 1, 6, handleDeleteTopics) }
@@ -71,7 +72,7 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			answeredID[rt.TopicID] = true
 			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic id.")
 		default:
-			var t *tpkg_Topic
+			var t *topics.Topic
 			if rt.Topic != nil {
 				if t = b.topics.Get(*rt.Topic); t == nil {
 					err = kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "This server does not host this topic-partition.")
@@ -90,7 +91,7 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 				// Committed offsets and share-group state of the topic
 				// go with it (deleteTopic), so a re-created topic of the
 				// same name starts fresh.
-				err = b.deleteTopic(t)
+				err = b.topicAdmin.Delete(t)
 				if err == nil {
 					c.mutationCharge(req.Version >= 5, len(parts))
 				}

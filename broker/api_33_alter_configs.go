@@ -87,7 +87,7 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 			}
 			next[cfg.Name] = *cfg.Value
 		}
-		return b.updateTopicConfigs(t, validateOnly, func(map[string]string) (map[string]string, error) {
+		return b.topicAdmin.UpdateConfigs(t, validateOnly, func(map[string]string) (map[string]string, error) {
 			return next, nil
 		})
 	case kmsg.ConfigResourceTypeBroker:

@@ -3,9 +3,8 @@ package broker
 // CreatePartitions (37).
 //
 // Behavior: grows a topic to Count partitions: the new count is persisted
-// first, then the new partition logs are created (addPartitions in
-// topics.go). Partitions never shrink. Checks, with Kafka's codes and
-// wording:
+// first, then the new partition logs are created (topics.Admin.AddPartitions).
+// Partitions never shrink. Checks, with Kafka's codes and wording:
 //
 //   - a topic named twice in one request: INVALID_REQUEST "Duplicate
 //     topic name.", answered once;
@@ -114,8 +113,8 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 			}
 		}
 	}
-	if err := b.addPartitions(t, rt.Count, validateOnly); err != nil {
-		// addPartitions re-checks the count under adminMu; losing that
+	if err := b.topicAdmin.AddPartitions(t, rt.Count, validateOnly); err != nil {
+		// AddPartitions re-checks the count under its lock; losing that
 		// race to a concurrent CreatePartitions is still a count error.
 		if now, _ := b.topics.Snapshot(t); int32(len(now)) >= rt.Count {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "%v", err)

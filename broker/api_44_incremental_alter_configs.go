@@ -150,7 +150,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 			},
 			bad: kafkaerr.ErrInvalidConfig,
 		}
-		return b.updateTopicConfigs(t, validateOnly, func(cur map[string]string) (map[string]string, error) {
+		return b.topicAdmin.UpdateConfigs(t, validateOnly, func(cur map[string]string) (map[string]string, error) {
 			return ops.apply(cur, rr.Configs)
 		})
 	case kmsg.ConfigResourceTypeBroker:

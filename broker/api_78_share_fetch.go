@@ -70,6 +70,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
@@ -194,7 +195,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	type target struct {
 		tp shareTP
 		sp *sharePart
-		lp *tpkg_Partition
+		lp *topics.Partition
 	}
 	parts := sess.mu.parts
 	errs := map[shareTP]int16{}

@@ -16,8 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/configs"
+	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/broker/quota"
+	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -29,9 +31,12 @@ type Broker struct {
 	fs        slog.FS
 	meta      *metaStore
 	clusterID string
-	topics    *tpkg_Registry
-	dedup     *dedupWindow // the dedup window's ids per topic, dedup.go
-	syncer    *tpkg_Syncer
+	topics    *topics.Registry // the topics and their partitions: package topics
+	// topicAdmin creates, deletes, grows and reconfigures topics, one at
+	// a time; dynamic broker config changes run under its lock too.
+	topicAdmin *topics.Admin
+	dedup      *dedup.Window // the dedup window's ids per topic: package dedup
+	syncer     *topics.Syncer
 
 	fetchSessions *fetchSessionCache
 	groups        *groupCoordinator
@@ -45,10 +50,6 @@ type Broker struct {
 	// is visible to whoever loads it true.
 	ready  atomic.Bool
 	quotas *quota.Manager // client quotas and rate limits: package quota
-
-	// adminMu serialises topic creation, deletion, partition growth and
-	// config changes (rare, and they do disk I/O).
-	adminMu sync.Mutex
 
 	// dyn holds dynamic broker config overrides (IncrementalAlterConfigs
 	// on the broker resource), persisted in the metadata store.
@@ -96,8 +97,7 @@ func Start(cfg Config) (*Broker, error) {
 		cfg:           cfg,
 		lg:            lg,
 		fs:            slog.OSFS(),
-		topics:        tpkg_NewRegistry(),
-		dedup:         newDedupWindow(),
+		topics:        topics.NewRegistry(),
 		fetchSessions: newFetchSessionCache(1000),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -128,7 +128,7 @@ func Start(cfg Config) (*Broker, error) {
 		if b.shares != nil {
 			b.shares.close()
 		}
-		b.closeLogs()
+		b.topics.Close()
 		b.meta.Close()
 		return nil, err
 	}
@@ -144,8 +144,19 @@ func Start(cfg Config) (*Broker, error) {
 	if b.quotas, err = quota.New(b.meta.DB(), throttled); err != nil {
 		return fail(err)
 	}
+	b.syncer = topics.NewSyncer(topics.SyncOptions{Always: cfg.Fsync == FsyncAlways, FlushInterval: cfg.FlushInterval,
+		FsyncSeconds: b.metrics.FsyncSeconds, Logger: lg, Stop: b.syncStop})
+	b.dedup = dedup.New(dedup.Options{Registry: b.topics, Syncer: b.syncer, Always: cfg.Fsync == FsyncAlways, Logger: lg})
+	b.topicAdmin = topics.NewAdmin(topics.Options{
+		Registry: b.topics, Store: b.meta.Store, DataDir: cfg.DataDir, FS: b.fs,
+		LogConfig: b.logConfig, Metrics: b.metrics, Logger: lg,
+		Forget:         b.dedup.Forget,
+		DropOffsets:    func(topic string) error { return b.groups.dropTopicOffsets(topic) },
+		DropShareState: b.deleteShareTopicState,
+		BeforeCleanup:  cfg.beforeTopicCleanup,
+	})
 	began := time.Now()
-	if err := b.loadTopics(); err != nil {
+	if err := b.topicAdmin.Load(); err != nil {
 		return fail(err)
 	}
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
@@ -158,13 +169,12 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.groups.load(); err != nil {
 		return fail(err)
 	}
-	b.syncer = newSyncer(b)
 	b.txns = newTxnCoordinator(b)
 	if err := b.txns.load(); err != nil {
 		return fail(err)
 	}
 	b.txns.recover() // complete transactions decided before a crash
-	if err := b.finishTopicDeletions(""); err != nil {
+	if err := b.topicAdmin.FinishDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))
 	}
 	b.ln, err = net.Listen("tcp", cfg.ListenAddr)
@@ -340,21 +350,10 @@ func (b *Broker) Close() error {
 		b.txns.finishing.Wait()
 		b.groups.close()
 		b.shares.close()
-		b.closeErr = errors.Join(b.closeLogs(), b.meta.Close())
+		b.closeErr = errors.Join(b.topics.Close(), b.meta.Close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))
 	})
 	return b.closeErr
-}
-
-func (b *Broker) closeLogs() error {
-	var errs []error
-	for _, t := range b.topics.All() {
-		parts, _ := b.topics.Snapshot(t)
-		for _, p := range parts {
-			errs = append(errs, p.Log.Close())
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func (b *Broker) retentionLoop() {
@@ -365,25 +364,7 @@ func (b *Broker) retentionLoop() {
 		case <-b.ctx.Done():
 			return
 		case now := <-tk.C:
-			b.enforceRetention(now)
-		}
-	}
-}
-
-func (b *Broker) enforceRetention(now time.Time) {
-	for _, t := range b.topics.All() {
-		parts, _ := b.topics.Snapshot(t)
-		for _, p := range parts {
-			n, err := p.Log.EnforceRetention(now)
-			if err != nil {
-				b.lg.Error("retention failed", zap.String("topic", t.Name), zap.Int32("partition", p.Index), zap.Error(err))
-			} else if n > 0 {
-				b.lg.Info("retention deleted segments", zap.String("topic", t.Name), zap.Int32("partition", p.Index), zap.Int64("bytes", n))
-				// The log start moved: fetches waiting below it get
-				// OFFSET_OUT_OF_RANGE now, and share fetches what the
-				// share-partition's advanced window frees.
-				p.Notify()
-			}
+			b.topics.EnforceRetention(now, b.lg)
 		}
 	}
 }
@@ -464,7 +445,7 @@ func (b *Broker) connClosed(c *conn) {
 	}
 }
 
-func zapPartition(p *tpkg_Partition) zap.Field {
+func zapPartition(p *topics.Partition) zap.Field {
 	return zap.String("partition", p.Topic+"-"+strconv.Itoa(int(p.Index)))
 }
 

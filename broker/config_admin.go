@@ -3,7 +3,7 @@ package broker
 // Config administration shared by DescribeConfigs (32), AlterConfigs (33),
 // IncrementalAlterConfigs (44) and CreateTopics (19): describing topic and
 // broker configs as entries, and the two read-modify-write paths that
-// change them under Broker.adminMu.
+// change them under the topic Admin's lock (package topics).
 //
 // Persist, then answer: a change is written to the metadata store before
 // it is applied in memory and to the partition logs, and the response is
@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 // topicConfigEntries describes every topic config of a topic with the
@@ -61,8 +62,8 @@ func (b *Broker) topicConfigEntries(overrides map[string]string) []configs.Entry
 }
 
 // checkTopicResource resolves the topic of a TOPIC config resource.
-func (b *Broker) checkTopicResource(name string) (*tpkg_Topic, error) {
-	if err := tpkg_ValidName(name); err != nil {
+func (b *Broker) checkTopicResource(name string) (*topics.Topic, error) {
+	if err := topics.ValidName(name); err != nil {
 		return nil, err
 	}
 	t := b.topics.Get(name)
@@ -72,47 +73,17 @@ func (b *Broker) checkTopicResource(name string) (*tpkg_Topic, error) {
 	return t, nil
 }
 
-// updateTopicConfigs replaces t's overrides with update(current) (update
-// gets a private copy and validates), persists them, and applies them to
-// every partition log. Nothing changes when update fails or validateOnly
-// is set. It holds adminMu throughout, so concurrent read-modify-writes
-// of the same topic cannot lose updates and a topic deleted meanwhile is
-// reported unknown instead of being written back.
-func (b *Broker) updateTopicConfigs(t *tpkg_Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	if b.topics.Get(t.Name) != t {
-		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
-	}
-	parts, cur := b.topics.Snapshot(t)
-	next, err := update(cur)
-	if err != nil || validateOnly {
-		return err
-	}
-	rec := topicRecord{Name: t.Name, ID: t.ID, Partitions: int32(len(parts)), Configs: next}
-	if err := b.meta.putTopic(rec); err != nil {
-		b.lg.Error("persisting topic configs failed", zap.String("topic", t.Name), zap.Error(err))
-		return err
-	}
-	b.topics.mu.Lock()
-	t.configs = next
-	b.topics.mu.Unlock()
-	lc := b.logConfig(next)
-	for _, p := range parts {
-		p.Log.SetConfig(lc)
-	}
-	b.lg.Info("altered topic configs", zap.String("topic", t.Name), zap.Any("configs", next))
-	return nil
-}
-
 // updateBrokerConfigs replaces the dynamic broker config overrides with
 // update(current), persists the difference in one metadata transaction,
 // and re-applies the log config of every partition (the broker defaults
-// sit behind every topic without an override). Like updateTopicConfigs
-// it holds adminMu throughout; b.dyn is only locked to swap the map.
+// sit behind every topic without an override). Like a topic's config
+// change (topics.Admin.UpdateConfigs) it holds the topic Admin's lock
+// throughout; b.dyn is only locked to swap the map.
 func (b *Broker) updateBrokerConfigs(validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
+	return b.topicAdmin.Exclusive(func() error { return b.updateBrokerConfigsLocked(validateOnly, update) })
+}
+
+func (b *Broker) updateBrokerConfigsLocked(validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
 	cur := b.dynamicBrokerConfigs()
 	next, err := update(b.dynamicBrokerConfigs())
 	if err != nil || validateOnly {

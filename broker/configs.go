@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/configs"
+	"github.com/shoal-mq/shoal/broker/dedup"
 )
 
 // topicConfigDefs are the topic configs Shoal implements. A name outside
@@ -50,7 +51,7 @@ var topicConfigDefs = append([]configs.Def{
 		Doc: "Fetch bytes per second from this topic, all clients together (0: unlimited); over it consumers are throttled.", Check: configs.IntRange(0, math.MaxInt64)},
 	{Name: "unclean.leader.election.enable", BrokerName: "unclean.leader.election.enable", Type: kmsg.ConfigTypeBoolean, Default: "false",
 		Doc: "Accepted for compatibility; meaningless on a single replica.", Check: configs.IsBool},
-}, dedupTopicConfigDefs...) // dedup.go
+}, dedup.ConfigDefs...) // package dedup
 
 var topicConfigByName = func() map[string]*configs.Def {
 	m := make(map[string]*configs.Def, len(topicConfigDefs))
@@ -82,4 +83,9 @@ func sortedTopicConfigNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// dedupSettingsFor resolves the dedup configs of a topic's overrides.
+func (b *Broker) dedupSettingsFor(overrides map[string]string) dedup.Settings {
+	return dedup.SettingsFrom(func(name string) string { v, _ := b.topicConfigValue(overrides, name); return v })
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/records"
 )
 
@@ -75,7 +76,7 @@ func TestDedupAcrossBatchesAndCompression(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "dd-" + tc.name
-			dedupTopic(t, b, topic, 1, dedupWindowConfig, "60000")
+			dedupTopic(t, b, topic, 1, dedup.WindowConfig, "60000")
 			cl := newClient(t, b, tc.opts...)
 			produceAll(t, cl, rec(topic, "a1", "a"), rec(topic, "b1", "b"), rec(topic, "a2", "a"), rec(topic, "n1", ""))
 			produceAll(t, cl, rec(topic, "b2", "b"))
@@ -91,7 +92,7 @@ func TestDedupSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	b := startTest(t, func(c *Config) { c.DataDir = dir })
-	dedupTopic(t, b, "ddr", 2, dedupWindowConfig, "600000")
+	dedupTopic(t, b, "ddr", 2, dedup.WindowConfig, "600000")
 	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	r := rec("ddr", "x1", "x")
 	produceAll(t, cl, r)
@@ -110,7 +111,7 @@ func TestDedupWindowExpires(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
 	// Long enough that e2 lands within the window on a loaded machine.
-	dedupTopic(t, b, "dde", 1, dedupWindowConfig, "3000")
+	dedupTopic(t, b, "dde", 1, dedup.WindowConfig, "3000")
 	cl := newClient(t, b)
 	produceAll(t, cl, rec("dde", "e1", "e"))
 	produceAll(t, cl, rec("dde", "e2", "e"))
@@ -122,7 +123,7 @@ func TestDedupWindowExpires(t *testing.T) {
 func TestDedupContent(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	dedupTopic(t, b, "ddc", 1, dedupWindowConfig, "60000", dedupKeyConfig, "content")
+	dedupTopic(t, b, "ddc", 1, dedup.WindowConfig, "60000", dedup.KeyConfig, "content")
 	cl := newClient(t, b)
 	kv := func(k, v string) *kgo.Record { return &kgo.Record{Topic: "ddc", Key: []byte(k), Value: []byte(v)} }
 	produceAll(t, cl, kv("k", "v"), kv("k", "w"), &kgo.Record{Topic: "ddc", Value: []byte("v")})
@@ -138,8 +139,8 @@ func TestDedupContent(t *testing.T) {
 func TestDedupMessageGroupScope(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	dedupTopic(t, b, "ddg", 1, dedupWindowConfig, "60000", dedupScopeConfig, "message-group", dedupKeyConfig, "header:id",
-		dedupGroupHeaderConfig, "grp")
+	dedupTopic(t, b, "ddg", 1, dedup.WindowConfig, "60000", dedup.ScopeConfig, "message-group", dedup.KeyConfig, "header:id",
+		dedup.GroupHeaderConfig, "grp")
 	cl := newClient(t, b)
 	r := func(v, id, g string) *kgo.Record {
 		return &kgo.Record{Topic: "ddg", Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}, {Key: "grp", Value: []byte(g)}}}
@@ -156,18 +157,18 @@ func TestDedupConfigValidation(t *testing.T) {
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, b))
 	for _, kv := range [][2]string{
-		{dedupWindowConfig, "-1"}, {dedupWindowConfig, "x"}, {dedupWindowConfig, "604800001"},
-		{dedupKeyConfig, "header:"}, {dedupKeyConfig, "key"}, {dedupKeyConfig, ""},
-		{dedupScopeConfig, "queue"}, {dedupGroupHeaderConfig, ""},
+		{dedup.WindowConfig, "-1"}, {dedup.WindowConfig, "x"}, {dedup.WindowConfig, "604800001"},
+		{dedup.KeyConfig, "header:"}, {dedup.KeyConfig, "key"}, {dedup.KeyConfig, ""},
+		{dedup.ScopeConfig, "queue"}, {dedup.GroupHeaderConfig, ""},
 	} {
 		_, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{kv[0]: kadm.StringPtr(kv[1])}, "ddv")
 		require.ErrorIs(t, err, kerr.InvalidConfig, "%s=%q", kv[0], kv[1])
 	}
-	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{dedupWindowConfig: kadm.StringPtr("300000"),
-		dedupKeyConfig: kadm.StringPtr("content"), dedupScopeConfig: kadm.StringPtr("message-group")}, "ddv")
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{dedup.WindowConfig: kadm.StringPtr("300000"),
+		dedup.KeyConfig: kadm.StringPtr("content"), dedup.ScopeConfig: kadm.StringPtr("message-group")}, "ddv")
 	require.NoError(t, err)
 	require.NoError(t, r.Err, r.ErrMessage)
-	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dedupScopeConfig, Value: kadm.StringPtr("partition")}}, "ddv")
+	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dedup.ScopeConfig, Value: kadm.StringPtr("partition")}}, "ddv")
 	require.NoError(t, err)
 	require.ErrorIs(t, alt[0].Err, kerr.InvalidConfig)
 }
@@ -178,7 +179,7 @@ func TestDedupConfigValidation(t *testing.T) {
 func TestDedupHolesWithShareGroup(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	dedupTopic(t, b, "ddh", 1, dedupWindowConfig, "60000")
+	dedupTopic(t, b, "ddh", 1, dedup.WindowConfig, "60000")
 	cl := newClient(t, b)
 	produceAll(t, cl, rec("ddh", "a1", "a"), rec("ddh", "b1", "b"), rec("ddh", "a2", "a"))
 	produceAll(t, cl, rec("ddh", "a3", "a"), rec("ddh", "b2", "b")) // a batch of holes only
@@ -225,7 +226,7 @@ func TestDedupDuplicateWaitsForFirstCopy(t *testing.T) {
 func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	b := startTest(t)
 	const topic = "dd-first"
-	dedupTopic(t, b, topic, 2, dedupWindowConfig, "60000")
+	dedupTopic(t, b, topic, 2, dedup.WindowConfig, "60000")
 	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	// A durable record in the window, so a rebuild reads partition 0 from
 	// below the high watermark on.
@@ -236,15 +237,15 @@ func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 	p0 := b.topics.Partition(topic, 0)
 	r := kmsg.Record{Value: []byte("first"), Headers: []kmsg.Header{{Key: "dedup-id", Value: []byte("x")}}}
 	now := time.Now()
-	res, deps, err := b.appendDeduped(tp, p0, b.dedupSettingsFor(cfgs), records.EncodeBatch(records.AppendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
+	res, deps, err := b.dedup.Append(tp, p0, b.dedupSettingsFor(cfgs), records.EncodeBatch(records.AppendRecord(nil, &r), 1, now.UnixMilli(), now.UnixMilli()), now)
 	require.NoError(t, err)
-	require.Empty(t, deps.first)
+	require.Zero(t, deps.Waits())
 	require.Less(t, p0.Log.HighWatermark(), res.LastOffset+1, "not fsynced yet")
 
 	if rebuild {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := kadm.NewClient(newClient(t, b)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dedupWindowConfig, Value: kadm.StringPtr("60001")}}, topic)
+		_, err := kadm.NewClient(newClient(t, b)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dedup.WindowConfig, Value: kadm.StringPtr("60001")}}, topic)
 		require.NoError(t, err)
 	}
 	dup := rec(topic, "second", "x")
@@ -260,27 +261,21 @@ func testDedupDuplicateWaits(t *testing.T, rebuild bool) {
 func TestDedupTopicDeletedAndRecreated(t *testing.T) {
 	t.Parallel()
 	b := startTest(t)
-	dedupTopic(t, b, "ddx", 1, dedupWindowConfig, "600000")
+	dedupTopic(t, b, "ddx", 1, dedup.WindowConfig, "600000")
 	cl := newClient(t, b)
 	produceAll(t, cl, rec("ddx", "x1", "x"), rec("ddx", "x2", "x"))
 	require.Equal(t, []string{"x1"}, values(t, b, "ddx", 1))
 	old := b.topics.Get("ddx").ID
-	b.dedup.mu.Lock()
-	_, had := b.dedup.tables[old]
-	b.dedup.mu.Unlock()
-	require.True(t, had)
+	require.True(t, b.dedup.Has(old))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	dr, err := kadm.NewClient(newClient(t, b)).DeleteTopics(ctx, "ddx")
 	require.NoError(t, err)
 	require.NoError(t, dr["ddx"].Err)
-	b.dedup.mu.Lock()
-	_, had = b.dedup.tables[old]
-	b.dedup.mu.Unlock()
-	require.False(t, had, "the deleted topic's table is dropped")
+	require.False(t, b.dedup.Has(old), "the deleted topic's table is dropped")
 
-	dedupTopic(t, b, "ddx", 1, dedupWindowConfig, "600000")
+	dedupTopic(t, b, "ddx", 1, dedup.WindowConfig, "600000")
 	require.NotEqual(t, old, b.topics.Get("ddx").ID)
 	cl2 := newClient(t, b)
 	produceAll(t, cl2, rec("ddx", "x3", "x"), rec("ddx", "x4", "x"))

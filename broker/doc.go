@@ -1,7 +1,7 @@
 // Package broker is everything in Shoal that has goroutines, sockets or
 // clocks: the listener, connections, one handler file per Kafka API
 // (api_NN_name.go), the metadata store on badger, and the wiring of the
-// partition logs (package log).
+// partition logs (package topics, over package log).
 //
 // # Packages
 //
@@ -13,16 +13,23 @@
 //   - kafkaerr: Go errors to Kafka codes; refusals with Kafka's messages.
 //   - meta: the badger store, its one key-space table, the cluster id,
 //     producer ids, the group committer. The records stay with their
-//     writers (here: metaStore, topics_store.go, groups_store.go).
+//     writers (topics/store.go; here still metaStore, groups_store.go).
 //   - records: looking inside record batches; the fetch buffer pool.
 //   - metrics: event metrics only; the state collector is metrics_state.go.
 //   - configs: config definitions, validators, described entries.
 //   - quota: client-quota entities and admin, token buckets, connection
 //     counts; their use per request stays here (quota_*.go).
+//   - topics: the registry, partitions and their waiters, topic records
+//     and administration (topics.Admin), retention, the syncer. A
+//     deletion reaches the groups and share groups through functions
+//     given in topics.Options; the topic config table stays here
+//     (configs.go), as it gathers the dedup and quota configs too.
+//   - dedup: the dedup window's tables by topic id, the filtering append
+//     of the produce path and the wait for a duplicate's first copy.
 //
-// Still in this package, next in that order: topics (with the syncer),
-// dedup, groups, transactions, share groups. None of the packages above
-// imports this one or a sibling it has no rule for.
+// Still in this package, next in that order: groups, transactions,
+// share groups. None of the packages above imports this one or a
+// sibling it has no rule for.
 //
 // # Requests
 //
@@ -41,30 +48,26 @@
 // Persist, then answer. Under the default fsync policy the log's high
 // watermark only moves past fsynced bytes, a produce with acks=1 or
 // acks=all is answered only after its fsync, and fsyncs are grouped
-// across requests and partitions by the syncer (syncer.go). Topic
+// across requests and partitions by the syncer (topics/syncer.go). Topic
 // metadata and configs are written to badger (SyncWrites on) before a
 // create, delete or alter is answered.
 //
 // # Ownership and lock order
 //
-//   - Broker.adminMu serialises topic creation, deletion, partition growth
-//     and config changes (they do disk I/O; they are rare). A deletion
-//     removes the topic's group offsets and share-group state under it
-//     (topics.go), taking group.mu and sharePart.mu in turn: nothing takes
-//     adminMu while holding a group, share-partition or transaction lock.
-//
-//   - topicRegistry.mu guards the topic maps and each topic's partition
-//     slice and configs; never held during I/O.
-//
-//   - partition.mu guards only the long-poll waiter set.
+//   - Topics (package topics): topics.Admin's lock serialises topic
+//     creation, deletion, partition growth and topic and broker config
+//     changes (they do disk I/O; they are rare). A deletion removes the
+//     topic's group offsets and share-group state under it, taking
+//     group.mu and sharePart.mu in turn: nothing takes the Admin's lock
+//     while holding a group, share-partition or transaction lock.
+//     Registry.mu guards the topic maps; Partition.mu only the long-poll
+//     waiter set; Syncer.mu the dirty set, never held during fsync.
 //
 //   - A log.Partition has its own locks (see package log); the broker never
-//     holds a broker lock while calling into a log except adminMu.
+//     holds a broker lock while calling into a log except the Admin's.
 //
 //   - fetchSession.mu is held by the one fetch using a session;
 //     fetchSessionCache.mu only for map access.
-//
-//   - syncer.mu guards the dirty set and waiters, never held during fsync.
 //
 //   - groupCoordinator.mu guards only the consumer-group map; group.mu
 //     guards one classic or KIP-848 group and its offsets and may do that
@@ -75,7 +78,7 @@
 //     (several only in key order) and may do its badger writes.
 //
 //   - The state collector (metrics_state.go) runs on scrapes and takes
-//     topicRegistry.mu, then each group.mu and each sharePart.mu in turn,
+//     Registry.mu, then each group.mu and each sharePart.mu in turn,
 //     holding no other lock and doing no I/O under them.
 //
 //   - Transactions (txn.go): txnCoordinator.mu guards only the txn map and
@@ -88,8 +91,8 @@
 //     expiry and deletions read them under that lock), after waiting
 //     for its txn's last completion, which takes group locks itself.
 //
-//   - Dedup (dedup.go): dedupWindow.mu guards only the map of tables, by
-//     topic id (a leaf); dedupTable.mu guards one topic's ids and is held
+//   - Dedup (package dedup): Window.mu guards only the map of tables, by
+//     topic id (a leaf); a table's mu guards one topic's ids and is held
 //     during a produce's lookup and insertion and during a rebuild, which
 //     reads that topic's logs (only its produces wait).
 //
@@ -101,10 +104,10 @@
 //     throttle metric is observed under Manager.mu). A connection's
 //     connQuota belongs to its reader goroutine.
 //
-// Order: adminMu → topicRegistry.mu → partition.mu; adminMu → group.mu,
+// Order: Admin → Registry.mu → Partition.mu; Admin → group.mu,
 // sharePart.mu (a topic deletion's clean-up).
 // txn.mu → group.mu → txnCoordinator.mu; txn.mu → log locks. fetchSession.mu may be
-// held while taking topicRegistry.mu and partition.mu, never the reverse.
-// group.mu → groupCoordinator.mu → Broker.dyn / topicRegistry.mu.
-// shareGroup.mu → shareSession.mu → sharePart.mu → partition.mu.
+// held while taking Registry.mu and Partition.mu, never the reverse.
+// group.mu → groupCoordinator.mu → Broker.dyn / Registry.mu.
+// shareGroup.mu → shareSession.mu → sharePart.mu → Partition.mu.
 package broker

@@ -18,7 +18,7 @@ package broker
 // group.mu (persisting its metadata or offsets to badger before a
 // response goes out: "persist, then answer"), which blocks only that
 // group. Lock order: group.mu → groupCoordinator.mu → broker.dyn (read
-// through settings) and topicRegistry.mu (read through topicExists).
+// through settings) and topics.Registry.mu (read through topicExists).
 //
 // A group is removed from the map only with its lock held, after its
 // state became Dead; a caller that locks a group and finds it Dead looks

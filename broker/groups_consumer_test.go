@@ -154,7 +154,7 @@ func TestGroupConsumerReconciliation(t *testing.T) {
 
 	// Partitions added to the subscribed topic are reconciled (after the
 	// once-a-second metadata check).
-	require.NoError(t, b.addPartitions(b.topics.Get("r"), 6, false))
+	require.NoError(t, b.topicAdmin.AddPartitions(b.topics.Get("r"), 6, false))
 	require.Eventually(t, func() bool {
 		a = c.cgHeartbeat("cg", cgHeartbeat{member: "member-a", epoch: a.MemberEpoch, owned: owned(tid, keep)})
 		bh = c.cgHeartbeat("cg", cgHeartbeat{member: "member-b", epoch: bh.MemberEpoch, owned: owned(tid, got)})

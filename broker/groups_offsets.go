@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 // utf16Len is the length Kafka (Java) measures offset metadata in.
@@ -54,8 +56,8 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		sp   *kmsg.OffsetCommitResponseTopicPartition
 		tp   groupTP
 		oc   offsetCommit
-		t    *tpkg_Topic // the topic checked; the write re-checks it (below)
-		gone int16  // the code if it is gone by then
+		t    *topics.Topic // the topic checked; the write re-checks it (below)
+		gone int16         // the code if it is gone by then
 	}
 	var cands []cand
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
@@ -66,7 +68,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		st2.Topic, st2.TopicID = rt.Topic, rt.TopicID
 		// One lookup: the write re-checks this very topic (below).
 		name, topicCode, gone := rt.Topic, int16(0), kerr.UnknownTopicOrPartition.Code
-		var t *tpkg_Topic
+		var t *topics.Topic
 		if req.Version >= 10 {
 			gone = kerr.UnknownTopicID.Code
 			if t = c.b.topics.GetID(rt.TopicID); t != nil {
@@ -644,8 +646,8 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 // dropTopicOffsets removes every group's committed offsets of a deleted
 // topic, as Kafka does, so a topic created again under the same name
 // starts without them. Meant to be called by topic deletion once the
-// topic is gone, under adminMu so no topic of the name can be created
-// meanwhile (Broker.deleteTopic); it takes each group's lock in turn.
+// topic is gone, under the topic Admin's lock so no topic of the name can be created
+// meanwhile (topics.Admin.Delete); it takes each group's lock in turn.
 // It returns the failures (joined); the deletion stays pending then.
 // A TxnOffsetCommit checks its partitions and adds its pending offsets
 // under its group's lock, so one for this topic either got

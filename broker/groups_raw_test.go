@@ -204,7 +204,7 @@ func (c *rawConn) fetch(group, topic string, partitions ...int32) map[int32]kmsg
 
 func createTopicRaw(t *testing.T, b *Broker, name string, partitions int32) {
 	t.Helper()
-	_, err := b.createTopic(name, partitions, nil, false)
+	_, err := b.topicAdmin.Create(name, partitions, nil, false)
 	require.NoError(t, err)
 }
 
@@ -614,7 +614,7 @@ func TestGroupDropTopicOffsets(t *testing.T) {
 	createTopicRaw(t, b, "kept", 1)
 	c := dialRaw(t, b)
 	require.Equal(t, []int16{0, 0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}, commitPart{"kept", 0, 6, -1, ""}))
-	require.NoError(t, b.deleteTopic(b.topics.Get("gone")))
+	require.NoError(t, b.topicAdmin.Delete(b.topics.Get("gone")))
 	createTopicRaw(t, b, "gone", 1)
 	require.Equal(t, int64(-1), c.fetch("g", "gone", 0)[0].Offset)
 	require.Equal(t, int64(6), c.fetch("g", "kept", 0)[0].Offset)

@@ -42,6 +42,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -50,6 +51,30 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/meta"
 )
+
+// metaStore is the metadata store (package meta) with the records of the
+// groups, which are not yet their own package: their offsets and the
+// offsets' deletion marks (below). They move to their owner when it
+// becomes a package (docs: broker/doc.go); the topic records are in
+// package topics already.
+type metaStore struct {
+	*meta.Store
+	// marks are the offset keys holding a deletion mark, so that
+	// dropping them costs nothing when there are none.
+	marks struct {
+		sync.Mutex
+		keys map[string]struct{}
+	}
+}
+
+// openMeta opens the metadata store under dataDir.
+func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
+	s, err := meta.Open(dataDir, lg)
+	if err != nil {
+		return nil, err
+	}
+	return &metaStore{Store: s}, nil
+}
 
 // errCorruptGroupState marks a group or offset record that does not
 // decode; Start fails with it rather than silently dropping offsets.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/quota"
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 // connQuota is one connection's quota state. Reader goroutine only.
@@ -66,9 +67,7 @@ func (b *Broker) topicLimit(out []quota.Limit, topic, name string, n float64) []
 		return out
 	}
 	// No broker default stands behind these configs: the override or 0.
-	b.topics.mu.RLock()
-	v := t.configs[name]
-	b.topics.mu.RUnlock()
+	v := b.topics.Override(t, name)
 	if rate := configs.Int(v, 0); rate > 0 {
 		out = append(out, quota.Limit{Key: "t|" + name + "|" + topic, Rate: float64(rate), N: n})
 	}
@@ -276,7 +275,7 @@ func (c *conn) fetchLimits(items []*fetchItem, sizes map[string]int) []quota.Lim
 }
 
 // fetchHeld fills the watermarks of a fetch answered without records.
-func fetchHeld(items []*fetchItem, parts []*tpkg_Partition) {
+func fetchHeld(items []*fetchItem, parts []*topics.Partition) {
 	for i, it := range items {
 		if p := parts[i]; p != nil && it.err == 0 {
 			it.hw, it.logS = p.Log.HighWatermark(), p.Log.LogStartOffset()

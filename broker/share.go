@@ -78,6 +78,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/metrics"
+	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -540,7 +541,7 @@ type shareAck struct {
 	code    int16 // set before processing for a refused partition
 	msg     string
 	sp      *sharePart
-	lp      *tpkg_Partition
+	lp      *topics.Partition
 }
 
 // acknowledge applies acks for member, group-committing the records of
@@ -677,7 +678,7 @@ func (c *shareCoordinator) finishAcks(st shareGroupSettings, todo []*shareAck, w
 // records acquirable later wakes them then: an acknowledgement, a release
 // or a lock expiry (the lock timer, sharePart.fire), an append or the log
 // start moving (partition.notify: produce, DeleteRecords, retention).
-func (sp *sharePart) notifyIfAcquirable(lp *tpkg_Partition, st shareGroupSettings) {
+func (sp *sharePart) notifyIfAcquirable(lp *topics.Partition, st shareGroupSettings) {
 	logStart, readLimit := lp.Log.LogStartOffset(), shareReadLimit(lp, st)
 	sp.mu.Lock()
 	wake := sp.mu.stopped || sp.mu.p == nil || sp.mu.p.Acquirable(logStart, readLimit)
@@ -700,7 +701,7 @@ func (sp *sharePart) notifyIfAcquirable(lp *tpkg_Partition, st shareGroupSetting
 // what is, is tried once more. In a message-group mode yield (nil:
 // none) is called once the acquisitions are made and the lock let go,
 // before the log is read (handleShareFetch).
-func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *tpkg_Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, lp *topics.Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, error) {
 	mark := len(*arena)
 	for retried := false; ; retried = true {
 		acq, data, pending, err := sp.acquireNow(st, member, spread, lp, maxRecords, mode, budget, arena, yield)
@@ -720,7 +721,7 @@ func (sp *sharePart) acquire(st shareGroupSettings, member string, spread bool, 
 
 // acquireNow is acquire without waiting for the write in flight, which
 // it returns (nil: none).
-func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *tpkg_Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
+func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread bool, lp *topics.Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	sp.mu.Lock()
 	now := time.Now()
 	if err := sp.prepareLocked(now, st, true); err != nil {
@@ -736,7 +737,7 @@ func (sp *sharePart) acquireNow(st shareGroupSettings, member string, spread boo
 
 // acquirePlain is acquireNow for a plain share group, entered with sp.mu
 // held and the Partition prepared.
-func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member string, lp *tpkg_Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
+func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member string, lp *topics.Partition, maxRecords int, mode sharegroup.AcquireMode, budget int, arena *[]byte) ([]sharegroup.Acquired, []byte, error) {
 	defer sp.mu.Unlock()
 	defer sp.armLocked(now)
 	p := sp.mu.p
@@ -898,7 +899,7 @@ func parseLogBatches(raw []byte, aborted []slog.AbortedTxn) ([]sharegroup.LogBat
 
 // shareReadLimit is where a share group reads up to: the high watermark,
 // or the last stable offset under share.isolation.level=read_committed.
-func shareReadLimit(lp *tpkg_Partition, st shareGroupSettings) int64 {
+func shareReadLimit(lp *topics.Partition, st shareGroupSettings) int64 {
 	if st.readCommitted {
 		return lp.Log.LastStableOffset()
 	}
@@ -907,7 +908,7 @@ func shareReadLimit(lp *tpkg_Partition, st shareGroupSettings) int64 {
 
 // shareAborted lists the aborted transactions overlapping [from, to) for
 // a read_committed share group (nil otherwise).
-func shareAborted(lp *tpkg_Partition, st shareGroupSettings, from, to int64) []slog.AbortedTxn {
+func shareAborted(lp *topics.Partition, st shareGroupSettings, from, to int64) []slog.AbortedTxn {
 	if !st.readCommitted {
 		return nil
 	}

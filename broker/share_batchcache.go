@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -291,8 +292,8 @@ func (pb *parsedBatch) keptRuns(acq []sharegroup.Acquired, runs [][2]int) [][2]i
 type trimCache struct {
 	max   int64 // bytes; 0: nothing is kept
 	mu    sync.Mutex
-	parts map[*tpkg_Partition][]*trimEntry // per partition, by base offset
-	lru   list.List                   // of *trimEntry, most recent first
+	parts map[*topics.Partition][]*trimEntry // per partition, by base offset
+	lru   list.List                          // of *trimEntry, most recent first
 	bytes int
 	free  [][]byte // read buffers no batch uses any more
 }
@@ -356,7 +357,7 @@ func (c *trimCache) readBuf() []byte {
 }
 
 type trimEntry struct {
-	lp   *tpkg_Partition
+	lp   *topics.Partition
 	pb   *parsedBatch
 	elem *list.Element
 	user *sharePart // the share-partition that used it last (nil: none)
@@ -365,7 +366,7 @@ type trimEntry struct {
 // get returns the cached batch of lp holding offset off, or nil, and
 // notes user (the share-partition reading it; nil: none) as its last
 // user; the caller releases it once done with it.
-func (c *trimCache) get(lp *tpkg_Partition, off int64, user *sharePart) *parsedBatch {
+func (c *trimCache) get(lp *topics.Partition, off int64, user *sharePart) *parsedBatch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	es := c.parts[lp]
@@ -381,7 +382,7 @@ func (c *trimCache) get(lp *tpkg_Partition, off int64, user *sharePart) *parsedB
 
 // wants reports whether put would keep a batch of lp at base, size bytes
 // long: the cache keeps batches that size and does not have it yet.
-func (c *trimCache) wants(lp *tpkg_Partition, base int64, size int) bool {
+func (c *trimCache) wants(lp *topics.Partition, base int64, size int) bool {
 	if !c.keeps(size) {
 		return false
 	}
@@ -411,7 +412,7 @@ func findBase(es []*trimEntry, base int64) (int, bool) {
 // that go around warm in the CPU's caches: reads into buffers evicted
 // from a full 64 MiB cost twice as much. A batch another share-partition
 // used since stays; one it still needs after this is read again once.
-func (c *trimCache) passed(lp *tpkg_Partition, user *sharePart, spso int64) {
+func (c *trimCache) passed(lp *topics.Partition, user *sharePart, spso int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	es := c.parts[lp]
@@ -432,14 +433,14 @@ func (c *trimCache) passed(lp *tpkg_Partition, user *sharePart, spso int64) {
 // put caches pb, a batch of lp read for user (see get), evicting the
 // least recently used batches beyond the budget. The caller keeps its
 // own use of pb.
-func (c *trimCache) put(lp *tpkg_Partition, pb *parsedBatch, user *sharePart) {
+func (c *trimCache) put(lp *topics.Partition, pb *parsedBatch, user *sharePart) {
 	if !c.keeps(pb.size) {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.parts == nil {
-		c.parts = map[*tpkg_Partition][]*trimEntry{}
+		c.parts = map[*topics.Partition][]*trimEntry{}
 	}
 	es := c.parts[lp]
 	i, found := findBase(es, pb.h.BaseOffset)

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -66,7 +67,7 @@ func stressDuration(def time.Duration) time.Duration {
 // keys over groups message groups, values stressValue(offset).
 func stressProduce(t *testing.T, b *Broker, topic string, codec kgo.CompressionCodec, n, groups int) {
 	t.Helper()
-	_, err := b.createTopic(topic, 1, map[string]string{"segment.bytes": strconv.Itoa(3 << 20)}, false)
+	_, err := b.topicAdmin.Create(topic, 1, map[string]string{"segment.bytes": strconv.Itoa(3 << 20)}, false)
 	require.NoError(t, err)
 	cl := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.MaxBufferedRecords(n), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(0))
@@ -378,7 +379,7 @@ func TestTrimCacheConcurrent(t *testing.T) {
 		t.Run(strconv.FormatInt(max, 10), func(t *testing.T) {
 			t.Parallel()
 			cache := &trimCache{max: max}
-			lps := []*tpkg_Partition{{}, {}}
+			lps := []*topics.Partition{{}, {}}
 			// Batches of 10 records at bases 0, 10, ..., 190 per partition;
 			// each is made from a template and copied into a read buffer.
 			// The second partition's are lz4-compressed: their records are
@@ -560,7 +561,7 @@ func TestTrimCacheKeepsOnlyUsualBuffers(t *testing.T) {
 		buf := append(make([]byte, 0, size), b...)
 		pb := adoptBatch(&h, buf, cap(buf), nil)
 		pb.buf = buf[:0]
-		cache.put(&tpkg_Partition{}, pb, nil) // rejected: held > trimCacheMaxBatch, or cached already
+		cache.put(&topics.Partition{}, pb, nil) // rejected: held > trimCacheMaxBatch, or cached already
 		cache.release(pb)
 		require.Nil(t, cache.readBuf(), "a buffer of %d bytes is not kept", size)
 	}

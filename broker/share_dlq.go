@@ -113,6 +113,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
@@ -187,11 +188,11 @@ func (b *Broker) checkDLQTopicName(name string) error {
 }
 
 // dlqTopicCheck applies the rules and returns the topic if it exists.
-func (b *Broker) dlqTopicCheck(name string) (*tpkg_Topic, error) {
-	bad := func(format string, args ...any) (*tpkg_Topic, error) {
+func (b *Broker) dlqTopicCheck(name string) (*topics.Topic, error) {
+	bad := func(format string, args ...any) (*topics.Topic, error) {
 		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
 	}
-	if err := tpkg_ValidName(name); err != nil {
+	if err := topics.ValidName(name); err != nil {
 		return bad("not a valid topic name")
 	}
 	if strings.HasPrefix(name, "__") {
@@ -216,7 +217,7 @@ func (b *Broker) dlqTopicCheck(name string) (*tpkg_Topic, error) {
 
 // dlqTarget resolves (creating if allowed) the dead-letter topic for a
 // write. Failures wrap errDLQUnavailable.
-func (b *Broker) dlqTarget(name string) (*tpkg_Topic, error) {
+func (b *Broker) dlqTarget(name string) (*topics.Topic, error) {
 	t, err := b.dlqTopicCheck(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errDLQUnavailable, err)
@@ -224,7 +225,7 @@ func (b *Broker) dlqTarget(name string) (*tpkg_Topic, error) {
 	if t != nil {
 		return t, nil
 	}
-	t, err = b.createTopic(name, b.cfg.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
+	t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
 	if errors.Is(err, kafkaerr.ErrTopicExists) {
 		return b.dlqTopicCheck(name) // raced with another creation: check it again
 	}
@@ -825,7 +826,7 @@ var errDLQCrashed = errors.New("broker: simulated crash in dead-letter write")
 
 // waitDurable returns once p is durable up to end (exclusive), new data
 // starting at first, and its high watermark covers it.
-func (b *Broker) waitDurable(p *tpkg_Partition, first, end int64) error {
+func (b *Broker) waitDurable(p *topics.Partition, first, end int64) error {
 	if b.cfg.Fsync == FsyncAlways {
 		return <-b.syncer.Appended(p, first, end, true)
 	}
@@ -836,7 +837,7 @@ func (b *Broker) waitDurable(p *tpkg_Partition, first, end int64) error {
 
 // scanDLQ lists the offsets of ranges that dp already holds DLQ records
 // for (written for share-partition k from offset from on).
-func (c *shareCoordinator) scanDLQ(dp *tpkg_Partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
+func (c *shareCoordinator) scanDLQ(dp *topics.Partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
 	in := func(off int64) bool {
 		for _, r := range ranges {
 			if off >= r.First && off <= r.Last {
@@ -894,7 +895,7 @@ func (c *shareCoordinator) scanDLQ(dp *tpkg_Partition, from int64, k store.Key, 
 // buildDLQBatches reads the source records of ranges (skipping found
 // offsets) and encodes one DLQ record per offset, in batches of at most
 // maxBytes.
-func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *tpkg_Partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
+func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *topics.Partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
 	var (
 		out           [][]byte
 		recs          []byte

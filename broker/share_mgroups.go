@@ -32,6 +32,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/quota"
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -205,7 +206,7 @@ func classifyBatches(raw []byte, src messageGroupSource, aborted []slog.AbortedT
 // (the Partition prepared); it unlocks. The log bytes of the picked
 // records are read after unlocking: the records are this member's, and
 // other members' fetches and acknowledgements need not wait for the read.
-func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *tpkg_Partition, maxRecords, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
+func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member string, spread bool, lp *topics.Partition, maxRecords, budget int, arena *[]byte, yield func()) ([]sharegroup.Acquired, []byte, *store.Pending, error) {
 	p := sp.mu.p
 	var pending []sharegroup.Record
 	if ls := lp.Log.LogStartOffset(); p.SPSO() < ls {
@@ -312,7 +313,7 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 // always covered), copying what it must onto the end of *arena (see
 // shareData). It returns the bytes, the ranges
 // they cover and the ranges (or parts) they do not.
-func readAcquired(lp *tpkg_Partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, user *sharePart, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
+func readAcquired(lp *topics.Partition, acq []sharegroup.Acquired, hw int64, budget int, cache *trimCache, user *sharePart, arena *[]byte) (data []byte, sent, unsent []sharegroup.Acquired, err error) {
 	out := shareData{arena: arena, start: len(*arena)}
 	covered := int64(-1) // offsets < covered have their batch in data
 	split := func(i int) ([]sharegroup.Acquired, []sharegroup.Acquired) {

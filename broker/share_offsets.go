@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
@@ -22,7 +23,7 @@ import (
 // or -1/-1 when it has no state. What it returns is durable: with an
 // acknowledgement's write in flight (shareCoordinator.acknowledge), it
 // answers once that write is; if the write fails, from the state reloaded.
-func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *tpkg_Partition) (start, lag int64, code int16) {
+func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *topics.Partition) (start, lag int64, code int16) {
 	sp := c.part(key)
 	for retried := false; ; retried = true {
 		sp.mu.Lock()
@@ -54,7 +55,7 @@ func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, 
 // it at offset (a new state epoch), creating it if it has no state.
 // offset -1 means the high watermark, -2 the log start; others are
 // clamped into [log start, high watermark].
-func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp *tpkg_Partition, offset int64) int16 {
+func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp *topics.Partition, offset int64) int16 {
 	ls, hw := lp.Log.LogStartOffset(), lp.Log.HighWatermark()
 	switch {
 	case offset == -1:
@@ -210,7 +211,7 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 		return out
 	}
 	st := b.shareSettings(rg.GroupID)
-	describe := func(key store.Key, lp *tpkg_Partition) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
+	describe := func(key store.Key, lp *topics.Partition) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
 		rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 		rp.Partition = key.Partition
 		rp.StartOffset, rp.Lag, rp.ErrorCode = sc.describeOffset(key, st, lp)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -170,7 +171,7 @@ func TestTrimCache(t *testing.T) {
 		b, h := numberedBatch(t, base, n)
 		return parseBatch(&h, b, nil)
 	}
-	p1, p2 := &tpkg_Partition{}, &tpkg_Partition{}
+	p1, p2 := &topics.Partition{}, &topics.Partition{}
 	a, b2, c := mk(0, 10), mk(10, 10), mk(0, 5)
 	size := a.size
 	cache := &trimCache{max: int64(2*size + size/2)}
@@ -197,7 +198,7 @@ func TestTrimCache(t *testing.T) {
 	// A share-partition past a batch (wholly below its SPSO) drops it if
 	// it used it last; one another share-partition used since stays.
 	x, y := &sharePart{}, &sharePart{}
-	p3 := &tpkg_Partition{}
+	p3 := &topics.Partition{}
 	b0, b1, b3 := mk(0, 10), mk(10, 10), mk(20, 10)
 	big := &trimCache{max: 1 << 30}
 	big.put(p3, b0, x)
@@ -400,7 +401,7 @@ func TestTrimCacheReusesReadBuffers(t *testing.T) {
 		pb.buf = buf[:0]
 		return pb, buf
 	}
-	lp := &tpkg_Partition{}
+	lp := &topics.Partition{}
 	a, abuf := adopt(0)
 	cache := &trimCache{max: int64(a.size + a.size/2)} // one batch
 	cache.put(lp, a, nil)

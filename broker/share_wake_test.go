@@ -126,7 +126,7 @@ func TestShareParkedFetchWokenByAckPastLogStart(t *testing.T) {
 func TestShareParkedFetchWokenByRetention(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	_, err := b.createTopic("wr", 1, map[string]string{"segment.bytes": strconv.Itoa(1 << 20), "retention.bytes": "1"}, false)
+	_, err := b.topicAdmin.Create("wr", 1, map[string]string{"segment.bytes": strconv.Itoa(1 << 20), "retention.bytes": "1"}, false)
 	require.NoError(t, err)
 	cl := newClient(t, b)
 	for batch := 0; batch < 3; batch++ { // about 600 KB each: three segments
@@ -147,7 +147,7 @@ func TestShareParkedFetchWokenByRetention(t *testing.T) {
 	parked := m2.async(fetchRequest(m2, 0, maxWait))
 	requireParked(t, parked, "the window was full")
 	start := time.Now()
-	b.enforceRetention(time.Now())
+	b.topics.EnforceRetention(time.Now(), b.lg)
 	tp := b.topics.Get("wr")
 	_, lp, _ := b.topics.PartitionByID(tp.ID, 0)
 	logStart := lp.Log.LogStartOffset()

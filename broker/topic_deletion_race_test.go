@@ -63,7 +63,7 @@ func TestOffsetCommitRacingTopicDeletionLeavesNoOffset(t *testing.T) {
 	// The deletion drops g's offsets, then waits for shareCoordinator.mu
 	// (deleteShareTopicState).
 	deleted := make(chan error, 1)
-	go func() { deleted <- b.deleteTopic(b.topics.Get("gone")) }()
+	go func() { deleted <- b.topicAdmin.Delete(b.topics.Get("gone")) }()
 	waitGoroutineIn(t, "deleteShareTopicState")
 	b.shares.mu.Unlock()
 	held = false

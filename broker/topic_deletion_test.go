@@ -1,14 +1,17 @@
 package broker
 
 import (
+	"encoding/hex"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/meta"
 )
 
 // TestTopicRecreatedDuringCleanupKeepsItsOffsets: while a deleted topic's
@@ -37,7 +40,7 @@ func TestTopicRecreatedDuringCleanupKeepsItsOffsets(t *testing.T) {
 	committed := false
 	hook = func() {
 		go func() {
-			_, err := b.createTopic("gone", 1, nil, false)
+			_, err := b.topicAdmin.Create("gone", 1, nil, false)
 			created <- err
 		}()
 		select {
@@ -49,7 +52,7 @@ func TestTopicRecreatedDuringCleanupKeepsItsOffsets(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	require.NoError(t, b.deleteTopic(b.topics.Get("gone")))
+	require.NoError(t, b.topicAdmin.Delete(b.topics.Get("gone")))
 	require.NoError(t, <-created)
 	if !committed {
 		require.Equal(t, []int16{0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 7, -1, ""}))
@@ -70,13 +73,20 @@ func TestInterruptedTopicDeletionFinishesAtStart(t *testing.T) {
 	createTopicRaw(t, b, "kept", 1)
 	c := dialRaw(t, b)
 	require.Equal(t, []int16{0, 0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}, commitPart{"kept", 0, 6, -1, ""}))
-	// What a crash after deleteTopic's first write leaves: the topic
-	// record gone, its clean-up recorded as pending, nothing else done.
-	require.NoError(t, b.meta.deleteTopic("gone", b.topics.Get("gone").ID))
+	// What a crash after topics.Admin.Delete's first write leaves on
+	// disk: the topic record gone, its clean-up recorded as pending (one
+	// badger transaction, topics/store.go), nothing else done.
+	id := b.topics.Get("gone").ID
+	require.NoError(t, b.meta.DB().Update(func(txn *badger.Txn) error {
+		if err := txn.Delete([]byte(meta.PrefixTopic + "gone")); err != nil {
+			return err
+		}
+		return txn.Set([]byte(meta.PrefixDeletingTopic+hex.EncodeToString(id[:])), []byte(`"gone"`))
+	}))
 	require.NoError(t, b.Close())
 
 	b2 := startGroupTest(t, cfg)
-	pending, err := b2.meta.deletingTopics()
+	pending, err := b2.topicAdmin.PendingDeletions()
 	require.NoError(t, err)
 	require.Empty(t, pending, "the clean-up finished and was cleared")
 	require.Nil(t, b2.topics.Get("gone"))
@@ -105,20 +115,20 @@ func TestFailedTopicCleanupFinishedBeforeNameReuse(t *testing.T) {
 	c := dialRaw(t, b)
 	require.Equal(t, []int16{0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}))
 	failing.Store(true)
-	require.Error(t, b.deleteTopic(b.topics.Get("gone")))
+	require.Error(t, b.topicAdmin.Delete(b.topics.Get("gone")))
 	require.Nil(t, b.topics.Get("gone"), "the topic itself is deleted")
-	pending, err := b.meta.deletingTopics()
+	pending, err := b.topicAdmin.PendingDeletions()
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 
-	_, err = b.createTopic("gone", 1, nil, false)
+	_, err = b.topicAdmin.Create("gone", 1, nil, false)
 	require.Error(t, err, "the name stays taken while its clean-up fails")
 	require.Equal(t, "KAFKA_STORAGE_ERROR", codeName(kafkaerr.Code(err)))
 
 	failing.Store(false)
 	createTopicRaw(t, b, "gone", 1)
 	require.Equal(t, int64(-1), c.fetch("g", "gone", 0)[0].Offset, "the old topic's offset went first")
-	pending, err = b.meta.deletingTopics()
+	pending, err = b.topicAdmin.PendingDeletions()
 	require.NoError(t, err)
 	require.Empty(t, pending)
 }
@@ -135,7 +145,7 @@ func TestShareOffsetResetAfterTopicDeletionWritesNothing(t *testing.T) {
 	tp := b.topics.Get("sgone")
 	lp := b.topics.Partition("sgone", 0)
 	key := shareKey("sg", shareTP{topicID: tp.ID, partition: 0})
-	require.NoError(t, b.deleteTopic(tp))
+	require.NoError(t, b.topicAdmin.Delete(tp))
 	require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", codeName(b.shares.resetOffset(key, b.shareSettings("sg"), lp, 0)))
 	keys, err := b.shares.store.Keys("sg")
 	require.NoError(t, err)

@@ -86,6 +86,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/meta"
+	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 )
@@ -1169,7 +1170,7 @@ func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
 
 // markerWait is one marker's pending fsync.
 type markerWait struct {
-	p  *tpkg_Partition
+	p  *topics.Partition
 	ch <-chan error
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/dedup"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -90,7 +91,7 @@ func TestDedupFirstCopySyncFailure(t *testing.T) {
 	t.Parallel()
 	fs := slog.NewMemFS()
 	b := startTest(t, func(c *Config) { c.beforeRecovery = func(b *Broker) { b.fs = fs } })
-	dedupTopic(t, b, "dd", 2, dedupWindowConfig, "300000")
+	dedupTopic(t, b, "dd", 2, dedup.WindowConfig, "300000")
 	failSyncs(fs, "dd-0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -20,9 +20,9 @@ import (
 // badger checksums every value. File names are under broker/.
 //
 //	meta/cluster-id            string: the cluster id, made on first start
-//	meta/topic/<name>          topicRecord (topics_store.go)
+//	meta/topic/<name>          JSON: the topic record (topics/store.go)
 //	meta/deleting-topic/<id hex> JSON string: the name of a deleted topic whose group offsets and
-//	                           share-group state are still being removed (topics.go); written
+//	                           share-group state are still being removed (topics/admin.go); written
 //	                           with the topic record's deletion, finished at start-up
 //	meta/broker-config/<name>  string: a dynamic broker config override
 //	meta/seq/producer-id       badger sequence for InitProducerId

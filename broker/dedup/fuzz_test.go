@@ -1,4 +1,4 @@
-package broker
+package dedup
 
 import (
 	"testing"
@@ -26,8 +26,8 @@ func FuzzDedupFilter(f *testing.F) {
 		// Fix the first batch's CRC so record decoding is reached.
 		data = append([]byte(nil), data...)
 		protocol.SetBatchCRC(data)
-		for _, s := range []dedupSettings{{windowMs: 1, header: "dedup-id"}, {windowMs: 1, content: true, groupScope: true, groupHeader: "g"}} {
-			d := &dedupTable{ids: map[string]dedupID{}}
+		for _, s := range []Settings{{windowMs: 1, header: "dedup-id"}, {windowMs: 1, content: true, groupScope: true, groupHeader: "g"}} {
+			d := &topicTable{ids: map[string]slot{}}
 			out, rewritten, _, _, err := d.filterLocked(s, append([]byte(nil), data...), 10, nil)
 			if err != nil || !rewritten {
 				continue

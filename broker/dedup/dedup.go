@@ -1,68 +1,4 @@
-package broker
-
-// The dedup window (issue 5): topic configs that make Produce drop a
-// record whose dedup id was already appended to the topic within the
-// last dedup.window.ms, while answering the producer with success.
-//
-//   - dedup.window.ms: 0 (the default) turns it off; SQS FIFO queues use
-//     5 minutes (300000). At most 7 days.
-//   - dedup.key: header:NAME (default header:dedup-id) takes the id from
-//     the record's first header NAME (records without it are never
-//     duplicates); content takes a SHA-256 of the record's key and value.
-//   - dedup.scope: topic (default): one id space per topic, across its
-//     partitions; message-group: ids are compared within the message
-//     group named by the header dedup.message.group.header (default
-//     message-group-id; records without it share the empty group).
-//
-// # How
-//
-// Each topic has one dedup table (dedupWindow, by topic id): id → expiry, plus a FIFO
-// of insertions for expiry. A produce to a topic with a window decodes its
-// batches (decompressing them), looks every id up and inserts the new
-// ones under the table's mutex, so two concurrent produces of one id,
-// even to different partitions, keep exactly one. A batch without
-// duplicates is appended verbatim. A batch with duplicates is rewritten
-// without them: same header (offset span, producer id, epoch, sequence,
-// timestamps), uncompressed, fewer records than its span (a batch with
-// every record dropped keeps none), appended with log.AppendCompacted.
-// The dropped offsets are holes, exactly like offsets removed by Kafka's
-// log compaction (KAFKA-5443), which every client already skips; keeping
-// the span keeps idempotent producers' sequence numbers intact, so a
-// retried batch is still recognised by the producer state. If the
-// append fails, the ids it inserted are removed again.
-//
-// The live window is measured on the broker's clock at append time. The
-// table is not persisted: it is rebuilt from the log, lazily at the first
-// produce after a start or a config change, by reading every partition
-// from the first record whose timestamp is within the window
-// (OffsetForTimestamp) to its end and giving each id the expiry
-// record timestamp + window. After a restart the window therefore
-// follows the records' timestamps (CreateTime, set by producers).
-//
-// # Cost
-//
-// Topics without a window pay one config lookup per produce partition;
-// their batches stay zero-copy. With a window every batch is decoded
-// (compressed ones decompressed) and hashed in content mode; a batch with
-// duplicates is re-encoded uncompressed; the table holds every id of the
-// window in memory (roughly 80 bytes plus the id per record), and the
-// first produce after a restart or config change reads the window back
-// from the log.
-//
-// Transactional batches are neither deduplicated nor remembered: the ids
-// of a transaction that later aborts would otherwise drop its committed
-// retry, and transactional producers are idempotent already.
-//
-// A duplicate is answered only once its first copy is durable: the
-// table remembers, with each id, the append that inserted it
-// (dedupWrite), and a produce that drops a duplicate waits for that
-// append and then for its fsync, in whichever partition it went to, on
-// top of its own. If the first copy's append failed, its ids were
-// removed again and the duplicate gets that append's error, so the
-// client's retry stores it; if its fsync failed, the ids are forgotten
-// the same way (by whichever produce sees the failure first). A rebuild
-// reads the log to its end: ids of records above the high watermark (not
-// yet fsynced) point at a write done once the log end is durable.
+package dedup
 
 import (
 	"crypto/sha256"
@@ -81,33 +17,34 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
 const (
-	dedupWindowConfig      = "dedup.window.ms"
-	dedupKeyConfig         = "dedup.key"
-	dedupScopeConfig       = "dedup.scope"
-	dedupGroupHeaderConfig = "dedup.message.group.header"
+	WindowConfig      = "dedup.window.ms"
+	KeyConfig         = "dedup.key"
+	ScopeConfig       = "dedup.scope"
+	GroupHeaderConfig = "dedup.message.group.header"
 
-	dedupMaxWindowMs = 7 * 24 * 3600 * 1000
+	maxWindowMs = 7 * 24 * 3600 * 1000
 )
 
-// dedupTopicConfigDefs are the topic configs of the dedup window
+// ConfigDefs are the topic configs of the dedup window
 // (appended to topicConfigDefs).
-var dedupTopicConfigDefs = []configs.Def{
-	{Name: dedupWindowConfig, Type: kmsg.ConfigTypeLong, Default: "0", Check: configs.IntRange(0, dedupMaxWindowMs),
+var ConfigDefs = []configs.Def{
+	{Name: WindowConfig, Type: kmsg.ConfigTypeLong, Default: "0", Check: configs.IntRange(0, maxWindowMs),
 		Doc: "Drop a produced record whose dedup id was appended within this many milliseconds (0: off)."},
-	{Name: dedupKeyConfig, Type: kmsg.ConfigTypeString, Default: "header:dedup-id", Check: checkDedupKey,
+	{Name: KeyConfig, Type: kmsg.ConfigTypeString, Default: "header:dedup-id", Check: checkKey,
 		Doc: "Where a record's dedup id comes from: header:NAME (the first header NAME) or content (a hash of key and value)."},
-	{Name: dedupScopeConfig, Type: kmsg.ConfigTypeString, Default: "topic", Check: configs.OneOf("topic", "message-group"),
+	{Name: ScopeConfig, Type: kmsg.ConfigTypeString, Default: "topic", Check: configs.OneOf("topic", "message-group"),
 		Doc: "topic: one dedup id space per topic; message-group: per message group (dedup.message.group.header)."},
-	{Name: dedupGroupHeaderConfig, Type: kmsg.ConfigTypeString, Default: "message-group-id", Check: nonEmpty,
+	{Name: GroupHeaderConfig, Type: kmsg.ConfigTypeString, Default: "message-group-id", Check: nonEmpty,
 		Doc: "The header naming a record's message group for dedup.scope=message-group."},
 }
 
-func checkDedupKey(v string) error {
+func checkKey(v string) error {
 	if v == "content" || strings.HasPrefix(v, "header:") && len(v) > len("header:") {
 		return nil
 	}
@@ -121,8 +58,8 @@ func nonEmpty(v string) error {
 	return nil
 }
 
-// dedupSettings are a topic's effective dedup configs; window 0 is off.
-type dedupSettings struct {
+// Settings are a topic's effective dedup configs; window 0 is off.
+type Settings struct {
 	windowMs    int64
 	header      string // the id header; "" with content
 	content     bool
@@ -130,17 +67,17 @@ type dedupSettings struct {
 	groupHeader string
 }
 
-// dedupSettingsFor resolves the dedup configs of a topic's overrides.
-func (b *Broker) dedupSettingsFor(overrides map[string]string) dedupSettings {
-	v, _ := b.topicConfigValue(overrides, dedupWindowConfig)
+// SettingsFrom resolves a topic's dedup configs; value returns a
+// config's effective value for the topic (override, broker default or
+// Kafka's default).
+func SettingsFrom(value func(name string) string) Settings {
+	v := value(WindowConfig)
 	ms := configs.Int(v, 0)
 	if ms <= 0 {
-		return dedupSettings{}
+		return Settings{}
 	}
-	key, _ := b.topicConfigValue(overrides, dedupKeyConfig)
-	scope, _ := b.topicConfigValue(overrides, dedupScopeConfig)
-	gh, _ := b.topicConfigValue(overrides, dedupGroupHeaderConfig)
-	s := dedupSettings{windowMs: ms, groupScope: scope == "message-group", groupHeader: gh}
+	key, scope, gh := value(KeyConfig), value(ScopeConfig), value(GroupHeaderConfig)
+	s := Settings{windowMs: ms, groupScope: scope == "message-group", groupHeader: gh}
 	if key == "content" {
 		s.content = true
 	} else {
@@ -150,7 +87,7 @@ func (b *Broker) dedupSettingsFor(overrides map[string]string) dedupSettings {
 }
 
 // id returns r's dedup id, "" for none.
-func (s *dedupSettings) id(r *kmsg.Record) string {
+func (s *Settings) id(r *kmsg.Record) string {
 	var id []byte
 	if s.content {
 		h := sha256.New()
@@ -190,77 +127,97 @@ func (s *dedupSettings) id(r *kmsg.Record) string {
 	return strconv.Itoa(len(group)) + ":" + string(group) + string(id)
 }
 
-// dedupWindow holds each topic's dedup table, by topic id (an id is
+// Window holds each topic's dedup table, by topic id (an id is
 // never used again). mu is a leaf guarding the map only. A table is made
 // on a topic's first deduplicated produce and dropped when the topic is
 // deleted; a produce racing the deletion may make one again for the dead
 // id, which then stays empty (its append fails on the deleted log and
 // takes its ids back).
-type dedupWindow struct {
+type Window struct {
+	o      Options
 	mu     sync.Mutex
-	tables map[[16]byte]*dedupTable
+	tables map[[16]byte]*topicTable
 }
 
-func newDedupWindow() *dedupWindow {
-	return &dedupWindow{tables: map[[16]byte]*dedupTable{}}
+// Options are what a Window needs, given once (New).
+type Options struct {
+	// Registry is read to rebuild a topic's table from its partitions.
+	Registry *topics.Registry
+	// Syncer and Always: a duplicate waits for its first copy's fsync
+	// under the "always" fsync policy.
+	Syncer *topics.Syncer
+	Always bool
+	Logger *zap.Logger
+}
+
+// New returns an empty window (tables are built on first use).
+func New(o Options) *Window {
+	return &Window{o: o, tables: map[[16]byte]*topicTable{}}
 }
 
 // table returns topic id's table, making it if needed.
-func (w *dedupWindow) table(id [16]byte) *dedupTable {
+func (w *Window) table(id [16]byte) *topicTable {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d := w.tables[id]
 	if d == nil {
-		d = &dedupTable{}
+		d = &topicTable{}
 		w.tables[id] = d
 	}
 	return d
 }
 
-// forget drops a deleted topic's table.
-func (w *dedupWindow) forget(id [16]byte) {
+// Has reports whether topic id has a table (a read-out for tests).
+func (w *Window) Has(id [16]byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tables[id] != nil
+}
+
+// Forget drops a deleted topic's table.
+func (w *Window) Forget(id [16]byte) {
 	w.mu.Lock()
 	delete(w.tables, id)
 	w.mu.Unlock()
 }
 
-// dedupTable is one topic's ids within the window. mu guards everything;
+// topicTable is one topic's ids within the window. mu guards everything;
 // it is held during a produce's lookup and insertion and during a
 // rebuild (which reads the topic's logs: only that topic's produces
 // wait).
-type dedupTable struct {
+type topicTable struct {
 	mu       sync.Mutex
-	settings dedupSettings // what the table was built for
+	settings Settings // what the table was built for
 	built    bool
-	ids      map[string]dedupID
-	queue    []dedupEntry // insertions, expiry order
+	ids      map[string]slot
+	queue    []queued // insertions, expiry order
 	head     int
 }
 
-// dedupID is one id of the window: its expiry (unix ms) and the append
+// slot is one id of the window: its expiry (unix ms) and the append
 // that inserted it, nil once known durable (rebuilt from the log).
-type dedupID struct {
+type slot struct {
 	exp int64
-	w   *dedupWrite
+	w   *write
 }
 
-// dedupWrite is one produce partition's append of records whose ids it
+// write is one produce partition's append of records whose ids it
 // inserted. done is closed once the append returned; end (the offset
 // after its records) or err (it failed) are then set.
-type dedupWrite struct {
-	p    *tpkg_Partition
+type write struct {
+	p    *topics.Partition
 	done chan struct{}
 	end  int64
 	err  error
 	// The ids it inserted, forgotten again if its append or fsync
 	// fails, so that a retry stores the record.
-	d   *dedupTable
+	d   *topicTable
 	ids []string
 }
 
 // forgetIDs removes w's ids that still point at w: its records were not
 // stored durably.
-func (w *dedupWrite) forgetIDs() {
+func (w *write) forgetIDs() {
 	if w == nil || w.d == nil {
 		return
 	}
@@ -270,7 +227,7 @@ func (w *dedupWrite) forgetIDs() {
 }
 
 // forgetIDsLocked is forgetIDs with the table's mu held.
-func (w *dedupWrite) forgetIDsLocked() {
+func (w *write) forgetIDsLocked() {
 	for _, id := range w.ids {
 		if e, ok := w.d.ids[id]; ok && e.w == w {
 			delete(w.d.ids, id)
@@ -280,15 +237,15 @@ func (w *dedupWrite) forgetIDsLocked() {
 
 // durable waits until w's records are durable (FsyncAlways) or at least
 // appended (otherwise: they were acknowledged the same way).
-func (w *dedupWrite) durable(b *Broker) error {
+func (w *write) durable(win *Window) error {
 	<-w.done
 	if w.err != nil {
 		return fmt.Errorf("%w: the first copy of a duplicate failed: %v", slog.ErrStorage, w.err)
 	}
-	if b.cfg.Fsync != FsyncAlways || w.p.Log.HighWatermark() >= w.end {
+	if !win.o.Always || w.p.Log.HighWatermark() >= w.end {
 		return nil // the high watermark follows the fsynced end
 	}
-	if ch := b.syncer.Appended(w.p, w.end-1, w.end, true); ch != nil {
+	if ch := win.o.Syncer.Appended(w.p, w.end-1, w.end, true); ch != nil {
 		if err := <-ch; err != nil {
 			w.forgetIDs()
 			return err
@@ -297,19 +254,19 @@ func (w *dedupWrite) durable(b *Broker) error {
 	return nil
 }
 
-type dedupEntry struct {
+type queued struct {
 	id  string
 	exp int64
 }
 
 // expireLocked drops ids whose expiry is at or before nowMs.
-func (d *dedupTable) expireLocked(nowMs int64) {
+func (d *topicTable) expireLocked(nowMs int64) {
 	for d.head < len(d.queue) && d.queue[d.head].exp <= nowMs {
 		e := d.queue[d.head]
 		if d.ids[e.id].exp == e.exp {
 			delete(d.ids, e.id)
 		}
-		d.queue[d.head] = dedupEntry{}
+		d.queue[d.head] = queued{}
 		d.head++
 	}
 	if d.head > 1024 && d.head > len(d.queue)/2 {
@@ -318,18 +275,18 @@ func (d *dedupTable) expireLocked(nowMs int64) {
 	}
 }
 
-func (d *dedupTable) insertLocked(id string, exp int64, w *dedupWrite) {
-	d.ids[id] = dedupID{exp, w}
-	d.queue = append(d.queue, dedupEntry{id, exp})
+func (d *topicTable) insertLocked(id string, exp int64, w *write) {
+	d.ids[id] = slot{exp, w}
+	d.queue = append(d.queue, queued{id, exp})
 }
 
 // rebuildLocked fills the table from the last window of every partition
 // of t.
-func (d *dedupTable) rebuildLocked(b *Broker, t *tpkg_Topic, s dedupSettings, now time.Time) error {
+func (d *topicTable) rebuildLocked(win *Window, t *topics.Topic, s Settings, now time.Time) error {
 	d.settings, d.built = s, false
-	d.ids, d.queue, d.head = map[string]dedupID{}, nil, 0
+	d.ids, d.queue, d.head = map[string]slot{}, nil, 0
 	nowMs := now.UnixMilli()
-	parts, _ := b.topics.Snapshot(t)
+	parts, _ := win.o.Registry.Snapshot(t)
 	for _, p := range parts {
 		off, _, found := p.Log.OffsetForTimestamp(nowMs - s.windowMs)
 		if !found {
@@ -339,15 +296,15 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *tpkg_Topic, s dedupSettings, no
 		// FsyncAlways) may still be lost: their ids point at a write
 		// that is done once everything read here is durable.
 		hw, leo := p.Log.HighWatermark(), p.Log.LogEndOffset()
-		var pending *dedupWrite
+		var pending *write
 		if hw < leo {
-			pending = &dedupWrite{p: p, done: make(chan struct{}), end: leo, d: d}
+			pending = &write{p: p, done: make(chan struct{}), end: leo, d: d}
 			close(pending.done)
 		}
 		for end := leo; off < end; {
 			raw, err := p.Log.Read(off, end, 1<<20, true)
 			if err != nil {
-				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.Name, p.Index, err)
+				return fmt.Errorf("dedup: rebuild of %s-%d: %w", t.Name, p.Index, err)
 			}
 			if len(raw) == 0 {
 				break
@@ -362,7 +319,7 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *tpkg_Topic, s dedupSettings, no
 					if exp := ts + s.windowMs; exp > nowMs {
 						if id := s.id(r); id != "" {
 							if cur, ok := d.ids[id]; !ok || cur.exp < exp {
-								var w *dedupWrite
+								var w *write
 								if o >= hw {
 									w = pending
 									w.ids = append(w.ids, id)
@@ -375,7 +332,7 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *tpkg_Topic, s dedupSettings, no
 				})
 			})
 			if err != nil {
-				return fmt.Errorf("broker: dedup rebuild of %s-%d: %w", t.Name, p.Index, err)
+				return fmt.Errorf("dedup: rebuild of %s-%d: %w", t.Name, p.Index, err)
 			}
 			if next <= off {
 				break
@@ -385,20 +342,20 @@ func (d *dedupTable) rebuildLocked(b *Broker, t *tpkg_Topic, s dedupSettings, no
 	}
 	sort.SliceStable(d.queue, func(i, j int) bool { return d.queue[i].exp < d.queue[j].exp })
 	d.built = true
-	b.lg.Debug("rebuilt dedup table", zap.String("topic", t.Name), zap.Int("ids", len(d.ids)))
+	win.o.Logger.Debug("rebuilt dedup table", zap.String("topic", t.Name), zap.Int("ids", len(d.ids)))
 	return nil
 }
 
-// appendDeduped appends a produce partition's records to p, first
-// dropping the records whose dedup id is within t's window (s from
-// dedupSettingsFor). Without a window it is p.log.Append. It also
-// returns the appends of the first copies of the records it dropped
-// (the produce is answered only once they are durable,
-// dedupWrite.durable) and its own.
-func (b *Broker) appendDeduped(t *tpkg_Topic, p *tpkg_Partition, s dedupSettings, batches []byte, now time.Time) (slog.AppendResult, dedupDeps, error) {
+// Append appends a produce partition's records to p, first dropping the
+// records whose dedup id is within t's window (s from SettingsFrom).
+// Without a window it is p.Log.Append. It also returns what the answer
+// depends on: the appends of the first copies of the records it dropped
+// (the produce is answered only once they are durable, Deps.Wait) and
+// its own.
+func (win *Window) Append(t *topics.Topic, p *topics.Partition, s Settings, batches []byte, now time.Time) (slog.AppendResult, Deps, error) {
 	if s.windowMs <= 0 {
 		res, err := p.Log.Append(batches, now)
-		return res, dedupDeps{}, err
+		return res, Deps{}, err
 	}
 	// max.message.bytes applies to the batches the client sent, as
 	// Append would check them: a batch rewritten without its duplicates
@@ -410,19 +367,19 @@ func (b *Broker) appendDeduped(t *tpkg_Topic, p *tpkg_Partition, s dedupSettings
 			break // filterLocked reports it
 		}
 		if int64(len(batch)) > maxBytes {
-			return slog.AppendResult{}, dedupDeps{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
+			return slog.AppendResult{}, Deps{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", slog.ErrMessageTooLarge, len(batch), maxBytes)
 		}
 		rest = next
 	}
-	d := b.dedup.table(t.ID)
+	d := win.table(t.ID)
 	nowMs := now.UnixMilli()
 	exp := nowMs + s.windowMs
-	w := &dedupWrite{p: p, done: make(chan struct{}), d: d}
+	w := &write{p: p, done: make(chan struct{}), d: d}
 	d.mu.Lock()
 	if !d.built || d.settings != s {
-		if err := d.rebuildLocked(b, t, s, now); err != nil {
+		if err := d.rebuildLocked(win, t, s, now); err != nil {
 			d.mu.Unlock()
-			return slog.AppendResult{}, dedupDeps{}, err
+			return slog.AppendResult{}, Deps{}, err
 		}
 	}
 	d.expireLocked(nowMs)
@@ -433,7 +390,7 @@ func (b *Broker) appendDeduped(t *tpkg_Topic, p *tpkg_Partition, s dedupSettings
 		d.mu.Unlock()
 		w.err = err
 		close(w.done)
-		return slog.AppendResult{}, dedupDeps{}, err
+		return slog.AppendResult{}, Deps{}, err
 	}
 	d.mu.Unlock()
 	var res slog.AppendResult
@@ -454,24 +411,45 @@ func (b *Broker) appendDeduped(t *tpkg_Topic, p *tpkg_Partition, s dedupSettings
 	if len(added) == 0 {
 		w = nil
 	}
-	return res, dedupDeps{first: deps, own: w}, err
+	return res, Deps{first: deps, own: w, win: win}, err
 }
 
-// dedupDeps are what a deduplicated append's answer depends on: the
+// Deps are what a deduplicated append's answer depends on: the
 // appends of the first copies of the records it dropped (first), and its
 // own append when it inserted ids (own), whose ids are forgotten if its
 // fsync fails.
-type dedupDeps struct {
-	first []*dedupWrite
-	own   *dedupWrite
+type Deps struct {
+	first []*write
+	own   *write
+	win   *Window
 }
+
+// Failed is called when the append's own fsync failed: its records were
+// not stored durably, so their ids are forgotten and a retry stores them.
+func (d Deps) Failed() { d.own.forgetIDs() }
+
+// Wait waits until the first copies of the records the append dropped
+// are durable (under the "always" fsync policy; appended otherwise), and
+// returns the first failure: a duplicate is answered only once its first
+// copy is as durable as its own answer promises.
+func (d Deps) Wait() error {
+	for _, w := range d.first {
+		if err := w.durable(d.win); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Waits is how many first copies Wait waits for.
+func (d Deps) Waits() int { return len(d.first) }
 
 // filterLocked looks up and inserts the ids of the records of batches. It
 // returns the records to append (a new buffer only if some batch lost
 // records), the ids it inserted (for w, the append to come) and the
 // appends of the first copies of the records it dropped that are not
 // known durable. mu held.
-func (d *dedupTable) filterLocked(s dedupSettings, batches []byte, exp int64, w *dedupWrite) (out []byte, rewritten bool, added []string, deps []*dedupWrite, err error) {
+func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *write) (out []byte, rewritten bool, added []string, deps []*write, err error) {
 	var keep [][]byte // wire records of the current batch
 	for pos := 0; pos < len(batches); {
 		batch, _, err := protocol.NextBatch(batches[pos:])

@@ -1,50 +1,29 @@
-package broker
+package topics
 
 import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/dgraph-io/badger/v4"
-	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/meta"
 )
 
-// metaStore is the metadata store (package meta) with the records of the
-// packages that are not yet their own: topics here, groups' offsets and
-// their deletion marks in groups_store.go. They move to their owners as
-// those become packages (docs: broker/doc.go).
-type metaStore struct {
-	*meta.Store
-	// marks are the offset keys holding a deletion mark
-	// (groups_store.go), so that dropping them costs nothing when there
-	// are none.
-	marks struct {
-		sync.Mutex
-		keys map[string]struct{}
-	}
-}
+// store reads and writes the topic records in the metadata store (keys
+// meta.PrefixTopic and meta.PrefixDeletingTopic), each write durable
+// (SyncWrites) before it returns.
+type store struct{ *meta.Store }
 
-// openMeta opens the metadata store under dataDir.
-func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
-	s, err := meta.Open(dataDir, lg)
-	if err != nil {
-		return nil, err
-	}
-	return &metaStore{Store: s}, nil
-}
-
-// topicRecord is the durable description of a topic.
-type topicRecord struct {
+// record is the durable description of a topic.
+type record struct {
 	Name       string            `json:"name"`
 	ID         [16]byte          `json:"id"`
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
-func (m *metaStore) putTopic(t topicRecord) error {
+func (m store) putTopic(t record) error {
 	v, err := json.Marshal(t)
 	if err != nil {
 		return err
@@ -57,8 +36,8 @@ func (m *metaStore) putTopic(t topicRecord) error {
 // deleteTopic removes the topic record of name and, in the same
 // transaction, records that its group offsets and share-group state (by
 // id) are still to be removed: finishTopicDeletion clears that, and a
-// start-up after a crash in between finishes it (topics.go).
-func (m *metaStore) deleteTopic(name string, id [16]byte) error {
+// start-up after a crash in between finishes it (admin.go).
+func (m store) deleteTopic(name string, id [16]byte) error {
 	return m.DB().Update(func(txn *badger.Txn) error {
 		if err := txn.Delete([]byte(meta.PrefixTopic + name)); err != nil {
 			return err
@@ -84,13 +63,13 @@ type deletedTopic struct {
 
 // deletingTopics lists the deletions deleteTopic recorded and
 // clearTopicDeletion has not cleared.
-func (m *metaStore) deletingTopics() ([]deletedTopic, error) {
+func (m store) deletingTopics() ([]deletedTopic, error) {
 	var out []deletedTopic
 	err := meta.ScanJSON(m.DB(), meta.PrefixDeletingTopic, func(idHex string, name string) error {
 		d := deletedTopic{name: name}
 		raw, err := hex.DecodeString(idHex)
 		if err != nil || len(raw) != len(d.id) {
-			return fmt.Errorf("broker: bad topic id %q under %s", idHex, meta.PrefixDeletingTopic)
+			return fmt.Errorf("topics: bad topic id %q under %s", idHex, meta.PrefixDeletingTopic)
 		}
 		copy(d.id[:], raw)
 		out = append(out, d)
@@ -100,15 +79,15 @@ func (m *metaStore) deletingTopics() ([]deletedTopic, error) {
 }
 
 // clearTopicDeletion records that the clean-up of topic id finished.
-func (m *metaStore) clearTopicDeletion(id [16]byte) error {
+func (m store) clearTopicDeletion(id [16]byte) error {
 	return m.DB().Update(func(txn *badger.Txn) error {
 		return txn.Delete(deletingTopicKey(id))
 	})
 }
 
-func (m *metaStore) topics() ([]topicRecord, error) {
-	var out []topicRecord
-	err := meta.ScanJSON(m.DB(), meta.PrefixTopic, func(_ string, t topicRecord) error {
+func (m store) topics() ([]record, error) {
+	var out []record
+	err := meta.ScanJSON(m.DB(), meta.PrefixTopic, func(_ string, t record) error {
 		out = append(out, t)
 		return nil
 	})

@@ -1,4 +1,4 @@
-package broker
+package topics
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// tpkg_Syncer makes appended records durable and moves high watermarks.
+// Syncer makes appended records durable and moves high watermarks.
 //
 // Under FsyncAlways each partition commits on its own: an append marks the
 // partition dirty and, if no fsync of that partition is running, starts a
@@ -32,19 +32,12 @@ import (
 //
 // A failed fsync leaves the log sticky-failed (log package contract):
 // waiters get the error, and later appends to that partition fail.
-type tpkg_Syncer struct {
-	// What it needs of the broker, given once (newSyncer): the fsync
-	// policy and interval, the fsync latency histogram, the logger, and
-	// the channel that stops run.
-	fsync         FsyncPolicy
-	flushInterval time.Duration
-	fsyncSeconds  prometheus.Histogram
-	lg            *zap.Logger
-	stop          <-chan struct{}
+type Syncer struct {
+	o SyncOptions
 
 	mu struct {
 		sync.Mutex
-		parts map[*tpkg_Partition]*tpkg_partSync
+		parts map[*Partition]*partSync
 		// stopping: shutdown began; lazy starts are immediate.
 		stopping bool
 		// active counts running sync loops and pending lazy starts; idle
@@ -56,12 +49,12 @@ type tpkg_Syncer struct {
 	}
 }
 
-// tpkg_partSync is one partition's pending durability work, guarded by
+// partSync is one partition's pending durability work, guarded by
 // syncer.mu.
-type tpkg_partSync struct {
+type partSync struct {
 	dirty   bool // appended since the running fsync captured its end
 	running bool // a sync loop owns this partition
-	waiters []tpkg_syncWaiter
+	waiters []syncWaiter
 	// FsyncInterval: when the partition became dirty and the first
 	// offset appended since (flush.ms, flush.messages).
 	since time.Time
@@ -71,27 +64,42 @@ type tpkg_partSync struct {
 	lazy *time.Timer
 }
 
-// tpkg_flushCheck bounds the period of the FsyncInterval checks, so a flush.ms
+// flushCheck bounds the period of the FsyncInterval checks, so a flush.ms
 // below FlushInterval is honoured within this much.
-const tpkg_flushCheck = 100 * time.Millisecond
+const flushCheck = 100 * time.Millisecond
 
-type tpkg_syncWaiter struct {
+type syncWaiter struct {
 	offset int64 // wait until durable end > offset
 	done   chan error
 }
 
-func newSyncer(b *Broker) *tpkg_Syncer {
-	s := &tpkg_Syncer{fsync: b.cfg.Fsync, flushInterval: b.cfg.FlushInterval, fsyncSeconds: b.metrics.FsyncSeconds, lg: b.lg, stop: b.syncStop}
-	s.mu.parts = map[*tpkg_Partition]*tpkg_partSync{}
+// SyncOptions are what a Syncer needs, given once.
+type SyncOptions struct {
+	// Always is the broker's fsync policy "always" (FsyncAlways);
+	// false is "interval" (FsyncInterval), flushing every FlushInterval.
+	Always        bool
+	FlushInterval time.Duration
+	// FsyncSeconds observes each fsync's latency.
+	FsyncSeconds prometheus.Histogram
+	Logger       *zap.Logger
+	// Stop, once closed, makes Run flush what is dirty and return when
+	// the last sync loop is done.
+	Stop <-chan struct{}
+}
+
+// NewSyncer returns a syncer; Run drives it.
+func NewSyncer(o SyncOptions) *Syncer {
+	s := &Syncer{o: o}
+	s.mu.parts = map[*Partition]*partSync{}
 	s.mu.idle.L = &s.mu.Mutex
 	return s
 }
 
 // partLocked returns p's pending work, creating it. s.mu held.
-func (s *tpkg_Syncer) partLocked(p *tpkg_Partition) *tpkg_partSync {
+func (s *Syncer) partLocked(p *Partition) *partSync {
 	ps := s.mu.parts[p]
 	if ps == nil {
-		ps = &tpkg_partSync{}
+		ps = &partSync{}
 		s.mu.parts[p] = ps
 	}
 	return ps
@@ -100,8 +108,8 @@ func (s *tpkg_Syncer) partLocked(p *tpkg_Partition) *tpkg_partSync {
 // Appended records that p has new data [first, end). It returns a
 // channel that receives nil once [.., end) is durable, or the error that
 // prevented it; with wait false it returns nil.
-func (s *tpkg_Syncer) Appended(p *tpkg_Partition, first, end int64, wait bool) <-chan error {
-	if s.fsync == FsyncInterval {
+func (s *Syncer) Appended(p *Partition, first, end int64, wait bool) <-chan error {
+	if !s.o.Always {
 		p.Log.SetHighWatermark(end)
 		p.Notify()
 		s.appendedInterval(p, first, end)
@@ -111,11 +119,11 @@ func (s *tpkg_Syncer) Appended(p *tpkg_Partition, first, end int64, wait bool) <
 	s.mu.Lock()
 	ps := s.partLocked(p)
 	ps.dirty = true
-	if wait && s.fsync == FsyncAlways {
+	if wait && s.o.Always {
 		ch = make(chan error, 1)
-		ps.waiters = append(ps.waiters, tpkg_syncWaiter{offset: end - 1, done: ch})
+		ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
 	}
-	if s.fsync == FsyncAlways && !ps.running {
+	if s.o.Always && !ps.running {
 		s.startLocked(p, ps)
 	}
 	s.mu.Unlock()
@@ -128,8 +136,8 @@ func (s *tpkg_Syncer) Appended(p *tpkg_Partition, first, end int64, wait bool) <
 // the next append's, which then covers them; so they do not cost a
 // busy partition an fsync of their own for the next batches to queue
 // behind. Shutdown starts pending ones at once (run).
-func (s *tpkg_Syncer) AppendedLazy(p *tpkg_Partition, first, end int64, delay time.Duration) <-chan error {
-	if delay <= 0 || s.fsync != FsyncAlways {
+func (s *Syncer) AppendedLazy(p *Partition, first, end int64, delay time.Duration) <-chan error {
+	if delay <= 0 || !s.o.Always {
 		return s.Appended(p, first, end, true)
 	}
 	ch := make(chan error, 1)
@@ -137,7 +145,7 @@ func (s *tpkg_Syncer) AppendedLazy(p *tpkg_Partition, first, end int64, delay ti
 	defer s.mu.Unlock()
 	ps := s.partLocked(p)
 	ps.dirty = true
-	ps.waiters = append(ps.waiters, tpkg_syncWaiter{offset: end - 1, done: ch})
+	ps.waiters = append(ps.waiters, syncWaiter{offset: end - 1, done: ch})
 	if ps.running || ps.lazy != nil {
 		return ch
 	}
@@ -162,7 +170,7 @@ func (s *tpkg_Syncer) AppendedLazy(p *tpkg_Partition, first, end int64, delay ti
 
 // Hurry starts p's pending lazy fsync (appendedLazy) now: someone
 // waits for it.
-func (s *tpkg_Syncer) Hurry(p *tpkg_Partition) {
+func (s *Syncer) Hurry(p *Partition) {
 	s.mu.Lock()
 	if ps := s.mu.parts[p]; ps != nil && ps.lazy != nil {
 		s.startLocked(p, ps)
@@ -172,7 +180,7 @@ func (s *tpkg_Syncer) Hurry(p *tpkg_Partition) {
 
 // startLocked starts p's sync loop, cancelling a pending lazy start.
 // s.mu held; no loop is running.
-func (s *tpkg_Syncer) startLocked(p *tpkg_Partition, ps *tpkg_partSync) {
+func (s *Syncer) startLocked(p *Partition, ps *partSync) {
 	if ps.lazy != nil {
 		if ps.lazy.Stop() {
 			s.doneLocked() // its func will not run
@@ -185,21 +193,21 @@ func (s *tpkg_Syncer) startLocked(p *tpkg_Partition, ps *tpkg_partSync) {
 }
 
 // doneLocked ends one loop or lazy start. s.mu held.
-func (s *tpkg_Syncer) doneLocked() {
+func (s *Syncer) doneLocked() {
 	if s.mu.active--; s.mu.active == 0 {
 		s.mu.idle.Broadcast()
 	}
 }
 
 // done is doneLocked taking s.mu.
-func (s *tpkg_Syncer) done() {
+func (s *Syncer) done() {
 	s.mu.Lock()
 	s.doneLocked()
 	s.mu.Unlock()
 }
 
 // loop fsyncs p until no append is left unsynced (FsyncAlways).
-func (s *tpkg_Syncer) loop(p *tpkg_Partition) {
+func (s *Syncer) loop(p *Partition) {
 	defer s.done()
 	for {
 		s.mu.Lock()
@@ -216,7 +224,7 @@ func (s *tpkg_Syncer) loop(p *tpkg_Partition) {
 		s.mu.Unlock()
 
 		end, err := s.syncOne(p)
-		var again []tpkg_syncWaiter
+		var again []syncWaiter
 		for _, w := range waiters {
 			switch {
 			case err != nil:
@@ -240,15 +248,15 @@ func (s *tpkg_Syncer) loop(p *tpkg_Partition) {
 }
 
 // syncOne fsyncs p and, under FsyncAlways, moves its high watermark.
-func (s *tpkg_Syncer) syncOne(p *tpkg_Partition) (int64, error) {
+func (s *Syncer) syncOne(p *Partition) (int64, error) {
 	began := time.Now()
 	end, err := p.Log.Sync()
-	s.fsyncSeconds.Observe(time.Since(began).Seconds())
+	s.o.FsyncSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
-		s.lg.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.Topic), zap.Int32("partition", p.Index), zap.Error(err))
+		s.o.Logger.Error("fsync failed; partition stops accepting writes", zap.String("topic", p.Topic), zap.Int32("partition", p.Index), zap.Error(err))
 		return end, err
 	}
-	if s.fsync == FsyncAlways {
+	if s.o.Always {
 		p.Log.SetHighWatermark(end)
 		p.Notify()
 	}
@@ -257,7 +265,7 @@ func (s *tpkg_Syncer) syncOne(p *tpkg_Partition) (int64, error) {
 
 // appendedInterval marks p dirty under FsyncInterval and starts its
 // fsync at once when flush.messages unsynced records are reached.
-func (s *tpkg_Syncer) appendedInterval(p *tpkg_Partition, first, end int64) {
+func (s *Syncer) appendedInterval(p *Partition, first, end int64) {
 	flushMessages := p.Log.Config().FlushMessages
 	s.mu.Lock()
 	ps := s.partLocked(p)
@@ -277,7 +285,7 @@ func (s *tpkg_Syncer) appendedInterval(p *tpkg_Partition, first, end int64) {
 
 // syncInterval fsyncs p once (FsyncInterval); appends during the fsync
 // leave p dirty for the next check.
-func (s *tpkg_Syncer) syncInterval(p *tpkg_Partition) {
+func (s *Syncer) syncInterval(p *Partition) {
 	defer s.done()
 	s.mu.Lock()
 	ps := s.mu.parts[p]
@@ -295,14 +303,14 @@ func (s *tpkg_Syncer) syncInterval(p *tpkg_Partition) {
 // flushDue starts the fsync of every dirty partition whose oldest
 // unsynced append is older than FlushInterval or its flush.ms
 // (FsyncInterval).
-func (s *tpkg_Syncer) flushDue(now time.Time) {
+func (s *Syncer) flushDue(now time.Time) {
 	s.mu.Lock()
-	var due []*tpkg_Partition
+	var due []*Partition
 	for p, ps := range s.mu.parts {
 		if !ps.dirty || ps.running {
 			continue
 		}
-		limit := s.flushInterval
+		limit := s.o.FlushInterval
 		if ms := p.Log.Config().FlushMs; ms >= 0 && ms < limit.Milliseconds() {
 			limit = time.Duration(ms) * time.Millisecond
 		}
@@ -322,10 +330,10 @@ func (s *tpkg_Syncer) flushDue(now time.Time) {
 // per-partition loops. Close stops it (syncStop) only after every
 // connection has finished, so no produce waits for an fsync that never
 // comes.
-func (s *tpkg_Syncer) Run() {
+func (s *Syncer) Run() {
 	var tick <-chan time.Time
-	if s.fsync == FsyncInterval {
-		t := time.NewTicker(min(s.flushInterval, tpkg_flushCheck))
+	if !s.o.Always {
+		t := time.NewTicker(min(s.o.FlushInterval, flushCheck))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -333,7 +341,7 @@ func (s *tpkg_Syncer) Run() {
 		select {
 		case now := <-tick:
 			s.flushDue(now)
-		case <-s.stop:
+		case <-s.o.Stop:
 			s.mu.Lock()
 			s.mu.stopping = true
 			for p, ps := range s.mu.parts {
@@ -345,7 +353,7 @@ func (s *tpkg_Syncer) Run() {
 				s.mu.idle.Wait()
 			}
 			s.mu.Unlock()
-			if s.fsync == FsyncInterval {
+			if !s.o.Always {
 				s.flushDirty()
 			}
 			return
@@ -354,9 +362,9 @@ func (s *tpkg_Syncer) Run() {
 }
 
 // flushDirty fsyncs every dirty partition in parallel (FsyncInterval).
-func (s *tpkg_Syncer) flushDirty() {
+func (s *Syncer) flushDirty() {
 	s.mu.Lock()
-	var dirty []*tpkg_Partition
+	var dirty []*Partition
 	for p := range s.mu.parts {
 		dirty = append(dirty, p)
 	}

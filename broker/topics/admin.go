@@ -1,0 +1,377 @@
+package topics
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/meta"
+	"github.com/shoal-mq/shoal/broker/metrics"
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// Options are what an Admin needs, given once (NewAdmin): handles from
+// below, and the functions through which a topic deletion reaches the
+// packages above that keep state of the topic.
+type Options struct {
+	// Registry is the set of topics the Admin changes.
+	Registry *Registry
+	// Store holds the topic records.
+	Store *meta.Store
+	// DataDir holds the logs, in DataDir/logs/<topic>-<n> as in Kafka.
+	DataDir string
+	// FS is the file system the logs are opened on.
+	FS slog.FS
+	// LogConfig resolves a topic's overrides to its log config (the
+	// broker defaults sit behind every topic without an override).
+	LogConfig func(overrides map[string]string) slog.Config
+	// Metrics gives each topic its metric children and forgets them.
+	Metrics *metrics.Metrics
+	Logger  *zap.Logger
+	// Forget runs once a deleted topic's logs are gone (the dedup
+	// window's table of the id).
+	Forget func(id [16]byte)
+	// DropOffsets removes every group's committed offsets of a deleted
+	// topic (by name), DropShareState its share-group state (by id).
+	// They run under the Admin's lock, which callers of theirs never
+	// hold; an error leaves the deletion's clean-up pending.
+	DropOffsets    func(topic string) error
+	DropShareState func(id [16]byte) error
+	// BeforeCleanup, if set (tests), runs before a deletion's clean-up;
+	// an error leaves it pending as a failed clean-up would.
+	BeforeCleanup func(topic string) error
+}
+
+// Admin creates, deletes, grows and reconfigures topics: each durable in
+// the metadata store before it is answered, one at a time under mu (they
+// do disk I/O; they are rare).
+type Admin struct {
+	o     Options
+	r     *Registry
+	store store
+	mu    sync.Mutex
+}
+
+// NewAdmin returns the Admin of o.Registry; Load opens what is stored.
+func NewAdmin(o Options) *Admin {
+	return &Admin{o: o, r: o.Registry, store: store{o.Store}}
+}
+
+// Exclusive runs fn under the Admin's lock: no topic is created,
+// deleted, grown or reconfigured while it runs (a dynamic broker config
+// change re-applying every partition's log config).
+func (a *Admin) Exclusive(fn func() error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return fn()
+}
+
+// UpdateConfigs replaces t's overrides with update(current) (update gets
+// a private copy and validates), persists them, and applies them to
+// every partition log. Nothing changes when update fails or validateOnly
+// is set. It holds the Admin's lock throughout, so concurrent
+// read-modify-writes of the same topic cannot lose updates and a topic
+// deleted meanwhile is reported unknown instead of being written back.
+func (a *Admin) UpdateConfigs(t *Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.r.Get(t.Name) != t {
+		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
+	}
+	parts, cur := a.r.Snapshot(t)
+	next, err := update(cur)
+	if err != nil || validateOnly {
+		return err
+	}
+	rec := record{Name: t.Name, ID: t.ID, Partitions: int32(len(parts)), Configs: next}
+	if err := a.store.putTopic(rec); err != nil {
+		a.o.Logger.Error("persisting topic configs failed", zap.String("topic", t.Name), zap.Error(err))
+		return err
+	}
+	a.r.mu.Lock()
+	t.configs = next
+	a.r.mu.Unlock()
+	lc := a.o.LogConfig(next)
+	for _, p := range parts {
+		p.Log.SetConfig(lc)
+	}
+	a.o.Logger.Info("altered topic configs", zap.String("topic", t.Name), zap.Any("configs", next))
+	return nil
+}
+
+// PendingDeletions names the deleted topics whose clean-up has not
+// finished (a read-out for tests and operators).
+func (a *Admin) PendingDeletions() ([]string, error) {
+	ds, err := a.store.deletingTopics()
+	var names []string
+	for _, d := range ds {
+		names = append(names, d.name)
+	}
+	return names, err
+}
+
+// partitionDir is where a partition's log lives: <data>/logs/<topic>-<n>,
+// as in Kafka.
+func (a *Admin) partitionDir(topicName string, idx int32) string {
+	return filepath.Join(a.o.DataDir, "logs", topicName+"-"+strconv.Itoa(int(idx)))
+}
+
+// openPartition opens (recovering) or creates a partition log.
+func (a *Admin) openPartition(t *Topic, idx int32, configs map[string]string) (*Partition, error) {
+	lp, err := slog.Open(a.o.FS, a.partitionDir(t.Name, idx), a.o.LogConfig(configs), a.o.Logger.Named("log").With(zap.String("topic", t.Name), zap.Int32("partition", idx)))
+	if err != nil {
+		return nil, fmt.Errorf("topics: open %s-%d: %w", t.Name, idx, err)
+	}
+	return &Partition{Topic: t.Name, Index: idx, Log: lp, M: a.o.Metrics.Topic(t.Name)}, nil
+}
+
+// Load opens every topic recorded in the metadata store and removes
+// log directories that belong to no topic (left by a crash during topic
+// deletion).
+func (a *Admin) Load() error {
+	recs, err := a.store.topics()
+	if err != nil {
+		return err
+	}
+	// Partitions recover in parallel: after a crash each re-reads the
+	// unflushed tail of its newest segment, CPU (CRC) and disk bound.
+	known := map[string]bool{}
+	topics := make([]*Topic, len(recs))
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		errs  []error
+	)
+	sem := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+	for ti, rec := range recs {
+		t := &Topic{Name: rec.Name, ID: rec.ID, configs: rec.Configs}
+		if t.configs == nil {
+			t.configs = map[string]string{}
+		}
+		t.partitions = make([]*Partition, rec.Partitions)
+		topics[ti] = t
+		for i := int32(0); i < rec.Partitions; i++ {
+			known[filepath.Base(a.partitionDir(t.Name, i))] = true
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				p, err := a.openPartition(t, i, t.configs)
+				if err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+					return
+				}
+				t.partitions[i] = p
+			}()
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		for _, t := range topics {
+			for _, p := range t.partitions {
+				if p != nil {
+					p.Log.Close()
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, t := range topics {
+		a.r.mu.byName[t.Name] = t
+		a.r.mu.byID[t.ID] = t
+	}
+	logs := filepath.Join(a.o.DataDir, "logs")
+	entries, err := os.ReadDir(logs)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && !known[e.Name()] && !strings.HasPrefix(e.Name(), ".") {
+			a.o.Logger.Warn("removing log directory of a deleted topic", zap.String("dir", e.Name()))
+			if err := os.RemoveAll(filepath.Join(logs, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Create validates, persists, then opens a new topic. configs must
+// already be validated. The Admin's lock serialises topic creation and deletion.
+func (a *Admin) Create(name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.r.Get(name) != nil {
+		return nil, kafkaerr.ErrTopicExists
+	}
+	if validateOnly {
+		return &Topic{Name: name, configs: configs}, nil
+	}
+	// A deletion of this name whose clean-up failed (its offsets are
+	// still there) is finished first, or the name stays taken.
+	if err := a.FinishDeletions(name); err != nil {
+		return nil, fmt.Errorf("the deletion of an earlier topic %s is not finished: %w", name, err)
+	}
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	t := &Topic{Name: name, ID: newID(), configs: configs}
+	for i := int32(0); i < partitions; i++ {
+		// A directory left by a deleted topic of the same name must not be
+		// adopted.
+		if err := os.RemoveAll(a.partitionDir(name, i)); err != nil {
+			return nil, err
+		}
+	}
+	rec := t.record()
+	rec.Partitions = partitions
+	// Persist, then open: a crash in between leaves a topic whose
+	// partitions are created empty on the next start.
+	if err := a.store.putTopic(rec); err != nil {
+		return nil, err
+	}
+	for i := int32(0); i < partitions; i++ {
+		p, err := a.openPartition(t, i, configs)
+		if err != nil {
+			return nil, err
+		}
+		t.partitions = append(t.partitions, p)
+	}
+	a.r.mu.Lock()
+	a.r.mu.byName[name] = t
+	a.r.mu.byID[t.ID] = t
+	a.r.mu.Unlock()
+	a.o.Logger.Info("created topic", zap.String("topic", name), zap.Int32("partitions", partitions))
+	return t, nil
+}
+
+// Delete removes a topic durably, then deletes its logs, then every
+// group's committed offsets of it and its share-group state, so a topic
+// created again under the same name starts fresh (Kafka does the same).
+// All of it runs under the Admin's lock: a topic of the same name cannot be
+// created, and its consumers cannot commit offsets for it, before the old
+// one's offsets are gone (they are removed by name). The deletion of the
+// topic record also records the clean-up as pending (store.deleteTopic)
+// until it has finished; a start-up finishes one a crash interrupted, and
+// creating the name again one that failed (FinishDeletions).
+func (a *Admin) Delete(t *Topic) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.r.Get(t.Name) != t {
+		return kafkaerr.ErrUnknownTopic // deleted (and maybe re-created) meanwhile
+	}
+	if err := a.store.deleteTopic(t.Name, t.ID); err != nil {
+		return err
+	}
+	a.r.mu.Lock()
+	delete(a.r.mu.byName, t.Name)
+	delete(a.r.mu.byID, t.ID)
+	parts := t.partitions
+	a.r.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		p.Notify()
+		errs = append(errs, p.Log.Delete())
+	}
+	a.o.Metrics.ForgetTopic(t.Name)
+	a.o.Forget(t.ID)
+	a.o.Logger.Info("deleted topic", zap.String("topic", t.Name))
+	errs = append(errs, a.finishDeletion(deletedTopic{t.Name, t.ID}))
+	return errors.Join(errs...)
+}
+
+// finishDeletion removes a deleted topic's committed offsets (by
+// name) and share-group state (by id), then clears its pending record
+// (store.deleteTopic). The Admin's lock held, or start-up before serving.
+func (a *Admin) finishDeletion(d deletedTopic) error {
+	if a.o.BeforeCleanup != nil {
+		if err := a.o.BeforeCleanup(d.name); err != nil {
+			return err
+		}
+	}
+	var dropErr error
+	if a.r.Get(d.name) == nil {
+		dropErr = a.o.DropOffsets(d.name)
+	} else {
+		// Cannot happen (a name is used again only once this is done),
+		// but if it does the offsets may be the new topic's.
+		a.o.Logger.Warn("a deleted topic's name is in use again; keeping its offsets", zap.String("topic", d.name))
+	}
+	if err := errors.Join(dropErr, a.o.DropShareState(d.id)); err != nil {
+		return err // still pending
+	}
+	return a.store.clearTopicDeletion(d.id)
+}
+
+// FinishDeletions finishes the pending clean-ups of deleted topics
+// called name, or of every deleted topic when name is "": at start-up,
+// before serving, for those a crash interrupted, and in Create for
+// its name (the Admin's lock held), so a name is used again only once the old
+// topic's offsets are gone even if its clean-up failed.
+func (a *Admin) FinishDeletions(name string) error {
+	ds, err := a.store.deletingTopics()
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if name != "" && d.name != name {
+			continue
+		}
+		a.o.Logger.Info("finishing a topic deletion's clean-up", zap.String("topic", d.name))
+		if err := a.finishDeletion(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddPartitions grows a topic to count partitions.
+func (a *Admin) AddPartitions(t *Topic, count int32, validateOnly bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.r.Get(t.Name) != t {
+		return kafkaerr.ErrUnknownTopic
+	}
+	parts, configs := a.r.Snapshot(t)
+	cur := int32(len(parts))
+	if count <= cur {
+		return fmt.Errorf("%w: topic currently has %d partitions, which is higher than or equal to the requested %d", kafkaerr.ErrInvalidPartitions, cur, count)
+	}
+	if validateOnly {
+		return nil
+	}
+	rec := t.record()
+	rec.Partitions = count
+	rec.Configs = configs
+	if err := a.store.putTopic(rec); err != nil {
+		return err
+	}
+	var added []*Partition
+	for i := cur; i < count; i++ {
+		if err := os.RemoveAll(a.partitionDir(t.Name, i)); err != nil {
+			return err
+		}
+		p, err := a.openPartition(t, i, configs)
+		if err != nil {
+			return err
+		}
+		added = append(added, p)
+	}
+	a.r.mu.Lock()
+	t.partitions = append(t.partitions, added...)
+	a.r.mu.Unlock()
+	return nil
+}
