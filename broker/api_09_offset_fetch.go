@@ -12,7 +12,7 @@ package broker
 // gets UNSTABLE_OFFSET_COMMIT, which clients retry, as in Kafka; a
 // partition whose offset was deleted since (OffsetDelete, DeleteGroups, a
 // deleted topic) does not, as Kafka's deletion removes the pending
-// offset (txn.go pendingTP). The member id and epoch
+// offset (groups_pending.go pendingTP). The member id and epoch
 // of v9 are checked for KIP-848 consumer groups: a fetch naming a member
 // must come from a current member (UNKNOWN_MEMBER_ID) at its current
 // epoch (STALE_MEMBER_EPOCH); an admin fetch (no member id, epoch < 0)

@@ -43,7 +43,7 @@ func init() { register(11, 0, 9, handleJoinGroup) }
 
 func handleJoinGroup(c *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	ch := c.b.groups.join(c, req, resp)
+	ch := c.b.groups.join(groupClient{c.clientID, clientHost(c)}, req, resp)
 	if ch == nil {
 		return resp, nil
 	}

@@ -33,6 +33,6 @@ func init() { registerSimple(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	c.b.groups.consumerHeartbeat(c, req, resp)
+	c.b.groups.consumerHeartbeat(groupClient{c.clientID, clientHost(c)}, req, resp)
 	return resp
 }

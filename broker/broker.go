@@ -160,7 +160,12 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
-	b.groups = newGroupCoordinator(b)
+	b.groups = newGroupCoordinator(groupOptions{
+		Topics: b.topics, Store: b.meta, Logger: lg, Done: b.ctx.Done(),
+		IsShareGroup: b.isShareGroup, BrokerConfig: b.brokerConfig,
+		GroupConfigInt: b.groupConfigInt, GroupBrokerInt: b.groupBrokerInt,
+		OffsetFetchAfterStable: cfg.offsetFetchAfterStable, ExpiryBeforeDelete: cfg.expiryBeforeDelete,
+	})
 	// The share coordinator holds the group configs, which the loaded
 	// KIP-848 groups read (consumerSettings): it comes first.
 	if b.shares, err = newShareCoordinator(b); err != nil {

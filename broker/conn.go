@@ -351,3 +351,12 @@ func responseRecordBytes(resp kmsg.Response) int64 {
 	}
 	return n
 }
+
+// clientHost formats a peer address as Kafka reports it ("/127.0.0.1").
+func clientHost(c *conn) string {
+	host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
+	if err != nil {
+		host = c.nc.RemoteAddr().String()
+	}
+	return "/" + host
+}

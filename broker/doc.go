@@ -81,8 +81,9 @@
 //     Registry.mu, then each group.mu and each sharePart.mu in turn,
 //     holding no other lock and doing no I/O under them.
 //
-//   - Transactions (txn.go): txnCoordinator.mu guards only the txn map and
-//     the pending-offsets index; txn.mu guards one transactional id and is
+//   - Transactions (txn.go): txnCoordinator.mu guards only the txn map;
+//     the pending-offsets index is the groups' (groups_pending.go,
+//     pendingIndex.mu a leaf); txn.mu guards one transactional id and is
 //     held across its badger writes, its marker appends and fsync waits,
 //     the group locks its committed offsets go to, and a transactional
 //     produce's appends (so no EndTxn slips between check and append);
@@ -106,7 +107,7 @@
 //
 // Order: Admin → Registry.mu → Partition.mu; Admin → group.mu,
 // sharePart.mu (a topic deletion's clean-up).
-// txn.mu → group.mu → txnCoordinator.mu; txn.mu → log locks. fetchSession.mu may be
+// txn.mu → group.mu → txnCoordinator.mu, pendingIndex.mu; txn.mu → log locks. fetchSession.mu may be
 // held while taking Registry.mu and Partition.mu, never the reverse.
 // group.mu → groupCoordinator.mu → Broker.dyn / Registry.mu.
 // shareGroup.mu → shareSession.mu → sharePart.mu → Partition.mu.

@@ -53,7 +53,6 @@ package broker
 import (
 	"crypto/rand"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,6 +62,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 // groupState is a classic group's state, named as Kafka names them on
@@ -239,13 +240,52 @@ type group struct {
 	}
 }
 
+// groupClient is the client a request came from, as groups report its
+// members: the client id and the host ("/127.0.0.1", clientHost).
+type groupClient struct {
+	ID, Host string
+}
+
+// groupOptions are what the group coordinator needs, given once
+// (newGroupCoordinator): handles from below, and functions for what the
+// packages beside and above it decide.
+type groupOptions struct {
+	// Topics resolves the topics offsets are committed for and KIP-848
+	// groups subscribe to.
+	Topics *topics.Registry
+	// Store holds the groups' records and offsets.
+	Store  *metaStore
+	Logger *zap.Logger
+	// Done is closed when the broker shuts down (expireLoop returns).
+	Done <-chan struct{}
+	// IsShareGroup reports whether a share group holds the name (one
+	// name space for every group type).
+	IsShareGroup func(name string) bool
+	// BrokerConfig is a dynamic or static broker config's value, ok
+	// false when Kafka's default applies; GroupConfigInt a group
+	// config's effective value for a group, GroupBrokerInt a broker-wide
+	// group config's.
+	BrokerConfig   func(name string) (string, bool)
+	GroupConfigInt func(group, name string) int64
+	GroupBrokerInt func(name string) int64
+	// OffsetFetchAfterStable and ExpiryBeforeDelete, if set (tests),
+	// run at those points of an OffsetFetch and of offset expiry.
+	OffsetFetchAfterStable func(group string)
+	ExpiryBeforeDelete     func(group string)
+}
+
 // groupCoordinator owns the map of groups.
 type groupCoordinator struct {
-	b  *Broker
-	lg *zap.Logger
+	o     groupOptions
+	store *metaStore
+	lg    *zap.Logger
 	// retentionWake re-arms expireLoop after
 	// offsets.retention.check.interval.ms changed (capacity 1).
 	retentionWake chan struct{}
+
+	// pending indexes the open transactions' offsets per group and
+	// partition (groups_pending.go); its lock is a leaf.
+	pending *pendingIndex
 
 	mu struct {
 		sync.RWMutex
@@ -254,8 +294,8 @@ type groupCoordinator struct {
 	}
 }
 
-func newGroupCoordinator(b *Broker) *groupCoordinator {
-	c := &groupCoordinator{b: b, lg: b.lg.Named("groups"), retentionWake: make(chan struct{}, 1)}
+func newGroupCoordinator(o groupOptions) *groupCoordinator {
+	c := &groupCoordinator{o: o, store: o.Store, lg: o.Logger.Named("groups"), retentionWake: make(chan struct{}, 1), pending: newPendingIndex()}
 	c.mu.groups = map[string]*group{}
 	return c
 }
@@ -363,7 +403,7 @@ func (g *group) dropIfUnusedLocked() {
 	if g.mu.state == groupEmpty && !g.mu.persisted && len(g.mu.members) == 0 &&
 		len(g.mu.pending) == 0 && len(g.mu.offsets) == 0 && g.mu.generation == 0 &&
 		(g.mu.cg == nil || len(g.mu.cg.members) == 0 && g.mu.cg.epoch == 0) &&
-		!g.c.b.txns.hasPendingGroup(g.name) {
+		!g.c.pending.hasGroup(g.name) {
 		g.removeLocked()
 	}
 }
@@ -502,7 +542,7 @@ var groupConfigDefaults = map[string]int64{
 func (c *groupCoordinator) settings() groupSettings {
 	get := func(name string) int64 {
 		def := groupConfigDefaults[name]
-		if v, ok := c.b.brokerConfig(name); ok {
+		if v, ok := c.o.BrokerConfig(name); ok {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 				return n
 			}
@@ -535,15 +575,6 @@ func newMemberID(clientID string, instanceID *string) string {
 		prefix = *instanceID
 	}
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-}
-
-// clientHost formats a peer address as Kafka reports it ("/127.0.0.1").
-func clientHost(c *conn) string {
-	host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
-	if err != nil {
-		host = c.nc.RemoteAddr().String()
-	}
-	return "/" + host
 }
 
 // sortedMembersLocked returns the members by join order.

@@ -47,7 +47,7 @@ func joinError(resp *kmsg.JoinGroupResponse, code int16, memberID string) {
 // join handles a JoinGroup. It fills resp and returns nil when the answer
 // is immediate, or returns the channel the answer arrives on once the
 // join phase completes.
-func (c *groupCoordinator) join(cn *conn, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) chan *kmsg.JoinGroupResponse {
+func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) chan *kmsg.JoinGroupResponse {
 	now := time.Now()
 	st := c.settings()
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
@@ -63,7 +63,7 @@ func (c *groupCoordinator) join(cn *conn, req *kmsg.JoinGroupRequest, resp *kmsg
 		joinError(resp, kerr.InvalidSessionTimeout.Code, req.MemberID)
 		return nil
 	}
-	if c.b.isShareGroup(req.Group) {
+	if c.o.IsShareGroup(req.Group) {
 		// A group id names one group of one type (as in Kafka's
 		// classicGroupJoin for a group of another type).
 		joinError(resp, kerr.InconsistentGroupProtocol.Code, "")
@@ -102,12 +102,12 @@ func (c *groupCoordinator) join(cn *conn, req *kmsg.JoinGroupRequest, resp *kmsg
 		return nil
 	}
 	if unknown {
-		id := newMemberID(cn.clientID, req.InstanceID)
+		id := newMemberID(cl.ID, req.InstanceID)
 		if req.InstanceID != nil {
 			if old, ok := g.mu.static[*req.InstanceID]; ok && g.mu.members[old] != nil {
-				return g.replaceStaticMemberLocked(now, st, cn, req, resp, g.mu.members[old], id, session, rebalance)
+				return g.replaceStaticMemberLocked(now, st, cl, req, resp, g.mu.members[old], id, session, rebalance)
 			}
-			return g.addMemberLocked(now, st, cn, req, id, session, rebalance)
+			return g.addMemberLocked(now, st, cl, req, id, session, rebalance)
 		}
 		if req.Version >= 4 {
 			// KIP-394: the member must come back with this id, so a
@@ -117,11 +117,11 @@ func (c *groupCoordinator) join(cn *conn, req *kmsg.JoinGroupRequest, resp *kmsg
 			joinError(resp, kerr.MemberIDRequired.Code, id)
 			return nil
 		}
-		return g.addMemberLocked(now, st, cn, req, id, session, rebalance)
+		return g.addMemberLocked(now, st, cl, req, id, session, rebalance)
 	}
 	if _, ok := g.mu.pending[req.MemberID]; ok {
 		delete(g.mu.pending, req.MemberID)
-		return g.addMemberLocked(now, st, cn, req, req.MemberID, session, rebalance)
+		return g.addMemberLocked(now, st, cl, req, req.MemberID, session, rebalance)
 	}
 	if code := g.validateMemberLocked(req.MemberID, req.InstanceID); code != 0 {
 		joinError(resp, code, req.MemberID)
@@ -230,13 +230,13 @@ func (g *group) validateMemberLocked(memberID string, instanceID *string) int16 
 }
 
 // addMemberLocked adds a new member parked in the join phase.
-func (g *group) addMemberLocked(now time.Time, st groupSettings, cn *conn, req *kmsg.JoinGroupRequest, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
+func (g *group) addMemberLocked(now time.Time, st groupSettings, cl groupClient, req *kmsg.JoinGroupRequest, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
 	g.mu.joinSeq++
 	m := &groupMember{
 		id:               id,
 		instanceID:       req.InstanceID,
-		clientID:         cn.clientID,
-		clientHost:       clientHost(cn),
+		clientID:         cl.ID,
+		clientHost:       cl.Host,
 		protocolType:     req.ProtocolType,
 		protocols:        copyProtocols(req.Protocols),
 		sessionTimeout:   session,
@@ -285,7 +285,7 @@ func (g *group) updateMemberLocked(now time.Time, st groupSettings, m *groupMemb
 // place and assignment, and the old id is fenced. In a Stable group whose
 // selected protocol does not change, no rebalance happens; the change is
 // persisted before the answer.
-func (g *group) replaceStaticMemberLocked(now time.Time, st groupSettings, cn *conn, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse, old *groupMember, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
+func (g *group) replaceStaticMemberLocked(now time.Time, st groupSettings, cl groupClient, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse, old *groupMember, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
 	g.answerJoinErrLocked(old, kerr.FencedInstanceID.Code)
 	g.answerSyncErrLocked(old, kerr.FencedInstanceID.Code)
 	oldID, oldLeader := old.id, g.mu.leader
@@ -298,7 +298,7 @@ func (g *group) replaceStaticMemberLocked(now time.Time, st groupSettings, cn *c
 	}
 	m := old
 	m.id = id
-	m.clientID, m.clientHost = cn.clientID, clientHost(cn)
+	m.clientID, m.clientHost = cl.ID, cl.Host
 	m.protocols = copyProtocols(req.Protocols)
 	m.protocolType = req.ProtocolType
 	m.sessionTimeout, m.rebalanceTimeout = session, rebalance

@@ -276,12 +276,12 @@ type consumerSettings struct {
 
 func (c *groupCoordinator) consumerSettings(group string) consumerSettings {
 	ms := func(name string) time.Duration {
-		return time.Duration(c.b.groupConfigInt(group, name)) * time.Millisecond
+		return time.Duration(c.o.GroupConfigInt(group, name)) * time.Millisecond
 	}
 	return consumerSettings{
 		sessionTimeout:    ms("consumer.session.timeout.ms"),
 		heartbeatInterval: ms("consumer.heartbeat.interval.ms"),
-		maxSize:           int(c.b.groupBrokerInt("group.consumer.max.size")),
+		maxSize:           int(c.o.GroupBrokerInt("group.consumer.max.size")),
 	}
 }
 
@@ -360,12 +360,12 @@ func compileSubscription(re string) *regexp.Regexp {
 }
 
 // consumerHeartbeat handles a ConsumerGroupHeartbeat.
-func (c *groupCoordinator) consumerHeartbeat(cn *conn, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	if code, msg := validateHeartbeat(req); code != 0 {
 		heartbeatError(resp, code, msg)
 		return
 	}
-	if c.b.isShareGroup(req.Group) {
+	if c.o.IsShareGroup(req.Group) {
 		heartbeatError(resp, kerr.GroupIDNotFound.Code, "Group "+req.Group+" is not a consumer group.")
 		return
 	}
@@ -505,7 +505,7 @@ func (c *groupCoordinator) consumerHeartbeat(cn *conn, req *kmsg.ConsumerGroupHe
 		m.re = compileSubscription(m.regex)
 		bump = true
 	}
-	m.clientID, m.clientHost = cn.clientID, clientHost(cn)
+	m.clientID, m.clientHost = cl.ID, cl.Host
 	m.lastHeartbeat = now
 
 	// The subscribed topics are looked at again at most once a second
@@ -643,20 +643,20 @@ func (g *group) refreshConsumerMetadataLocked(now time.Time) bool {
 			if _, ok := resolved[name]; ok {
 				continue
 			}
-			if t := g.c.b.topics.Get(name); t != nil {
-				parts, _ := g.c.b.topics.Snapshot(t)
+			if t := g.c.o.Topics.Get(name); t != nil {
+				parts, _ := g.c.o.Topics.Snapshot(t)
 				resolved[name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
 			}
 		}
 	}
 	if hasRegex {
-		for _, t := range g.c.b.topics.All() {
+		for _, t := range g.c.o.Topics.All() {
 			if _, ok := resolved[t.Name]; ok {
 				continue
 			}
 			for _, m := range cg.members {
 				if m.re != nil && m.re.MatchString(t.Name) {
-					parts, _ := g.c.b.topics.Snapshot(t)
+					parts, _ := g.c.o.Topics.Snapshot(t)
 					resolved[t.Name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
 					break
 				}
@@ -981,7 +981,7 @@ func (g *group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int
 		return kerr.StaleMemberEpoch.Code, nil
 	}
 	return 0, func(tp groupTP) int16 {
-		t := g.c.b.topics.Get(tp.topic)
+		t := g.c.o.Topics.Get(tp.topic)
 		if t == nil {
 			return 0
 		}

@@ -39,11 +39,6 @@ func utf16Len(s string) int {
 	return n
 }
 
-// partitionExists reports whether topic has partition p.
-func (b *Broker) partitionExists(topic string, p int32) bool {
-	return b.topics.Partition(topic, p) != nil
-}
-
 // commit handles an OffsetCommit. resp.Topics mirrors req.Topics in order
 // (clients match answers to requests by position).
 func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
@@ -71,13 +66,13 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		var t *topics.Topic
 		if req.Version >= 10 {
 			gone = kerr.UnknownTopicID.Code
-			if t = c.b.topics.GetID(rt.TopicID); t != nil {
+			if t = c.o.Topics.GetID(rt.TopicID); t != nil {
 				name = t.Name
 			} else {
 				topicCode = gone
 			}
 		} else {
-			t = c.b.topics.Get(name)
+			t = c.o.Topics.Get(name)
 		}
 		st2.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
@@ -87,7 +82,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 			switch {
 			case topicCode != 0:
 				sp.ErrorCode = topicCode
-			case t == nil || rp.Partition < 0 || rp.Partition >= c.b.topics.PartitionCount(t):
+			case t == nil || rp.Partition < 0 || rp.Partition >= c.o.Topics.PartitionCount(t):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				oc := offsetCommit{offset: rp.Offset, leaderEpoch: -1, commitTime: now}
@@ -113,7 +108,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		fail(kerr.InvalidGroupID.Code)
 		return
 	}
-	if c.b.isShareGroup(req.Group) {
+	if c.o.IsShareGroup(req.Group) {
 		fail(kerr.GroupIDNotFound.Code) // a share group holds no committed offsets
 		return
 	}
@@ -151,7 +146,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		// (dropTopicOffsets), either before (then it is gone from the
 		// registry now) or after this write. A topic re-created under
 		// the name is another topic.
-		if c.b.topics.Get(cd.tp.topic) != cd.t {
+		if c.o.Topics.Get(cd.tp.topic) != cd.t {
 			cd.sp.ErrorCode = cd.gone
 			continue
 		}
@@ -170,7 +165,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 	if len(writes) == 0 {
 		return
 	}
-	if err := c.b.meta.putOffsets(g.name, writes, nil, nil); err != nil {
+	if err := c.store.putOffsets(g.name, writes, nil, nil); err != nil {
 		c.lg.Error("persisting offsets failed", zap.String("group", g.name), zap.Error(err))
 		for _, cd := range cands {
 			if cd.sp.ErrorCode == 0 {
@@ -235,7 +230,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 	for i, t := range rg.Topics {
 		names[i] = t.Topic
 		if version >= 10 {
-			if tt := c.b.topics.GetID(t.TopicID); tt != nil {
+			if tt := c.o.Topics.GetID(t.TopicID); tt != nil {
 				names[i] = tt.Name
 			} else {
 				codes[i] = kerr.UnknownTopicID.Code
@@ -244,8 +239,8 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 	}
 	var unstable map[groupTP]bool
 	if requireStable {
-		unstable = c.b.txns.unstableOffsets(rg.Group)
-		if h := c.b.cfg.offsetFetchAfterStable; h != nil {
+		unstable = c.pending.unstable(rg.Group)
+		if h := c.o.OffsetFetchAfterStable; h != nil {
 			h(rg.Group)
 		}
 	}
@@ -292,7 +287,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
 			st.Topic = n
 			if version >= 10 {
-				t := c.b.topics.Get(n)
+				t := c.o.Topics.Get(n)
 				if t == nil {
 					continue // the topic is gone: it has no id to report
 				}
@@ -374,7 +369,7 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 			*sp = kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
 			switch {
-			case !c.b.partitionExists(rt.Topic, rp.Partition):
+			case c.o.Topics.Partition(rt.Topic, rp.Partition) == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case isSubscribed(rt.Topic):
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
@@ -384,7 +379,7 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 				// not overtake (applyTxnOffsets), as in Kafka.
 				tp := groupTP{rt.Topic, rp.Partition}
 				switch {
-				case c.b.txns.hasPendingOffset(g.name, tp):
+				case c.pending.has(g.name, tp):
 					marks = append(marks, tp)
 				case hasKey(g.mu.offsets, tp):
 					dels = append(dels, tp)
@@ -408,10 +403,10 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 // deletion marks for marks, the partitions open transactions hold
 // offsets for (their commit must not overtake the deletion): durably,
 // then in memory, then superseding those pending offsets for
-// RequireStable (txn.go pendingTP). On failure nothing changes in
+// RequireStable (groups_pending.go pendingTP). On failure nothing changes in
 // memory. g.mu held, as a TxnOffsetCommit adds its offsets under it.
 func (c *groupCoordinator) deleteOffsetsLocked(g *group, dels, marks []groupTP) error {
-	if err := c.b.meta.putOffsets(g.name, nil, dels, marks); err != nil {
+	if err := c.store.putOffsets(g.name, nil, dels, marks); err != nil {
 		return err
 	}
 	for _, tp := range dels {
@@ -420,7 +415,7 @@ func (c *groupCoordinator) deleteOffsetsLocked(g *group, dels, marks []groupTP) 
 	for _, tp := range marks {
 		delete(g.mu.offsets, tp)
 	}
-	c.b.txns.supersedePending(g.name, marks)
+	c.pending.supersede(g.name, marks)
 	return nil
 }
 
@@ -438,12 +433,12 @@ func (c *groupCoordinator) deleteGroup(name string) (int16, string) {
 	if !g.emptyLocked() {
 		return kerr.NonEmptyGroup.Code, "The group is not empty."
 	}
-	pending := c.b.txns.pendingTPs(name)
-	if err := c.b.meta.deleteGroup(name, pending); err != nil {
+	pending := c.pending.tps(name)
+	if err := c.store.deleteGroup(name, pending); err != nil {
 		c.lg.Error("deleting group failed", zap.String("group", name), zap.Error(err))
 		return kerr.NotCoordinator.Code, err.Error()
 	}
-	c.b.txns.supersedePending(name, pending)
+	c.pending.supersede(name, pending)
 	g.removeLocked()
 	c.lg.Info("deleted group", zap.String("group", name))
 	return 0, ""
@@ -553,7 +548,7 @@ func (c *groupCoordinator) expireLoop() {
 	for {
 		t := time.NewTimer(c.settings().retentionCheckInterval)
 		select {
-		case <-c.b.ctx.Done():
+		case <-c.o.Done:
 			t.Stop()
 			return
 		case <-c.retentionWake:
@@ -604,7 +599,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 		// are kept (their deletion would win over it), and so is the group.
 		// A TxnOffsetCommit adds its offsets under the group lock, held
 		// here until the deletion is written: none lands in between.
-		pending := c.b.txns.pendingTPs(g.name)
+		pending := c.pending.tps(g.name)
 		var dels []groupTP
 		if base != nil {
 			for tp, oc := range g.mu.offsets {
@@ -618,7 +613,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			}
 		}
 		if len(dels) > 0 {
-			if h := c.b.cfg.expiryBeforeDelete; h != nil {
+			if h := c.o.ExpiryBeforeDelete; h != nil {
 				h(g.name)
 			}
 			if err := c.deleteOffsetsLocked(g, dels, nil); err != nil {
@@ -630,7 +625,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 		}
 		if g.emptyLocked() && len(g.mu.offsets) == 0 && len(g.mu.pending) == 0 && len(pending) == 0 {
 			if g.mu.persisted {
-				if err := c.b.meta.deleteGroup(g.name, nil); err != nil {
+				if err := c.store.deleteGroup(g.name, nil); err != nil {
 					c.lg.Error("deleting expired group failed", zap.String("group", g.name), zap.Error(err))
 					g.mu.Unlock()
 					continue
@@ -668,7 +663,7 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) error {
 	// offsets for it is gone: mark its partitions all the same, holding
 	// the group's name locked as dropDeletionMarks does, so a
 	// transaction's end cannot drop the marks before they are written.
-	for _, name := range c.b.txns.pendingGroups() {
+	for _, name := range c.pending.groups() {
 		if seen[name] {
 			continue
 		}
@@ -704,10 +699,25 @@ func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) error 
 // deleting them, so the transaction's commit does not bring them back.
 func (c *groupCoordinator) pendingOfTopic(group, topic string) []groupTP {
 	var out []groupTP
-	for _, tp := range c.b.txns.pendingTPs(group) {
+	for _, tp := range c.pending.tps(group) {
 		if tp.topic == topic {
 			out = append(out, tp)
 		}
 	}
 	return out
+}
+
+// committedOffsets calls fn with each group's committed offsets, copied
+// under that group's lock (the state collector's consumer lag); no lock
+// is held while fn runs.
+func (c *groupCoordinator) committedOffsets(fn func(group string, offsets map[groupTP]int64)) {
+	for _, g := range c.all() {
+		g.mu.Lock()
+		offsets := make(map[groupTP]int64, len(g.mu.offsets))
+		for tp, oc := range g.mu.offsets {
+			offsets[tp] = oc.offset
+		}
+		g.mu.Unlock()
+		fn(g.name, offsets)
+	}
 }

@@ -575,7 +575,7 @@ func (g *group) persistLocked(now time.Time) error {
 			rec.Members = append(rec.Members, mr)
 		}
 	}
-	if err := g.c.b.meta.putGroup(g.name, rec); err != nil {
+	if err := g.c.store.putGroup(g.name, rec); err != nil {
 		return err
 	}
 	g.mu.persisted = true
@@ -597,7 +597,7 @@ func (c *groupCoordinator) loadTxnGroup(name string) {
 // Stable at their stored generation, each member with a fresh session.
 // Called by Start before the listener accepts connections.
 func (c *groupCoordinator) load() error {
-	recs, offsets, err := c.b.meta.loadGroups()
+	recs, offsets, err := c.store.loadGroups()
 	if err != nil {
 		return err
 	}

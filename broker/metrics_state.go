@@ -102,19 +102,13 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSegmentBytes, float64(segments))
 
 	// Consumer-group lag, for partitions that exist.
-	for _, g := range b.groups.all() {
-		g.mu.Lock()
-		offsets := make(map[groupTP]int64, len(g.mu.offsets))
-		for tp, oc := range g.mu.offsets {
-			offsets[tp] = oc.offset
-		}
-		g.mu.Unlock()
+	b.groups.committedOffsets(func(group string, offsets map[groupTP]int64) {
 		for tp, off := range offsets {
 			if h, ok := hw[tp]; ok {
-				gauge(descGroupLag, float64(max(h-off, 0)), g.name, tp.topic, strconv.Itoa(int(tp.partition)))
+				gauge(descGroupLag, float64(max(h-off, 0)), group, tp.topic, strconv.Itoa(int(tp.partition)))
 			}
 		}
-	}
+	})
 
 	// Share-partitions loaded in memory.
 	for _, sp := range b.shares.loadedParts() {

@@ -62,10 +62,12 @@ package broker
 // transactional.id.expiration.ms is forgotten.
 //
 // Ownership and lock order: txnCoordinator.mu guards only the map of
-// txns and the pending-offsets index; txn.mu guards one txn and is held
-// across its badger writes, its marker appends (log locks) and the group
-// locks its offsets go to (a TxnOffsetCommit's, a commit's, dropping
-// deletion marks). Order: txn.mu → group.mu → txnCoordinator.mu. Never
+// txns; txn.mu guards one txn and is held across its badger writes, its
+// marker appends (log locks) and the group locks its offsets go to (a
+// TxnOffsetCommit's, a commit's, dropping deletion marks). The index of
+// the open transactions' pending offsets belongs to the groups
+// (groups_pending.go, a leaf lock); a txn keeps it current under txn.mu.
+// Order: txn.mu → group.mu → txnCoordinator.mu, pendingIndex.mu. Never
 // two txns at once.
 
 import (
@@ -264,33 +266,8 @@ type txnCoordinator struct {
 	mu struct {
 		sync.Mutex
 		txns map[string]*txn
-		// pending indexes, per group and partition, the open
-		// transactions' offsets for it.
-		pending map[string]map[groupTP]*pendingTP
 	}
 }
-
-// pendingTP is what the open transactions hold for one partition of a
-// group. While they hold any offset for it (n), a deletion of the
-// partition writes a deletion mark and offset expiry leaves it alone:
-// those offsets must not overtake a deletion made after them when their
-// transaction commits. Only those added since the partition's last
-// deletion (live) make OffsetFetch with RequireStable answer
-// UNSTABLE_OFFSET_COMMIT: in Kafka a deletion's tombstone removes the
-// pending offsets before it.
-//
-// A deletion and a TxnOffsetCommit hold the group's lock (see
-// handleTxnOffsetCommit), so every offset pending when a deletion is
-// written was stamped before it: a deletion supersedes them all.
-type pendingTP struct {
-	n    int    // open transactions' offsets for the partition
-	live int    // of them, those added since its last deletion
-	seq  uint64 // its deletions so far (offsetCommit.pendingSeq)
-}
-
-// supersededSeq is the pendingSeq of an offset found superseded at
-// load (it never matches a pendingTP.seq).
-const supersededSeq = math.MaxUint64
 
 func txnKey(id string) []byte { return []byte(meta.PrefixTxn + url.PathEscape(id)) }
 
@@ -300,7 +277,6 @@ func newTxnCoordinator(b *Broker) *txnCoordinator {
 		c.markerDelay = max(d, 0)
 	}
 	c.mu.txns = map[string]*txn{}
-	c.mu.pending = map[string]map[groupTP]*pendingTP{}
 	return c
 }
 
@@ -370,7 +346,7 @@ func (c *txnCoordinator) supersedeLoaded() error {
 						return err
 					}
 					if deleted {
-						c.mu.pending[group][tp].live--
+						c.b.groups.pending.supersededAtLoad(group, tp)
 						oc.pendingSeq = supersededSeq
 						offs[tp] = oc
 					}
@@ -398,14 +374,7 @@ func (c *txnCoordinator) loadGroups() error {
 		}
 	}
 	return c.b.meta.DB().View(func(btx *badger.Txn) error {
-		for group, tps := range c.mu.pending {
-			keep := false
-			for _, p := range tps {
-				if p.live > 0 {
-					keep = true
-					break
-				}
-			}
+		for group, keep := range c.b.groups.pending.liveGroups() {
 			if !keep {
 				deleted, err := groupDeletedAfter(btx, group, newest[group])
 				if err != nil {
@@ -745,26 +714,7 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc o
 		t.mu.offsets[group] = offs
 	}
 	old, had := offs[tp]
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.mu.pending[group]
-	if m == nil {
-		m = map[groupTP]*pendingTP{}
-		c.mu.pending[group] = m
-	}
-	p := m[tp]
-	if p == nil {
-		p = &pendingTP{}
-		m[tp] = p
-	}
-	switch {
-	case !had:
-		p.n++
-		p.live++
-	case old.pendingSeq != p.seq:
-		p.live++ // it replaces one a deletion superseded
-	}
-	oc.pendingSeq = p.seq
+	oc.pendingSeq = c.b.groups.pending.add(group, tp, had, old.pendingSeq)
 	offs[tp] = oc
 }
 
@@ -772,11 +722,7 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc o
 // just added (addPendingOffset) replaced. t.mu held, and the group's
 // lock since the addition.
 func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp groupTP, prev offsetCommit) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.mu.pending[group][tp]; p != nil && prev.pendingSeq != p.seq {
-		p.live--
-	}
+	c.b.groups.pending.restore(group, tp, prev.pendingSeq)
 	t.mu.offsets[group][tp] = prev
 }
 
@@ -811,126 +757,18 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupT
 	if len(offs) == 0 {
 		delete(t.mu.offsets, group)
 	}
-	c.mu.Lock()
-	c.forgetPendingLocked(group, tp, oc)
-	c.mu.Unlock()
-}
-
-// forgetPendingLocked takes one pending offset, oc, out of the index,
-// and reports whether nothing is pending for the partition any more.
-// c.mu held.
-func (c *txnCoordinator) forgetPendingLocked(group string, tp groupTP, oc offsetCommit) bool {
-	m := c.mu.pending[group]
-	p := m[tp]
-	if p == nil {
-		return false
-	}
-	if oc.pendingSeq == p.seq {
-		p.live--
-	}
-	if p.n--; p.n > 0 {
-		return false
-	}
-	delete(m, tp)
-	if len(m) == 0 {
-		delete(c.mu.pending, group)
-	}
-	return true
+	c.b.groups.pending.forget(group, tp, oc.pendingSeq)
 }
 
 // clearPending forgets pending offsets of a transaction that ended.
 func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommit) {
-	done := map[string][]groupTP{} // nothing pending any more
-	c.mu.Lock()
-	for g, offs := range offsets {
-		for tp, oc := range offs {
-			if c.forgetPendingLocked(g, tp, oc) {
-				done[g] = append(done[g], tp)
-			}
-		}
-	}
-	c.mu.Unlock()
+	done := c.b.groups.pending.forgetAll(offsets) // nothing pending any more
 	for g, tps := range done {
 		if h := c.b.cfg.beforeDropMarks; h != nil {
 			h(g)
 		}
 		c.b.groups.dropDeletionMarks(g, tps)
 	}
-}
-
-// supersedePending records a deletion of group's tps (made under the
-// group's lock): the offsets pending for them stop counting for
-// RequireStable (pendingTP).
-func (c *txnCoordinator) supersedePending(group string, tps []groupTP) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, tp := range tps {
-		if p := c.mu.pending[group][tp]; p != nil {
-			p.seq++
-			p.live = 0
-		}
-	}
-}
-
-// hasPendingOffset reports whether an open transaction holds an offset
-// for group's tp (a deletion then writes a deletion mark).
-func (c *txnCoordinator) hasPendingOffset(group string, tp groupTP) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.pending[group][tp] != nil
-}
-
-// unstableOffsets returns the partitions of group for which an open
-// transaction holds an offset that no deletion came after (OffsetFetch
-// RequireStable: UNSTABLE_OFFSET_COMMIT), nil if none.
-func (c *txnCoordinator) unstableOffsets(group string) map[groupTP]bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out map[groupTP]bool
-	for tp, p := range c.mu.pending[group] {
-		if p.live > 0 {
-			if out == nil {
-				out = map[groupTP]bool{}
-			}
-			out[tp] = true
-		}
-	}
-	return out
-}
-
-// hasPendingGroup reports whether an open transaction holds an offset
-// for one of group's partitions.
-func (c *txnCoordinator) hasPendingGroup(group string) bool {
-	if c == nil {
-		return false // starting: groups load before transactions
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.mu.pending[group]) > 0
-}
-
-// pendingGroups lists the groups an open transaction holds an offset
-// for.
-func (c *txnCoordinator) pendingGroups() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.mu.pending))
-	for g := range c.mu.pending {
-		out = append(out, g)
-	}
-	return out
-}
-
-// pendingTPs lists the partitions of group that an open transaction
-// holds a pending offset for.
-func (c *txnCoordinator) pendingTPs(group string) []groupTP {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]groupTP, 0, len(c.mu.pending[group]))
-	for tp := range c.mu.pending[group] {
-		out = append(out, tp)
-	}
-	return out
 }
 
 // fencedCode is PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for request

@@ -22,7 +22,7 @@ import (
 // offset expiry and deletions read them under it, so they see a
 // TxnOffsetCommit whole or not at all (see handleTxnOffsetCommit).
 func (c *groupCoordinator) lockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*group, int16) {
-	if c.b.isShareGroup(req.Group) {
+	if c.o.IsShareGroup(req.Group) {
 		return nil, kerr.GroupIDNotFound.Code
 	}
 	simple := req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil
@@ -87,7 +87,7 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 		}
 		g.unlock(now)
 	}()
-	err := c.b.meta.DB().View(func(btx *badger.Txn) error {
+	err := c.store.DB().View(func(btx *badger.Txn) error {
 		for tp, oc := range offs {
 			oc.pendingSeq = 0 // an index field of pending offsets only
 			switch newest, err := newestOffsetWrite(btx, offsetKey(group, tp)); {
@@ -105,7 +105,7 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 	if err != nil {
 		return err
 	}
-	if err := c.b.meta.putOffsets(g.name, writes, nil, nil); err != nil {
+	if err := c.store.putOffsets(g.name, writes, nil, nil); err != nil {
 		return err
 	}
 	for _, w := range append(writes, applied...) {
@@ -176,11 +176,11 @@ func (c *groupCoordinator) dropDeletionMarks(group string, tps []groupTP) {
 	defer release()
 	free := tps[:0]
 	for _, tp := range tps {
-		if !c.b.txns.hasPendingOffset(group, tp) {
+		if !c.pending.has(group, tp) {
 			free = append(free, tp)
 		}
 	}
-	c.b.meta.dropDeletionMarks(group, free, !c.b.txns.hasPendingGroup(group))
+	c.store.dropDeletionMarks(group, free, !c.pending.hasGroup(group))
 }
 
 // deletedSince reports whether an offset key was deleted (a deletion
@@ -201,3 +201,14 @@ func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (deleted bool, err 
 	})
 	return deleted, err
 }
+
+// releaseTxnCommit ends what lockTxnCommit began: the group is dropped
+// if the commit left nothing in it, re-armed and unlocked.
+func (g *group) releaseTxnCommit(now time.Time) {
+	g.dropIfUnusedLocked()
+	g.unlock(now)
+}
+
+// metadataMaxBytes is offset.metadata.max.bytes, which a commit's
+// metadata (counted as metadataLen does) must not exceed.
+func (c *groupCoordinator) metadataMaxBytes() int { return c.settings().metadataMaxBytes }

@@ -277,7 +277,7 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	b := c.b
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	now := time.Now()
-	st := b.groups.settings()
+	maxMetadata := b.groups.metadataMaxBytes()
 	codes := make([][]int16, len(req.Topics))
 	for i, rt := range req.Topics {
 		codes[i] = make([]int16, len(rt.Partitions))
@@ -359,10 +359,7 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	// a deleted topic) read the pending offsets under this lock, so none
 	// of them can decide on a partition without this commit and write
 	// its deletion after it.
-	defer func() {
-		g.dropIfUnusedLocked()
-		g.unlock(now)
-	}()
+	defer g.releaseTxnCommit(now)
 	snap := t.snapshotLocked()
 	if implicit {
 		t.beginLocked(now)
@@ -376,9 +373,9 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	for i, rt := range req.Topics {
 		for j, p := range rt.Partitions {
 			switch {
-			case !b.partitionExists(rt.Topic, p.Partition):
+			case b.topics.Partition(rt.Topic, p.Partition) == nil:
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-			case p.Metadata != nil && utf16Len(*p.Metadata) > st.metadataMaxBytes:
+			case p.Metadata != nil && utf16Len(*p.Metadata) > maxMetadata:
 				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
 			default:
 				oc := offsetCommit{offset: p.Offset, leaderEpoch: -1, commitTime: now}
