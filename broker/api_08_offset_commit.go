@@ -4,7 +4,7 @@ package broker
 //
 // Behavior: stores committed offsets (with their metadata string and
 // leader epoch) durably in the metadata store before answering
-// (groups_offsets.go, groups_store.go). Checks, in Kafka's order:
+// (package groups: offsets.go, store.go). Checks, in Kafka's order:
 //   - per partition, an unknown topic or partition gets
 //     UNKNOWN_TOPIC_OR_PARTITION (v10: an unknown topic id,
 //     UNKNOWN_TOPIC_ID); the other partitions are still committed;
@@ -44,6 +44,6 @@ func init() { registerSimple(8, 2, 10, handleOffsetCommit) }
 
 func handleOffsetCommit(c *conn, req *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	c.b.groups.commit(req, resp)
+	c.b.groups.Commit(req, resp)
 	return resp
 }

@@ -3,7 +3,7 @@ package broker
 // OffsetFetch (9).
 //
 // Behavior: returns committed offsets with their leader epoch and
-// metadata (groups_offsets.go). A partition without a committed offset,
+// metadata (package groups, offsets.go). A partition without a committed offset,
 // or of an unknown group, gets offset -1, leader epoch -1 and metadata
 // "", with no error, as in Kafka; a null topic list (v2+) asks for every
 // committed offset of the group (none for an unknown group). An empty
@@ -12,7 +12,7 @@ package broker
 // gets UNSTABLE_OFFSET_COMMIT, which clients retry, as in Kafka; a
 // partition whose offset was deleted since (OffsetDelete, DeleteGroups, a
 // deleted topic) does not, as Kafka's deletion removes the pending
-// offset (groups_pending.go pendingTP). The member id and epoch
+// offset (groups.PendingIndex). The member id and epoch
 // of v9 are checked for KIP-848 consumer groups: a fetch naming a member
 // must come from a current member (UNKNOWN_MEMBER_ID) at its current
 // epoch (STALE_MEMBER_EPOCH); an admin fetch (no member id, epoch < 0)
@@ -34,7 +34,7 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for i := range req.Groups {
-			resp.Groups = append(resp.Groups, c.b.groups.fetchOffsets(&req.Groups[i], req.Version, req.RequireStable))
+			resp.Groups = append(resp.Groups, c.b.groups.FetchOffsets(&req.Groups[i], req.Version, req.RequireStable))
 		}
 		return resp
 	}
@@ -48,7 +48,7 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 			rg.Topics = append(rg.Topics, rt)
 		}
 	}
-	sg := c.b.groups.fetchOffsets(&rg, req.Version, req.RequireStable)
+	sg := c.b.groups.FetchOffsets(&rg, req.Version, req.RequireStable)
 	resp.ErrorCode = sg.ErrorCode
 	for _, t := range sg.Topics {
 		st := kmsg.NewOffsetFetchResponseTopic()

@@ -2,7 +2,7 @@ package broker
 
 // JoinGroup (11).
 //
-// Behavior: the classic group protocol's join phase (groups_classic.go).
+// Behavior: the classic group protocol's join phase (package groups, classic.go).
 // A new dynamic member gets MEMBER_ID_REQUIRED and its member id from v4
 // on (KIP-394) and must join again with it; before v4 it joins at once.
 // A static member (group.instance.id, v5+) joins at once; if its instance
@@ -37,13 +37,15 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/groups"
 )
 
 func init() { register(11, 0, 9, handleJoinGroup) }
 
 func handleJoinGroup(c *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	ch := c.b.groups.join(groupClient{c.clientID, clientHost(c)}, req, resp)
+	ch := c.b.groups.Join(groups.Client{ID: c.clientID, Host: clientHost(c)}, req, resp)
 	if ch == nil {
 		return resp, nil
 	}
@@ -54,7 +56,7 @@ func handleJoinGroup(c *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, func()
 			*resp = *r
 			resp.Version = v
 		case <-c.b.ctx.Done():
-			joinError(resp, kerr.NotCoordinator.Code, req.MemberID)
+			groups.JoinError(resp, kerr.NotCoordinator.Code, req.MemberID)
 		}
 	}
 }

@@ -21,6 +21,6 @@ func init() { registerSimple(12, 0, 4, handleHeartbeat) }
 
 func handleHeartbeat(c *conn, req *kmsg.HeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	resp.ErrorCode = c.b.groups.heartbeat(req)
+	resp.ErrorCode = c.b.groups.Heartbeat(req)
 	return resp
 }

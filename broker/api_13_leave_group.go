@@ -29,7 +29,7 @@ func handleLeaveGroup(c *conn, req *kmsg.LeaveGroupRequest) kmsg.Response {
 	if req.Version < 3 {
 		members = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
-	code, out := c.b.groups.leave(req.Group, members)
+	code, out := c.b.groups.Leave(req.Group, members)
 	resp.ErrorCode = code
 	if req.Version < 3 {
 		if code == 0 && len(out) == 1 {

@@ -2,7 +2,7 @@ package broker
 
 // SyncGroup (14).
 //
-// Behavior: the classic group protocol's sync phase (groups_classic.go).
+// Behavior: the classic group protocol's sync phase (package groups, classic.go).
 // After the join phase every member sends SyncGroup; the leader's carries
 // the assignment. Followers that arrive first wait (two-phase) for it.
 // When the leader's arrives, the assignment of every member (members the
@@ -33,7 +33,7 @@ func init() { register(14, 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(c *conn, req *kmsg.SyncGroupRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	ch := c.b.groups.sync(req, resp)
+	ch := c.b.groups.Sync(req, resp)
 	if ch == nil {
 		return resp, nil
 	}

@@ -22,7 +22,7 @@ func init() { registerSimple(15, 0, 6, handleDescribeGroups) }
 func handleDescribeGroups(c *conn, req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, name := range req.Groups {
-		resp.Groups = append(resp.Groups, c.b.groups.describe(name, req.Version, req.IncludeAuthorizedOperations))
+		resp.Groups = append(resp.Groups, c.b.groups.Describe(name, req.Version, req.IncludeAuthorizedOperations))
 	}
 	return resp
 }

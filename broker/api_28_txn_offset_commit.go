@@ -9,7 +9,7 @@ package broker
 // abort drops them. As in Kafka, a commit or deletion made after this
 // one (a plain OffsetCommit, another transaction's TxnOffsetCommit,
 // OffsetDelete, DeleteGroups, deleting the topic) wins: the
-// transaction's offset is then not applied (txn_offsets.go). While they
+// transaction's offset is then not applied (groups/txn_offsets.go). While they
 // are pending, OffsetFetch with
 // RequireStable answers UNSTABLE_OFFSET_COMMIT for those partitions
 // (until a deletion of the partition, which removes them in Kafka).

@@ -23,7 +23,7 @@ func handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 		sg.Group = name
 		code, msg, isShare := c.b.deleteShareGroup(name)
 		if !isShare {
-			code, msg = c.b.groups.deleteGroup(name)
+			code, msg = c.b.groups.DeleteGroup(name)
 		}
 		sg.ErrorCode = code
 		if sg.ErrorCode != 0 && req.Version >= 3 {

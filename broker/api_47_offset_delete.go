@@ -21,6 +21,6 @@ func init() { registerSimple(47, 0, 0, handleOffsetDelete) }
 
 func handleOffsetDelete(c *conn, req *kmsg.OffsetDeleteRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	c.b.groups.deleteOffsets(req, resp)
+	c.b.groups.DeleteOffsets(req, resp)
 	return resp
 }

@@ -2,7 +2,7 @@ package broker
 
 // ConsumerGroupHeartbeat (68).
 //
-// Behavior: the KIP-848 consumer group protocol (groups_consumer.go).
+// Behavior: the KIP-848 consumer group protocol (package groups, consumer.go).
 // Epoch 0 joins (or, for a static member whose previous instance left
 // with epoch -2, takes over its place); a positive epoch heartbeats and
 // reports owned partitions; -1 leaves; -2 leaves temporarily (static
@@ -27,12 +27,16 @@ package broker
 // adds SubscribedTopicRegex (RE2 syntax, matched against whole topic
 // names, re-evaluated as topics come and go).
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/groups"
+)
 
 func init() { registerSimple(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	c.b.groups.consumerHeartbeat(groupClient{c.clientID, clientHost(c)}, req, resp)
+	c.b.groups.ConsumerHeartbeat(groups.Client{ID: c.clientID, Host: clientHost(c)}, req, resp)
 	return resp
 }

@@ -20,7 +20,7 @@ func init() { registerSimple(69, 0, 1, handleConsumerGroupDescribe) }
 func handleConsumerGroupDescribe(c *conn, req *kmsg.ConsumerGroupDescribeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	for _, name := range req.Groups {
-		resp.Groups = append(resp.Groups, c.b.groups.consumerDescribe(name, req.Version, req.IncludeAuthorizedOperations))
+		resp.Groups = append(resp.Groups, c.b.groups.ConsumerDescribe(name, req.Version, req.IncludeAuthorizedOperations))
 	}
 	return resp
 }

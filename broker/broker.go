@@ -17,6 +17,8 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/dedup"
+	"github.com/shoal-mq/shoal/broker/groups"
+	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/broker/quota"
 	"github.com/shoal-mq/shoal/broker/topics"
@@ -29,7 +31,7 @@ type Broker struct {
 	cfg       Config
 	lg        *zap.Logger
 	fs        slog.FS
-	meta      *metaStore
+	meta      *meta.Store
 	clusterID string
 	topics    *topics.Registry // the topics and their partitions: package topics
 	// topicAdmin creates, deletes, grows and reconfigures topics, one at
@@ -39,7 +41,7 @@ type Broker struct {
 	syncer     *topics.Syncer
 
 	fetchSessions *fetchSessionCache
-	groups        *groupCoordinator
+	groups        *groups.Coordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
 	txns          *txnCoordinator   // transactions, txn.go
 
@@ -114,7 +116,7 @@ func Start(cfg Config) (*Broker, error) {
 		cfg.beforeRecovery(b)
 	}
 	var err error
-	if b.meta, err = openMeta(cfg.DataDir, lg); err != nil {
+	if b.meta, err = meta.Open(cfg.DataDir, lg); err != nil {
 		b.cancel()
 		b.stopHTTP()
 		return nil, err
@@ -123,7 +125,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.cancel()
 		b.stopHTTP()
 		if b.groups != nil {
-			b.groups.close()
+			b.groups.Close()
 		}
 		if b.shares != nil {
 			b.shares.close()
@@ -148,10 +150,10 @@ func Start(cfg Config) (*Broker, error) {
 		FsyncSeconds: b.metrics.FsyncSeconds, Logger: lg, Stop: b.syncStop})
 	b.dedup = dedup.New(dedup.Options{Registry: b.topics, Syncer: b.syncer, Always: cfg.Fsync == FsyncAlways, Logger: lg})
 	b.topicAdmin = topics.NewAdmin(topics.Options{
-		Registry: b.topics, Store: b.meta.Store, DataDir: cfg.DataDir, FS: b.fs,
+		Registry: b.topics, Store: b.meta, DataDir: cfg.DataDir, FS: b.fs,
 		LogConfig: b.logConfig, Metrics: b.metrics, Logger: lg,
 		Forget:         b.dedup.Forget,
-		DropOffsets:    func(topic string) error { return b.groups.dropTopicOffsets(topic) },
+		DropOffsets:    func(topic string) error { return b.groups.DropTopicOffsets(topic) },
 		DropShareState: b.deleteShareTopicState,
 		BeforeCleanup:  cfg.beforeTopicCleanup,
 	})
@@ -160,7 +162,7 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
-	b.groups = newGroupCoordinator(groupOptions{
+	b.groups = groups.New(groups.Options{
 		Topics: b.topics, Store: b.meta, Logger: lg, Done: b.ctx.Done(),
 		IsShareGroup: b.isShareGroup, BrokerConfig: b.brokerConfig,
 		GroupConfigInt: b.groupConfigInt, GroupBrokerInt: b.groupBrokerInt,
@@ -171,7 +173,7 @@ func Start(cfg Config) (*Broker, error) {
 	if b.shares, err = newShareCoordinator(b); err != nil {
 		return fail(err)
 	}
-	if err := b.groups.load(); err != nil {
+	if err := b.groups.Load(); err != nil {
 		return fail(err)
 	}
 	b.txns = newTxnCoordinator(b)
@@ -208,7 +210,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.advHost, b.advPort = host, int32(p)
 	b.goroutine(b.syncer.Run)
 	b.goroutine(b.retentionLoop)
-	b.goroutine(b.groups.expireLoop)
+	b.goroutine(b.groups.ExpireLoop)
 	b.goroutine(b.txns.expireLoop)
 	b.goroutine(b.acceptLoop)
 	b.goroutine(b.shares.resumeDLQ) // dead-letter writes pending at a crash (share_dlq.go)
@@ -353,7 +355,7 @@ func (b *Broker) Close() error {
 		// (the per-partition fsync loops run on demand) and write to
 		// groups and badger: let them end before those close.
 		b.txns.finishing.Wait()
-		b.groups.close()
+		b.groups.Close()
 		b.shares.close()
 		b.closeErr = errors.Join(b.topics.Close(), b.meta.Close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))

@@ -265,8 +265,8 @@ func (b *Broker) brokerResourceName(name string) error {
 func durationMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // groupBrokerConfigDefs are the consumer-group coordinator's broker
-// configs (groups.go, groups_consumer.go read them through
-// Broker.brokerConfig or Broker.groupBrokerInt), with Kafka's names,
+// configs (package groups reads them through groups.Options:
+// Broker.brokerConfig, Broker.groupBrokerInt), with Kafka's names,
 // defaults and ranges; group.consumer.{min,max}.* bound the group configs
 // consumer.* (share_configs.go). They are
 // dynamic here: Kafka reads most of them at startup only, but nothing in

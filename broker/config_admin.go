@@ -112,10 +112,7 @@ func (b *Broker) updateBrokerConfigsLocked(validateOnly bool, update func(cur ma
 	b.dyn.m = next
 	b.dyn.Unlock()
 	if _, ok := changes["offsets.retention.check.interval.ms"]; ok {
-		select {
-		case b.groups.retentionWake <- struct{}{}:
-		default:
-		}
+		b.groups.WakeRetention()
 	}
 	for _, t := range b.topics.All() {
 		parts, configs := b.topics.Snapshot(t)

@@ -13,7 +13,7 @@
 //   - kafkaerr: Go errors to Kafka codes; refusals with Kafka's messages.
 //   - meta: the badger store, its one key-space table, the cluster id,
 //     producer ids, the group committer. The records stay with their
-//     writers (topics/store.go; here still metaStore, groups_store.go).
+//     writers (topics/store.go, groups/store.go).
 //   - records: looking inside record batches; the fetch buffer pool.
 //   - metrics: event metrics only; the state collector is metrics_state.go.
 //   - configs: config definitions, validators, described entries.
@@ -26,9 +26,13 @@
 //     (configs.go), as it gathers the dedup and quota configs too.
 //   - dedup: the dedup window's tables by topic id, the filtering append
 //     of the produce path and the wait for a duplicate's first copy.
+//   - groups: the group coordinator (classic and KIP-848 consumer
+//     groups, committed offsets, their records) and the index of the
+//     transactions' pending offsets. Share groups, the group configs
+//     and the share-group check reach it through groups.Options.
 //
-// Still in this package, next in that order: groups, transactions,
-// share groups. None of the packages above imports this one or a
+// Still in this package, next in that order: transactions, share
+// groups. None of the packages above imports this one or a
 // sibling it has no rule for.
 //
 // # Requests
@@ -69,21 +73,21 @@
 //   - fetchSession.mu is held by the one fetch using a session;
 //     fetchSessionCache.mu only for map access.
 //
-//   - groupCoordinator.mu guards only the consumer-group map; group.mu
-//     guards one classic or KIP-848 group and its offsets and may do that
-//     group's badger writes; never two groups at once.
+//   - Groups (package groups): Coordinator.mu guards only the group map;
+//     Group.mu guards one classic or KIP-848 group and its offsets and
+//     may do that group's badger writes; never two groups at once.
 //
 //   - Share groups: shareGroup.mu guards one share group's membership;
 //     shareSession.mu one share session; sharePart.mu one share-partition
 //     (several only in key order) and may do its badger writes.
 //
 //   - The state collector (metrics_state.go) runs on scrapes and takes
-//     Registry.mu, then each group.mu and each sharePart.mu in turn,
+//     Registry.mu, then each Group.mu and each sharePart.mu in turn,
 //     holding no other lock and doing no I/O under them.
 //
 //   - Transactions (txn.go): txnCoordinator.mu guards only the txn map;
-//     the pending-offsets index is the groups' (groups_pending.go,
-//     pendingIndex.mu a leaf); txn.mu guards one transactional id and is
+//     the pending-offsets index is the groups' (groups.PendingIndex, its
+//     mu a leaf); txn.mu guards one transactional id and is
 //     held across its badger writes, its marker appends and fsync waits,
 //     the group locks its committed offsets go to, and a transactional
 //     produce's appends (so no EndTxn slips between check and append);
@@ -105,10 +109,12 @@
 //     throttle metric is observed under Manager.mu). A connection's
 //     connQuota belongs to its reader goroutine.
 //
-// Order: Admin → Registry.mu → Partition.mu; Admin → group.mu,
+// Order: Admin → Registry.mu → Partition.mu; Admin → Group.mu,
 // sharePart.mu (a topic deletion's clean-up).
-// txn.mu → group.mu → txnCoordinator.mu, pendingIndex.mu; txn.mu → log locks. fetchSession.mu may be
-// held while taking Registry.mu and Partition.mu, never the reverse.
-// group.mu → groupCoordinator.mu → Broker.dyn / Registry.mu.
+// txn.mu → Group.mu → txnCoordinator.mu, PendingIndex.mu; txn.mu → log
+// locks. fetchSession.mu may be held while taking Registry.mu and
+// Partition.mu, never the reverse.
+// Group.mu → Coordinator.mu → Broker.dyn / shareCoordinator.mu /
+// Registry.mu.
 // shareGroup.mu → shareSession.mu → sharePart.mu → Partition.mu.
 package broker

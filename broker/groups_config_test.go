@@ -82,8 +82,8 @@ func TestGroupConsumerGroupConfigs(t *testing.T) {
 	}
 	require.Zero(t, setGroupConfig(t, c, "cfg", "consumer.session.timeout.ms", "50000"))
 	require.Zero(t, setGroupConfig(t, c, "cfg", "consumer.heartbeat.interval.ms", "7000"))
-	require.Equal(t, 50*time.Second, b.groups.consumerSettings("cfg").sessionTimeout)
-	require.Equal(t, 45*time.Second, b.groups.consumerSettings("other").sessionTimeout, "other groups keep the broker default")
+	require.Equal(t, 50*time.Second, b.groups.ConsumerSettings("cfg").SessionTimeout)
+	require.Equal(t, 45*time.Second, b.groups.ConsumerSettings("other").SessionTimeout, "other groups keep the broker default")
 
 	// The broker default follows the dynamic broker config; the bounds too.
 	setBrokerConfigs(b, "group.consumer.heartbeat.interval.ms", "6000", "group.consumer.max.session.timeout.ms", "70000")
@@ -96,11 +96,11 @@ func TestGroupConsumerGroupConfigs(t *testing.T) {
 	e := describeGroupConfigs(t, c2, "cfg")["consumer.session.timeout.ms"]
 	require.Equal(t, "50000", *e.Value, "the group config survives a restart")
 	require.Equal(t, kmsg.ConfigSourceGroupConfig, e.Source)
-	require.Equal(t, 50*time.Second, b2.groups.consumerSettings("cfg").sessionTimeout)
+	require.Equal(t, 50*time.Second, b2.groups.ConsumerSettings("cfg").SessionTimeout)
 	// group.consumer.max.session.timeout.ms is back to 60000: the stored
 	// 70000 is clamped, though still described as set.
 	require.Equal(t, "70000", *describeGroupConfigs(t, c2, "bounds")["consumer.session.timeout.ms"].Value)
-	require.Equal(t, 60*time.Second, b2.groups.consumerSettings("bounds").sessionTimeout)
+	require.Equal(t, 60*time.Second, b2.groups.ConsumerSettings("bounds").SessionTimeout)
 
 	// A KIP-848 member of the group gets the group's heartbeat interval;
 	// a member of another group the broker default.

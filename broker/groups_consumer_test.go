@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/groups"
 )
 
 // startConsumerGroupTest also shortens the KIP-848 heartbeat interval.
@@ -228,9 +230,9 @@ func TestGroupConsumerReconciliation(t *testing.T) {
 	require.Equal(t, "NON_EMPTY_GROUP", codeName(del.Groups[0].ErrorCode))
 
 	// Leaving: B's partitions go to A.
-	l := c.cgHeartbeat("cg", cgHeartbeat{member: "member-b", epoch: leaveEpoch})
+	l := c.cgHeartbeat("cg", cgHeartbeat{member: "member-b", epoch: groups.LeaveEpoch})
 	require.Zero(t, l.ErrorCode)
-	require.Equal(t, int32(leaveEpoch), l.MemberEpoch)
+	require.Equal(t, int32(groups.LeaveEpoch), l.MemberEpoch)
 	a = c.cgHeartbeat("cg", cgHeartbeat{member: "member-a", epoch: a.MemberEpoch, owned: owned(tid, keep)})
 	require.Zero(t, a.ErrorCode)
 	require.Equal(t, []int32{0, 1, 2, 3, 4, 5}, assigned(a, tid))
@@ -259,7 +261,7 @@ func TestGroupConsumerClassicInterplay(t *testing.T) {
 	require.Len(t, lr.Groups, 1)
 	require.Equal(t, "conv", lr.Groups[0].Group)
 	// Once empty again, a classic member converts it back.
-	l := c.cgHeartbeat("conv", cgHeartbeat{member: "m", epoch: leaveEpoch})
+	l := c.cgHeartbeat("conv", cgHeartbeat{member: "m", epoch: groups.LeaveEpoch})
 	require.Zero(t, l.ErrorCode)
 	c.joinAndSync("conv", joinOpts{})
 	require.Equal(t, int64(3), c.fetch("conv", "x", 0)[0].Offset)
@@ -298,9 +300,9 @@ func TestGroupConsumerRestartStaticRegexExpiry(t *testing.T) {
 
 	// Static leave keeps the assignment for the instance; a new member id
 	// for the same instance takes it over.
-	h = c2.cgHeartbeat("rg", cgHeartbeat{member: "m1", epoch: staticLeaveEpoch, instance: &inst})
+	h = c2.cgHeartbeat("rg", cgHeartbeat{member: "m1", epoch: groups.StaticLeaveEpoch, instance: &inst})
 	require.Zero(t, h.ErrorCode)
-	require.Equal(t, int32(staticLeaveEpoch), h.MemberEpoch)
+	require.Equal(t, int32(groups.StaticLeaveEpoch), h.MemberEpoch)
 	other := c2.cgHeartbeat("rg", cgHeartbeat{member: "m-other", instance: &inst, regex: &re})
 	require.Zero(t, other.ErrorCode, codeName(other.ErrorCode))
 	require.Equal(t, []int32{0, 1}, assigned(other, id1))

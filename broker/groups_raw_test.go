@@ -584,13 +584,13 @@ func TestGroupOffsetExpiry(t *testing.T) {
 	require.Zero(t, cr.Topics[0].Partitions[0].ErrorCode)
 
 	now := time.Now()
-	b.groups.expireOffsets(now.Add(2 * time.Second))
+	b.groups.ExpireOffsets(now.Add(2 * time.Second))
 	require.Equal(t, int64(-1), c.fetch("short", "e", 0)[0].Offset, "explicit retention passed")
 	require.Equal(t, int64(4), c.fetch("simple", "e", 1)[1].Offset)
 
 	// Retention (7 days) after the last commit: the simple group goes;
 	// the group with a live member keeps its subscribed topic.
-	b.groups.expireOffsets(now.Add(7*24*time.Hour + time.Minute))
+	b.groups.ExpireOffsets(now.Add(7*24*time.Hour + time.Minute))
 	require.Equal(t, int64(-1), c.fetch("simple", "e", 1)[1].Offset)
 	require.Equal(t, int64(3), c.fetch("had-members", "e", 0)[0].Offset)
 	lr := c.do(&kmsg.ListGroupsRequest{}, 5).(*kmsg.ListGroupsResponse)
@@ -599,9 +599,9 @@ func TestGroupOffsetExpiry(t *testing.T) {
 	// Once the group is empty, retention counts from then.
 	c.do(&kmsg.LeaveGroupRequest{Group: "had-members", Members: []kmsg.LeaveGroupRequestMember{{MemberID: member}}}, 5)
 	left := time.Now()
-	b.groups.expireOffsets(left.Add(7*24*time.Hour - time.Minute))
+	b.groups.ExpireOffsets(left.Add(7*24*time.Hour - time.Minute))
 	require.Equal(t, int64(3), c.fetch("had-members", "e", 0)[0].Offset)
-	b.groups.expireOffsets(left.Add(7*24*time.Hour + time.Minute))
+	b.groups.ExpireOffsets(left.Add(7*24*time.Hour + time.Minute))
 	require.Equal(t, int64(-1), c.fetch("had-members", "e", 0)[0].Offset)
 	lr = c.do(&kmsg.ListGroupsRequest{}, 5).(*kmsg.ListGroupsResponse)
 	require.Empty(t, lr.Groups)

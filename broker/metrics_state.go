@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/groups"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -83,7 +84,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, 1)
 
 	// Partitions.
-	hw := map[groupTP]int64{}
+	hw := map[groups.TP]int64{}
 	var segments int64
 	for _, t := range b.topics.All() {
 		parts, _ := b.topics.Snapshot(t)
@@ -91,7 +92,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ps := strconv.Itoa(int(p.Index))
 			h := p.Log.HighWatermark()
 			size := p.Log.Size()
-			hw[groupTP{t.Name, p.Index}] = h
+			hw[groups.TP{Topic: t.Name, Partition: p.Index}] = h
 			segments += size
 			gauge(descLogStart, float64(p.Log.LogStartOffset()), t.Name, ps)
 			gauge(descLogEnd, float64(p.Log.LogEndOffset()), t.Name, ps)
@@ -102,10 +103,10 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSegmentBytes, float64(segments))
 
 	// Consumer-group lag, for partitions that exist.
-	b.groups.committedOffsets(func(group string, offsets map[groupTP]int64) {
+	b.groups.CommittedOffsets(func(group string, offsets map[groups.TP]int64) {
 		for tp, off := range offsets {
 			if h, ok := hw[tp]; ok {
-				gauge(descGroupLag, float64(max(h-off, 0)), group, tp.topic, strconv.Itoa(int(tp.partition)))
+				gauge(descGroupLag, float64(max(h-off, 0)), group, tp.Topic, strconv.Itoa(int(tp.Partition)))
 			}
 		}
 	})
@@ -126,7 +127,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 					counts[r.State] += r.Last - r.First + 1
 				}
 			}
-			if h, ok := hw[groupTP{t.Name, sp.key.Partition}]; ok {
+			if h, ok := hw[groups.TP{Topic: t.Name, Partition: sp.key.Partition}]; ok {
 				lag = p.Lag(h)
 			}
 		}

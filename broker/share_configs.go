@@ -22,7 +22,7 @@ package broker
 // same way: their defaults and bounds are the broker configs
 // group.consumer.* (groupBrokerConfigDefs in broker_configs.go), and the
 // KIP-848 coordinator reads them per group at each use
-// (groupCoordinator.consumerSettings). Unlike Kafka, which refuses at
+// (groups.Coordinator.ConsumerSettings). Unlike Kafka, which refuses at
 // startup a group.consumer.{session.timeout,heartbeat.interval}.ms outside
 // its min/max, Shoal applies such a broker default as it is (tests
 // shorten it), and describes it so.

@@ -62,6 +62,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/groups"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
@@ -325,11 +326,11 @@ func (g *shareGroup) fire() {
 	g.armLocked(now)
 }
 
-// classicGroupExists reports whether the group coordinator (groups.go)
+// classicGroupExists reports whether the group coordinator (package groups)
 // has a classic or consumer group of that name: share groups and other
 // group types are exclusive (kip932.md §10 item 29).
 func (b *Broker) classicGroupExists(name string) bool {
-	return b.groups != nil && b.groups.exists(name)
+	return b.groups != nil && b.groups.Exists(name)
 }
 
 // heartbeat serves ShareGroupHeartbeat (76).
@@ -484,7 +485,7 @@ func (c *shareCoordinator) describe(name string, withOps bool) kmsg.ShareGroupDe
 	rg.GroupEpoch, rg.AssignmentEpoch = g.mu.epoch, g.mu.assignmentEpoch
 	rg.Assignor = "simple"
 	if withOps {
-		rg.AuthorizedOperations = allGroupOperations
+		rg.AuthorizedOperations = groups.AllOperations
 	}
 	ids := make([]string, 0, len(g.mu.members))
 	for id := range g.mu.members {
@@ -539,21 +540,21 @@ func (b *Broker) isShareGroup(name string) bool {
 // listShareGroups returns the share groups for ListGroups, honouring its
 // StatesFilter and TypesFilter (case-insensitive; v5 "share").
 func (b *Broker) listShareGroups(states, types []string) []kmsg.ListGroupsResponseGroup {
-	if b.shares == nil || len(types) > 0 && !containsFold(types, groupTypeShare) {
+	if b.shares == nil || len(types) > 0 && !groups.ContainsFold(types, groupTypeShare) {
 		return nil
 	}
 	b.shares.mu.Lock()
-	groups := make([]*shareGroup, 0, len(b.shares.mu.groups))
+	sgs := make([]*shareGroup, 0, len(b.shares.mu.groups))
 	for _, g := range b.shares.mu.groups {
-		groups = append(groups, g)
+		sgs = append(sgs, g)
 	}
 	b.shares.mu.Unlock()
 	var out []kmsg.ListGroupsResponseGroup
-	for _, g := range groups {
+	for _, g := range sgs {
 		g.mu.Lock()
 		dead, state := g.mu.dead, g.stateLocked()
 		g.mu.Unlock()
-		if dead || len(states) > 0 && !containsFold(states, state) {
+		if dead || len(states) > 0 && !groups.ContainsFold(states, state) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()

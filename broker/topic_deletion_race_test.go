@@ -58,7 +58,7 @@ func TestOffsetCommitRacingTopicDeletionLeavesNoOffset(t *testing.T) {
 	c2 := dialRaw(t, b)
 	committed := make(chan []int16, 1)
 	go func() { committed <- c2.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 7, -1, ""}) }()
-	waitGoroutineIn(t, "groupCoordinator).commit", "isShareGroup")
+	waitGoroutineIn(t, "groups.(*Coordinator).Commit", "isShareGroup")
 
 	// The deletion drops g's offsets, then waits for shareCoordinator.mu
 	// (deleteShareTopicState).

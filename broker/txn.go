@@ -66,8 +66,8 @@ package broker
 // marker appends (log locks) and the group locks its offsets go to (a
 // TxnOffsetCommit's, a commit's, dropping deletion marks). The index of
 // the open transactions' pending offsets belongs to the groups
-// (groups_pending.go, a leaf lock); a txn keeps it current under txn.mu.
-// Order: txn.mu → group.mu → txnCoordinator.mu, pendingIndex.mu. Never
+// (groups.PendingIndex, a leaf lock); a txn keeps it current under txn.mu.
+// Order: txn.mu → Group.mu → txnCoordinator.mu, PendingIndex.mu. Never
 // two txns at once.
 
 import (
@@ -87,6 +87,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/groups"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
@@ -163,7 +164,7 @@ type txnRecord struct {
 	// when the txn last changed.
 	StartMs    int64         `json:"start_ms"`
 	UpdateMs   int64         `json:"update_ms"`
-	Partitions []groupTP     `json:"-"`
+	Partitions []groups.TP   `json:"-"`
 	Parts      []txnPartJSON `json:"partitions,omitempty"`
 	Groups     []string      `json:"groups,omitempty"`
 	// Offsets are the transaction's pending offset commits
@@ -205,7 +206,7 @@ type txnOffsetJSON struct {
 	LeaderEpoch int32  `json:"e"`
 	Metadata    string `json:"m,omitempty"`
 	CommitMs    int64  `json:"c"`
-	// Stamp is offsetCommit.stamp; absent in a record written before
+	// Stamp is groups.OffsetCommit.Stamp; absent in a record written before
 	// the stamp was known, whose own version then is the stamp (load).
 	Stamp uint64 `json:"s,omitempty"`
 }
@@ -216,10 +217,10 @@ type txn struct {
 	mu struct {
 		sync.Mutex
 		txnRecord
-		partitions map[groupTP]struct{}
+		partitions map[groups.TP]struct{}
 		groups     map[string]struct{}
-		offsets    map[string]map[groupTP]offsetCommit // group → pending
-		removed    bool                                // expired: look the id up again
+		offsets    map[string]map[groups.TP]groups.OffsetCommit // group → pending
+		removed    bool                                         // expired: look the id up again
 		// completing is the completion of the last decided transaction
 		// while it runs in the background or after it failed; nil once
 		// it is durable (settleLocked).
@@ -244,8 +245,8 @@ type completion struct {
 	commit  bool
 	pid     int64
 	epoch   int16
-	tps     []groupTP
-	offsets map[string]map[groupTP]offsetCommit
+	tps     []groups.TP
+	offsets map[string]map[groups.TP]groups.OffsetCommit
 	// marked, applied and cleared record progress, for a redo: the
 	// markers are durable, the offsets applied (commit), the offsets no
 	// longer pending.
@@ -286,18 +287,18 @@ func (c *txnCoordinator) load() error {
 	err := meta.ScanJSON(c.b.meta.DB(), meta.PrefixTxn, func(_ string, rec txnRecord) error {
 		t := &txn{id: rec.ID}
 		t.mu.txnRecord = rec
-		t.mu.partitions = map[groupTP]struct{}{}
+		t.mu.partitions = map[groups.TP]struct{}{}
 		for _, p := range rec.Parts {
-			t.mu.partitions[groupTP{p.Topic, p.Partition}] = struct{}{}
+			t.mu.partitions[groups.TP{Topic: p.Topic, Partition: p.Partition}] = struct{}{}
 		}
 		t.mu.groups = map[string]struct{}{}
 		for _, g := range rec.Groups {
 			t.mu.groups[g] = struct{}{}
 		}
-		t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+		t.mu.offsets = map[string]map[groups.TP]groups.OffsetCommit{}
 		for _, o := range rec.Offsets {
-			c.addPendingOffset(t, o.Group, groupTP{o.Topic, o.Partition},
-				offsetCommit{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: time.UnixMilli(o.CommitMs), stamp: o.Stamp})
+			c.addPendingOffset(t, o.Group, groups.TP{Topic: o.Topic, Partition: o.Partition},
+				groups.OffsetCommit{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: time.UnixMilli(o.CommitMs), Stamp: o.Stamp})
 		}
 		if slices.ContainsFunc(rec.Offsets, func(o txnOffsetJSON) bool { return o.Stamp == 0 }) {
 			unstamped = append(unstamped, t)
@@ -318,8 +319,8 @@ func (c *txnCoordinator) load() error {
 		}
 		for _, offs := range t.mu.offsets {
 			for tp, oc := range offs {
-				if oc.stamp == 0 {
-					oc.stamp = v
+				if oc.Stamp == 0 {
+					oc.Stamp = v
 					offs[tp] = oc
 				}
 			}
@@ -341,13 +342,13 @@ func (c *txnCoordinator) supersedeLoaded() error {
 		for _, t := range c.mu.txns {
 			for group, offs := range t.mu.offsets {
 				for tp, oc := range offs {
-					deleted, err := deletedSince(btx, offsetKey(group, tp), oc.stamp)
+					deleted, err := groups.DeletedSince(btx, groups.OffsetKey(group, tp), oc.Stamp)
 					if err != nil {
 						return err
 					}
 					if deleted {
-						c.b.groups.pending.supersededAtLoad(group, tp)
-						oc.pendingSeq = supersededSeq
+						c.b.groups.Pending.SupersededAtLoad(group, tp)
+						oc.PendingSeq = groups.SupersededSeq
 						offs[tp] = oc
 					}
 				}
@@ -369,21 +370,21 @@ func (c *txnCoordinator) loadGroups() error {
 	for _, t := range c.mu.txns {
 		for g, offs := range t.mu.offsets {
 			for _, oc := range offs {
-				newest[g] = max(newest[g], oc.stamp)
+				newest[g] = max(newest[g], oc.Stamp)
 			}
 		}
 	}
 	return c.b.meta.DB().View(func(btx *badger.Txn) error {
-		for group, keep := range c.b.groups.pending.liveGroups() {
+		for group, keep := range c.b.groups.Pending.LiveGroups() {
 			if !keep {
-				deleted, err := groupDeletedAfter(btx, group, newest[group])
+				deleted, err := groups.DeletedAfter(btx, group, newest[group])
 				if err != nil {
 					return err
 				}
 				keep = !deleted
 			}
 			if keep {
-				c.b.groups.loadTxnGroup(group)
+				c.b.groups.LoadTxnGroup(group)
 			}
 		}
 		return nil
@@ -473,7 +474,7 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 				if pi.CurrentTxnStartOffset < 0 {
 					continue
 				}
-				tp := groupTP{p.Topic, p.Index}
+				tp := groups.TP{Topic: p.Topic, Partition: p.Index}
 				t := byPID[pi.ProducerID]
 				epoch := pi.Epoch
 				if t != nil {
@@ -487,7 +488,7 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 							t.mu.partitions[tp] = struct{}{}
 							dirty[t] = true
 							c.lg.Info("adopting a transaction open in a partition", zap.String("transactional_id", t.id),
-								zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
+								zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
 						}
 						t.mu.Unlock()
 						continue
@@ -500,11 +501,11 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 					t.mu.Unlock()
 				}
 				c.lg.Warn("aborting a transaction open in a partition that no transaction coordinator state owns",
-					zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Int64("producer_id", pi.ProducerID),
+					zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Int64("producer_id", pi.ProducerID),
 					zap.Int16("epoch", pi.Epoch), zap.Int64("first_offset", pi.CurrentTxnStartOffset))
-				waits, err := c.writeMarkers(pi.ProducerID, epoch, false, false, []groupTP{tp}, now, 0)
+				waits, err := c.writeMarkers(pi.ProducerID, epoch, false, false, []groups.TP{tp}, now, 0)
 				if err = errors.Join(err, waitMarkers(waits)); err != nil {
-					c.lg.Error("aborting an orphaned transaction failed", zap.String("topic", tp.topic), zap.Int32("partition", tp.partition), zap.Error(err))
+					c.lg.Error("aborting an orphaned transaction failed", zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 				}
 			}
 		}
@@ -542,9 +543,9 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 			}
 			t = &txn{id: id}
 			t.mu.txnRecord = txnRecord{ID: id, ProducerID: -1, Epoch: -1, LastProducerID: -1, LastEpoch: -1, StartMs: -1}
-			t.mu.partitions = map[groupTP]struct{}{}
+			t.mu.partitions = map[groups.TP]struct{}{}
 			t.mu.groups = map[string]struct{}{}
-			t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+			t.mu.offsets = map[string]map[groups.TP]groups.OffsetCommit{}
 			c.mu.txns[id] = t
 		}
 		c.mu.Unlock()
@@ -608,7 +609,7 @@ func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
 		// Its markers may wait for appends that t.mu, held here, keeps
 		// the producer from making (markerSyncDelay).
 		for _, tp := range cmp.tps {
-			if p := c.b.topics.Partition(tp.topic, tp.partition); p != nil {
+			if p := c.b.topics.Partition(tp.Topic, tp.Partition); p != nil {
 				c.b.syncer.Hurry(p)
 			}
 		}
@@ -661,7 +662,7 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	rec := t.mu.txnRecord
 	rec.Parts, rec.Groups = nil, nil // rebuilt from the maps, which are the truth
 	for tp := range t.mu.partitions {
-		rec.Parts = append(rec.Parts, txnPartJSON{tp.topic, tp.partition})
+		rec.Parts = append(rec.Parts, txnPartJSON{tp.Topic, tp.Partition})
 	}
 	sort.Slice(rec.Parts, func(i, j int) bool {
 		a, b := rec.Parts[i], rec.Parts[j]
@@ -674,8 +675,8 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	rec.Offsets = nil
 	for g, offs := range t.mu.offsets {
 		for tp, oc := range offs {
-			rec.Offsets = append(rec.Offsets, txnOffsetJSON{Group: g, Topic: tp.topic, Partition: tp.partition, Offset: oc.offset,
-				LeaderEpoch: oc.leaderEpoch, Metadata: oc.metadata, CommitMs: oc.commitTime.UnixMilli(), Stamp: oc.stamp})
+			rec.Offsets = append(rec.Offsets, txnOffsetJSON{Group: g, Topic: tp.Topic, Partition: tp.Partition, Offset: oc.Offset,
+				LeaderEpoch: oc.LeaderEpoch, Metadata: oc.Metadata, CommitMs: oc.CommitTime.UnixMilli(), Stamp: oc.Stamp})
 		}
 	}
 	return json.Marshal(rec)
@@ -685,13 +686,13 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 // write failed.
 type txnSnapshot struct {
 	rec        txnRecord
-	partitions map[groupTP]struct{}
+	partitions map[groups.TP]struct{}
 	groups     map[string]struct{}
 }
 
 // snapshotLocked copies t's state. t.mu held.
 func (t *txn) snapshotLocked() txnSnapshot {
-	s := txnSnapshot{rec: t.mu.txnRecord, partitions: make(map[groupTP]struct{}, len(t.mu.partitions)), groups: make(map[string]struct{}, len(t.mu.groups))}
+	s := txnSnapshot{rec: t.mu.txnRecord, partitions: make(map[groups.TP]struct{}, len(t.mu.partitions)), groups: make(map[string]struct{}, len(t.mu.groups))}
 	for k := range t.mu.partitions {
 		s.partitions[k] = struct{}{}
 	}
@@ -707,30 +708,30 @@ func (t *txn) restoreLocked(s txnSnapshot) {
 
 // addPendingOffset records a pending transactional offset. t.mu held, and
 // the group's lock (handleTxnOffsetCommit), or loading.
-func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groupTP, oc offsetCommit) {
+func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groups.TP, oc groups.OffsetCommit) {
 	offs := t.mu.offsets[group]
 	if offs == nil {
-		offs = map[groupTP]offsetCommit{}
+		offs = map[groups.TP]groups.OffsetCommit{}
 		t.mu.offsets[group] = offs
 	}
 	old, had := offs[tp]
-	oc.pendingSeq = c.b.groups.pending.add(group, tp, had, old.pendingSeq)
+	oc.PendingSeq = c.b.groups.Pending.Add(group, tp, had, old.PendingSeq)
 	offs[tp] = oc
 }
 
 // restorePendingOffsetLocked puts back prev, the pending offset that one
 // just added (addPendingOffset) replaced. t.mu held, and the group's
 // lock since the addition.
-func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp groupTP, prev offsetCommit) {
-	c.b.groups.pending.restore(group, tp, prev.pendingSeq)
+func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp groups.TP, prev groups.OffsetCommit) {
+	c.b.groups.Pending.Restore(group, tp, prev.PendingSeq)
 	t.mu.offsets[group][tp] = prev
 }
 
 // stampLocked gives group's pending offsets tps, just written with t's
-// record, that write's version as their stamp (offsetCommit.stamp): the
+// record, that write's version as their stamp (groups.OffsetCommit.Stamp): the
 // TxnOffsetCommit's place among all offset commits, as its record's
 // offset in Kafka's offsets log. t.mu held, since the write.
-func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groupTP) {
+func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groups.TP) {
 	v, err := c.recordVersion(t.id)
 	if err != nil {
 		// No stamp: applied whatever came after it, as before stamps
@@ -741,13 +742,13 @@ func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groupTP) {
 	offs := t.mu.offsets[group]
 	for _, tp := range tps {
 		oc := offs[tp]
-		oc.stamp = v
+		oc.Stamp = v
 		offs[tp] = oc
 	}
 }
 
 // dropPendingOffsetLocked forgets one pending offset. t.mu held.
-func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupTP) {
+func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groups.TP) {
 	offs := t.mu.offsets[group]
 	oc, ok := offs[tp]
 	if !ok {
@@ -757,17 +758,17 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groupT
 	if len(offs) == 0 {
 		delete(t.mu.offsets, group)
 	}
-	c.b.groups.pending.forget(group, tp, oc.pendingSeq)
+	c.b.groups.Pending.Forget(group, tp, oc.PendingSeq)
 }
 
 // clearPending forgets pending offsets of a transaction that ended.
-func (c *txnCoordinator) clearPending(offsets map[string]map[groupTP]offsetCommit) {
-	done := c.b.groups.pending.forgetAll(offsets) // nothing pending any more
+func (c *txnCoordinator) clearPending(offsets map[string]map[groups.TP]groups.OffsetCommit) {
+	done := c.b.groups.Pending.ForgetAll(offsets) // nothing pending any more
 	for g, tps := range done {
 		if h := c.b.cfg.beforeDropMarks; h != nil {
 			h(g)
 		}
-		c.b.groups.dropDeletionMarks(g, tps)
+		c.b.groups.DropDeletionMarks(g, tps)
 	}
 }
 
@@ -921,7 +922,7 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 // durable and the offsets applied, and only the Complete* write remains,
 // made without waiting (a completion found undone at start is simply
 // done again). t.mu held.
-func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groupTP, waits []markerWait, background bool) error {
+func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groups.TP, waits []markerWait, background bool) error {
 	commit := t.mu.State == txnPrepareCommit
 	cmp := &completion{done: make(chan struct{}), bumped: t.mu.Bumped, commit: commit, pid: t.mu.ProducerID, epoch: t.mu.Epoch,
 		tps: tps, offsets: t.mu.offsets, marked: !background, applied: !background || !commit, cleared: !background}
@@ -930,7 +931,7 @@ func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groupTP, wa
 	if commit {
 		t.mu.State = txnCompleteCommit
 	}
-	t.mu.offsets = map[string]map[groupTP]offsetCommit{}
+	t.mu.offsets = map[string]map[groups.TP]groups.OffsetCommit{}
 	clear(t.mu.partitions)
 	clear(t.mu.groups)
 	t.mu.StartMs = -1
@@ -1028,11 +1029,11 @@ const markerSyncDelay = 5 * time.Millisecond
 // already reached epoch is skipped: it holds the marker already. It
 // returns the appended markers' fsync waits, and the append errors.
 // An appended marker's fsync starts within delay (syncer.appendedLazy).
-func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groupTP, now time.Time, delay time.Duration) ([]markerWait, error) {
+func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groups.TP, now time.Time, delay time.Duration) ([]markerWait, error) {
 	var waits []markerWait
 	var errs []error
 	for _, tp := range tps {
-		p := c.b.topics.Partition(tp.topic, tp.partition)
+		p := c.b.topics.Partition(tp.Topic, tp.Partition)
 		if p == nil {
 			continue // deleted with its topic: nothing to mark
 		}
@@ -1046,7 +1047,7 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 		}
 		res, err := p.Log.WriteMarker(slog.Marker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit}, now)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.topic, tp.partition, err))
+			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.Topic, tp.Partition, err))
 			continue
 		}
 		waits = append(waits, markerWait{p: p, ch: c.b.syncer.AppendedLazy(p, res.BaseOffset, res.LastOffset+1, delay)})
@@ -1076,14 +1077,14 @@ func waitMarkers(waits []markerWait) error {
 
 // applyOffsets makes the offsets of id's committed transaction their
 // groups' (applyTxnOffsets).
-func (c *txnCoordinator) applyOffsets(id string, offsets map[string]map[groupTP]offsetCommit) error {
+func (c *txnCoordinator) applyOffsets(id string, offsets map[string]map[groups.TP]groups.OffsetCommit) error {
 	groups := make([]string, 0, len(offsets))
 	for g := range offsets {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
-		if err := c.b.groups.applyTxnOffsets(g, offsets[g]); err != nil {
+		if err := c.b.groups.ApplyTxnOffsets(g, offsets[g]); err != nil {
 			return err
 		}
 	}
@@ -1100,13 +1101,13 @@ func closed(ch chan struct{}) bool {
 	}
 }
 
-func sortedTPs(set map[groupTP]struct{}) []groupTP {
-	tps := make([]groupTP, 0, len(set))
+func sortedTPs(set map[groups.TP]struct{}) []groups.TP {
+	tps := make([]groups.TP, 0, len(set))
 	for tp := range set {
 		tps = append(tps, tp)
 	}
 	sort.Slice(tps, func(i, j int) bool {
-		return tps[i].topic < tps[j].topic || tps[i].topic == tps[j].topic && tps[i].partition < tps[j].partition
+		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
 	})
 	return tps
 }
@@ -1269,7 +1270,7 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 		case h.ProducerEpoch != tx.mu.Epoch:
 			return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
 		}
-		tp := groupTP{topic, partition}
+		tp := groups.TP{Topic: topic, Partition: partition}
 		if _, ok := tx.mu.partitions[tp]; ok && tx.mu.State == txnOngoing {
 			continue
 		}

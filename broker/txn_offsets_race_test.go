@@ -50,7 +50,7 @@ func TestTxnOffsetCommitVsExpiry(t *testing.T) {
 			once.Do(func() {
 				go func() {
 					defer close(expired)
-					bp.Load().groups.expireOffsets(time.Now().Add(365 * 24 * time.Hour))
+					bp.Load().groups.ExpireOffsets(time.Now().Add(365 * 24 * time.Hour))
 				}()
 				waitOrTimeout(reached)
 			})

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/groups"
 )
 
 // plainCommit commits off for topic's partition 0 in group, as a
@@ -144,10 +146,8 @@ func TestTxnOffsetDeletionAfterCommitWins(t *testing.T) {
 				require.Zero(t, r.end(true))
 			}
 			if how == "delete-topic" {
-				g := b.groups.lockGroup("g", false)
-				require.NotNil(t, g)
-				_, kept := g.mu.offsets[groupTP{"dl", 0}]
-				g.mu.Unlock()
+				exists, kept := b.groups.HasCommitted("g", groups.TP{Topic: "dl", Partition: 0})
+				require.True(t, exists)
 				require.False(t, kept, "the deletion stands")
 				return
 			}
@@ -177,7 +177,7 @@ func TestTxnOffsetSurvivesExpiry(t *testing.T) {
 	tx := b.txns.lock("ex", false)
 	decideLocked(t, b, tx)
 	tx.mu.Unlock()
-	b.groups.expireOffsets(time.Now().Add(365 * 24 * time.Hour))
+	b.groups.ExpireOffsets(time.Now().Add(365 * 24 * time.Hour))
 	off, _ := r.fetchOffset("g", "ex", 0, false)
 	require.Equal(t, int64(3), off, "not expired")
 	tx = b.txns.lock("ex", false)
@@ -186,7 +186,7 @@ func TestTxnOffsetSurvivesExpiry(t *testing.T) {
 	off, code := r.fetchOffset("g", "ex", 0, true)
 	require.Equal(t, "NONE", code)
 	require.Equal(t, int64(7), off)
-	b.groups.expireOffsets(time.Now().Add(365 * 24 * time.Hour))
+	b.groups.ExpireOffsets(time.Now().Add(365 * 24 * time.Hour))
 	off, _ = r.fetchOffset("g", "ex", 0, false)
 	require.Equal(t, int64(-1), off, "expired once nothing is pending")
 }
@@ -202,32 +202,12 @@ func TestTxnOffsetRedoAfterPartialWrite(t *testing.T) {
 	r := txnWithOffset(t, b, "pw", "pw", "v")
 	tx := b.txns.lock("pw", false)
 	decideLocked(t, b, tx)
-	tp := groupTP{"pw", 0}
-	require.NoError(t, b.meta.putOffsets("g", []offsetWrite{{tp: tp, oc: tx.mu.offsets["g"][tp]}}, nil, nil)) // the part that got through
+	tp := groups.TP{Topic: "pw", Partition: 0}
+	require.NoError(t, b.groups.PersistOffsetsOnly("g", map[groups.TP]groups.OffsetCommit{tp: tx.mu.offsets["g"][tp]})) // the part that got through
 	require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets))
 	tx.mu.Unlock()
 	off, _ := r.fetchOffset("g", "pw", 0, false)
 	require.Equal(t, int64(7), off)
-}
-
-// TestOffsetValueStamp: a transaction's committed offset keeps its stamp
-// through badger (value version 2); a plain one is stored as before
-// (version 1, no stamp).
-func TestOffsetValueStamp(t *testing.T) {
-	t.Parallel()
-	for _, oc := range []offsetCommit{
-		{offset: 7, leaderEpoch: 3, metadata: "m", commitTime: time.UnixMilli(1234)},
-		{offset: 7, leaderEpoch: -1, metadata: "meta", commitTime: time.UnixMilli(99), stamp: 42},
-		{offset: 0, leaderEpoch: 0, commitTime: time.UnixMilli(5), expireTime: time.UnixMilli(6), stamp: 1},
-	} {
-		b := encodeOffset(oc)
-		require.Equal(t, byte(1)+byte(min(oc.stamp, 1)), b[0])
-		got, err := decodeOffset(b)
-		require.NoError(t, err)
-		require.Equal(t, oc, got)
-	}
-	_, err := decodeOffset([]byte{2, 0, 0})
-	require.Error(t, err)
 }
 
 // TestTxnOffsetDeletionSurvivesCleanRestart: a deletion made while a
@@ -257,7 +237,7 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 				dg, err := adm.DeleteGroups(ctx, "g")
 				require.NoError(t, err)
 				require.NoError(t, dg.Error())
-				require.False(t, b.groups.exists("g"))
+				require.False(t, b.groups.Exists("g"))
 				resp, err := adm.DeleteTopics(ctx, "tl")
 				require.NoError(t, err)
 				require.NoError(t, resp.Error())
@@ -269,15 +249,13 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 			r.c = dialRaw(t, b2)
 			require.Equal(t, "Ongoing", r.describe().State)
 			require.Zero(t, r.end(true))
-			if g := b2.groups.lockGroup("g", false); g != nil {
-				_, kept := g.mu.offsets[groupTP{"tl", 0}]
-				g.mu.Unlock()
+			if exists, kept := b2.groups.HasCommitted("g", groups.TP{Topic: "tl", Partition: 0}); exists {
 				require.False(t, kept, "the deletion stands")
 			}
 			require.Eventually(t, func() bool { // the mark goes with the transaction
 				var found bool
 				_ = b2.meta.DB().View(func(btx *badger.Txn) error {
-					_, err := btx.Get(offsetKey("g", groupTP{"tl", 0}))
+					_, err := btx.Get(groups.OffsetKey("g", groups.TP{Topic: "tl", Partition: 0}))
 					found = err == nil
 					return nil
 				})
@@ -321,7 +299,7 @@ func TestTxnOffsetConcurrentCommitsGetDistinctStamps(t *testing.T) {
 	for i, r := range rs {
 		require.Zero(t, codes[i])
 		tx := b.txns.lock(r.id, false)
-		st := tx.mu.offsets["g"][groupTP{"cs", 0}].stamp
+		st := tx.mu.offsets["g"][groups.TP{Topic: "cs", Partition: 0}].Stamp
 		tx.mu.Unlock()
 		require.NotZero(t, st)
 		require.NotContains(t, stamps, st, "transactions %d and %d share a stamp", stamps[st], i)
@@ -416,7 +394,7 @@ func TestTxnOffsetCommitCreatesGroup(t *testing.T) {
 				// The group's deletion mark went with the last pending offset.
 				require.Eventually(t, func() bool {
 					err := b.meta.DB().View(func(btx *badger.Txn) error {
-						_, err := btx.Get(groupKey("g"))
+						_, err := btx.Get(groups.GroupKey("g"))
 						return err
 					})
 					return errors.Is(err, badger.ErrKeyNotFound)

@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/groups"
 )
 
 // The transaction coordinator's side of each transactional request: the
@@ -123,7 +125,7 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	if verifyOnly {
 		for i, rt := range topics {
 			for j, p := range rt.partitions {
-				if _, ok := t.mu.partitions[groupTP{rt.topic, p}]; !ok {
+				if _, ok := t.mu.partitions[groups.TP{Topic: rt.topic, Partition: p}]; !ok {
 					codes[i][j] = kerr.TransactionAbortable.Code
 				}
 			}
@@ -134,7 +136,7 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 		have := true
 		for _, rt := range topics {
 			for _, p := range rt.partitions {
-				if _, ok := t.mu.partitions[groupTP{rt.topic, p}]; !ok {
+				if _, ok := t.mu.partitions[groups.TP{Topic: rt.topic, Partition: p}]; !ok {
 					have = false
 				}
 			}
@@ -147,7 +149,7 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	t.beginLocked(now)
 	for _, rt := range topics {
 		for _, p := range rt.partitions {
-			t.mu.partitions[groupTP{rt.topic, p}] = struct{}{}
+			t.mu.partitions[groups.TP{Topic: rt.topic, Partition: p}] = struct{}{}
 		}
 	}
 	if err := c.persistLocked(t, now); err != nil {
@@ -277,7 +279,7 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	b := c.b
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	now := time.Now()
-	maxMetadata := b.groups.metadataMaxBytes()
+	maxMetadata := b.groups.MetadataMaxBytes()
 	codes := make([][]int16, len(req.Topics))
 	for i, rt := range req.Topics {
 		codes[i] = make([]int16, len(rt.Partitions))
@@ -343,12 +345,12 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 			code = kerr.NotCoordinator.Code
 		}
 	}
-	var g *group
+	var g *groups.Group
 	if code == 0 {
 		if h := b.cfg.txnOffsetBeforeLock; h != nil {
 			h(req.Group)
 		}
-		g, code = b.groups.lockTxnCommit(req)
+		g, code = b.groups.LockTxnCommit(req)
 	}
 	if code != 0 {
 		setAll(code)
@@ -359,15 +361,15 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	// a deleted topic) read the pending offsets under this lock, so none
 	// of them can decide on a partition without this commit and write
 	// its deletion after it.
-	defer g.releaseTxnCommit(now)
+	defer g.ReleaseTxnCommit(now)
 	snap := t.snapshotLocked()
 	if implicit {
 		t.beginLocked(now)
 		t.mu.groups[req.Group] = struct{}{}
 	}
 	type cand struct {
-		tp groupTP
-		oc offsetCommit
+		tp groups.TP
+		oc groups.OffsetCommit
 	}
 	var cands []cand
 	for i, rt := range req.Topics {
@@ -375,17 +377,17 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 			switch {
 			case b.topics.Partition(rt.Topic, p.Partition) == nil:
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-			case p.Metadata != nil && utf16Len(*p.Metadata) > maxMetadata:
+			case p.Metadata != nil && groups.UTF16Len(*p.Metadata) > maxMetadata:
 				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
 			default:
-				oc := offsetCommit{offset: p.Offset, leaderEpoch: -1, commitTime: now}
+				oc := groups.OffsetCommit{Offset: p.Offset, LeaderEpoch: -1, CommitTime: now}
 				if req.Version >= 2 {
-					oc.leaderEpoch = p.LeaderEpoch
+					oc.LeaderEpoch = p.LeaderEpoch
 				}
 				if p.Metadata != nil {
-					oc.metadata = *p.Metadata
+					oc.Metadata = *p.Metadata
 				}
-				cands = append(cands, cand{groupTP{rt.Topic, p.Partition}, oc})
+				cands = append(cands, cand{groups.TP{Topic: rt.Topic, Partition: p.Partition}, oc})
 			}
 		}
 	}
@@ -395,7 +397,7 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	}
 	// A partition named twice counts once, its last entry winning (Kafka
 	// turns the request into a map); the undo below needs one entry each.
-	idx := make(map[groupTP]int, len(cands))
+	idx := make(map[groups.TP]int, len(cands))
 	uniq := cands[:0]
 	for _, cd := range cands {
 		if i, ok := idx[cd.tp]; ok {
@@ -409,8 +411,8 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	if h := b.cfg.txnOffsetBeforeAdd; h != nil {
 		h(req.Group)
 	}
-	prev := map[groupTP]offsetCommit{} // the pending offsets replaced
-	tps := make([]groupTP, len(cands))
+	prev := map[groups.TP]groups.OffsetCommit{} // the pending offsets replaced
+	tps := make([]groups.TP, len(cands))
 	for i, cd := range cands {
 		if oc, ok := t.mu.offsets[req.Group][cd.tp]; ok {
 			prev[cd.tp] = oc
@@ -455,7 +457,7 @@ func (c *txnCoordinator) describe(req *kmsg.DescribeTransactionsRequest) kmsg.Re
 		ts.TimeoutMillis = t.mu.TimeoutMs
 		ts.StartTimestamp = t.mu.StartMs
 		ts.ProducerID, ts.ProducerEpoch = t.mu.ProducerID, t.mu.Epoch
-		names, parts := byTopic(t.mu.partitions)
+		names, parts := groups.ByTopic(t.mu.partitions)
 		t.mu.Unlock()
 		for _, n := range names {
 			tt := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()

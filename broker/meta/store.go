@@ -26,12 +26,12 @@ import (
 //	                           with the topic record's deletion, finished at start-up
 //	meta/broker-config/<name>  string: a dynamic broker config override
 //	meta/seq/producer-id       badger sequence for InitProducerId
-//	meta/group/<group>         groupRecord (groups_store.go); <group> is path-escaped. A group
+//	meta/group/<group>         groupRecord (groups/store.go); <group> is path-escaped. A group
 //	                           deleted while a transaction holds offsets for it keeps the
 //	                           deletion mark []byte{3} here until nothing is pending for it
 //	                           (a binary older than this refuses to start on it)
 //	meta/offset/<group>/<topic>/<partition>
-//	                           a committed offset (binary, groups_store.go)
+//	                           a committed offset (binary, groups/store.go)
 //	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped
 //	meta/group-config/<group>  JSON map of group config overrides (share_configs.go); path-escaped
 //	meta/dlq/pending/<group>/<topic id hex>/<partition>

@@ -1,4 +1,4 @@
-package broker
+package groups
 
 // The classic group protocol's state machine: JoinGroup, SyncGroup,
 // Heartbeat and LeaveGroup, session and rebalance timeouts, static
@@ -34,7 +34,7 @@ func copyProtocols(ps []kmsg.JoinGroupRequestProtocol) []kmsg.JoinGroupRequestPr
 	return out
 }
 
-func joinError(resp *kmsg.JoinGroupResponse, code int16, memberID string) {
+func JoinError(resp *kmsg.JoinGroupResponse, code int16, memberID string) {
 	resp.ErrorCode = code
 	resp.MemberID = memberID
 	resp.Generation = -1
@@ -44,10 +44,10 @@ func joinError(resp *kmsg.JoinGroupResponse, code int16, memberID string) {
 	resp.Members = nil
 }
 
-// join handles a JoinGroup. It fills resp and returns nil when the answer
+// Join handles a JoinGroup. It fills resp and returns nil when the answer
 // is immediate, or returns the channel the answer arrives on once the
-// join phase completes.
-func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) chan *kmsg.JoinGroupResponse {
+// Join phase completes.
+func (c *Coordinator) Join(cl Client, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) chan *kmsg.JoinGroupResponse {
 	now := time.Now()
 	st := c.settings()
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
@@ -57,22 +57,22 @@ func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp
 	}
 	switch {
 	case req.Group == "":
-		joinError(resp, kerr.InvalidGroupID.Code, req.MemberID)
+		JoinError(resp, kerr.InvalidGroupID.Code, req.MemberID)
 		return nil
 	case session < st.minSessionTimeout || session > st.maxSessionTimeout:
-		joinError(resp, kerr.InvalidSessionTimeout.Code, req.MemberID)
+		JoinError(resp, kerr.InvalidSessionTimeout.Code, req.MemberID)
 		return nil
 	}
 	if c.o.IsShareGroup(req.Group) {
 		// A group id names one group of one type (as in Kafka's
 		// classicGroupJoin for a group of another type).
-		joinError(resp, kerr.InconsistentGroupProtocol.Code, "")
+		JoinError(resp, kerr.InconsistentGroupProtocol.Code, "")
 		return nil
 	}
 	unknown := req.MemberID == ""
 	g := c.lockGroup(req.Group, unknown)
 	if g == nil {
-		joinError(resp, kerr.UnknownMemberID.Code, req.MemberID)
+		JoinError(resp, kerr.UnknownMemberID.Code, req.MemberID)
 		return nil
 	}
 	defer func() {
@@ -83,7 +83,7 @@ func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp
 		if len(g.mu.cg.members) > 0 {
 			// Classic members in a consumer group (KIP-848's migration
 			// path) are not served.
-			joinError(resp, kerr.InconsistentGroupProtocol.Code, req.MemberID)
+			JoinError(resp, kerr.InconsistentGroupProtocol.Code, req.MemberID)
 			return nil
 		}
 		g.mu.cg = nil // an empty consumer group becomes a classic group
@@ -94,11 +94,11 @@ func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp
 			g.maybeRebalanceLocked(now, st)
 		}
 		delete(g.mu.pending, req.MemberID)
-		joinError(resp, kerr.GroupMaxSizeReached.Code, "")
+		JoinError(resp, kerr.GroupMaxSizeReached.Code, "")
 		return nil
 	}
 	if !g.supportsProtocolsLocked(req.ProtocolType, req.Protocols) {
-		joinError(resp, kerr.InconsistentGroupProtocol.Code, req.MemberID)
+		JoinError(resp, kerr.InconsistentGroupProtocol.Code, req.MemberID)
 		return nil
 	}
 	if unknown {
@@ -114,7 +114,7 @@ func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp
 			// client that times out before the answer does not leave a
 			// ghost member behind.
 			g.mu.pending[id] = now.Add(session)
-			joinError(resp, kerr.MemberIDRequired.Code, id)
+			JoinError(resp, kerr.MemberIDRequired.Code, id)
 			return nil
 		}
 		return g.addMemberLocked(now, st, cl, req, id, session, rebalance)
@@ -124,7 +124,7 @@ func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp
 		return g.addMemberLocked(now, st, cl, req, req.MemberID, session, rebalance)
 	}
 	if code := g.validateMemberLocked(req.MemberID, req.InstanceID); code != 0 {
-		joinError(resp, code, req.MemberID)
+		JoinError(resp, code, req.MemberID)
 		return nil
 	}
 	m := g.mu.members[req.MemberID]
@@ -149,14 +149,14 @@ func (c *groupCoordinator) join(cl groupClient, req *kmsg.JoinGroupRequest, resp
 		resp.Members = nil
 		return nil
 	default:
-		joinError(resp, kerr.UnknownMemberID.Code, req.MemberID)
+		JoinError(resp, kerr.UnknownMemberID.Code, req.MemberID)
 		return nil
 	}
 }
 
 // acceptJoiningLocked applies group.max.size as Kafka does: in the join
 // phase it counts members already waiting, otherwise all members.
-func (g *group) acceptJoiningLocked(memberID string, maxSize int) bool {
+func (g *Group) acceptJoiningLocked(memberID string, maxSize int) bool {
 	switch g.mu.state {
 	case groupPreparingRebalance:
 		if m := g.mu.members[memberID]; m != nil && m.joinWait != nil {
@@ -179,7 +179,7 @@ func (g *group) acceptJoiningLocked(memberID string, maxSize int) bool {
 // supportsProtocolsLocked: an empty group takes any non-empty protocol
 // list; otherwise the protocol type must match and the member must
 // support a protocol every current member supports.
-func (g *group) supportsProtocolsLocked(protocolType string, ps []kmsg.JoinGroupRequestProtocol) bool {
+func (g *Group) supportsProtocolsLocked(protocolType string, ps []kmsg.JoinGroupRequestProtocol) bool {
 	if protocolType == "" || len(ps) == 0 {
 		return false
 	}
@@ -198,7 +198,7 @@ func (g *group) supportsProtocolsLocked(protocolType string, ps []kmsg.JoinGroup
 }
 
 // protocolSupportLocked counts the members supporting protocol.
-func (g *group) protocolSupportLocked(protocol string) int {
+func (g *Group) protocolSupportLocked(protocol string) int {
 	n := 0
 	for _, m := range g.mu.members {
 		for _, p := range m.protocols {
@@ -213,7 +213,7 @@ func (g *group) protocolSupportLocked(protocol string) int {
 
 // validateMemberLocked checks a member id, and the instance id of a static
 // member, against the group: UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID.
-func (g *group) validateMemberLocked(memberID string, instanceID *string) int16 {
+func (g *Group) validateMemberLocked(memberID string, instanceID *string) int16 {
 	if instanceID != nil {
 		known, ok := g.mu.static[*instanceID]
 		if !ok {
@@ -230,7 +230,7 @@ func (g *group) validateMemberLocked(memberID string, instanceID *string) int16 
 }
 
 // addMemberLocked adds a new member parked in the join phase.
-func (g *group) addMemberLocked(now time.Time, st groupSettings, cl groupClient, req *kmsg.JoinGroupRequest, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
+func (g *Group) addMemberLocked(now time.Time, st groupSettings, cl Client, req *kmsg.JoinGroupRequest, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
 	g.mu.joinSeq++
 	m := &groupMember{
 		id:               id,
@@ -268,7 +268,7 @@ func (g *group) addMemberLocked(now time.Time, st groupSettings, cl groupClient,
 
 // updateMemberLocked parks a known member's rejoin with its new protocols
 // and timeouts.
-func (g *group) updateMemberLocked(now time.Time, st groupSettings, m *groupMember, req *kmsg.JoinGroupRequest, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
+func (g *Group) updateMemberLocked(now time.Time, st groupSettings, m *groupMember, req *kmsg.JoinGroupRequest, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
 	g.answerJoinErrLocked(m, kerr.RebalanceInProgress.Code) // a stale duplicate join
 	m.protocols = copyProtocols(req.Protocols)
 	m.protocolType = req.ProtocolType
@@ -285,7 +285,7 @@ func (g *group) updateMemberLocked(now time.Time, st groupSettings, m *groupMemb
 // place and assignment, and the old id is fenced. In a Stable group whose
 // selected protocol does not change, no rebalance happens; the change is
 // persisted before the answer.
-func (g *group) replaceStaticMemberLocked(now time.Time, st groupSettings, cl groupClient, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse, old *groupMember, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
+func (g *Group) replaceStaticMemberLocked(now time.Time, st groupSettings, cl Client, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse, old *groupMember, id string, session, rebalance time.Duration) chan *kmsg.JoinGroupResponse {
 	g.answerJoinErrLocked(old, kerr.FencedInstanceID.Code)
 	g.answerSyncErrLocked(old, kerr.FencedInstanceID.Code)
 	oldID, oldLeader := old.id, g.mu.leader
@@ -320,7 +320,7 @@ func (g *group) replaceStaticMemberLocked(now time.Time, st groupSettings, cl gr
 				g.mu.members[oldID] = m
 				g.mu.static[*req.InstanceID] = oldID
 				g.mu.leader = oldLeader
-				joinError(resp, kerr.NotCoordinator.Code, "")
+				JoinError(resp, kerr.NotCoordinator.Code, "")
 				return nil
 			}
 			g.fillJoinLocked(resp, m)
@@ -356,7 +356,7 @@ func (g *group) replaceStaticMemberLocked(now time.Time, st groupSettings, cl gr
 
 // fillJoinLocked fills a successful JoinGroup answer for m with the
 // current generation; the leader gets every member's metadata.
-func (g *group) fillJoinLocked(resp *kmsg.JoinGroupResponse, m *groupMember) {
+func (g *Group) fillJoinLocked(resp *kmsg.JoinGroupResponse, m *groupMember) {
 	resp.ErrorCode = 0
 	resp.Generation = g.mu.generation
 	pt, p := g.mu.protocolType, g.mu.protocol
@@ -377,7 +377,7 @@ func (g *group) fillJoinLocked(resp *kmsg.JoinGroupResponse, m *groupMember) {
 
 // maybeRebalanceLocked starts a rebalance if the group is not already in
 // one, else tries to complete the join phase.
-func (g *group) maybeRebalanceLocked(now time.Time, st groupSettings) {
+func (g *Group) maybeRebalanceLocked(now time.Time, st groupSettings) {
 	switch g.mu.state {
 	case groupEmpty, groupStable, groupCompletingRebalance:
 		g.prepareRebalanceLocked(now, st)
@@ -388,7 +388,7 @@ func (g *group) maybeRebalanceLocked(now time.Time, st groupSettings) {
 
 // maxRebalanceTimeoutLocked is the longest rebalance timeout of the
 // members: how long the join phase may take.
-func (g *group) maxRebalanceTimeoutLocked() time.Duration {
+func (g *Group) maxRebalanceTimeoutLocked() time.Duration {
 	var d time.Duration
 	for _, m := range g.mu.members {
 		if m.rebalanceTimeout > d {
@@ -403,7 +403,7 @@ func (g *group) maxRebalanceTimeoutLocked() time.Duration {
 // rejoined or the longest rebalance timeout passed. The first rebalance
 // of an empty group waits group.initial.rebalance.delay.ms for more
 // members (Kafka's initial delayed join).
-func (g *group) prepareRebalanceLocked(now time.Time, st groupSettings) {
+func (g *Group) prepareRebalanceLocked(now time.Time, st groupSettings) {
 	if g.mu.state == groupCompletingRebalance {
 		for _, m := range g.mu.members {
 			m.assignment = nil
@@ -427,14 +427,14 @@ func (g *group) prepareRebalanceLocked(now time.Time, st groupSettings) {
 	g.maybeCompleteJoinLocked(now)
 }
 
-func (g *group) setStateLocked(s groupState, now time.Time) {
+func (g *Group) setStateLocked(s groupState, now time.Time) {
 	g.mu.state = s
 	g.mu.stateTime = now
 }
 
 // allJoinedLocked: every member has a JoinGroup parked and no member id
 // handed out with MEMBER_ID_REQUIRED is still unused.
-func (g *group) allJoinedLocked() bool {
+func (g *Group) allJoinedLocked() bool {
 	if len(g.mu.pending) > 0 {
 		return false
 	}
@@ -446,7 +446,7 @@ func (g *group) allJoinedLocked() bool {
 	return true
 }
 
-func (g *group) maybeCompleteJoinLocked(now time.Time) {
+func (g *Group) maybeCompleteJoinLocked(now time.Time) {
 	if g.mu.state != groupPreparingRebalance {
 		return
 	}
@@ -467,7 +467,7 @@ func (g *group) maybeCompleteJoinLocked(now time.Time) {
 // rejoin are removed, the generation advances, a protocol is chosen and
 // every parked JoinGroup is answered (the leader with all members'
 // metadata). A group left without members becomes Empty.
-func (g *group) completeJoinLocked(now time.Time) {
+func (g *Group) completeJoinLocked(now time.Time) {
 	for _, m := range g.mu.members {
 		if m.joinWait == nil && m.instanceID == nil {
 			g.removeMemberLocked(m, kerr.UnknownMemberID.Code)
@@ -533,7 +533,7 @@ func (g *group) completeJoinLocked(now time.Time) {
 // selectProtocolLocked chooses the group protocol: among the protocols
 // every member supports, each member votes for the first in its own
 // order of preference; most votes wins, ties go to the lexically first.
-func (g *group) selectProtocolLocked() string {
+func (g *Group) selectProtocolLocked() string {
 	votes := map[string]int{}
 	for _, m := range g.mu.members {
 		for _, p := range m.protocols {
@@ -553,7 +553,7 @@ func (g *group) selectProtocolLocked() string {
 }
 
 // removeMemberLocked removes m, answering any parked request with code.
-func (g *group) removeMemberLocked(m *groupMember, code int16) {
+func (g *Group) removeMemberLocked(m *groupMember, code int16) {
 	g.answerJoinErrLocked(m, code)
 	g.answerSyncErrLocked(m, code)
 	delete(g.mu.members, m.id)
@@ -569,7 +569,7 @@ func (g *group) removeMemberLocked(m *groupMember, code int16) {
 	}
 }
 
-func (g *group) answerJoinErrLocked(m *groupMember, code int16) {
+func (g *Group) answerJoinErrLocked(m *groupMember, code int16) {
 	if m.joinWait == nil {
 		return
 	}
@@ -578,12 +578,12 @@ func (g *group) answerJoinErrLocked(m *groupMember, code int16) {
 	if code == kerr.UnknownMemberID.Code {
 		memberID = ""
 	}
-	joinError(resp, code, memberID)
+	JoinError(resp, code, memberID)
 	m.joinWait <- resp
 	m.joinWait = nil
 }
 
-func (g *group) answerSyncErrLocked(m *groupMember, code int16) {
+func (g *Group) answerSyncErrLocked(m *groupMember, code int16) {
 	if m.syncWait == nil {
 		return
 	}
@@ -596,7 +596,7 @@ func (g *group) answerSyncErrLocked(m *groupMember, code int16) {
 // tickLocked does whatever is due at now: expire unused member ids and
 // members whose session ran out, end the join phase, and remove members
 // that did not sync in time.
-func (g *group) tickLocked(now time.Time) {
+func (g *Group) tickLocked(now time.Time) {
 	st := g.c.settings()
 	for id, exp := range g.mu.pending {
 		if !now.Before(exp) {
@@ -632,9 +632,9 @@ func (g *group) tickLocked(now time.Time) {
 	}
 }
 
-// sync handles a SyncGroup: it fills resp and returns nil, or returns the
+// Sync handles a SyncGroup: it fills resp and returns nil, or returns the
 // channel the answer arrives on once the leader's assignment is stored.
-func (c *groupCoordinator) sync(req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupResponse) chan *kmsg.SyncGroupResponse {
+func (c *Coordinator) Sync(req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupResponse) chan *kmsg.SyncGroupResponse {
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return nil
@@ -715,7 +715,7 @@ func (c *groupCoordinator) sync(req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroup
 	return ch
 }
 
-func (g *group) fillSyncLocked(resp *kmsg.SyncGroupResponse, m *groupMember) {
+func (g *Group) fillSyncLocked(resp *kmsg.SyncGroupResponse, m *groupMember) {
 	resp.ErrorCode = 0
 	pt, p := g.mu.protocolType, g.mu.protocol
 	resp.ProtocolType, resp.Protocol = &pt, &p
@@ -725,8 +725,8 @@ func (g *group) fillSyncLocked(resp *kmsg.SyncGroupResponse, m *groupMember) {
 	}
 }
 
-// heartbeat handles a Heartbeat and returns its error code.
-func (c *groupCoordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
+// Heartbeat handles a Heartbeat and returns its error code.
+func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	if req.Group == "" {
 		return kerr.InvalidGroupID.Code
 	}
@@ -755,10 +755,10 @@ func (c *groupCoordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	}
 }
 
-// leave handles a LeaveGroup: members (by member id, or by instance id
+// Leave handles a LeaveGroup: members (by member id, or by instance id
 // for static members) are removed and the group rebalances. It returns a
 // group-level error code and fills one entry per member.
-func (c *groupCoordinator) leave(group string, members []kmsg.LeaveGroupRequestMember) (int16, []kmsg.LeaveGroupResponseMember) {
+func (c *Coordinator) Leave(group string, members []kmsg.LeaveGroupRequestMember) (int16, []kmsg.LeaveGroupResponseMember) {
 	out := make([]kmsg.LeaveGroupResponseMember, len(members))
 	for i, rm := range members {
 		out[i] = kmsg.NewLeaveGroupResponseMember()
@@ -809,7 +809,7 @@ func (c *groupCoordinator) leave(group string, members []kmsg.LeaveGroupRequestM
 	return 0, out
 }
 
-func (g *group) maybeRebalanceAfterLeaveLocked(now time.Time) {
+func (g *Group) maybeRebalanceAfterLeaveLocked(now time.Time) {
 	switch g.mu.state {
 	case groupStable, groupCompletingRebalance:
 		g.prepareRebalanceLocked(now, g.c.settings())

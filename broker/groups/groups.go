@@ -1,54 +1,4 @@
-package broker
-
-// The group coordinator: consumer groups of the classic protocol
-// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup; groups_classic.go), of
-// the KIP-848 protocol (ConsumerGroupHeartbeat; groups_consumer.go), and
-// the committed offsets of every group (OffsetCommit, OffsetFetch,
-// OffsetDelete; groups_offsets.go), all durable in the metadata store
-// (groups_store.go). Shoal is a single node, so it coordinates every
-// group. A group id names one group of one type at a time; an empty
-// group converts to the other type when a member of that protocol joins.
-//
-// # Ownership
-//
-// groupCoordinator.mu guards only the map of groups; it is never held
-// while a group's lock is taken, nor during I/O. Each group has its own
-// lock, group.mu, guarding all of its state (members, generation,
-// offsets, timer). A group's owner may do I/O on its own behalf under
-// group.mu (persisting its metadata or offsets to badger before a
-// response goes out: "persist, then answer"), which blocks only that
-// group. Lock order: group.mu → groupCoordinator.mu → broker.dyn (read
-// through settings) and topics.Registry.mu (read through topicExists).
-//
-// A group is removed from the map only with its lock held, after its
-// state became Dead; a caller that locks a group and finds it Dead looks
-// the name up again (lockGroup).
-//
-// # Time
-//
-// Each group has at most one timer, armed for its earliest deadline
-// (a member's session, the end of the join phase, the sync deadline, a
-// pending member id's expiry). The timer callback takes group.mu and runs
-// tickLocked with the current time, which handles everything that is due
-// and re-arms. Heartbeats only move deadlines later, so they never reset
-// the timer: an early firing finds nothing due and re-arms. Every state
-// change takes now from the caller (one time.Now per request).
-//
-// # Parked requests
-//
-// JoinGroup and SyncGroup may have to wait for other members. The handler
-// then returns its response with a wait function (conn.go's two-phase
-// handling): the group later sends the finished response on a channel
-// with room for exactly one value, so the group never blocks on a slow or
-// dead connection, and the connection's writer keeps responses in
-// request order. Every parked request is answered exactly once: on
-// completion, on an error, when its member is removed, or with
-// NOT_COORDINATOR when the broker shuts down.
-//
-// Rejected designs: one goroutine per group fed by a queue (kfake runs
-// every group on one loop): a per-group mutex gives the same
-// serialisation with less machinery, and all waiting happens on the
-// connection's writer, not in the group.
+package groups
 
 import (
 	"crypto/rand"
@@ -63,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
 
@@ -99,18 +50,19 @@ const (
 	groupTypeConsumer = "consumer"
 )
 
-// groupTP names one partition's committed offset within a group.
-type groupTP struct {
-	topic     string
-	partition int32
+// TP is a topic partition: one committed offset's place within a group,
+// and a transaction's partitions.
+type TP struct {
+	Topic     string
+	Partition int32
 }
 
-// byTopic groups the partitions of tps by topic: the topic names in
+// ByTopic groups the partitions of tps by topic: the topic names in
 // order, and each topic's partitions in order.
-func byTopic[V any](tps map[groupTP]V) (names []string, parts map[string][]int32) {
+func ByTopic[V any](tps map[TP]V) (names []string, parts map[string][]int32) {
 	parts = map[string][]int32{}
 	for tp := range tps {
-		parts[tp.topic] = append(parts[tp.topic], tp.partition)
+		parts[tp.Topic] = append(parts[tp.Topic], tp.Partition)
 	}
 	names = make([]string, 0, len(parts))
 	for n, ps := range parts {
@@ -121,26 +73,26 @@ func byTopic[V any](tps map[groupTP]V) (names []string, parts map[string][]int32
 	return names, parts
 }
 
-// offsetCommit is one committed offset. Metadata is kept as committed; a
+// OffsetCommit is one committed offset. Metadata is kept as committed; a
 // null metadata string is stored as "" as in Kafka (OffsetFetch answers
 // "" for it).
-type offsetCommit struct {
-	offset      int64
-	leaderEpoch int32
-	metadata    string
-	commitTime  time.Time
+type OffsetCommit struct {
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTime  time.Time
 	// expireTime is set by OffsetCommit v2-v4 with an explicit
 	// RetentionTimeMillis; zero means the broker's retention rules.
 	expireTime time.Time
-	// stamp orders a transactional commit among all offset commits, as
+	// Stamp orders a transactional commit among all offset commits, as
 	// the position of its record in Kafka's offsets log does: the badger
 	// version of the TxnOffsetCommit's write (txn_offsets.go). Zero for
-	// a plain commit, whose own badger version is its stamp.
-	stamp uint64
-	// pendingSeq (a pending transactional offset only) is the count of
+	// a plain commit, whose own badger version is its Stamp.
+	Stamp uint64
+	// PendingSeq (a pending transactional offset only) is the count of
 	// its partition's deletions when it was added (pendingTP.seq): a
 	// later deletion supersedes it. Not stored.
-	pendingSeq uint64
+	PendingSeq uint64
 }
 
 // groupMember is one member of a classic group. Guarded by its group's mu.
@@ -191,10 +143,10 @@ func (m *groupMember) sameProtocols(ps []kmsg.JoinGroupRequestProtocol) bool {
 	return true
 }
 
-// group is one consumer group. All fields under mu are owned by whoever
+// Group is one consumer group. All fields under mu are owned by whoever
 // holds it.
-type group struct {
-	c    *groupCoordinator
+type Group struct {
+	c    *Coordinator
 	name string
 
 	mu struct {
@@ -226,7 +178,7 @@ type group struct {
 		delayUntil   time.Time
 		initialJoin  bool
 		joinSeq      uint64
-		offsets      map[groupTP]offsetCommit
+		offsets      map[TP]OffsetCommit
 		// persisted is true when a group record exists in the store.
 		persisted bool
 		timer     *time.Timer
@@ -234,27 +186,27 @@ type group struct {
 		// stopped is set when the coordinator closes: timers do nothing.
 		stopped bool
 		// cg is set when this is a KIP-848 consumer group
-		// (groups_consumer.go); the classic fields above are then idle
+		// (consumer.go); the classic fields above are then idle
 		// (state stays Empty, no members) except offsets.
 		cg *consumerGroup
 	}
 }
 
-// groupClient is the client a request came from, as groups report its
+// Client is the client a request came from, as groups report its
 // members: the client id and the host ("/127.0.0.1", clientHost).
-type groupClient struct {
+type Client struct {
 	ID, Host string
 }
 
-// groupOptions are what the group coordinator needs, given once
-// (newGroupCoordinator): handles from below, and functions for what the
+// Options are what the group coordinator needs, given once
+// (New): handles from below, and functions for what the
 // packages beside and above it decide.
-type groupOptions struct {
+type Options struct {
 	// Topics resolves the topics offsets are committed for and KIP-848
 	// groups subscribe to.
 	Topics *topics.Registry
 	// Store holds the groups' records and offsets.
-	Store  *metaStore
+	Store  *meta.Store
 	Logger *zap.Logger
 	// Done is closed when the broker shuts down (expireLoop returns).
 	Done <-chan struct{}
@@ -274,38 +226,39 @@ type groupOptions struct {
 	ExpiryBeforeDelete     func(group string)
 }
 
-// groupCoordinator owns the map of groups.
-type groupCoordinator struct {
-	o     groupOptions
+// Coordinator is the group coordinator: it owns the map of groups.
+type Coordinator struct {
+	o     Options
 	store *metaStore
 	lg    *zap.Logger
 	// retentionWake re-arms expireLoop after
 	// offsets.retention.check.interval.ms changed (capacity 1).
 	retentionWake chan struct{}
 
-	// pending indexes the open transactions' offsets per group and
-	// partition (groups_pending.go); its lock is a leaf.
-	pending *pendingIndex
+	// Pending indexes the open transactions' offsets per group and
+	// partition (pending.go); its lock is a leaf.
+	Pending *PendingIndex
 
 	mu struct {
 		sync.RWMutex
-		groups map[string]*group
+		groups map[string]*Group
 		closed bool
 	}
 }
 
-func newGroupCoordinator(o groupOptions) *groupCoordinator {
-	c := &groupCoordinator{o: o, store: o.Store, lg: o.Logger.Named("groups"), retentionWake: make(chan struct{}, 1), pending: newPendingIndex()}
-	c.mu.groups = map[string]*group{}
+// New returns a coordinator with no groups; Load reads the stored ones.
+func New(o Options) *Coordinator {
+	c := &Coordinator{o: o, store: &metaStore{Store: o.Store}, lg: o.Logger.Named("groups"), retentionWake: make(chan struct{}, 1), Pending: newPendingIndex()}
+	c.mu.groups = map[string]*Group{}
 	return c
 }
 
-func (c *groupCoordinator) newGroup(name string) *group {
-	g := &group{c: c, name: name}
+func (c *Coordinator) newGroup(name string) *Group {
+	g := &Group{c: c, name: name}
 	g.mu.members = map[string]*groupMember{}
 	g.mu.pending = map[string]time.Time{}
 	g.mu.static = map[string]string{}
-	g.mu.offsets = map[groupTP]offsetCommit{}
+	g.mu.offsets = map[TP]OffsetCommit{}
 	g.mu.stateTime = time.Now()
 	return g
 }
@@ -313,7 +266,7 @@ func (c *groupCoordinator) newGroup(name string) *group {
 // lockGroup returns the named group locked, creating it if create is
 // true, or nil if it does not exist. A group found Dead was deleted
 // meanwhile; the name is looked up again.
-func (c *groupCoordinator) lockGroup(name string, create bool) *group {
+func (c *Coordinator) lockGroup(name string, create bool) *Group {
 	g, _ := c.lockGroupCreated(name, create)
 	return g
 }
@@ -323,7 +276,7 @@ func (c *groupCoordinator) lockGroup(name string, create bool) *group {
 // what is done under a group's lock (a TxnOffsetCommit adding pending
 // offsets, a deletion writing marks) is done under it even for a group
 // that does not exist.
-func (c *groupCoordinator) holdGroupName(name string) (g *group, release func()) {
+func (c *Coordinator) holdGroupName(name string) (g *Group, release func()) {
 	g, created := c.lockGroupCreated(name, true)
 	return g, func() {
 		if created {
@@ -335,7 +288,7 @@ func (c *groupCoordinator) holdGroupName(name string) (g *group, release func())
 
 // lockGroupCreated is lockGroup, also reporting whether this call
 // created the group.
-func (c *groupCoordinator) lockGroupCreated(name string, create bool) (*group, bool) {
+func (c *Coordinator) lockGroupCreated(name string, create bool) (*Group, bool) {
 	for {
 		created := false
 		c.mu.RLock()
@@ -362,19 +315,19 @@ func (c *groupCoordinator) lockGroupCreated(name string, create bool) (*group, b
 	}
 }
 
-// exists reports whether a classic or consumer group of that name exists
+// Exists reports whether a classic or consumer group of that name Exists
 // (share groups use it to keep group ids exclusive across types).
-func (c *groupCoordinator) exists(name string) bool {
+func (c *Coordinator) Exists(name string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.mu.groups[name] != nil
 }
 
 // all returns every group, in no order.
-func (c *groupCoordinator) all() []*group {
+func (c *Coordinator) all() []*Group {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]*group, 0, len(c.mu.groups))
+	out := make([]*Group, 0, len(c.mu.groups))
 	for _, g := range c.mu.groups {
 		out = append(out, g)
 	}
@@ -382,7 +335,7 @@ func (c *groupCoordinator) all() []*group {
 }
 
 // removeLocked marks g Dead and drops it from the map. g.mu held.
-func (g *group) removeLocked() {
+func (g *Group) removeLocked() {
 	g.mu.state = groupDead
 	if g.mu.timer != nil {
 		g.mu.timer.Stop()
@@ -399,24 +352,24 @@ func (g *group) removeLocked() {
 // created by a request that then failed. A group an open transaction
 // holds offsets for is kept: as in Kafka, a TxnOffsetCommit makes the
 // group exist (offset expiry removes it once nothing is left). g.mu held.
-func (g *group) dropIfUnusedLocked() {
+func (g *Group) dropIfUnusedLocked() {
 	if g.mu.state == groupEmpty && !g.mu.persisted && len(g.mu.members) == 0 &&
 		len(g.mu.pending) == 0 && len(g.mu.offsets) == 0 && g.mu.generation == 0 &&
 		(g.mu.cg == nil || len(g.mu.cg.members) == 0 && g.mu.cg.epoch == 0) &&
-		!g.c.pending.hasGroup(g.name) {
+		!g.c.Pending.hasGroup(g.name) {
 		g.removeLocked()
 	}
 }
 
 // unlock re-arms the group's timer for its next deadline and releases
 // the lock. Every locked operation that may change a deadline ends here.
-func (g *group) unlock(now time.Time) {
+func (g *Group) unlock(now time.Time) {
 	g.armLocked(now)
 	g.mu.Unlock()
 }
 
 // nextDeadlineLocked is the earliest time tickLocked has work to do.
-func (g *group) nextDeadlineLocked(now time.Time) time.Time {
+func (g *Group) nextDeadlineLocked(now time.Time) time.Time {
 	var next time.Time
 	at := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
@@ -451,7 +404,7 @@ func (g *group) nextDeadlineLocked(now time.Time) time.Time {
 }
 
 // armLocked makes sure the timer fires no later than the next deadline.
-func (g *group) armLocked(now time.Time) {
+func (g *Group) armLocked(now time.Time) {
 	if g.mu.stopped || g.mu.state == groupDead {
 		return
 	}
@@ -478,7 +431,7 @@ func (g *group) armLocked(now time.Time) {
 }
 
 // fire is the timer callback: it runs whatever is due through the owner.
-func (g *group) fire() {
+func (g *Group) fire() {
 	g.mu.Lock()
 	if g.mu.stopped || g.mu.state == groupDead {
 		g.mu.Unlock()
@@ -494,10 +447,10 @@ func (g *group) fire() {
 	g.unlock(now)
 }
 
-// close stops every group's timer and answers every parked request; no
-// timer runs after it returns. Called by Broker.Close once no connection
+// Close stops every group's timer and answers every parked request; no
+// timer runs after it returns. Called by the broker's Close once no connection
 // is left, before the metadata store closes.
-func (c *groupCoordinator) close() {
+func (c *Coordinator) Close() {
 	c.mu.Lock()
 	c.mu.closed = true
 	c.mu.Unlock()
@@ -539,7 +492,7 @@ var groupConfigDefaults = map[string]int64{
 	"offset.metadata.max.bytes":           4096,
 }
 
-func (c *groupCoordinator) settings() groupSettings {
+func (c *Coordinator) settings() groupSettings {
 	get := func(name string) int64 {
 		def := groupConfigDefaults[name]
 		if v, ok := c.o.BrokerConfig(name); ok {
@@ -578,7 +531,7 @@ func newMemberID(clientID string, instanceID *string) string {
 }
 
 // sortedMembersLocked returns the members by join order.
-func (g *group) sortedMembersLocked() []*groupMember {
+func (g *Group) sortedMembersLocked() []*groupMember {
 	ms := make([]*groupMember, 0, len(g.mu.members))
 	for _, m := range g.mu.members {
 		ms = append(ms, m)
@@ -588,7 +541,7 @@ func (g *group) sortedMembersLocked() []*groupMember {
 }
 
 // typeLocked is the group's type for ListGroups.
-func (g *group) typeLocked() string {
+func (g *Group) typeLocked() string {
 	if g.mu.cg != nil {
 		return groupTypeConsumer
 	}
@@ -597,7 +550,7 @@ func (g *group) typeLocked() string {
 
 // stateLocked is the group's state as DescribeGroups and ListGroups
 // report it.
-func (g *group) stateLocked() string {
+func (g *Group) stateLocked() string {
 	if g.mu.cg != nil {
 		return g.mu.cg.stateName()
 	}
@@ -606,7 +559,7 @@ func (g *group) stateLocked() string {
 
 // emptyLocked reports whether the group has no members (of either
 // protocol): only then may it be deleted.
-func (g *group) emptyLocked() bool {
+func (g *Group) emptyLocked() bool {
 	if g.mu.cg != nil {
 		return len(g.mu.cg.members) == 0
 	}
@@ -617,7 +570,7 @@ func (g *group) emptyLocked() bool {
 // protocol group subscribe to, parsed from their metadata for the
 // selected protocol (the consumer protocol's v0 prefix, as Kafka does),
 // and whether they are known. g.mu held.
-func (g *group) subscribedTopicsLocked() (map[string]bool, bool) {
+func (g *Group) subscribedTopicsLocked() (map[string]bool, bool) {
 	if g.mu.protocolType != "consumer" || g.mu.protocol == "" {
 		return nil, false
 	}

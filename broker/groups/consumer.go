@@ -1,4 +1,4 @@
-package broker
+package groups
 
 // KIP-848 consumer groups ("next generation" rebalance protocol): the
 // broker assigns partitions, members reconcile towards their target
@@ -70,8 +70,8 @@ var serverAssignors = []string{"uniform", "range"}
 
 // Member epochs with a meaning of their own in ConsumerGroupHeartbeat.
 const (
-	leaveEpoch       = -1
-	staticLeaveEpoch = -2
+	LeaveEpoch       = -1
+	StaticLeaveEpoch = -2
 )
 
 // partSet is a set of partitions by topic id; each partition maps to the
@@ -269,17 +269,17 @@ func (cg *consumerGroup) subscribedTopics() map[string]bool {
 // and defaults): the group configs consumer.* (share_configs.go), whose
 // defaults are the dynamic broker configs group.consumer.*.
 type consumerSettings struct {
-	sessionTimeout    time.Duration // consumer.session.timeout.ms
+	SessionTimeout    time.Duration // consumer.session.timeout.ms
 	heartbeatInterval time.Duration // consumer.heartbeat.interval.ms
 	maxSize           int           // group.consumer.max.size
 }
 
-func (c *groupCoordinator) consumerSettings(group string) consumerSettings {
+func (c *Coordinator) ConsumerSettings(group string) consumerSettings {
 	ms := func(name string) time.Duration {
 		return time.Duration(c.o.GroupConfigInt(group, name)) * time.Millisecond
 	}
 	return consumerSettings{
-		sessionTimeout:    ms("consumer.session.timeout.ms"),
+		SessionTimeout:    ms("consumer.session.timeout.ms"),
 		heartbeatInterval: ms("consumer.heartbeat.interval.ms"),
 		maxSize:           int(c.o.GroupBrokerInt("group.consumer.max.size")),
 	}
@@ -308,7 +308,7 @@ func validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) 
 		return invalid("RackId can't be empty.")
 	}
 	switch e := req.MemberEpoch; {
-	case e > 0 || e == leaveEpoch:
+	case e > 0 || e == LeaveEpoch:
 		if req.MemberID == "" {
 			return invalid("MemberId can't be empty.")
 		}
@@ -325,7 +325,7 @@ func validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) 
 		if len(req.SubscribedTopicNames) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == "") {
 			return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
 		}
-	case e == staticLeaveEpoch:
+	case e == StaticLeaveEpoch:
 		if req.MemberID == "" {
 			return invalid("MemberId can't be empty.")
 		}
@@ -359,8 +359,8 @@ func compileSubscription(re string) *regexp.Regexp {
 	return r
 }
 
-// consumerHeartbeat handles a ConsumerGroupHeartbeat.
-func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+// ConsumerHeartbeat handles a ConsumerGroupHeartbeat.
+func (c *Coordinator) ConsumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	if code, msg := validateHeartbeat(req); code != 0 {
 		heartbeatError(resp, code, msg)
 		return
@@ -370,7 +370,7 @@ func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerG
 		return
 	}
 	now := time.Now()
-	st := c.consumerSettings(req.Group)
+	st := c.ConsumerSettings(req.Group)
 	g := c.lockGroup(req.Group, req.MemberEpoch == 0)
 	if g == nil {
 		heartbeatError(resp, kerr.GroupIDNotFound.Code, "Consumer group "+req.Group+" not found.")
@@ -393,7 +393,7 @@ func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerG
 	resp.MemberEpoch = req.MemberEpoch
 
 	switch req.MemberEpoch {
-	case leaveEpoch:
+	case LeaveEpoch:
 		m, code, msg := g.consumerMemberLocked(req)
 		if code != 0 {
 			heartbeatError(resp, code, msg)
@@ -403,10 +403,10 @@ func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerG
 		cg.removeMember(m)
 		g.bumpConsumerEpochLocked(now)
 		id := m.id
-		resp.MemberID, resp.MemberEpoch = &id, leaveEpoch
+		resp.MemberID, resp.MemberEpoch = &id, LeaveEpoch
 		g.persistConsumerOrFailLocked(now, resp)
 		return
-	case staticLeaveEpoch:
+	case StaticLeaveEpoch:
 		m, code, msg := g.consumerMemberLocked(req)
 		if code != 0 {
 			heartbeatError(resp, code, msg)
@@ -414,9 +414,9 @@ func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerG
 		}
 		// Kept, with its partitions, until its session expires or its
 		// instance rejoins.
-		m.epoch = staticLeaveEpoch
+		m.epoch = StaticLeaveEpoch
 		id := m.id
-		resp.MemberID, resp.MemberEpoch = &id, staticLeaveEpoch
+		resp.MemberID, resp.MemberEpoch = &id, StaticLeaveEpoch
 		g.persistConsumerOrFailLocked(now, resp)
 		return
 	}
@@ -429,9 +429,9 @@ func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerG
 			id = newUUID() // v0: the coordinator names the member
 		}
 		if req.InstanceID != nil {
-			if oldID, ok := cg.static[*req.InstanceID]; ok && (oldID != id || cg.members[oldID].epoch == staticLeaveEpoch) {
+			if oldID, ok := cg.static[*req.InstanceID]; ok && (oldID != id || cg.members[oldID].epoch == StaticLeaveEpoch) {
 				old := cg.members[oldID]
-				if old.epoch != staticLeaveEpoch {
+				if old.epoch != StaticLeaveEpoch {
 					heartbeatError(resp, kerr.UnreleasedInstanceID.Code, "Static member "+oldID+" with instance id "+*req.InstanceID+" is not released.")
 					return
 				}
@@ -546,7 +546,7 @@ func (c *groupCoordinator) consumerHeartbeat(cl groupClient, req *kmsg.ConsumerG
 
 // consumerMemberLocked finds the member a heartbeat (epoch != 0) or a
 // leave names, applying Kafka's static member and epoch checks.
-func (g *group) consumerMemberLocked(req *kmsg.ConsumerGroupHeartbeatRequest) (*consumerMember, int16, string) {
+func (g *Group) consumerMemberLocked(req *kmsg.ConsumerGroupHeartbeatRequest) (*consumerMember, int16, string) {
 	cg := g.mu.cg
 	var m *consumerMember
 	if req.InstanceID != nil {
@@ -630,7 +630,7 @@ func ownsAny(owned, set partSet) bool {
 // refreshConsumerMetadataLocked re-resolves every member's subscription
 // against the topics, and reports whether anything the assignment
 // depends on changed (a topic appeared, vanished, was recreated or grew).
-func (g *group) refreshConsumerMetadataLocked(now time.Time) bool {
+func (g *Group) refreshConsumerMetadataLocked(now time.Time) bool {
 	cg := g.mu.cg
 	cg.nextMetadataCheck = now.Add(time.Second)
 	resolved := map[string]resolvedTopic{}
@@ -675,7 +675,7 @@ func (g *group) refreshConsumerMetadataLocked(now time.Time) bool {
 
 // bumpConsumerEpochLocked advances the group epoch and computes the new
 // target assignment right away, from freshly resolved subscriptions.
-func (g *group) bumpConsumerEpochLocked(now time.Time) {
+func (g *Group) bumpConsumerEpochLocked(now time.Time) {
 	cg := g.mu.cg
 	g.refreshConsumerMetadataLocked(now)
 	cg.epoch++
@@ -840,9 +840,9 @@ func assignUniform(cg *consumerGroup, ids, names []string, targets map[string]pa
 
 // reconcileLocked moves m one step towards its target (Kafka's
 // CurrentAssignmentBuilder): revoke first, then assign what is free.
-func (g *group) reconcileLocked(m *consumerMember, owned partSet, now time.Time) {
+func (g *Group) reconcileLocked(m *consumerMember, owned partSet, now time.Time) {
 	cg := g.mu.cg
-	if m.epoch == staticLeaveEpoch {
+	if m.epoch == StaticLeaveEpoch {
 		return
 	}
 	switch m.state {
@@ -861,7 +861,7 @@ func (g *group) reconcileLocked(m *consumerMember, owned partSet, now time.Time)
 	}
 }
 
-func (g *group) nextAssignmentLocked(m *consumerMember, epoch int32, owned partSet, now time.Time) {
+func (g *Group) nextAssignmentLocked(m *consumerMember, epoch int32, owned partSet, now time.Time) {
 	cg := g.mu.cg
 	kept, revoke, adding := partSet{}, partSet{}, partSet{}
 	unreleased := false
@@ -916,10 +916,10 @@ func (g *group) nextAssignmentLocked(m *consumerMember, epoch int32, owned partS
 
 // consumerDeadlinesLocked feeds nextDeadlineLocked: sessions and
 // revocation timeouts.
-func (g *group) consumerDeadlinesLocked(at func(time.Time)) {
-	st := g.c.consumerSettings(g.name)
+func (g *Group) consumerDeadlinesLocked(at func(time.Time)) {
+	st := g.c.ConsumerSettings(g.name)
 	for _, m := range g.mu.cg.members {
-		at(m.lastHeartbeat.Add(st.sessionTimeout))
+		at(m.lastHeartbeat.Add(st.SessionTimeout))
 		if m.state == memberUnrevoked {
 			at(m.revokeDeadline)
 		}
@@ -928,13 +928,13 @@ func (g *group) consumerDeadlinesLocked(at func(time.Time)) {
 
 // consumerTickLocked fences members whose session expired or who did not
 // revoke in time.
-func (g *group) consumerTickLocked(now time.Time) {
+func (g *Group) consumerTickLocked(now time.Time) {
 	cg := g.mu.cg
-	st := g.c.consumerSettings(g.name)
+	st := g.c.ConsumerSettings(g.name)
 	fenced := false
 	for _, m := range cg.members {
 		switch {
-		case !now.Before(m.lastHeartbeat.Add(st.sessionTimeout)):
+		case !now.Before(m.lastHeartbeat.Add(st.SessionTimeout)):
 			g.c.lg.Info("consumer group member session expired", zap.String("group", g.name), zap.String("member", m.id))
 		case m.state == memberUnrevoked && !now.Before(m.revokeDeadline):
 			g.c.lg.Info("consumer group member did not revoke in time", zap.String("group", g.name), zap.String("member", m.id))
@@ -954,7 +954,7 @@ func (g *group) consumerTickLocked(now time.Time) {
 
 // persistConsumerOrFailLocked persists the group and turns a failure
 // into NOT_COORDINATOR.
-func (g *group) persistConsumerOrFailLocked(now time.Time, resp *kmsg.ConsumerGroupHeartbeatResponse) {
+func (g *Group) persistConsumerOrFailLocked(now time.Time, resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	if err := g.persistLocked(now); err != nil {
 		g.c.lg.Error("persisting consumer group failed", zap.String("group", g.name), zap.Error(err))
 		heartbeatError(resp, kerr.NotCoordinator.Code, "")
@@ -965,7 +965,7 @@ func (g *group) persistConsumerOrFailLocked(now time.Time, resp *kmsg.ConsumerGr
 // validateConsumerCommitLocked applies the commit rules of a consumer
 // group; perPartition answers STALE_MEMBER_EPOCH for partitions assigned
 // to the member at an epoch newer than the commit's (KIP-1251).
-func (g *group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int16, func(groupTP) int16) {
+func (g *Group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int16, func(TP) int16) {
 	cg := g.mu.cg
 	if req.Generation < 0 && len(cg.members) == 0 {
 		return 0, nil
@@ -980,12 +980,12 @@ func (g *group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int
 	if req.Generation > m.epoch {
 		return kerr.StaleMemberEpoch.Code, nil
 	}
-	return 0, func(tp groupTP) int16 {
-		t := g.c.o.Topics.Get(tp.topic)
+	return 0, func(tp TP) int16 {
+		t := g.c.o.Topics.Get(tp.Topic)
 		if t == nil {
 			return 0
 		}
-		if e, ok := m.assigned[t.ID][tp.partition]; ok && e > req.Generation {
+		if e, ok := m.assigned[t.ID][tp.Partition]; ok && e > req.Generation {
 			return kerr.StaleMemberEpoch.Code
 		}
 		return 0
@@ -994,7 +994,7 @@ func (g *group) validateConsumerCommitLocked(req *kmsg.OffsetCommitRequest) (int
 
 // validateConsumerFetchLocked: OffsetFetch v9 from a member must carry
 // its id and current epoch; admin fetches (no member id, epoch < 0) pass.
-func (g *group) validateConsumerFetchLocked(memberID *string, epoch int32) int16 {
+func (g *Group) validateConsumerFetchLocked(memberID *string, epoch int32) int16 {
 	if memberID == nil && epoch < 0 {
 		return 0
 	}
@@ -1011,12 +1011,12 @@ func (g *group) validateConsumerFetchLocked(memberID *string, epoch int32) int16
 	return 0
 }
 
-// consumerDescribe answers one group of a ConsumerGroupDescribe.
-func (c *groupCoordinator) consumerDescribe(name string, version int16, withOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
+// ConsumerDescribe answers one group of a ConsumerGroupDescribe.
+func (c *Coordinator) ConsumerDescribe(name string, version int16, withOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
 	sg := kmsg.NewConsumerGroupDescribeResponseGroup()
 	sg.Group = name
 	if withOps {
-		sg.AuthorizedOperations = allGroupOperations
+		sg.AuthorizedOperations = AllOperations
 	}
 	fail := func(code int16, msg string) kmsg.ConsumerGroupDescribeResponseGroup {
 		sg.ErrorCode = code

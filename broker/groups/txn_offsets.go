@@ -1,4 +1,4 @@
-package broker
+package groups
 
 // The group side of transactional offset commits (TxnOffsetCommit,
 // api_28_txn_offset_commit.go): validating the committer against the
@@ -14,14 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// lockTxnCommit returns a TxnOffsetCommit's group locked, once its member
+// LockTxnCommit returns a TxnOffsetCommit's group locked, once its member
 // passed Kafka's checks (OffsetMetadataManager.validateTransactionalOffsetCommit),
 // or nil and the error code. A group that does not exist is created for
 // a "simple" committer (generation -1), as Kafka does; otherwise it is
 // ILLEGAL_GENERATION. The caller adds its pending offsets under the lock:
 // offset expiry and deletions read them under it, so they see a
 // TxnOffsetCommit whole or not at all (see handleTxnOffsetCommit).
-func (c *groupCoordinator) lockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*group, int16) {
+func (c *Coordinator) LockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*Group, int16) {
 	if c.o.IsShareGroup(req.Group) {
 		return nil, kerr.GroupIDNotFound.Code
 	}
@@ -59,7 +59,7 @@ func (c *groupCoordinator) lockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*gro
 	return g, 0
 }
 
-// applyTxnOffsets makes a committed transaction's offsets the group's
+// ApplyTxnOffsets makes a committed transaction's offsets the group's
 // committed offsets: durable in badger, then visible. As in Kafka, which
 // orders transactional and plain commits and deletions by the position
 // of their records in its offsets log, an offset is skipped if its
@@ -72,7 +72,7 @@ func (c *groupCoordinator) lockTxnCommit(req *kmsg.TxnOffsetCommitRequest) (*gro
 // never moves a group back. The TxnOffsetCommit made the group; if it
 // is gone (DeleteGroups, whose deletion then came after every offset
 // here), it is made again only if an offset is applied.
-func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offsetCommit) error {
+func (c *Coordinator) ApplyTxnOffsets(group string, offs map[TP]OffsetCommit) error {
 	if len(offs) == 0 {
 		return nil
 	}
@@ -89,13 +89,13 @@ func (c *groupCoordinator) applyTxnOffsets(group string, offs map[groupTP]offset
 	}()
 	err := c.store.DB().View(func(btx *badger.Txn) error {
 		for tp, oc := range offs {
-			oc.pendingSeq = 0 // an index field of pending offsets only
-			switch newest, err := newestOffsetWrite(btx, offsetKey(group, tp)); {
+			oc.PendingSeq = 0 // an index field of pending offsets only
+			switch newest, err := newestOffsetWrite(btx, OffsetKey(group, tp)); {
 			case err != nil:
 				return err
-			case oc.stamp == 0 || newest == 0 || newest < oc.stamp:
+			case oc.Stamp == 0 || newest == 0 || newest < oc.Stamp:
 				writes = append(writes, offsetWrite{tp: tp, oc: oc})
-			case newest == oc.stamp:
+			case newest == oc.Stamp:
 				// Its own write: every write has a version of its own.
 				applied = append(applied, offsetWrite{tp: tp, oc: oc})
 			}
@@ -126,8 +126,8 @@ func newestOffsetWrite(btx *badger.Txn, key []byte) (stamp uint64, err error) {
 		}
 		err := item.Value(func(v []byte) error {
 			oc, err := decodeOffset(v)
-			if oc.stamp != 0 {
-				stamp = oc.stamp
+			if oc.Stamp != 0 {
+				stamp = oc.Stamp
 			}
 			return err
 		})
@@ -162,7 +162,7 @@ func isDeletionMark(item *badger.Item) (mark bool, err error) {
 	return mark, err
 }
 
-// dropDeletionMarks drops the deletion marks of group's tps, left
+// DropDeletionMarks drops the deletion marks of group's tps, left
 // without pending offsets by a transaction's end (clearPending). It
 // holds the group's lock, under which a TxnOffsetCommit adds its offsets
 // and a deletion decides to write a mark: a tp that got a pending offset
@@ -171,22 +171,22 @@ func isDeletionMark(item *badger.Item) (mark bool, err error) {
 // over it); a mark written since for a tp still without one is dropped.
 // A group that does not exist (DeleteGroups) is held by name the same
 // way, then forgotten.
-func (c *groupCoordinator) dropDeletionMarks(group string, tps []groupTP) {
+func (c *Coordinator) DropDeletionMarks(group string, tps []TP) {
 	_, release := c.holdGroupName(group)
 	defer release()
 	free := tps[:0]
 	for _, tp := range tps {
-		if !c.pending.has(group, tp) {
+		if !c.Pending.has(group, tp) {
 			free = append(free, tp)
 		}
 	}
-	c.store.dropDeletionMarks(group, free, !c.pending.hasGroup(group))
+	c.store.dropDeletionMarks(group, free, !c.Pending.hasGroup(group))
 }
 
-// deletedSince reports whether an offset key was deleted (a deletion
+// DeletedSince reports whether an offset key was deleted (a deletion
 // mark, or a badger deletion) after stamp, as far as badger still keeps
 // the versions written since.
-func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (deleted bool, err error) {
+func DeletedSince(btx *badger.Txn, key []byte, stamp uint64) (deleted bool, err error) {
 	err = keyVersions(btx, key, func(item *badger.Item) (bool, error) {
 		if item.Version() <= stamp {
 			return false, nil // versions come newest first
@@ -202,13 +202,13 @@ func deletedSince(btx *badger.Txn, key []byte, stamp uint64) (deleted bool, err 
 	return deleted, err
 }
 
-// releaseTxnCommit ends what lockTxnCommit began: the group is dropped
+// ReleaseTxnCommit ends what lockTxnCommit began: the group is dropped
 // if the commit left nothing in it, re-armed and unlocked.
-func (g *group) releaseTxnCommit(now time.Time) {
+func (g *Group) ReleaseTxnCommit(now time.Time) {
 	g.dropIfUnusedLocked()
 	g.unlock(now)
 }
 
-// metadataMaxBytes is offset.metadata.max.bytes, which a commit's
+// MetadataMaxBytes is offset.metadata.max.bytes, which a commit's
 // metadata (counted as metadataLen does) must not exceed.
-func (c *groupCoordinator) metadataMaxBytes() int { return c.settings().metadataMaxBytes }
+func (c *Coordinator) MetadataMaxBytes() int { return c.settings().metadataMaxBytes }

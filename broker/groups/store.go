@@ -1,4 +1,4 @@
-package broker
+package groups
 
 // Durable group state in the metadata store (badger, SyncWrites on).
 //
@@ -52,11 +52,8 @@ import (
 	"github.com/shoal-mq/shoal/broker/meta"
 )
 
-// metaStore is the metadata store (package meta) with the records of the
-// groups, which are not yet their own package: their offsets and the
-// offsets' deletion marks (below). They move to their owner when it
-// becomes a package (docs: broker/doc.go); the topic records are in
-// package topics already.
+// metaStore is the metadata store (package meta) with the groups'
+// records: their metadata, their offsets and the offsets' deletion marks.
 type metaStore struct {
 	*meta.Store
 	// marks are the offset keys holding a deletion mark, so that
@@ -65,15 +62,6 @@ type metaStore struct {
 		sync.Mutex
 		keys map[string]struct{}
 	}
-}
-
-// openMeta opens the metadata store under dataDir.
-func openMeta(dataDir string, lg *zap.Logger) (*metaStore, error) {
-	s, err := meta.Open(dataDir, lg)
-	if err != nil {
-		return nil, err
-	}
-	return &metaStore{Store: s}, nil
 }
 
 // errCorruptGroupState marks a group or offset record that does not
@@ -213,84 +201,84 @@ type protocolRecord struct {
 }
 
 type offsetWrite struct {
-	tp groupTP
-	oc offsetCommit
+	tp TP
+	oc OffsetCommit
 }
 
-func groupKey(group string) []byte { return []byte(meta.PrefixGroup + url.PathEscape(group)) }
+func GroupKey(group string) []byte { return []byte(meta.PrefixGroup + url.PathEscape(group)) }
 
 func offsetGroupPrefix(group string) string { return meta.PrefixOffset + url.PathEscape(group) + "/" }
 
-func offsetKey(group string, tp groupTP) []byte {
-	return []byte(offsetGroupPrefix(group) + tp.topic + "/" + strconv.Itoa(int(tp.partition)))
+func OffsetKey(group string, tp TP) []byte {
+	return []byte(offsetGroupPrefix(group) + tp.Topic + "/" + strconv.Itoa(int(tp.Partition)))
 }
 
 // parseOffsetKey splits meta/offset/<group>/<topic>/<partition>.
-func parseOffsetKey(k string) (string, groupTP, bool) {
+func parseOffsetKey(k string) (string, TP, bool) {
 	rest, ok := strings.CutPrefix(k, meta.PrefixOffset)
 	if !ok {
-		return "", groupTP{}, false
+		return "", TP{}, false
 	}
 	i := strings.IndexByte(rest, '/')
 	j := strings.LastIndexByte(rest, '/')
 	if i < 0 || j <= i {
-		return "", groupTP{}, false
+		return "", TP{}, false
 	}
 	group, err := url.PathUnescape(rest[:i])
 	if err != nil {
-		return "", groupTP{}, false
+		return "", TP{}, false
 	}
 	p, err := strconv.ParseInt(rest[j+1:], 10, 32)
 	if err != nil {
-		return "", groupTP{}, false
+		return "", TP{}, false
 	}
-	return group, groupTP{topic: rest[i+1 : j], partition: int32(p)}, true
+	return group, TP{Topic: rest[i+1 : j], Partition: int32(p)}, true
 }
 
 // encodeOffset encodes a committed offset: version 1 for a plain commit,
 // version 2 (the stamp after the fixed fields) for one a transaction
 // made.
-func encodeOffset(oc offsetCommit) []byte {
+func encodeOffset(oc OffsetCommit) []byte {
 	n := 29
-	if oc.stamp != 0 {
+	if oc.Stamp != 0 {
 		n += 8
 	}
-	b := make([]byte, n, n+len(oc.metadata))
+	b := make([]byte, n, n+len(oc.Metadata))
 	b[0] = 1
-	if oc.stamp != 0 {
+	if oc.Stamp != 0 {
 		b[0] = 2
-		binary.BigEndian.PutUint64(b[29:], oc.stamp)
+		binary.BigEndian.PutUint64(b[29:], oc.Stamp)
 	}
-	binary.BigEndian.PutUint64(b[1:], uint64(oc.offset))
-	binary.BigEndian.PutUint32(b[9:], uint32(oc.leaderEpoch))
-	binary.BigEndian.PutUint64(b[13:], uint64(oc.commitTime.UnixMilli()))
+	binary.BigEndian.PutUint64(b[1:], uint64(oc.Offset))
+	binary.BigEndian.PutUint32(b[9:], uint32(oc.LeaderEpoch))
+	binary.BigEndian.PutUint64(b[13:], uint64(oc.CommitTime.UnixMilli()))
 	exp := int64(-1)
 	if !oc.expireTime.IsZero() {
 		exp = oc.expireTime.UnixMilli()
 	}
 	binary.BigEndian.PutUint64(b[21:], uint64(exp))
-	return append(b, oc.metadata...)
+	return append(b, oc.Metadata...)
 }
 
-func decodeOffset(b []byte) (offsetCommit, error) {
+func decodeOffset(b []byte) (OffsetCommit, error) {
 	if bytes.Equal(b, deletionMark) {
-		return offsetCommit{}, errOffsetDeleted
+		return OffsetCommit{}, errOffsetDeleted
 	}
 	n := 29
 	if firstByte(b) == 2 {
 		n += 8
 	}
 	if len(b) < n || b[0] != 1 && b[0] != 2 {
-		return offsetCommit{}, fmt.Errorf("%w: offset value of %d bytes, version %d", errCorruptGroupState, len(b), firstByte(b))
+		return OffsetCommit{}, fmt.Errorf("%w: offset value of %d bytes, version %d", errCorruptGroupState, len(b), firstByte(b))
 	}
-	oc := offsetCommit{
-		offset:      int64(binary.BigEndian.Uint64(b[1:])),
-		leaderEpoch: int32(binary.BigEndian.Uint32(b[9:])),
-		commitTime:  time.UnixMilli(int64(binary.BigEndian.Uint64(b[13:]))),
-		metadata:    string(b[n:]),
+	oc := OffsetCommit{
+		Offset:      int64(binary.BigEndian.Uint64(b[1:])),
+		LeaderEpoch: int32(binary.BigEndian.Uint32(b[9:])),
+		CommitTime:  time.UnixMilli(int64(binary.BigEndian.Uint64(b[13:]))),
+		Metadata:    string(b[n:]),
 	}
 	if n > 29 {
-		oc.stamp = binary.BigEndian.Uint64(b[29:])
+		oc.Stamp = binary.BigEndian.Uint64(b[29:])
 	}
 	if exp := int64(binary.BigEndian.Uint64(b[21:])); exp >= 0 {
 		oc.expireTime = time.UnixMilli(exp)
@@ -341,14 +329,14 @@ var deletionMark = []byte{3}
 
 // putOffsets writes and deletes committed offsets of one group; mark
 // deletes with a deletion mark.
-func (m *metaStore) putOffsets(group string, set []offsetWrite, del, mark []groupTP) error {
+func (m *metaStore) putOffsets(group string, set []offsetWrite, del, mark []TP) error {
 	ops := make([]func(*badger.Txn) error, 0, len(set)+len(del)+len(mark))
 	for _, w := range set {
-		k, v := offsetKey(group, w.tp), encodeOffset(w.oc)
+		k, v := OffsetKey(group, w.tp), encodeOffset(w.oc)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, v) })
 	}
 	for _, tp := range del {
-		k := offsetKey(group, tp)
+		k := OffsetKey(group, tp)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
 	}
 	return m.updateMarking(ops, group, mark)
@@ -356,16 +344,16 @@ func (m *metaStore) putOffsets(group string, set []offsetWrite, del, mark []grou
 
 // updateMarking runs ops, plus deletion marks for group's tps, as
 // batchUpdate does, and records the marked keys.
-func (m *metaStore) updateMarking(ops []func(*badger.Txn) error, group string, tps []groupTP) error {
+func (m *metaStore) updateMarking(ops []func(*badger.Txn) error, group string, tps []TP) error {
 	for _, tp := range tps {
-		k := offsetKey(group, tp)
+		k := OffsetKey(group, tp)
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(k, deletionMark) })
 	}
 	if err := m.batchUpdate(ops); err != nil {
 		return err
 	}
 	for _, tp := range tps {
-		m.noteMark(offsetKey(group, tp))
+		m.noteMark(OffsetKey(group, tp))
 	}
 	return nil
 }
@@ -385,13 +373,13 @@ func (m *metaStore) noteMark(key []byte) {
 // with group too, once nothing at all is pending for it. A key written
 // since (a commit, a group record) is left alone; a failure leaves the
 // mark, which reads as no offset (no group).
-func (m *metaStore) dropDeletionMarks(group string, tps []groupTP, withGroup bool) {
+func (m *metaStore) dropDeletionMarks(group string, tps []TP, withGroup bool) {
 	keys := make([][]byte, 0, len(tps)+1)
 	for _, tp := range tps {
-		keys = append(keys, offsetKey(group, tp))
+		keys = append(keys, OffsetKey(group, tp))
 	}
 	if withGroup {
-		keys = append(keys, groupKey(group))
+		keys = append(keys, GroupKey(group))
 	}
 	for _, k := range keys {
 		m.marks.Lock()
@@ -423,13 +411,13 @@ func (m *metaStore) putGroup(group string, rec *groupRecord) error {
 	if err != nil {
 		return err
 	}
-	return m.DB().Update(func(txn *badger.Txn) error { return txn.Set(groupKey(group), v) })
+	return m.DB().Update(func(txn *badger.Txn) error { return txn.Set(GroupKey(group), v) })
 }
 
 // deleteGroup removes a group's record and all its offsets. Partitions
 // pending (an open transaction's offsets, which then are not applied:
 // applyTxnOffsets) get a deletion mark instead.
-func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
+func (m *metaStore) deleteGroup(group string, pending []TP) error {
 	var keys [][]byte
 	err := m.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(offsetGroupPrefix(group))})
@@ -444,7 +432,7 @@ func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	}
 	marked := map[string]bool{}
 	for _, tp := range pending {
-		marked[string(offsetKey(group, tp))] = true
+		marked[string(OffsetKey(group, tp))] = true
 	}
 	ops := make([]func(*badger.Txn) error, 0, len(keys)+len(pending)+1)
 	for _, k := range keys {
@@ -452,7 +440,7 @@ func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 			ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(k) })
 		}
 	}
-	gk := groupKey(group)
+	gk := GroupKey(group)
 	if len(pending) == 0 {
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(gk) })
 		return m.updateMarking(ops, group, nil)
@@ -469,10 +457,10 @@ func (m *metaStore) deleteGroup(group string, pending []groupTP) error {
 	return nil
 }
 
-// groupDeletedAfter reports whether group's record key holds a deletion
+// DeletedAfter reports whether group's record key holds a deletion
 // mark (deleteGroup) written after stamp.
-func groupDeletedAfter(btx *badger.Txn, group string, stamp uint64) (bool, error) {
-	item, err := btx.Get(groupKey(group))
+func DeletedAfter(btx *badger.Txn, group string, stamp uint64) (bool, error) {
+	item, err := btx.Get(GroupKey(group))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -484,9 +472,9 @@ func groupDeletedAfter(btx *badger.Txn, group string, stamp uint64) (bool, error
 }
 
 // loadGroups reads every group record and committed offset.
-func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupTP]offsetCommit, error) {
+func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[TP]OffsetCommit, error) {
 	recs := map[string]*groupRecord{}
-	offsets := map[string]map[groupTP]offsetCommit{}
+	offsets := map[string]map[TP]OffsetCommit{}
 	err := m.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(meta.PrefixGroup), PrefetchValues: true})
 		defer it.Close()
@@ -526,7 +514,7 @@ func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupT
 			if !ok {
 				return fmt.Errorf("%w: key %q", errCorruptGroupState, k)
 			}
-			var oc offsetCommit
+			var oc OffsetCommit
 			err := it.Item().Value(func(v []byte) error {
 				var err error
 				oc, err = decodeOffset(v)
@@ -540,7 +528,7 @@ func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupT
 				return fmt.Errorf("%s: %w", k, err)
 			}
 			if offsets[group] == nil {
-				offsets[group] = map[groupTP]offsetCommit{}
+				offsets[group] = map[TP]OffsetCommit{}
 			}
 			offsets[group][tp] = oc
 		}
@@ -551,7 +539,7 @@ func (m *metaStore) loadGroups() (map[string]*groupRecord, map[string]map[groupT
 
 // persistLocked writes the group record for the group's current state.
 // g.mu held; this is the group's own I/O.
-func (g *group) persistLocked(now time.Time) error {
+func (g *Group) persistLocked(now time.Time) error {
 	rec := &groupRecord{
 		ProtocolType: g.mu.protocolType,
 		Protocol:     g.mu.protocol,
@@ -582,10 +570,10 @@ func (g *group) persistLocked(now time.Time) error {
 	return nil
 }
 
-// loadTxnGroup makes, at start, a group an open transaction's offsets
+// LoadTxnGroup makes, at start, a group an open transaction's offsets
 // name if nothing else made it: an empty classic group without protocol
 // type, as a simple committer's (txnCoordinator.loadGroups).
-func (c *groupCoordinator) loadTxnGroup(name string) {
+func (c *Coordinator) LoadTxnGroup(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.groups[name] == nil {
@@ -593,10 +581,10 @@ func (c *groupCoordinator) loadTxnGroup(name string) {
 	}
 }
 
-// load rebuilds every group from the store. Groups with members come back
+// Load rebuilds every group from the store. Groups with members come back
 // Stable at their stored generation, each member with a fresh session.
 // Called by Start before the listener accepts connections.
-func (c *groupCoordinator) load() error {
+func (c *Coordinator) Load() error {
 	recs, offsets, err := c.store.loadGroups()
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package broker
+package groups
 
 // Committed offsets and the group-level admin operations: OffsetCommit,
 // OffsetFetch, OffsetDelete, DeleteGroups, DescribeGroups, ListGroups,
@@ -26,8 +26,8 @@ import (
 	"github.com/shoal-mq/shoal/broker/topics"
 )
 
-// utf16Len is the length Kafka (Java) measures offset metadata in.
-func utf16Len(s string) int {
+// UTF16Len is the length Kafka (Java) measures offset metadata in.
+func UTF16Len(s string) int {
 	n := 0
 	for _, r := range s {
 		if r >= 0x10000 {
@@ -39,9 +39,9 @@ func utf16Len(s string) int {
 	return n
 }
 
-// commit handles an OffsetCommit. resp.Topics mirrors req.Topics in order
+// Commit handles an OffsetCommit. resp.Topics mirrors req.Topics in order
 // (clients match answers to requests by position).
-func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
+func (c *Coordinator) Commit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
 	now := time.Now()
 	st := c.settings()
 
@@ -49,8 +49,8 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 	// topics and partitions, then metadata size.
 	type cand struct {
 		sp   *kmsg.OffsetCommitResponseTopicPartition
-		tp   groupTP
-		oc   offsetCommit
+		tp   TP
+		oc   OffsetCommit
 		t    *topics.Topic // the topic checked; the write re-checks it (below)
 		gone int16         // the code if it is gone by then
 	}
@@ -85,17 +85,17 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 			case t == nil || rp.Partition < 0 || rp.Partition >= c.o.Topics.PartitionCount(t):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				oc := offsetCommit{offset: rp.Offset, leaderEpoch: -1, commitTime: now}
+				oc := OffsetCommit{Offset: rp.Offset, LeaderEpoch: -1, CommitTime: now}
 				if req.Version >= 6 {
-					oc.leaderEpoch = rp.LeaderEpoch
+					oc.LeaderEpoch = rp.LeaderEpoch
 				}
 				if rp.Metadata != nil {
-					oc.metadata = *rp.Metadata
+					oc.Metadata = *rp.Metadata
 				}
 				if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 					oc.expireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
 				}
-				cands = append(cands, cand{sp: sp, tp: groupTP{name, rp.Partition}, oc: oc, t: t, gone: gone})
+				cands = append(cands, cand{sp: sp, tp: TP{name, rp.Partition}, oc: oc, t: t, gone: gone})
 			}
 		}
 	}
@@ -126,7 +126,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		g.unlock(now)
 	}()
 	var code int16
-	var perPartition func(groupTP) int16
+	var perPartition func(TP) int16
 	if g.mu.cg != nil {
 		code, perPartition = g.validateConsumerCommitLocked(req)
 	} else {
@@ -146,7 +146,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 		// (dropTopicOffsets), either before (then it is gone from the
 		// registry now) or after this write. A topic re-created under
 		// the name is another topic.
-		if c.o.Topics.Get(cd.tp.topic) != cd.t {
+		if c.o.Topics.Get(cd.tp.Topic) != cd.t {
 			cd.sp.ErrorCode = cd.gone
 			continue
 		}
@@ -156,7 +156,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 				continue
 			}
 		}
-		if utf16Len(cd.oc.metadata) > st.metadataMaxBytes {
+		if UTF16Len(cd.oc.Metadata) > st.metadataMaxBytes {
 			cd.sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			continue
 		}
@@ -183,7 +183,7 @@ func (c *groupCoordinator) commit(req *kmsg.OffsetCommitRequest, resp *kmsg.Offs
 // classic group: anyone to an empty group with generation -1 (a "simple"
 // commit, e.g. from an admin client); otherwise a current member at the
 // current generation, and not while the group is completing a rebalance.
-func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
+func (g *Group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 	if req.Generation < 0 && g.mu.state == groupEmpty {
 		return 0
 	}
@@ -203,7 +203,7 @@ func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 	return 0
 }
 
-// fetchOffsets answers one group of an OffsetFetch. Topics nil asks for
+// FetchOffsets answers one group of an OffsetFetch. Topics nil asks for
 // every committed offset.
 //
 // With requireStable (KIP-447), a partition for which an open
@@ -217,7 +217,7 @@ func (g *group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 // the read, and one pending at the lookup is answered unstable whatever
 // the read finds. The other order, read then look up, answered "no
 // offset" for a partition whose offsets were applied between the two.
-func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
+func (c *Coordinator) FetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	sg := kmsg.NewOffsetFetchResponseGroup()
 	sg.Group = rg.Group
 	if rg.Group == "" {
@@ -237,14 +237,14 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			}
 		}
 	}
-	var unstable map[groupTP]bool
+	var unstable map[TP]bool
 	if requireStable {
-		unstable = c.pending.unstable(rg.Group)
+		unstable = c.Pending.unstable(rg.Group)
 		if h := c.o.OffsetFetchAfterStable; h != nil {
 			h(rg.Group)
 		}
 	}
-	offsets := map[groupTP]offsetCommit{}
+	offsets := map[TP]OffsetCommit{}
 	if g := c.lockGroup(rg.Group, false); g != nil {
 		if g.mu.cg != nil && version >= 9 {
 			if code := g.validateConsumerFetchLocked(rg.MemberID, rg.MemberEpoch); code != 0 {
@@ -260,14 +260,14 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 		}
 		for i, t := range rg.Topics {
 			for _, p := range t.Partitions {
-				if oc, ok := g.mu.offsets[groupTP{names[i], p}]; ok {
-					offsets[groupTP{names[i], p}] = oc
+				if oc, ok := g.mu.offsets[TP{names[i], p}]; ok {
+					offsets[TP{names[i], p}] = oc
 				}
 			}
 		}
 		g.mu.Unlock()
 	}
-	fill := func(sp *kmsg.OffsetFetchResponseGroupTopicPartition, tp groupTP, oc offsetCommit, ok bool) {
+	fill := func(sp *kmsg.OffsetFetchResponseGroupTopicPartition, tp TP, oc OffsetCommit, ok bool) {
 		if unstable[tp] {
 			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			ok = false
@@ -278,11 +278,11 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			sp.Metadata = &empty
 			return
 		}
-		md := oc.metadata
-		sp.Offset, sp.LeaderEpoch, sp.Metadata = oc.offset, oc.leaderEpoch, &md
+		md := oc.Metadata
+		sp.Offset, sp.LeaderEpoch, sp.Metadata = oc.Offset, oc.LeaderEpoch, &md
 	}
 	if rg.Topics == nil {
-		names, parts := byTopic(offsets)
+		names, parts := ByTopic(offsets)
 		for _, n := range names {
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
 			st.Topic = n
@@ -296,7 +296,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 			for _, p := range parts[n] {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition = p
-				fill(&sp, groupTP{n, p}, offsets[groupTP{n, p}], true)
+				fill(&sp, TP{n, p}, offsets[TP{n, p}], true)
 				st.Partitions = append(st.Partitions, sp)
 			}
 			sg.Topics = append(sg.Topics, st)
@@ -309,7 +309,7 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 		for _, p := range t.Partitions {
 			sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 			sp.Partition = p
-			tp := groupTP{names[i], p}
+			tp := TP{names[i], p}
 			oc, ok := offsets[tp]
 			fill(&sp, tp, oc, ok && codes[i] == 0)
 			if codes[i] != 0 {
@@ -322,8 +322,8 @@ func (c *groupCoordinator) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, versio
 	return sg
 }
 
-// deleteOffsets handles an OffsetDelete.
-func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse) {
+// DeleteOffsets handles an OffsetDelete.
+func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse) {
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return
@@ -356,7 +356,7 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 		}
 		return subscribed == nil || subscribed[topic]
 	}
-	var dels, marks []groupTP
+	var dels, marks []TP
 	var ok []*kmsg.OffsetDeleteResponseTopicPartition
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
@@ -377,9 +377,9 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 				// A partition an open transaction holds an offset for
 				// gets a deletion mark, which that offset then does
 				// not overtake (applyTxnOffsets), as in Kafka.
-				tp := groupTP{rt.Topic, rp.Partition}
+				tp := TP{rt.Topic, rp.Partition}
 				switch {
-				case c.pending.has(g.name, tp):
+				case c.Pending.has(g.name, tp):
 					marks = append(marks, tp)
 				case hasKey(g.mu.offsets, tp):
 					dels = append(dels, tp)
@@ -403,9 +403,9 @@ func (c *groupCoordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, resp *km
 // deletion marks for marks, the partitions open transactions hold
 // offsets for (their commit must not overtake the deletion): durably,
 // then in memory, then superseding those pending offsets for
-// RequireStable (groups_pending.go pendingTP). On failure nothing changes in
+// RequireStable (pending.go pendingTP). On failure nothing changes in
 // memory. g.mu held, as a TxnOffsetCommit adds its offsets under it.
-func (c *groupCoordinator) deleteOffsetsLocked(g *group, dels, marks []groupTP) error {
+func (c *Coordinator) deleteOffsetsLocked(g *Group, dels, marks []TP) error {
 	if err := c.store.putOffsets(g.name, nil, dels, marks); err != nil {
 		return err
 	}
@@ -415,13 +415,13 @@ func (c *groupCoordinator) deleteOffsetsLocked(g *group, dels, marks []groupTP) 
 	for _, tp := range marks {
 		delete(g.mu.offsets, tp)
 	}
-	c.pending.supersede(g.name, marks)
+	c.Pending.supersede(g.name, marks)
 	return nil
 }
 
-// deleteGroup handles one group of a DeleteGroups: only an empty group
+// DeleteGroup handles one group of a DeleteGroups: only an empty group
 // may be deleted; its metadata and offsets go in one step.
-func (c *groupCoordinator) deleteGroup(name string) (int16, string) {
+func (c *Coordinator) DeleteGroup(name string) (int16, string) {
 	if name == "" {
 		return kerr.InvalidGroupID.Code, "The group id is empty."
 	}
@@ -433,25 +433,25 @@ func (c *groupCoordinator) deleteGroup(name string) (int16, string) {
 	if !g.emptyLocked() {
 		return kerr.NonEmptyGroup.Code, "The group is not empty."
 	}
-	pending := c.pending.tps(name)
+	pending := c.Pending.tps(name)
 	if err := c.store.deleteGroup(name, pending); err != nil {
 		c.lg.Error("deleting group failed", zap.String("group", name), zap.Error(err))
 		return kerr.NotCoordinator.Code, err.Error()
 	}
-	c.pending.supersede(name, pending)
+	c.Pending.supersede(name, pending)
 	g.removeLocked()
 	c.lg.Info("deleted group", zap.String("group", name))
 	return 0, ""
 }
 
-// describe answers one group of a DescribeGroups. An unknown group is
+// Describe answers one group of a DescribeGroups. An unknown group is
 // reported Dead (v6+: with GROUP_ID_NOT_FOUND), as Kafka does.
-func (c *groupCoordinator) describe(name string, version int16, withOps bool) kmsg.DescribeGroupsResponseGroup {
+func (c *Coordinator) Describe(name string, version int16, withOps bool) kmsg.DescribeGroupsResponseGroup {
 	sg := kmsg.NewDescribeGroupsResponseGroup()
 	sg.Group = name
 	sg.AuthorizedOperations = -2147483648
 	if withOps {
-		sg.AuthorizedOperations = allGroupOperations
+		sg.AuthorizedOperations = AllOperations
 	}
 	if name == "" {
 		sg.ErrorCode = kerr.InvalidGroupID.Code
@@ -499,14 +499,14 @@ func (c *groupCoordinator) describe(name string, version int16, withOps bool) km
 	return sg
 }
 
-// allGroupOperations is the AuthorizedOperations bit set for a group:
+// AllOperations is the AuthorizedOperations bit set for a group:
 // READ, DELETE, DESCRIBE (ACL operation codes 3, 6, 8). Shoal has no ACLs.
-const allGroupOperations = 1<<3 | 1<<6 | 1<<8
+const AllOperations = 1<<3 | 1<<6 | 1<<8
 
-// list answers ListGroups: every group matching the state filter (v4,
+// List answers ListGroups: every group matching the state filter (v4,
 // case-insensitive) and type filter (v5, case-insensitive; an unknown
 // type matches nothing, as in Kafka).
-func (c *groupCoordinator) list(states, types []string) []kmsg.ListGroupsResponseGroup {
+func (c *Coordinator) List(states, types []string) []kmsg.ListGroupsResponseGroup {
 	var out []kmsg.ListGroupsResponseGroup
 	for _, g := range c.all() {
 		g.mu.Lock()
@@ -523,7 +523,7 @@ func (c *groupCoordinator) list(states, types []string) []kmsg.ListGroupsRespons
 		lg.GroupState = g.stateLocked()
 		lg.GroupType = g.typeLocked()
 		g.mu.Unlock()
-		if len(states) > 0 && !containsFold(states, lg.GroupState) || len(types) > 0 && !containsFold(types, lg.GroupType) {
+		if len(states) > 0 && !ContainsFold(states, lg.GroupState) || len(types) > 0 && !ContainsFold(types, lg.GroupType) {
 			continue
 		}
 		out = append(out, lg)
@@ -532,7 +532,7 @@ func (c *groupCoordinator) list(states, types []string) []kmsg.ListGroupsRespons
 	return out
 }
 
-func containsFold(list []string, s string) bool {
+func ContainsFold(list []string, s string) bool {
 	for _, v := range list {
 		if strings.EqualFold(strings.TrimSpace(v), s) {
 			return true
@@ -541,10 +541,10 @@ func containsFold(list []string, s string) bool {
 	return false
 }
 
-// expireLoop runs the offset expiry every
+// ExpireLoop runs the offset expiry every
 // offsets.retention.check.interval.ms until the broker closes. A change of
 // that broker config (retentionWake) re-arms the timer at once.
-func (c *groupCoordinator) expireLoop() {
+func (c *Coordinator) ExpireLoop() {
 	for {
 		t := time.NewTimer(c.settings().retentionCheckInterval)
 		select {
@@ -554,12 +554,12 @@ func (c *groupCoordinator) expireLoop() {
 		case <-c.retentionWake:
 			t.Stop()
 		case now := <-t.C:
-			c.expireOffsets(now)
+			c.ExpireOffsets(now)
 		}
 	}
 }
 
-// expireOffsets removes expired offsets, following Kafka's rules:
+// ExpireOffsets removes expired offsets, following Kafka's rules:
 //   - an empty group with a protocol type (it had members): every offset
 //     once offsets.retention.minutes passed since the group became empty;
 //   - a group without protocol type (simple commits only): each offset
@@ -571,7 +571,7 @@ func (c *groupCoordinator) expireLoop() {
 //
 // An empty group left without offsets is deleted. Each group is handled
 // under its own lock, one at a time.
-func (c *groupCoordinator) expireOffsets(now time.Time) {
+func (c *Coordinator) ExpireOffsets(now time.Time) {
 	retention := c.settings().offsetsRetention
 	for _, g := range c.all() {
 		g.mu.Lock()
@@ -579,31 +579,31 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 			g.mu.Unlock()
 			continue
 		}
-		var base func(oc offsetCommit) time.Time
+		var base func(oc OffsetCommit) time.Time
 		var subscribed map[string]bool
 		switch {
 		case g.mu.cg != nil:
 			subscribed = g.mu.cg.subscribedTopics()
-			base = func(oc offsetCommit) time.Time { return oc.commitTime }
+			base = func(oc OffsetCommit) time.Time { return oc.CommitTime }
 		case g.mu.protocolType == "":
-			base = func(oc offsetCommit) time.Time { return oc.commitTime }
+			base = func(oc OffsetCommit) time.Time { return oc.CommitTime }
 		case g.mu.state == groupEmpty:
-			base = func(oc offsetCommit) time.Time { return g.mu.stateTime }
+			base = func(oc OffsetCommit) time.Time { return g.mu.stateTime }
 		case g.mu.state == groupStable && g.mu.protocolType == "consumer":
 			if s, ok := g.subscribedTopicsLocked(); ok {
 				subscribed = s
-				base = func(oc offsetCommit) time.Time { return oc.commitTime }
+				base = func(oc OffsetCommit) time.Time { return oc.CommitTime }
 			}
 		}
 		// As Kafka, partitions an open transaction holds an offset for
 		// are kept (their deletion would win over it), and so is the group.
 		// A TxnOffsetCommit adds its offsets under the group lock, held
 		// here until the deletion is written: none lands in between.
-		pending := c.pending.tps(g.name)
-		var dels []groupTP
+		pending := c.Pending.tps(g.name)
+		var dels []TP
 		if base != nil {
 			for tp, oc := range g.mu.offsets {
-				if subscribed != nil && subscribed[tp.topic] || slices.Contains(pending, tp) {
+				if subscribed != nil && subscribed[tp.Topic] || slices.Contains(pending, tp) {
 					continue
 				}
 				if !oc.expireTime.IsZero() && !now.Before(oc.expireTime) ||
@@ -638,7 +638,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 	}
 }
 
-// dropTopicOffsets removes every group's committed offsets of a deleted
+// DropTopicOffsets removes every group's committed offsets of a deleted
 // topic, as Kafka does, so a topic created again under the same name
 // starts without them. Meant to be called by topic deletion once the
 // topic is gone, under the topic Admin's lock so no topic of the name can be created
@@ -649,7 +649,7 @@ func (c *groupCoordinator) expireOffsets(now time.Time) {
 // UNKNOWN_TOPIC_OR_PARTITION or added them before that group is looked
 // at here (a group it created after the list below was taken found the
 // topic gone).
-func (c *groupCoordinator) dropTopicOffsets(topic string) error {
+func (c *Coordinator) DropTopicOffsets(topic string) error {
 	now := time.Now()
 	seen := map[string]bool{}
 	var errs []error
@@ -663,7 +663,7 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) error {
 	// offsets for it is gone: mark its partitions all the same, holding
 	// the group's name locked as dropDeletionMarks does, so a
 	// transaction's end cannot drop the marks before they are written.
-	for _, name := range c.pending.groups() {
+	for _, name := range c.Pending.groups() {
 		if seen[name] {
 			continue
 		}
@@ -676,11 +676,11 @@ func (c *groupCoordinator) dropTopicOffsets(topic string) error {
 
 // dropTopicOffsetsLocked deletes g's offsets of topic, with deletion
 // marks for the partitions open transactions hold offsets for. g.mu held.
-func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) error {
+func (c *Coordinator) dropTopicOffsetsLocked(g *Group, topic string) error {
 	marks := c.pendingOfTopic(g.name, topic)
-	var dels []groupTP
+	var dels []TP
 	for tp := range g.mu.offsets {
-		if tp.topic == topic && !slices.Contains(marks, tp) {
+		if tp.Topic == topic && !slices.Contains(marks, tp) {
 			dels = append(dels, tp)
 		}
 	}
@@ -697,27 +697,59 @@ func (c *groupCoordinator) dropTopicOffsetsLocked(g *group, topic string) error 
 // pendingOfTopic lists group's partitions of topic that an open
 // transaction holds an offset for: a deletion marks them rather than
 // deleting them, so the transaction's commit does not bring them back.
-func (c *groupCoordinator) pendingOfTopic(group, topic string) []groupTP {
-	var out []groupTP
-	for _, tp := range c.pending.tps(group) {
-		if tp.topic == topic {
+func (c *Coordinator) pendingOfTopic(group, topic string) []TP {
+	var out []TP
+	for _, tp := range c.Pending.tps(group) {
+		if tp.Topic == topic {
 			out = append(out, tp)
 		}
 	}
 	return out
 }
 
-// committedOffsets calls fn with each group's committed offsets, copied
+// CommittedOffsets calls fn with each group's committed offsets, copied
 // under that group's lock (the state collector's consumer lag); no lock
 // is held while fn runs.
-func (c *groupCoordinator) committedOffsets(fn func(group string, offsets map[groupTP]int64)) {
+func (c *Coordinator) CommittedOffsets(fn func(group string, offsets map[TP]int64)) {
 	for _, g := range c.all() {
 		g.mu.Lock()
-		offsets := make(map[groupTP]int64, len(g.mu.offsets))
+		offsets := make(map[TP]int64, len(g.mu.offsets))
 		for tp, oc := range g.mu.offsets {
-			offsets[tp] = oc.offset
+			offsets[tp] = oc.Offset
 		}
 		g.mu.Unlock()
 		fn(g.name, offsets)
 	}
+}
+
+// HasCommitted reports whether group exists and whether it holds a
+// committed offset of tp (a read-out for tests).
+func (c *Coordinator) HasCommitted(group string, tp TP) (exists, committed bool) {
+	g := c.lockGroup(group, false)
+	if g == nil {
+		return false, false
+	}
+	defer g.mu.Unlock()
+	_, committed = g.mu.offsets[tp]
+	return true, committed
+}
+
+// WakeRetention re-arms expireLoop's timer: offsets.retention.check.interval.ms
+// changed.
+func (c *Coordinator) WakeRetention() {
+	select {
+	case c.retentionWake <- struct{}{}:
+	default:
+	}
+}
+
+// PersistOffsetsOnly writes group's offsets to the store and nothing
+// else: what a commit leaves when its write reached badger and the rest
+// did not happen (a seam for crash tests).
+func (c *Coordinator) PersistOffsetsOnly(group string, offs map[TP]OffsetCommit) error {
+	writes := make([]offsetWrite, 0, len(offs))
+	for tp, oc := range offs {
+		writes = append(writes, offsetWrite{tp: tp, oc: oc})
+	}
+	return c.store.putOffsets(group, writes, nil, nil)
 }

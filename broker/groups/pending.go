@@ -1,11 +1,11 @@
-package broker
+package groups
 
 import (
 	"math"
 	"sync"
 )
 
-// pendingIndex indexes, per group and partition, the offsets the open
+// PendingIndex indexes, per group and partition, the offsets the open
 // transactions hold for it (their TxnOffsetCommits). The transactions
 // own the offsets (txn.mu.offsets) and keep the index current; the
 // group side reads it under the group's lock: a deletion writes a
@@ -14,13 +14,13 @@ import (
 // partitions alone, and OffsetFetch with RequireStable answers
 // UNSTABLE_OFFSET_COMMIT for live ones. mu is a leaf: taken under a
 // txn's lock or a group's lock, never held while taking another lock.
-type pendingIndex struct {
+type PendingIndex struct {
 	mu sync.Mutex
-	m  map[string]map[groupTP]*pendingTP
+	m  map[string]map[TP]*pendingTP
 }
 
-func newPendingIndex() *pendingIndex {
-	return &pendingIndex{m: map[string]map[groupTP]*pendingTP{}}
+func newPendingIndex() *PendingIndex {
+	return &PendingIndex{m: map[string]map[TP]*pendingTP{}}
 }
 
 // pendingTP is what the open transactions hold for one partition of a
@@ -41,19 +41,19 @@ type pendingTP struct {
 	seq  uint64 // its deletions so far (offsetCommit.pendingSeq)
 }
 
-// supersededSeq is the pendingSeq of an offset found superseded at
+// SupersededSeq is the pendingSeq of an offset found superseded at
 // load (it never matches a pendingTP.seq).
-const supersededSeq = math.MaxUint64
+const SupersededSeq = math.MaxUint64
 
-// add counts a pending offset of group's tp that a transaction adds,
+// Add counts a pending offset of group's tp that a transaction adds,
 // replacing its own earlier one of pendingSeq oldSeq if had, and returns
 // the pendingSeq the new one gets.
-func (x *pendingIndex) add(group string, tp groupTP, had bool, oldSeq uint64) uint64 {
+func (x *PendingIndex) Add(group string, tp TP, had bool, oldSeq uint64) uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	m := x.m[group]
 	if m == nil {
-		m = map[groupTP]*pendingTP{}
+		m = map[TP]*pendingTP{}
 		x.m[group] = m
 	}
 	p := m[tp]
@@ -71,9 +71,9 @@ func (x *pendingIndex) add(group string, tp groupTP, had bool, oldSeq uint64) ui
 	return p.seq
 }
 
-// restore undoes an add that replaced an offset of pendingSeq prevSeq,
+// Restore undoes an add that replaced an offset of pendingSeq prevSeq,
 // which is put back.
-func (x *pendingIndex) restore(group string, tp groupTP, prevSeq uint64) {
+func (x *PendingIndex) Restore(group string, tp TP, prevSeq uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if p := x.m[group][tp]; p != nil && prevSeq != p.seq {
@@ -81,8 +81,8 @@ func (x *pendingIndex) restore(group string, tp groupTP, prevSeq uint64) {
 	}
 }
 
-// forget takes one pending offset, of pendingSeq seq, out of the index.
-func (x *pendingIndex) forget(group string, tp groupTP, seq uint64) {
+// Forget takes one pending offset, of pendingSeq seq, out of the index.
+func (x *PendingIndex) Forget(group string, tp TP, seq uint64) {
 	x.mu.Lock()
 	x.forgetLocked(group, tp, seq)
 	x.mu.Unlock()
@@ -90,7 +90,7 @@ func (x *pendingIndex) forget(group string, tp groupTP, seq uint64) {
 
 // forgetLocked is forget, reporting whether nothing is pending for the
 // partition any more. mu held.
-func (x *pendingIndex) forgetLocked(group string, tp groupTP, seq uint64) bool {
+func (x *PendingIndex) forgetLocked(group string, tp TP, seq uint64) bool {
 	m := x.m[group]
 	p := m[tp]
 	if p == nil {
@@ -109,15 +109,15 @@ func (x *pendingIndex) forgetLocked(group string, tp groupTP, seq uint64) bool {
 	return true
 }
 
-// forgetAll forgets the pending offsets of a transaction that ended and
+// ForgetAll forgets the pending offsets of a transaction that ended and
 // returns, per group, the partitions nothing is pending for any more.
-func (x *pendingIndex) forgetAll(offsets map[string]map[groupTP]offsetCommit) map[string][]groupTP {
-	done := map[string][]groupTP{}
+func (x *PendingIndex) ForgetAll(offsets map[string]map[TP]OffsetCommit) map[string][]TP {
+	done := map[string][]TP{}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for g, offs := range offsets {
 		for tp, oc := range offs {
-			if x.forgetLocked(g, tp, oc.pendingSeq) {
+			if x.forgetLocked(g, tp, oc.PendingSeq) {
 				done[g] = append(done[g], tp)
 			}
 		}
@@ -128,7 +128,7 @@ func (x *pendingIndex) forgetAll(offsets map[string]map[groupTP]offsetCommit) ma
 // supersede records a deletion of group's tps (made under the group's
 // lock): the offsets pending for them stop counting for RequireStable
 // (pendingTP).
-func (x *pendingIndex) supersede(group string, tps []groupTP) {
+func (x *PendingIndex) supersede(group string, tps []TP) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, tp := range tps {
@@ -139,9 +139,9 @@ func (x *pendingIndex) supersede(group string, tps []groupTP) {
 	}
 }
 
-// supersededAtLoad counts, at start, one pending offset of group's tp
+// SupersededAtLoad counts, at start, one pending offset of group's tp
 // that a deletion came after (it stops being live).
-func (x *pendingIndex) supersededAtLoad(group string, tp groupTP) {
+func (x *PendingIndex) SupersededAtLoad(group string, tp TP) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.m[group][tp].live--
@@ -149,7 +149,7 @@ func (x *pendingIndex) supersededAtLoad(group string, tp groupTP) {
 
 // has reports whether an open transaction holds an offset for group's
 // tp (a deletion then writes a deletion mark).
-func (x *pendingIndex) has(group string, tp groupTP) bool {
+func (x *PendingIndex) has(group string, tp TP) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.m[group][tp] != nil
@@ -158,14 +158,14 @@ func (x *pendingIndex) has(group string, tp groupTP) bool {
 // unstable returns the partitions of group for which an open
 // transaction holds an offset that no deletion came after (OffsetFetch
 // RequireStable: UNSTABLE_OFFSET_COMMIT), nil if none.
-func (x *pendingIndex) unstable(group string) map[groupTP]bool {
+func (x *PendingIndex) unstable(group string) map[TP]bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var out map[groupTP]bool
+	var out map[TP]bool
 	for tp, p := range x.m[group] {
 		if p.live > 0 {
 			if out == nil {
-				out = map[groupTP]bool{}
+				out = map[TP]bool{}
 			}
 			out[tp] = true
 		}
@@ -175,14 +175,14 @@ func (x *pendingIndex) unstable(group string) map[groupTP]bool {
 
 // hasGroup reports whether an open transaction holds an offset for one
 // of group's partitions.
-func (x *pendingIndex) hasGroup(group string) bool {
+func (x *PendingIndex) hasGroup(group string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.m[group]) > 0
 }
 
 // groups lists the groups an open transaction holds an offset for.
-func (x *pendingIndex) groups() []string {
+func (x *PendingIndex) groups() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make([]string, 0, len(x.m))
@@ -192,9 +192,9 @@ func (x *pendingIndex) groups() []string {
 	return out
 }
 
-// liveGroups returns every group an open transaction holds an offset
+// LiveGroups returns every group an open transaction holds an offset
 // for, true for those with a live one (no deletion came after it).
-func (x *pendingIndex) liveGroups() map[string]bool {
+func (x *PendingIndex) LiveGroups() map[string]bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make(map[string]bool, len(x.m))
@@ -213,10 +213,10 @@ func (x *pendingIndex) liveGroups() map[string]bool {
 
 // tps lists the partitions of group that an open transaction holds a
 // pending offset for.
-func (x *pendingIndex) tps(group string) []groupTP {
+func (x *PendingIndex) tps(group string) []TP {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]groupTP, 0, len(x.m[group]))
+	out := make([]TP, 0, len(x.m[group]))
 	for tp := range x.m[group] {
 		out = append(out, tp)
 	}
