@@ -176,7 +176,13 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.groups.Load(); err != nil {
 		return fail(err)
 	}
-	b.txns = newTxnCoordinator(b)
+	b.txns = newTxnCoordinator(txnOptions{
+		Store: b.meta, Topics: b.topics, Syncer: b.syncer, Groups: b.groups, Logger: lg,
+		Done: b.ctx.Done(), Setting: b.txnSetting, MarkerSyncDelay: cfg.markerSyncDelay,
+		OffsetBeforeLock: cfg.txnOffsetBeforeLock, OffsetBeforeAdd: cfg.txnOffsetBeforeAdd,
+		BeforeApply: cfg.txnBeforeApply, BeforeDropMarks: cfg.beforeDropMarks,
+		StampedBeforeWrite: cfg.txnStampedBeforeWrite,
+	})
 	if err := b.txns.load(); err != nil {
 		return fail(err)
 	}

@@ -254,9 +254,37 @@ type completion struct {
 	record                   []byte // the Complete* txn record
 }
 
+// txnOptions are what the transaction coordinator needs, given once
+// (newTxnCoordinator): handles from below, the config lookup, and test
+// hooks.
+type txnOptions struct {
+	// Store holds the txn records and allocates producer ids.
+	Store *meta.Store
+	// Topics and Syncer: the partitions markers are appended to, and
+	// their fsyncs.
+	Topics *topics.Registry
+	Syncer *topics.Syncer
+	// Groups applies committed offsets and indexes pending ones.
+	Groups *groups.Coordinator
+	Logger *zap.Logger
+	// Done is closed when the broker shuts down (expireLoop returns).
+	Done <-chan struct{}
+	// Setting returns a transaction broker config in milliseconds
+	// (txnBrokerConfigDefs).
+	Setting func(name string) int64
+	// MarkerSyncDelay, if nonzero, replaces markerSyncDelay (negative:
+	// none). The hooks, if set (tests), run at the points their names
+	// say (Config's fields of the same names document them).
+	MarkerSyncDelay                   time.Duration
+	OffsetBeforeLock, OffsetBeforeAdd func(group string)
+	BeforeApply                       func(id string)
+	BeforeDropMarks                   func(group string)
+	StampedBeforeWrite                func() error
+}
+
 // txnCoordinator owns every txn.
 type txnCoordinator struct {
-	b  *Broker
+	o  txnOptions
 	lg *zap.Logger
 	// finishing counts background completions (finish) and Complete*
 	// writes in flight; Close waits for them.
@@ -272,9 +300,9 @@ type txnCoordinator struct {
 
 func txnKey(id string) []byte { return []byte(meta.PrefixTxn + url.PathEscape(id)) }
 
-func newTxnCoordinator(b *Broker) *txnCoordinator {
-	c := &txnCoordinator{b: b, lg: b.lg.Named("txn"), markerDelay: markerSyncDelay}
-	if d := b.cfg.markerSyncDelay; d != 0 {
+func newTxnCoordinator(o txnOptions) *txnCoordinator {
+	c := &txnCoordinator{o: o, lg: o.Logger.Named("txn"), markerDelay: markerSyncDelay}
+	if d := o.MarkerSyncDelay; d != 0 {
 		c.markerDelay = max(d, 0)
 	}
 	c.mu.txns = map[string]*txn{}
@@ -284,7 +312,7 @@ func newTxnCoordinator(b *Broker) *txnCoordinator {
 // load reads every txn from badger.
 func (c *txnCoordinator) load() error {
 	var unstamped []*txn
-	err := meta.ScanJSON(c.b.meta.DB(), meta.PrefixTxn, func(_ string, rec txnRecord) error {
+	err := meta.ScanJSON(c.o.Store.DB(), meta.PrefixTxn, func(_ string, rec txnRecord) error {
 		t := &txn{id: rec.ID}
 		t.mu.txnRecord = rec
 		t.mu.partitions = map[groups.TP]struct{}{}
@@ -338,7 +366,7 @@ func (c *txnCoordinator) load() error {
 // after compaction, and the offset then counts as live again (the
 // commit still skips it: the plain commit came after it). Runs alone.
 func (c *txnCoordinator) supersedeLoaded() error {
-	return c.b.meta.DB().View(func(btx *badger.Txn) error {
+	return c.o.Store.DB().View(func(btx *badger.Txn) error {
 		for _, t := range c.mu.txns {
 			for group, offs := range t.mu.offsets {
 				for tp, oc := range offs {
@@ -347,7 +375,7 @@ func (c *txnCoordinator) supersedeLoaded() error {
 						return err
 					}
 					if deleted {
-						c.b.groups.Pending.SupersededAtLoad(group, tp)
+						c.o.Groups.Pending.SupersededAtLoad(group, tp)
 						oc.PendingSeq = groups.SupersededSeq
 						offs[tp] = oc
 					}
@@ -374,8 +402,8 @@ func (c *txnCoordinator) loadGroups() error {
 			}
 		}
 	}
-	return c.b.meta.DB().View(func(btx *badger.Txn) error {
-		for group, keep := range c.b.groups.Pending.LiveGroups() {
+	return c.o.Store.DB().View(func(btx *badger.Txn) error {
+		for group, keep := range c.o.Groups.Pending.LiveGroups() {
 			if !keep {
 				deleted, err := groups.DeletedAfter(btx, group, newest[group])
 				if err != nil {
@@ -384,7 +412,7 @@ func (c *txnCoordinator) loadGroups() error {
 				keep = !deleted
 			}
 			if keep {
-				c.b.groups.LoadTxnGroup(group)
+				c.o.Groups.LoadTxnGroup(group)
 			}
 		}
 		return nil
@@ -396,7 +424,7 @@ func (c *txnCoordinator) loadGroups() error {
 // after a write of the txn, it is that write's version.
 func (c *txnCoordinator) recordVersion(id string) (uint64, error) {
 	var v uint64
-	err := c.b.meta.DB().View(func(btx *badger.Txn) error {
+	err := c.o.Store.DB().View(func(btx *badger.Txn) error {
 		item, err := btx.Get(txnKey(id))
 		if err != nil {
 			return err
@@ -467,8 +495,8 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 		t.mu.Unlock()
 	}
 	dirty := map[*txn]bool{}
-	for _, top := range c.b.topics.All() {
-		parts, _ := c.b.topics.Snapshot(top)
+	for _, top := range c.o.Topics.All() {
+		parts, _ := c.o.Topics.Snapshot(top)
 		for _, p := range parts {
 			for _, pi := range p.Log.Producers() {
 				if pi.CurrentTxnStartOffset < 0 {
@@ -562,7 +590,7 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 // with other transactions' concurrent writes (meta.Committer). t.mu
 // held.
 func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
-	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.b.meta.Committer().Write(meta.Op{Key: k, Value: v}) })
+	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.o.Store.Committer().Write(meta.Op{Key: k, Value: v}) })
 }
 
 // persistStampedLocked is persistLocked in a badger commit of its own,
@@ -572,12 +600,12 @@ func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 // equals the partition's newest write for that write itself. t.mu held.
 func (c *txnCoordinator) persistStampedLocked(t *txn, now time.Time) error {
 	return c.persistWithLocked(t, now, func(k, v []byte) error {
-		if h := c.b.cfg.txnStampedBeforeWrite; h != nil {
+		if h := c.o.StampedBeforeWrite; h != nil {
 			if err := h(); err != nil {
 				return err
 			}
 		}
-		return c.b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(k, v) })
+		return c.o.Store.DB().Update(func(btx *badger.Txn) error { return btx.Set(k, v) })
 	})
 }
 
@@ -609,8 +637,8 @@ func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
 		// Its markers may wait for appends that t.mu, held here, keeps
 		// the producer from making (markerSyncDelay).
 		for _, tp := range cmp.tps {
-			if p := c.b.topics.Partition(tp.Topic, tp.Partition); p != nil {
-				c.b.syncer.Hurry(p)
+			if p := c.o.Topics.Partition(tp.Topic, tp.Partition); p != nil {
+				c.o.Syncer.Hurry(p)
 			}
 		}
 	}
@@ -649,7 +677,7 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 		c.clearPending(cmp.offsets)
 		cmp.cleared = true
 	}
-	if err := c.b.meta.Committer().Write(meta.Op{Key: txnKey(t.id), Value: cmp.record}); err != nil {
+	if err := c.o.Store.Committer().Write(meta.Op{Key: txnKey(t.id), Value: cmp.record}); err != nil {
 		return err
 	}
 	cmp.err = nil
@@ -715,7 +743,7 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groups.TP, oc
 		t.mu.offsets[group] = offs
 	}
 	old, had := offs[tp]
-	oc.PendingSeq = c.b.groups.Pending.Add(group, tp, had, old.PendingSeq)
+	oc.PendingSeq = c.o.Groups.Pending.Add(group, tp, had, old.PendingSeq)
 	offs[tp] = oc
 }
 
@@ -723,7 +751,7 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groups.TP, oc
 // just added (addPendingOffset) replaced. t.mu held, and the group's
 // lock since the addition.
 func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp groups.TP, prev groups.OffsetCommit) {
-	c.b.groups.Pending.Restore(group, tp, prev.PendingSeq)
+	c.o.Groups.Pending.Restore(group, tp, prev.PendingSeq)
 	t.mu.offsets[group][tp] = prev
 }
 
@@ -758,17 +786,17 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groups
 	if len(offs) == 0 {
 		delete(t.mu.offsets, group)
 	}
-	c.b.groups.Pending.Forget(group, tp, oc.PendingSeq)
+	c.o.Groups.Pending.Forget(group, tp, oc.PendingSeq)
 }
 
 // clearPending forgets pending offsets of a transaction that ended.
 func (c *txnCoordinator) clearPending(offsets map[string]map[groups.TP]groups.OffsetCommit) {
-	done := c.b.groups.Pending.ForgetAll(offsets) // nothing pending any more
+	done := c.o.Groups.Pending.ForgetAll(offsets) // nothing pending any more
 	for g, tps := range done {
-		if h := c.b.cfg.beforeDropMarks; h != nil {
+		if h := c.o.BeforeDropMarks; h != nil {
 			h(g)
 		}
-		c.b.groups.DropDeletionMarks(g, tps)
+		c.o.Groups.DropDeletionMarks(g, tps)
 	}
 }
 
@@ -858,7 +886,7 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 			t.mu.Epoch++
 			t.mu.Bumped = true
 		} else {
-			id, err := c.b.meta.NextProducerID()
+			id, err := c.o.Store.NextProducerID()
 			if err != nil {
 				t.restoreLocked(snap)
 				return err
@@ -973,7 +1001,7 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 		return
 	}
 	cmp.marked = true
-	if h := c.b.cfg.txnBeforeApply; h != nil {
+	if h := c.o.BeforeApply; h != nil {
 		h(id)
 	}
 	if cmp.commit {
@@ -997,7 +1025,7 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 // overtaken by it.
 func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
 	c.finishing.Add(1)
-	c.b.meta.Committer().WriteAsync([]meta.Op{{Key: txnKey(id), Value: cmp.record}}, func(err error) {
+	c.o.Store.Committer().WriteAsync([]meta.Op{{Key: txnKey(id), Value: cmp.record}}, func(err error) {
 		defer c.finishing.Done()
 		if err != nil {
 			c.lg.Error("persisting a completed transaction failed; it is completed again later", zap.String("transactional_id", id), zap.Error(err))
@@ -1033,7 +1061,7 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 	var waits []markerWait
 	var errs []error
 	for _, tp := range tps {
-		p := c.b.topics.Partition(tp.Topic, tp.Partition)
+		p := c.o.Topics.Partition(tp.Topic, tp.Partition)
 		if p == nil {
 			continue // deleted with its topic: nothing to mark
 		}
@@ -1041,7 +1069,7 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 			// Marked already, but maybe not durable yet (its fsync
 			// may even have failed): wait for everything appended.
 			if leo := p.Log.LogEndOffset(); leo > 0 {
-				waits = append(waits, markerWait{p: p, ch: c.b.syncer.Appended(p, leo-1, leo, true)})
+				waits = append(waits, markerWait{p: p, ch: c.o.Syncer.Appended(p, leo-1, leo, true)})
 			}
 			continue
 		}
@@ -1050,7 +1078,7 @@ func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped boo
 			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.Topic, tp.Partition, err))
 			continue
 		}
-		waits = append(waits, markerWait{p: p, ch: c.b.syncer.AppendedLazy(p, res.BaseOffset, res.LastOffset+1, delay)})
+		waits = append(waits, markerWait{p: p, ch: c.o.Syncer.AppendedLazy(p, res.BaseOffset, res.LastOffset+1, delay)})
 	}
 	return waits, errors.Join(errs...)
 }
@@ -1084,7 +1112,7 @@ func (c *txnCoordinator) applyOffsets(id string, offsets map[string]map[groups.T
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
-		if err := c.b.groups.ApplyTxnOffsets(g, offsets[g]); err != nil {
+		if err := c.o.Groups.ApplyTxnOffsets(g, offsets[g]); err != nil {
 			return err
 		}
 	}
@@ -1121,7 +1149,7 @@ func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
 		t.mu.Epoch++
 		return nil
 	}
-	id, err := c.b.meta.NextProducerID()
+	id, err := c.o.Store.NextProducerID()
 	if err != nil {
 		return err
 	}
@@ -1163,14 +1191,14 @@ func (c *txnCoordinator) expireLoop() {
 	lastAbort, lastRemove := time.Now(), time.Now()
 	for {
 		select {
-		case <-c.b.ctx.Done():
+		case <-c.o.Done:
 			return
 		case now := <-tk.C:
-			if now.Sub(lastAbort) >= time.Duration(c.b.txnSetting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))*time.Millisecond {
+			if now.Sub(lastAbort) >= time.Duration(c.o.Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms"))*time.Millisecond {
 				lastAbort = now
 				c.abortTimedOut(now)
 			}
-			if now.Sub(lastRemove) >= time.Duration(c.b.txnSetting("transaction.remove.expired.transaction.cleanup.interval.ms"))*time.Millisecond {
+			if now.Sub(lastRemove) >= time.Duration(c.o.Setting("transaction.remove.expired.transaction.cleanup.interval.ms"))*time.Millisecond {
 				lastRemove = now
 				c.removeExpired(now)
 			}
@@ -1205,7 +1233,7 @@ func (c *txnCoordinator) abortTimedOut(now time.Time) {
 }
 
 func (c *txnCoordinator) removeExpired(now time.Time) {
-	exp := c.b.txnSetting("transactional.id.expiration.ms")
+	exp := c.o.Setting("transactional.id.expiration.ms")
 	for _, t := range c.all() {
 		t.mu.Lock()
 		if cmp := t.mu.completing; cmp != nil && closed(cmp.done) && cmp.err == nil {
@@ -1213,7 +1241,7 @@ func (c *txnCoordinator) removeExpired(now time.Time) {
 		}
 		st := t.mu.State
 		if (st == txnEmpty || st == txnCompleteCommit || st == txnCompleteAbort) && t.mu.completing == nil && now.UnixMilli()-t.mu.UpdateMs > exp {
-			err := c.b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
+			err := c.o.Store.DB().Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
 			if err != nil {
 				c.lg.Warn("removing an expired transactional id failed", zap.String("transactional_id", t.id), zap.Error(err))
 			} else {

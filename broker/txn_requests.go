@@ -20,7 +20,7 @@ import (
 // initProducerID serves InitProducerId with a transactional id.
 func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now time.Time) (int64, int16, int16) {
 	timeout := req.TransactionTimeoutMillis
-	if timeout <= 0 || int64(timeout) > c.b.txnSetting("transaction.max.timeout.ms") {
+	if timeout <= 0 || int64(timeout) > c.o.Setting("transaction.max.timeout.ms") {
 		return -1, -1, kerr.InvalidTransactionTimeout.Code
 	}
 	t := c.lock(*req.TransactionalID, true)
@@ -84,7 +84,6 @@ type txnTopicParts struct {
 // or with verifyOnly a check. It returns a code per partition, in the
 // request's order.
 func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics []txnTopicParts, version int16, verifyOnly bool) [][]int16 {
-	b := c.b
 	now := time.Now()
 	codes := make([][]int16, len(topics))
 	setAll := func(code int16) [][]int16 {
@@ -101,7 +100,7 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	for i, rt := range topics {
 		codes[i] = make([]int16, len(rt.partitions))
 		for j, p := range rt.partitions {
-			if b.topics.Partition(rt.topic, p) == nil {
+			if c.o.Topics.Partition(rt.topic, p) == nil {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				unknown = true
 			}
@@ -276,10 +275,9 @@ func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 
 // txnOffsetCommit serves TxnOffsetCommit (api_28_txn_offset_commit.go has its rules).
 func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	b := c.b
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	now := time.Now()
-	maxMetadata := b.groups.MetadataMaxBytes()
+	maxMetadata := c.o.Groups.MetadataMaxBytes()
 	codes := make([][]int16, len(req.Topics))
 	for i, rt := range req.Topics {
 		codes[i] = make([]int16, len(rt.Partitions))
@@ -347,10 +345,10 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	}
 	var g *groups.Group
 	if code == 0 {
-		if h := b.cfg.txnOffsetBeforeLock; h != nil {
+		if h := c.o.OffsetBeforeLock; h != nil {
 			h(req.Group)
 		}
-		g, code = b.groups.LockTxnCommit(req)
+		g, code = c.o.Groups.LockTxnCommit(req)
 	}
 	if code != 0 {
 		setAll(code)
@@ -375,7 +373,7 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	for i, rt := range req.Topics {
 		for j, p := range rt.Partitions {
 			switch {
-			case b.topics.Partition(rt.Topic, p.Partition) == nil:
+			case c.o.Topics.Partition(rt.Topic, p.Partition) == nil:
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 			case p.Metadata != nil && groups.UTF16Len(*p.Metadata) > maxMetadata:
 				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
@@ -408,7 +406,7 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 		uniq = append(uniq, cd)
 	}
 	cands = uniq
-	if h := b.cfg.txnOffsetBeforeAdd; h != nil {
+	if h := c.o.OffsetBeforeAdd; h != nil {
 		h(req.Group)
 	}
 	prev := map[groups.TP]groups.OffsetCommit{} // the pending offsets replaced
