@@ -51,10 +51,10 @@ allow broker/meta
 allow broker/metrics
 allow broker/records   protocol
 allow broker/configs
-allow broker/topics    broker/configs broker/metrics broker/meta broker/kafkaerr log protocol
+allow broker/topics    broker/metrics broker/meta broker/kafkaerr log
 allow broker/quota     broker/meta broker/kafkaerr
-allow broker/dedup     broker/topics broker/configs broker/records broker/kafkaerr log protocol
-allow broker/groups    broker/topics broker/configs broker/meta broker/metrics broker/kafkaerr protocol
+allow broker/dedup     broker/topics broker/configs broker/records log protocol
+allow broker/groups    broker/topics broker/meta
 allow broker/share     broker/topics broker/quota broker/configs broker/records broker/metrics \
                        broker/meta broker/kafkaerr sharegroup sharegroup/store log protocol
 allow broker/txn       broker/groups broker/topics broker/configs broker/meta broker/kafkaerr log protocol
