@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/groups"
+	"github.com/shoal-mq/shoal/protocol"
 )
 
 // The transaction coordinator's side of each transactional request: the
@@ -513,4 +514,72 @@ func (c *txnCoordinator) list(req *kmsg.ListTransactionsRequest) kmsg.Response {
 		resp.TransactionStates = append(resp.TransactionStates, ts)
 	}
 	return resp
+}
+
+// admitProduceLocked checks a transactional produce to one partition
+// against its txn (nil: unknown transactional id), filling sp's error on
+// refusal. With implicit (Produce v12+, KIP-890 part 2) a partition not
+// yet in the transaction is added to it, starting the transaction when
+// none is open, as Kafka's partition leader asks its coordinator to. The
+// add is made in memory only: the batch itself, durable before the
+// produce is answered, records that the partition is in the transaction,
+// and recover finds it there after a crash (an open transaction in a
+// partition whose producer's txn does not list it). tx.mu held.
+func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int32, records []byte, implicit bool, now time.Time, sp *kmsg.ProduceResponseTopicPartition) bool {
+	refuse := func(code int16, msg string) bool {
+		sp.ErrorCode = code
+		sp.ErrorMessage = &msg
+		return false
+	}
+	if tx == nil {
+		return refuse(kerr.InvalidProducerIDMapping.Code, "unknown transactional id")
+	}
+	// Every batch is checked: one plain batch in front must not carry a
+	// transactional one past the checks, opening a transaction in the log
+	// that the coordinator never ends (its LSO would stop there).
+	for rest := records; len(rest) > 0; {
+		batch, next, err := protocol.NextBatch(rest)
+		if err != nil {
+			return true // the log judges malformed batches
+		}
+		rest = next
+		h, err := protocol.ParseBatchHeader(batch)
+		if err != nil || !h.IsTransactional() {
+			continue // plain batches: the log judges them
+		}
+		switch {
+		case tx.nextPendingLocked(h.ProducerID, h.ProducerEpoch):
+			return refuse(kerr.ConcurrentTransactions.Code, "the previous transaction is still being completed")
+		case h.ProducerID != tx.mu.ProducerID:
+			return refuse(kerr.InvalidProducerIDMapping.Code, "the producer id is not the transactional id's")
+		case h.ProducerEpoch != tx.mu.Epoch:
+			return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
+		}
+		tp := groups.TP{Topic: topic, Partition: partition}
+		if _, ok := tx.mu.partitions[tp]; ok && tx.mu.State == txnOngoing {
+			continue
+		}
+		if !implicit {
+			return refuse(kerr.InvalidTxnState.Code, "the partition was not added to the transaction")
+		}
+		switch tx.mu.State {
+		case txnPrepareCommit, txnPrepareAbort:
+			return refuse(kerr.ConcurrentTransactions.Code, "the previous transaction is still being completed")
+		case txnOngoing:
+		default: // Empty, Complete*: this batch starts a transaction
+			// After a decision that kept the epoch, a replay of it at
+			// start would end this transaction too: wait until the
+			// previous completion is durable. A bumped one skips
+			// partitions already marked, so it need not be waited for.
+			// A failed one is redone first too.
+			if cmp := tx.mu.completing; cmp != nil && (!cmp.bumped || closed(cmp.done) && cmp.err != nil) {
+				if err := c.settleLocked(tx, now); err != nil {
+					return refuse(kerr.KafkaStorageError.Code, "the previous transaction's completion could not be written: "+err.Error())
+				}
+			}
+			tx.beginLocked(now)
+		}
+		tx.mu.partitions[tp] = struct{}{}
+	}
+	return true
 }
