@@ -190,6 +190,9 @@ func (a *Admin) Load() error {
 		a.r.mu.byName[t.Name] = t
 		a.r.mu.byID[t.ID] = t
 	}
+	// The sweep reads the OS's directory, not Options.FS: it must tell
+	// directories from files, which FS does not. An in-memory FS (tests)
+	// starts empty, so it has nothing to sweep.
 	logs := filepath.Join(a.o.DataDir, "logs")
 	entries, err := os.ReadDir(logs)
 	if err != nil && !os.IsNotExist(err) {
@@ -232,7 +235,7 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 	for i := int32(0); i < partitions; i++ {
 		// A directory left by a deleted topic of the same name must not be
 		// adopted.
-		if err := os.RemoveAll(a.partitionDir(name, i)); err != nil {
+		if err := a.o.FS.RemoveAll(a.partitionDir(name, i)); err != nil {
 			return nil, err
 		}
 	}
@@ -361,7 +364,7 @@ func (a *Admin) AddPartitions(t *Topic, count int32, validateOnly bool) error {
 	}
 	var added []*Partition
 	for i := cur; i < count; i++ {
-		if err := os.RemoveAll(a.partitionDir(t.Name, i)); err != nil {
+		if err := a.o.FS.RemoveAll(a.partitionDir(t.Name, i)); err != nil {
 			return err
 		}
 		p, err := a.openPartition(t, i, configs)
