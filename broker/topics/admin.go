@@ -3,6 +3,7 @@ package topics
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -228,6 +229,7 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 	if err := a.FinishDeletions(name); err != nil {
 		return nil, fmt.Errorf("the deletion of an earlier topic %s is not finished: %w", name, err)
 	}
+	configs = maps.Clone(configs) // the topic's own, changed only under Registry.mu
 	if configs == nil {
 		configs = map[string]string{}
 	}
@@ -249,7 +251,11 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 	for i := int32(0); i < partitions; i++ {
 		p, err := a.openPartition(t, i, configs)
 		if err != nil {
-			return nil, err
+			// Undone, so that a topic the client was told failed does not
+			// come back at the next start: the logs opened so far are
+			// closed and the record removed (its directories are cleared
+			// by the next Create of the name).
+			return nil, errors.Join(err, a.closeAll(t.partitions), a.store.dropTopic(name))
 		}
 		t.partitions = append(t.partitions, p)
 	}
@@ -363,13 +369,19 @@ func (a *Admin) AddPartitions(t *Topic, count int32, validateOnly bool) error {
 		return err
 	}
 	var added []*Partition
+	// undo is what a failure after the write leaves: the added logs
+	// closed, the record back at the partitions the topic has.
+	undo := func(err error) error {
+		rec.Partitions = cur
+		return errors.Join(err, a.closeAll(added), a.store.putTopic(rec))
+	}
 	for i := cur; i < count; i++ {
 		if err := a.o.FS.RemoveAll(a.partitionDir(t.Name, i)); err != nil {
-			return err
+			return undo(err)
 		}
 		p, err := a.openPartition(t, i, configs)
 		if err != nil {
-			return err
+			return undo(err)
 		}
 		added = append(added, p)
 	}
@@ -377,4 +389,13 @@ func (a *Admin) AddPartitions(t *Topic, count int32, validateOnly bool) error {
 	t.partitions = append(t.partitions, added...)
 	a.r.mu.Unlock()
 	return nil
+}
+
+// closeAll closes the logs of parts (a change undone).
+func (a *Admin) closeAll(parts []*Partition) error {
+	var errs []error
+	for _, p := range parts {
+		errs = append(errs, p.Log.Close())
+	}
+	return errors.Join(errs...)
 }

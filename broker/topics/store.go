@@ -33,6 +33,14 @@ func (m store) putTopic(t record) error {
 	})
 }
 
+// dropTopic removes the topic record of name and nothing else: a
+// creation undone before anything could refer to the topic.
+func (m store) dropTopic(name string) error {
+	return m.DB().Update(func(txn *badger.Txn) error {
+		return txn.Delete([]byte(meta.PrefixTopic + name))
+	})
+}
+
 // deleteTopic removes the topic record of name and, in the same
 // transaction, records that its group offsets and share-group state (by
 // id) are still to be removed: finishTopicDeletion clears that, and a
