@@ -129,6 +129,9 @@ func TestForwardsWithoutFaults(t *testing.T) {
 	}
 	got, _ := b.received()
 	require.Len(t, got, 20)
+	// Counted once the request is written to the broker, which may be
+	// after its response has reached the client.
+	eventually(t, func() bool { return p.Stats().Exchanges == 20 })
 	require.Equal(t, int64(20), p.Stats().Exchanges)
 }
 
