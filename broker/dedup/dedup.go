@@ -99,7 +99,13 @@ func (s *Settings) id(r *kmsg.Record) string {
 		binary.BigEndian.PutUint64(n[:], klen)
 		h.Write(n[:])
 		h.Write(r.Key)
-		h.Write(r.Value)
+		// A null value (a tombstone) is not an empty one.
+		if r.Value == nil {
+			h.Write([]byte{0})
+		} else {
+			h.Write([]byte{1})
+			h.Write(r.Value)
+		}
 		id = h.Sum(nil)
 	} else {
 		found := false
@@ -109,8 +115,8 @@ func (s *Settings) id(r *kmsg.Record) string {
 				break
 			}
 		}
-		if !found {
-			return ""
+		if !found || len(id) == 0 {
+			return "" // no id, or an empty one: never a duplicate, in either scope
 		}
 	}
 	if !s.groupScope {

@@ -5,8 +5,9 @@
 //   - dedup.window.ms: 0 (the default) turns it off; SQS FIFO queues use
 //     5 minutes (300000). At most 7 days.
 //   - dedup.key: header:NAME (default header:dedup-id) takes the id from
-//     the record's first header NAME (records without it are never
-//     duplicates); content takes a SHA-256 of the record's key and value.
+//     the record's first header NAME (records without it, or with an
+//     empty value, are never duplicates); content takes a SHA-256 of the
+//     record's key and value (a null key or value is not an empty one).
 //   - dedup.scope: topic (default): one id space per topic, across its
 //     partitions; message-group: ids are compared within the message
 //     group named by the header dedup.message.group.header (default
