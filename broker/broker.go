@@ -181,6 +181,7 @@ func Start(cfg Config) (*Broker, error) {
 		Done: b.ctx.Done(), Setting: b.txnSetting, MarkerSyncDelay: cfg.markerSyncDelay,
 		OffsetBeforeLock: cfg.txnOffsetBeforeLock, OffsetBeforeAdd: cfg.txnOffsetBeforeAdd,
 		BeforeApply: cfg.txnBeforeApply, BeforeDropMarks: cfg.beforeDropMarks,
+		BeforeStep:         cfg.txnBeforeStep,
 		StampedBeforeWrite: cfg.txnStampedBeforeWrite,
 	})
 	if err := b.txns.load(); err != nil {

@@ -124,6 +124,12 @@ type Config struct {
 	// expiryBeforeDelete, if set, runs in offset expiry once a group's
 	// expired offsets are chosen, just before they are deleted.
 	expiryBeforeDelete func(group string)
+	// txnBeforeStep, if set, runs before a decided transaction's
+	// completion step: "markers" (writing them; an error stops there as
+	// a marker that cannot be appended does, leaving the decision
+	// durable in Prepare* for the timeout loop) or "complete" (the
+	// Complete* write; an error fails it as a failed write does).
+	txnBeforeStep func(id, step string) error
 	// txnStampedBeforeWrite, if set, runs before a
 	// TxnOffsetCommit's own badger write; an error fails it.
 	txnStampedBeforeWrite func() error

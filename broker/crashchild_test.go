@@ -20,13 +20,16 @@ import (
 // it to setup (nil: nothing), publishes its address in <dir>/addr and
 // blocks until it is killed. Without env it returns at once (the
 // parent's side).
-func serveCrashChild(t *testing.T, env string, setup func(*Broker)) {
+func serveCrashChild(t *testing.T, env string, setup func(*Broker), opts ...func(*Config)) {
 	dir := os.Getenv(env)
 	if dir == "" {
 		return
 	}
 	cfg := DefaultConfig()
 	cfg.ListenAddr, cfg.DataDir, cfg.Logger = "127.0.0.1:0", dir, zap.NewNop()
+	for _, o := range opts {
+		o(&cfg)
+	}
 	b, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -274,6 +274,7 @@ type txnOptions struct {
 	OffsetBeforeLock, OffsetBeforeAdd func(group string)
 	BeforeApply                       func(id string)
 	BeforeDropMarks                   func(group string)
+	BeforeStep                        func(id, step string) error
 	StampedBeforeWrite                func() error
 }
 
@@ -580,6 +581,42 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 	}
 }
 
+// Completion is a read-out (tests): the completion of id's last
+// decision while it runs in the background or after it failed; done is
+// closed once it ended, err then tells how. ok is false once the
+// completion is known durable, or for an unknown id.
+func (c *txnCoordinator) Completion(id string) (done <-chan struct{}, err func() error, ok bool) {
+	t := c.lock(id, false)
+	if t == nil {
+		return nil, nil, false
+	}
+	cmp := t.mu.completing
+	t.mu.Unlock()
+	if cmp == nil {
+		return nil, nil, false
+	}
+	return cmp.done, func() error { <-cmp.done; return cmp.err }, true
+}
+
+// Record is a read-out (tests): id's txn as persistLocked would store it
+// now (UpdateMs aside), pending offsets included.
+func (c *txnCoordinator) Record(id string) (txnRecord, bool) {
+	t := c.lock(id, false)
+	if t == nil {
+		return txnRecord{}, false
+	}
+	defer t.mu.Unlock()
+	v, err := c.encodeLocked(t, time.UnixMilli(t.mu.UpdateMs))
+	if err != nil {
+		panic(err) // a txnRecord always encodes
+	}
+	var rec txnRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		panic(err)
+	}
+	return rec, true
+}
+
 // persistLocked writes t to badger and waits for it to be durable,
 // after the last completion (settleLocked). The write is group-committed
 // with other transactions' concurrent writes (meta.Committer). t.mu
@@ -671,6 +708,9 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 	if !cmp.cleared {
 		c.clearPending(cmp.offsets)
 		cmp.cleared = true
+	}
+	if err := c.beforeStep(t.id, "complete"); err != nil {
+		return err
 	}
 	if err := c.o.Store.Committer().Write(meta.Op{Key: txnKey(t.id), Value: cmp.record}); err != nil {
 		return err

@@ -203,6 +203,9 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 // reports false, leaving the txn in Prepare* for completeLocked, if a
 // marker could not be appended. t.mu held; t is in Prepare*.
 func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
+	if c.beforeStep(t.id, "markers") != nil {
+		return false
+	}
 	tps := sortedTPs(t.mu.partitions)
 	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, true, tps, now, c.markerDelay)
 	if err != nil {
@@ -217,6 +220,9 @@ func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
 // (finalizeLocked). On failure it stays in Prepare* (retried by the
 // timeout loop). t.mu held.
 func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
+	if err := c.beforeStep(t.id, "markers"); err != nil {
+		return err
+	}
 	tps := sortedTPs(t.mu.partitions)
 	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, t.mu.Bumped, tps, now, 0)
 	if err = errors.Join(err, waitMarkers(waits)); err != nil {
@@ -228,6 +234,14 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 		}
 	}
 	return c.finalizeLocked(t, now, tps, nil, false)
+}
+
+// beforeStep runs the BeforeStep hook (tests), if set.
+func (c *txnCoordinator) beforeStep(id, step string) error {
+	if h := c.o.BeforeStep; h != nil {
+		return h(id, step)
+	}
+	return nil
 }
 
 // finalizeLocked moves a txn in Prepare* to Complete* in memory and
@@ -310,6 +324,11 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 // the order they are queued, so no later write of the txn can be
 // overtaken by it.
 func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
+	if err := c.beforeStep(id, "complete"); err != nil {
+		cmp.err = err
+		close(cmp.done)
+		return
+	}
 	c.finishing.Add(1)
 	c.o.Store.Committer().WriteAsync([]meta.Op{{Key: txnKey(id), Value: cmp.record}}, func(err error) {
 		defer c.finishing.Done()

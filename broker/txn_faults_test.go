@@ -49,12 +49,9 @@ func TestTV2MarkerSyncFailureNeverTearsACommit(t *testing.T) {
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "tf", 1, 0, "b")))
 	failSyncs(fs, "tf-1")
 	require.Equal(t, "NONE", codeName(r.endAt(5, r.pid, r.epoch, true).ErrorCode), "the decision is durable")
-	tx := b.txns.lock(r.id, false)
-	cmp := tx.mu.completing
-	tx.mu.Unlock()
-	require.NotNil(t, cmp)
-	<-cmp.done
-	require.Error(t, cmp.err, "tf-1's marker fsync failed")
+	_, cmpErr, ok := b.txns.Completion(r.id)
+	require.True(t, ok)
+	require.Error(t, cmpErr(), "tf-1's marker fsync failed")
 	// A later write of the txn redoes the completion first, and fails.
 	require.NotZero(t, r.init(60000).ErrorCode, "the completion cannot be made durable")
 	require.Error(t, b.Close(), "tf-1 failed")
@@ -120,9 +117,10 @@ func TestTV2ExhaustedEpochFailedCompletion(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fs := slog.NewMemFS()
-	b := startTest(t, func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs } })
+	cfg := func(c *Config) { c.DataDir = dir; c.beforeRecovery = func(b *Broker) { b.fs = fs } }
+	b := startTest(t, cfg)
 	r := tv2Producer(t, b, "xe", 1)
-	exhaustEpoch(t, b, r)
+	b = exhaustEpoch(t, b, r, cfg)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "xe", 0, 0, "last")))
 	failSyncs(fs, "xe-0")
 	resp := r.endAt(5, r.pid, r.epoch, true)
@@ -190,15 +188,12 @@ func TestTxnStateWriteFailures(t *testing.T) {
 	require.Zero(t, r.produce("wf", 0, 1, "b"))
 	plan <- nil      // Prepare
 	plan <- injected // Complete
-	tx := b.txns.lock(r.id, false)
-	require.NoError(t, b.txns.endTxnLocked(tx, true, false, time.Now()))
-	cmp := tx.mu.completing
-	tx.mu.Unlock()
-	<-cmp.done
-	require.Error(t, cmp.err)
+	require.Zero(t, r.end(true), "the decision is durable")
+	_, cmpErr, ok := b.txns.Completion(r.id)
+	require.True(t, ok)
+	require.ErrorIs(t, cmpErr(), injected)
 	require.Equal(t, []string{"a", "b"}, fetchCommitted(t, r.c, "wf", 0).values, "the markers are durable")
 	require.Equal(t, []string{"NONE"}, names(r.addPartitions("wf", 0)), "the redo writes Complete first")
-	tx = b.txns.lock(r.id, false)
-	require.Nil(t, tx.mu.completing)
-	tx.mu.Unlock()
+	_, _, ok = b.txns.Completion(r.id)
+	require.False(t, ok, "the completion is durable")
 }

@@ -47,12 +47,14 @@ func TestTV2MarkerSharesNextTxnFsync(t *testing.T) {
 	resp := r.endAt(5, r.pid, r.epoch, true)
 	require.Equal(t, "NONE", codeName(resp.ErrorCode))
 	r.epoch = resp.ProducerEpoch
-	tx := b.txns.lock(r.id, false)
-	cmp := tx.mu.completing
-	tx.mu.Unlock()
-	require.NotNil(t, cmp)
+	done, cmpErr, ok := b.txns.Completion(r.id)
+	require.True(t, ok)
 	time.Sleep(50 * time.Millisecond)
-	require.False(t, closed(cmp.done), "the marker waits for an append to share its fsync")
+	select {
+	case <-done:
+		t.Fatal("the marker waits for an append to share its fsync")
+	default:
+	}
 	require.Zero(t, syncs.Load())
 	c := dialRaw(t, b)
 	got := fetchCommitted(t, c, "ms", 0)
@@ -62,8 +64,8 @@ func TestTV2MarkerSharesNextTxnFsync(t *testing.T) {
 
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ms", 0, 0, "b")))
 	select {
-	case <-cmp.done:
-		require.NoError(t, cmp.err)
+	case <-done:
+		require.NoError(t, cmpErr())
 	case <-time.After(10 * time.Second):
 		t.Fatal("the completion did not finish after the next batch's fsync")
 	}

@@ -69,7 +69,7 @@ func deleteBy(t *testing.T, adm *kadm.Client, how, group, topic string) {
 // replaces it.
 func TestTxnOffsetLaterCommitWins(t *testing.T) {
 	t.Parallel()
-	b, r := txnWithOffsetSetup(t, t.TempDir(), "lc", "lc", "v") // TxnOffsetCommit 7
+	b, r := txnWithOffsetSetup(t, t.TempDir(), "lc", "lc", "v", nil) // TxnOffsetCommit 7
 	adm := kadm.NewClient(newClient(t, b))
 	plainCommit(t, adm, "g", "lc", 9)
 	require.Zero(t, r.end(true))
@@ -98,13 +98,14 @@ const txnDeleteCrashEnv = "SHOAL_TXN_DELETE_CRASH_DIR"
 // of session 6.) A clean Close would not do: compacting badger's level 0
 // at close drops the deletion's record, which a kill leaves in its log.
 func TestTxnReplayKeepsOffsetDeletion(t *testing.T) {
+	f := &txnFaults{}
 	serveCrashChild(t, txnDeleteCrashEnv, func(b *Broker) {
 		r := txnWithOffset(t, b, "rd", "rd", "v")
-		decidedAndApplied(t, b, r, "rd")
+		decidedAndApplied(t, f, r, "rd")
 		deleteOffset(t, kadm.NewClient(newClient(t, b)), "g", "rd")
 		off, _ := r.fetchOffset("g", "rd", 0, false)
 		require.Equal(t, int64(-1), off)
-	})
+	}, f.config)
 	t.Parallel()
 	dir := t.TempDir()
 	startCrashChild(t, "TestTxnReplayKeepsOffsetDeletion", txnDeleteCrashEnv, dir).kill()
@@ -117,6 +118,21 @@ func TestTxnReplayKeepsOffsetDeletion(t *testing.T) {
 	require.Equal(t, int64(-1), off, "the deletion stands")
 }
 
+// pendingOffset returns transaction id's pending offset for group's
+// partition tp, as its txn record holds it.
+func pendingOffset(t *testing.T, b *Broker, id, group string, tp groups.TP) groups.OffsetCommit {
+	t.Helper()
+	rec, ok := b.txns.Record(id)
+	require.True(t, ok)
+	for _, o := range rec.Offsets {
+		if o.Group == group && o.Topic == tp.Topic && o.Partition == tp.Partition {
+			return groups.OffsetCommit{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: time.UnixMilli(o.CommitMs), Stamp: o.Stamp}
+		}
+	}
+	t.Fatalf("transaction %s holds no offset for %s %v", id, group, tp)
+	return groups.OffsetCommit{}
+}
+
 // TestTxnOffsetDeletionAfterCommitWins: as in Kafka, deleting a group's
 // offset after a TxnOffsetCommit for it wins over that commit, also when
 // the partition had only the pending offset (the deletion is written all
@@ -127,21 +143,18 @@ func TestTxnOffsetDeletionAfterCommitWins(t *testing.T) {
 	for _, how := range []string{"offset-delete", "delete-groups", "after-decision", "delete-topic"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
+			f := &txnFaults{}
+			b := startTest(t, func(c *Config) { c.DataDir = t.TempDir(); f.config(c) })
 			adm := kadm.NewClient(newClient(t, b))
 			createTopicRaw(t, b, "other", 1)
 			plainCommit(t, adm, "g", "other", 1)      // the group exists, Empty
 			r := txnWithOffset(t, b, "dl", "dl", "v") // TxnOffsetCommit 7, pending only
 			if how == "after-decision" {
-				tx := b.txns.lock("dl", false)
-				decideLocked(t, b, tx)
-				tx.mu.Unlock()
+				decide(t, f, r)
 			}
 			deleteBy(t, adm, how, "g", "dl")
 			if how == "after-decision" {
-				tx := b.txns.lock("dl", false)
-				require.NoError(t, b.txns.completeLocked(tx, time.Now()))
-				tx.mu.Unlock()
+				complete(t, b, f, r)
 			} else {
 				require.Zero(t, r.end(true))
 			}
@@ -163,7 +176,8 @@ func TestTxnOffsetDeletionAfterCommitWins(t *testing.T) {
 // otherwise win over the transaction's commit. (Found by review.)
 func TestTxnOffsetSurvivesExpiry(t *testing.T) {
 	t.Parallel()
-	b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
+	f := &txnFaults{}
+	b := startTest(t, func(c *Config) { c.DataDir = t.TempDir(); f.config(c) })
 	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
 	createTopicRaw(t, b, "ex", 1)
 	adm := kadm.NewClient(newClient(t, b))
@@ -174,15 +188,11 @@ func TestTxnOffsetSurvivesExpiry(t *testing.T) {
 	require.Zero(t, r.produce("ex", 0, 0, "v"))
 	require.Zero(t, r.addOffsets("g"))
 	require.Zero(t, r.commitOffset("g", -1, "", "ex", 0, 7))
-	tx := b.txns.lock("ex", false)
-	decideLocked(t, b, tx)
-	tx.mu.Unlock()
+	decide(t, f, r)
 	b.groups.ExpireOffsets(time.Now().Add(365 * 24 * time.Hour))
 	off, _ := r.fetchOffset("g", "ex", 0, false)
 	require.Equal(t, int64(3), off, "not expired")
-	tx = b.txns.lock("ex", false)
-	require.NoError(t, b.txns.completeLocked(tx, time.Now()))
-	tx.mu.Unlock()
+	complete(t, b, f, r)
 	off, code := r.fetchOffset("g", "ex", 0, true)
 	require.Equal(t, "NONE", code)
 	require.Equal(t, int64(7), off)
@@ -198,14 +208,13 @@ func TestTxnOffsetSurvivesExpiry(t *testing.T) {
 // review.)
 func TestTxnOffsetRedoAfterPartialWrite(t *testing.T) {
 	t.Parallel()
-	b := startTest(t, func(c *Config) { c.DataDir = t.TempDir() })
+	f := &txnFaults{}
+	b := startTest(t, func(c *Config) { c.DataDir = t.TempDir(); f.config(c) })
 	r := txnWithOffset(t, b, "pw", "pw", "v")
-	tx := b.txns.lock("pw", false)
-	decideLocked(t, b, tx)
+	decide(t, f, r)
 	tp := groups.TP{Topic: "pw", Partition: 0}
-	require.NoError(t, b.groups.PersistOffsetsOnly("g", map[groups.TP]groups.OffsetCommit{tp: tx.mu.offsets["g"][tp]})) // the part that got through
-	require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets))
-	tx.mu.Unlock()
+	require.NoError(t, b.groups.PersistOffsetsOnly("g", map[groups.TP]groups.OffsetCommit{tp: pendingOffset(t, b, "pw", "g", tp)})) // the part that got through
+	complete(t, b, f, r)
 	off, _ := r.fetchOffset("g", "pw", 0, false)
 	require.Equal(t, int64(7), off)
 }
@@ -298,9 +307,7 @@ func TestTxnOffsetConcurrentCommitsGetDistinctStamps(t *testing.T) {
 	newest, want := uint64(0), int64(0)
 	for i, r := range rs {
 		require.Zero(t, codes[i])
-		tx := b.txns.lock(r.id, false)
-		st := tx.mu.offsets["g"][groups.TP{Topic: "cs", Partition: 0}].Stamp
-		tx.mu.Unlock()
+		st := pendingOffset(t, b, r.id, "g", groups.TP{Topic: "cs", Partition: 0}).Stamp
 		require.NotZero(t, st)
 		require.NotContains(t, stamps, st, "transactions %d and %d share a stamp", stamps[st], i)
 		stamps[st] = i

@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,9 +289,10 @@ func TestTxnTimeoutAbortsAndFences(t *testing.T) {
 // away (it completes a transaction left in Prepare*), with topic (one
 // partition) and a TV1 transaction id that produced value to it and
 // holds offset 7 for group "g".
-func txnWithOffsetSetup(t *testing.T, dir, topic, id, value string) (*Broker, *rawTxn) {
+// f, if not nil, is given the broker's transaction completion steps.
+func txnWithOffsetSetup(t *testing.T, dir, topic, id, value string, f *txnFaults) (*Broker, *rawTxn) {
 	t.Helper()
-	b := startTest(t, func(c *Config) { c.DataDir = dir })
+	b := startTest(t, func(c *Config) { c.DataDir = dir; f.config(c) })
 	return b, txnWithOffset(t, b, topic, id, value)
 }
 
@@ -307,25 +310,64 @@ func txnWithOffset(t *testing.T, b *Broker, topic, id, value string) *rawTxn {
 	return r
 }
 
-// decidedAndApplied leaves r's transaction (txnWithOffsetSetup's) decided
-// and its offset 7 applied to group "g", as a completion that stopped
-// before writing its Complete record leaves it.
-func decidedAndApplied(t *testing.T, b *Broker, r *rawTxn, topic string) {
-	t.Helper()
-	tx := b.txns.lock(r.id, false)
-	decideLocked(t, b, tx)
-	require.NoError(t, b.txns.applyOffsets(tx.id, tx.mu.offsets))
-	tx.mu.Unlock()
-	off, _ := r.fetchOffset("g", topic, 0, false)
-	require.Equal(t, int64(7), off)
+// txnFaults fails steps of transaction completions on demand
+// (Config.txnBeforeStep): "markers" stops a decided transaction before
+// its markers, as a crash between the decision and its markers or an
+// offline partition would (durable in Prepare*, retried by the timeout
+// loop); "complete" fails its Complete* write. A nil *txnFaults fails
+// nothing.
+type txnFaults struct{ steps sync.Map } // "id/step" → struct{}
+
+var errTxnStep = errors.New("injected: transaction completion step held back")
+
+func (f *txnFaults) config(c *Config) {
+	if f != nil {
+		c.txnBeforeStep = f.hook
+	}
 }
 
-// decideLocked leaves t in PrepareCommit, durably, as a crash between
-// the decision and its markers would. t.mu held.
-func decideLocked(t *testing.T, b *Broker, tx *txn) {
+func (f *txnFaults) hook(id, step string) error {
+	if _, ok := f.steps.Load(id + "/" + step); ok {
+		return errTxnStep
+	}
+	return nil
+}
+
+func (f *txnFaults) fail(id, step string) { f.steps.Store(id+"/"+step, struct{}{}) }
+func (f *txnFaults) heal(id, step string) { f.steps.Delete(id + "/" + step) }
+
+// decide has r commit (EndTxn v3) with its markers held back by f: the
+// decision is taken and durable, the transaction stays in PrepareCommit.
+func decide(t *testing.T, f *txnFaults, r *rawTxn) {
 	t.Helper()
-	tx.mu.State = txnPrepareCommit
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
+	f.fail(r.id, "markers")
+	require.Equal(t, "NONE", codeName(r.end(true)), "the decision is taken")
+	require.Equal(t, "PrepareCommit", r.describe().State)
+}
+
+// complete lets r's decided transaction complete, and waits until the
+// timeout loop did it (its markers, its offsets, then CompleteCommit).
+func complete(t *testing.T, b *Broker, f *txnFaults, r *rawTxn) {
+	t.Helper()
+	f.heal(r.id, "markers")
+	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "20")
+	require.Eventually(t, func() bool { return r.describe().State == "CompleteCommit" }, 10*time.Second, 5*time.Millisecond)
+	setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+}
+
+// decidedAndApplied leaves r's transaction (txnWithOffsetSetup's, on a
+// broker with f) decided and its offset 7 applied to group "g", as a
+// completion that stopped before its Complete record was durable
+// leaves it.
+func decidedAndApplied(t *testing.T, f *txnFaults, r *rawTxn, topic string) {
+	t.Helper()
+	f.fail(r.id, "complete")
+	require.Equal(t, "NONE", codeName(r.end(true)))
+	_, cmpErr, ok := r.c.b.txns.Completion(r.id)
+	require.True(t, ok)
+	require.ErrorIs(t, cmpErr(), errTxnStep, "the Complete record is not written")
+	off, _ := r.fetchOffset("g", topic, 0, false)
+	require.Equal(t, int64(7), off)
 }
 
 // TestTxnRecoveryAfterRestart: a transaction decided (PrepareCommit)
@@ -335,16 +377,15 @@ func decideLocked(t *testing.T, b *Broker, tx *txn) {
 func TestTxnRecoveryAfterRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	b, decided := txnWithOffsetSetup(t, dir, "rc", "decided", "kept")
+	f := &txnFaults{}
+	b, decided := txnWithOffsetSetup(t, dir, "rc", "decided", "kept", f)
 	open := &rawTxn{c: dialRaw(t, b), id: "open"}
 	require.Zero(t, open.init(4000).ErrorCode)
 	require.Equal(t, []string{"NONE"}, names(open.addPartitions("rc", 0)))
 	require.Zero(t, open.produce("rc", 0, 0, "never"))
 
-	// Simulate a crash between PrepareCommit and the markers.
-	tx := b.txns.lock("decided", false)
-	decideLocked(t, b, tx)
-	tx.mu.Unlock()
+	// A crash between PrepareCommit and the markers.
+	decide(t, f, decided)
 	// While a decided transaction is not completed, the id's requests
 	// get CONCURRENT_TRANSACTIONS (the other outcome INVALID_TXN_STATE)
 	// and change nothing.
@@ -379,8 +420,9 @@ func TestTxnRecoveryAfterRestart(t *testing.T) {
 func TestTxnReplayKeepsLaterOffsetCommit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	b, r := txnWithOffsetSetup(t, dir, "ro", "ro", "v")
-	decidedAndApplied(t, b, r, "ro")
+	f := &txnFaults{}
+	b, r := txnWithOffsetSetup(t, dir, "ro", "ro", "v", f)
+	decidedAndApplied(t, f, r, "ro")
 	plainCommit(t, kadm.NewClient(newClient(t, b)), "g", "ro", 9)
 	require.NoError(t, b.Close())
 
@@ -408,7 +450,8 @@ func TestTxnReplayTwoDecisionsInOrder(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
 				topic := "t" + ids[0]
-				b, first := txnWithOffsetSetup(t, dir, topic, ids[0], "v1") // offset 7
+				f := &txnFaults{}
+				b, first := txnWithOffsetSetup(t, dir, topic, ids[0], "v1", f) // offset 7
 				second := &rawTxn{c: dialRaw(t, b), id: ids[1]}
 				require.Zero(t, second.init(60000).ErrorCode)
 				require.Equal(t, []string{"NONE"}, names(second.addPartitions(topic, 0)))
@@ -419,10 +462,9 @@ func TestTxnReplayTwoDecisionsInOrder(t *testing.T) {
 				if reverse {
 					order[0], order[1] = order[1], order[0]
 				}
+				byID := map[string]*rawTxn{first.id: first, second.id: second}
 				for _, id := range order { // decided in this order
-					tx := b.txns.lock(id, false)
-					decideLocked(t, b, tx)
-					tx.mu.Unlock()
+					decide(t, f, byID[id])
 				}
 				require.NoError(t, b.Close())
 

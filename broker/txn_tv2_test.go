@@ -67,16 +67,15 @@ func (r *rawTxn) endV5(t *testing.T, commit bool) {
 // (startCompletionLocked), as Kafka's do.
 func (r *rawTxn) awaitCompleted(t *testing.T) {
 	t.Helper()
-	tx := r.c.b.txns.lock(r.id, false)
-	require.NotNil(t, tx)
-	cmp := tx.mu.completing
-	tx.mu.Unlock()
-	if cmp == nil {
+	_, known := r.c.b.txns.Record(r.id)
+	require.True(t, known)
+	done, cmpErr, ok := r.c.b.txns.Completion(r.id)
+	if !ok {
 		return
 	}
 	select {
-	case <-cmp.done:
-		require.NoError(t, cmp.err)
+	case <-done:
+		require.NoError(t, cmpErr())
 	case <-time.After(10 * time.Second):
 		t.Fatal("the transaction's completion did not finish")
 	}
@@ -357,15 +356,34 @@ func TestTV2EndTxnBumpFencesOldEpoch(t *testing.T) {
 // same outcome only; nothing changes either way.
 func TestTV2EndTxnRetry(t *testing.T) {
 	t.Parallel()
-	b := startTest(t)
+	f := &txnFaults{}
+	b := startTest(t, f.config)
 	tv2Topic(t, b, "rt2", 1)
 	for _, commit := range []bool{true, false} {
 		r := &rawTxn{c: dialRaw(t, b), id: "rt2-" + map[bool]string{true: "commit", false: "abort"}[commit]}
 		require.Zero(t, r.init(60000).ErrorCode)
 		require.Equal(t, "NONE", codeName(r.produceAt(12, "rt2", 0, 0, "x")))
 		old := *r
+		// While the decision is still being completed (its markers held
+		// back), the retry gets CONCURRENT_TRANSACTIONS, the other outcome
+		// INVALID_TXN_STATE.
+		f.fail(r.id, "markers")
 		r.endV5(t, commit)
+		require.Equal(t, map[bool]string{true: "PrepareCommit", false: "PrepareAbort"}[commit], r.describe().State)
+		require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(r.endAt(5, old.pid, old.epoch, commit).ErrorCode))
+		require.Equal(t, "INVALID_TXN_STATE", codeName(r.endAt(5, old.pid, old.epoch, !commit).ErrorCode))
+		// Nor can Produce v12 or TxnOffsetCommit v5 start the next one yet.
+		hw := fetchCommitted(t, r.c, "rt2", 0).hw
+		require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(r.produceAt(12, "rt2", 0, 0, "early")))
+		require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(r.commitOffsetAt(5, "rt2-g", "rt2", 0, 1)))
+		require.Equal(t, hw, fetchCommitted(t, r.c, "rt2", 0).hw)
+		// The timeout loop completes it once the markers can be written.
 		state := map[bool]string{true: "CompleteCommit", false: "CompleteAbort"}[commit]
+		f.heal(r.id, "markers")
+		setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "20")
+		require.Eventually(t, func() bool { return r.describe().State == state }, 10*time.Second, 5*time.Millisecond)
+		setBrokerConfigs(b, "transaction.abort.timed.out.transaction.cleanup.interval.ms", "3600000")
+		r.awaitCompleted(t)
 		before := fetchCommitted(t, r.c, "rt2", 0)
 
 		for range 2 {
@@ -387,24 +405,6 @@ func TestTV2EndTxnRetry(t *testing.T) {
 		require.Equal(t, r.epoch, d.ProducerEpoch)
 		require.Empty(t, d.Topics)
 		require.Equal(t, before, fetchCommitted(t, r.c, "rt2", 0), "no new marker")
-
-		// While the decision is still being completed, the retry gets
-		// CONCURRENT_TRANSACTIONS, the other outcome INVALID_TXN_STATE.
-		// (Simulated: the completion of a real EndTxn is not observable.)
-		tx := b.txns.lock(r.id, false)
-		saved := tx.mu.State
-		tx.mu.State = map[bool]txnState{true: txnPrepareCommit, false: txnPrepareAbort}[commit]
-		tx.mu.Unlock()
-		require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(r.endAt(5, old.pid, old.epoch, commit).ErrorCode))
-		require.Equal(t, "INVALID_TXN_STATE", codeName(r.endAt(5, old.pid, old.epoch, !commit).ErrorCode))
-		// Nor can Produce v12 or TxnOffsetCommit v5 start the next one yet.
-		hw := fetchCommitted(t, r.c, "rt2", 0).hw
-		require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(r.produceAt(12, "rt2", 0, 0, "early")))
-		require.Equal(t, "CONCURRENT_TRANSACTIONS", codeName(r.commitOffsetAt(5, "rt2-g", "rt2", 0, 1)))
-		require.Equal(t, hw, fetchCommitted(t, r.c, "rt2", 0).hw)
-		tx = b.txns.lock(r.id, false)
-		tx.mu.State = saved
-		tx.mu.Unlock()
 
 		// Once the next transaction is open, the old epoch is no retry.
 		require.Equal(t, "NONE", codeName(r.produceAt(12, "rt2", 0, 0, "y")))
@@ -718,15 +718,16 @@ func TestTV2RestartAbortsOrphanedTxn(t *testing.T) {
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "or", 0, 0, "orphan")))
 	// (a) The txn forgets the partition and moves to the next epoch in
 	// badger, as if the in-memory add were lost without markers.
-	tx := b.txns.lock(r.id, false)
-	tx.mu.State = txnCompleteAbort
-	clear(tx.mu.partitions)
-	tx.mu.Epoch++
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
-	tx.mu.Unlock()
+	rec, ok := b.txns.Record(r.id)
+	require.True(t, ok)
+	rec.State, rec.Parts = txnCompleteAbort, nil
+	rec.Epoch++
+	raw, err := json.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
 	// (b) A transactional batch of a producer id nothing knows.
 	p1 := b.topics.Partition("or", 1)
-	_, err := p1.Log.Append(txnRecordBatch(987654, 3, 0, "stray"), time.Now())
+	_, err = p1.Log.Append(txnRecordBatch(987654, 3, 0, "stray"), time.Now())
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 
@@ -827,15 +828,22 @@ func TestTV2RestartOffsetsAndImplicitPartition(t *testing.T) {
 	require.Equal(t, got.hw, got.lso)
 }
 
-// exhaustEpoch moves r's txn to the last epoch an EndTxn can bump from
-// (reaching it through 32766 transactions would take too long).
-func exhaustEpoch(t *testing.T, b *Broker, r *rawTxn) {
+// exhaustEpoch moves r's txn to the last epoch an EndTxn can bump from:
+// it rewrites the txn's stored record and restarts b with cfg (reaching
+// that epoch through 32766 transactions would take too long). It returns
+// the restarted broker, r connected to it.
+func exhaustEpoch(t *testing.T, b *Broker, r *rawTxn, cfg func(*Config)) *Broker {
 	t.Helper()
-	tx := b.txns.lock(r.id, false)
-	defer tx.mu.Unlock()
-	tx.mu.Epoch = math.MaxInt16 - 1
-	require.NoError(t, b.txns.persistLocked(tx, time.Now()))
-	r.epoch = tx.mu.Epoch
+	rec, ok := b.txns.Record(r.id)
+	require.True(t, ok)
+	rec.Epoch = math.MaxInt16 - 1
+	raw, err := json.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
+	require.NoError(t, b.Close())
+	b = startTest(t, cfg)
+	r.c, r.epoch = dialRaw(t, b), rec.Epoch
+	return b
 }
 
 // TestTV2ExhaustedEpochMovesProducerID: EndTxn v5 at the last usable
@@ -844,9 +852,10 @@ func exhaustEpoch(t *testing.T, b *Broker, r *rawTxn) {
 // one; the new producer id works.
 func TestTV2ExhaustedEpochMovesProducerID(t *testing.T) {
 	t.Parallel()
-	b := startTest(t)
-	r := tv2Producer(t, b, "ex", 1)
-	exhaustEpoch(t, b, r)
+	dir := t.TempDir()
+	cfg := func(c *Config) { c.DataDir = dir }
+	r := tv2Producer(t, startTest(t, cfg), "ex", 1)
+	exhaustEpoch(t, r.c.b, r, cfg)
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "ex", 0, 0, "last")))
 	resp := r.endAt(5, r.pid, r.epoch, true)
 	require.Equal(t, "NONE", codeName(resp.ErrorCode))
@@ -921,12 +930,10 @@ func TestTV2ReplaySkipsMarkedPartitions(t *testing.T) {
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 1, 0, "first1")))
 	// The decision as badger held it before its completion: PrepareCommit
 	// at the new epoch, both partitions, bumped.
-	tx := b.txns.lock(r.id, false)
-	prepare := tx.mu.txnRecord
+	prepare, ok := b.txns.Record(r.id)
+	require.True(t, ok)
 	prepare.State, prepare.Epoch, prepare.Bumped = txnPrepareCommit, r.epoch+1, true
 	prepare.Parts = []txnPartJSON{{"rp", 0}, {"rp", 1}}
-	prepare.Partitions = nil
-	tx.mu.Unlock()
 	r.endV5(t, true)
 	// The next transaction writes to partition 0 only.
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 0, 0, "second")))
