@@ -46,6 +46,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
+	"github.com/shoal-mq/shoal/broker/txn"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -70,10 +71,10 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		// reject mode before anything is appended.
 		ackErr, ackMsg = c.produceQuota(req, resp)
 	}
-	var tx *txn // a transactional produce holds its txn locked (txn.go)
+	var tx *txn.Txn // a transactional produce holds its txn locked (package txn)
 	if req.TransactionID != nil {
-		if tx = b.txns.lock(*req.TransactionID, false); tx != nil {
-			defer tx.mu.Unlock()
+		if tx = b.txns.Lock(*req.TransactionID); tx != nil {
+			defer tx.Unlock()
 		}
 	}
 	for i := range req.Topics {
@@ -116,7 +117,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				msg := "transactional records without a transactional id"
 				sp.ErrorMessage = &msg
-			case req.TransactionID != nil && !b.txns.admitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, req.Version >= 12, now, &sp):
+			case req.TransactionID != nil && !b.txns.AdmitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, req.Version >= 12, now, &sp):
 			default:
 				res, deps, err := b.dedup.Append(t, p, dd, rp.Records, now) // p.Log.Append without a dedup window
 				if err != nil {

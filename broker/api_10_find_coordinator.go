@@ -8,7 +8,7 @@ package broker
 // broker too when the key is a valid groupId:topicId:partition share
 // partition key, and with INVALID_REQUEST otherwise, as Kafka does.
 //
-// Type 1 (transaction coordinator, txn.go): this broker for any
+// Type 1 (transaction coordinator, package txn): this broker for any
 // non-empty transactional id; an empty one is INVALID_REQUEST, as in
 // Kafka. Any other type is INVALID_REQUEST.
 //

@@ -12,7 +12,7 @@ package broker
 // an epoch, or the reverse, is INVALID_REQUEST, and an empty
 // TransactionalID is INVALID_REQUEST, as in Kafka.
 //
-// With a TransactionalID (Kafka's TransactionCoordinator, see txn.go):
+// With a TransactionalID (Kafka's TransactionCoordinator, see package txn):
 // TransactionTimeoutMillis must be in (0, transaction.max.timeout.ms],
 // else INVALID_TRANSACTION_TIMEOUT. A new id gets a fresh producer id at
 // epoch 0; a known one gets its epoch bumped (a fresh producer id at
@@ -57,7 +57,7 @@ func handleInitProducerID(c *conn, req *kmsg.InitProducerIDRequest) kmsg.Respons
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.TransactionalID != nil:
-		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.initProducerID(req, time.Now())
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.InitProducerID(req, time.Now())
 	default:
 		id, err := b.meta.NextProducerID()
 		if err != nil {

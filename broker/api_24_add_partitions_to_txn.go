@@ -30,6 +30,7 @@ package broker
 // TRANSACTION_ABORTABLE.
 
 import (
+	"github.com/shoal-mq/shoal/broker/txn"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -38,11 +39,11 @@ func init() { registerSimple(24, 0, 5, handleAddPartitionsToTxn) }
 func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
-		topics := make([]txnTopicParts, len(req.Topics))
+		topics := make([]txn.TopicParts, len(req.Topics))
 		for i, rt := range req.Topics {
-			topics[i] = txnTopicParts{rt.Topic, rt.Partitions}
+			topics[i] = txn.TopicParts{Topic: rt.Topic, Partitions: rt.Partitions}
 		}
-		codes := c.b.txns.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, req.Version, false)
+		codes := c.b.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, req.Version, false)
 		for i, rt := range req.Topics {
 			st := kmsg.NewAddPartitionsToTxnResponseTopic()
 			st.Topic = rt.Topic
@@ -56,11 +57,11 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		return resp
 	}
 	for _, tx := range req.Transactions {
-		topics := make([]txnTopicParts, len(tx.Topics))
+		topics := make([]txn.TopicParts, len(tx.Topics))
 		for i, rt := range tx.Topics {
-			topics[i] = txnTopicParts{rt.Topic, rt.Partitions}
+			topics[i] = txn.TopicParts{Topic: rt.Topic, Partitions: rt.Partitions}
 		}
-		codes := c.b.txns.addPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
+		codes := c.b.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
 		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtx.TransactionalID = tx.TransactionalID
 		for i, rt := range tx.Topics {

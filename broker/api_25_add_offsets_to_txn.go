@@ -23,5 +23,5 @@ import (
 func init() { registerSimple(25, 0, 4, handleAddOffsetsToTxn) }
 
 func handleAddOffsetsToTxn(c *conn, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-	return c.b.txns.addOffsets(req)
+	return c.b.txns.AddOffsets(req)
 }

@@ -3,7 +3,7 @@ package broker
 // EndTxn (26).
 //
 // Behavior: commits or aborts the producer's Ongoing transaction (see
-// txn.go): PrepareCommit/PrepareAbort is written to badger, a marker is
+// package txn): PrepareCommit/PrepareAbort is written to badger, a marker is
 // appended to every partition of the transaction and fsynced, a commit's
 // offsets become visible to their groups, CompleteCommit/CompleteAbort is
 // written, and then the answer goes out (v5: once the decision is
@@ -31,7 +31,7 @@ package broker
 // open succeeds and moves the epoch too (franz-go sends one to clear a
 // transaction whose produces all failed). A v5 decision is answered once
 // it is durable; its markers and offsets follow in the background
-// (txn.go).
+// (package txn).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,4 +39,4 @@ import (
 
 func init() { registerSimple(26, 0, 5, handleEndTxn) }
 
-func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response { return c.b.txns.endTxn(req) }
+func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response { return c.b.txns.EndTxn(req) }

@@ -55,5 +55,5 @@ import (
 func init() { registerSimple(28, 0, 5, handleTxnOffsetCommit) }
 
 func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	return c.b.txns.txnOffsetCommit(req)
+	return c.b.txns.TxnOffsetCommit(req)
 }

@@ -18,5 +18,5 @@ import (
 func init() { registerSimple(65, 0, 0, handleDescribeTransactions) }
 
 func handleDescribeTransactions(c *conn, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
-	return c.b.txns.describe(req)
+	return c.b.txns.Describe(req)
 }

@@ -20,5 +20,5 @@ import (
 func init() { registerSimple(66, 0, 2, handleListTransactions) }
 
 func handleListTransactions(c *conn, req *kmsg.ListTransactionsRequest) kmsg.Response {
-	return c.b.txns.list(req)
+	return c.b.txns.List(req)
 }

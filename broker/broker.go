@@ -22,6 +22,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/broker/quota"
 	"github.com/shoal-mq/shoal/broker/topics"
+	"github.com/shoal-mq/shoal/broker/txn"
 	slog "github.com/shoal-mq/shoal/log"
 )
 
@@ -43,7 +44,7 @@ type Broker struct {
 	fetchSessions *fetchSessionCache
 	groups        *groups.Coordinator
 	shares        *shareCoordinator // share groups (KIP-932), share.go
-	txns          *txnCoordinator   // transactions, txn.go
+	txns          *txn.Coordinator  // transactions, package txn
 
 	metrics *metrics.Metrics // Prometheus collectors: package metrics, metrics_state.go
 	http    *httpServer
@@ -176,7 +177,7 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.groups.Load(); err != nil {
 		return fail(err)
 	}
-	b.txns = newTxnCoordinator(txnOptions{
+	b.txns = txn.New(txn.Options{
 		Store: b.meta, Topics: b.topics, Syncer: b.syncer, Groups: b.groups, Logger: lg,
 		Done: b.ctx.Done(), Setting: b.txnSetting, MarkerSyncDelay: cfg.markerSyncDelay,
 		OffsetBeforeLock: cfg.txnOffsetBeforeLock, OffsetBeforeAdd: cfg.txnOffsetBeforeAdd,
@@ -184,10 +185,10 @@ func Start(cfg Config) (*Broker, error) {
 		BeforeStep:         cfg.txnBeforeStep,
 		StampedBeforeWrite: cfg.txnStampedBeforeWrite,
 	})
-	if err := b.txns.load(); err != nil {
+	if err := b.txns.Load(); err != nil {
 		return fail(err)
 	}
-	b.txns.recover() // complete transactions decided before a crash
+	b.txns.Recover() // complete transactions decided before a crash
 	if err := b.topicAdmin.FinishDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))
 	}
@@ -218,7 +219,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.syncer.Run)
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.ExpireLoop)
-	b.goroutine(b.txns.expireLoop)
+	b.goroutine(b.txns.ExpireLoop)
 	b.goroutine(b.acceptLoop)
 	b.goroutine(b.shares.resumeDLQ) // dead-letter writes pending at a crash (share_dlq.go)
 	b.ready.Store(true)
@@ -361,7 +362,7 @@ func (b *Broker) Close() error {
 		// Background transaction completions wait for marker fsyncs
 		// (the per-partition fsync loops run on demand) and write to
 		// groups and badger: let them end before those close.
-		b.txns.finishing.Wait()
+		b.txns.Wait()
 		b.groups.Close()
 		b.shares.close()
 		b.closeErr = errors.Join(b.topics.Close(), b.meta.Close())

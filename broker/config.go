@@ -94,7 +94,7 @@ type Config struct {
 	// and before the metadata store and logs recover (tests of /readyz).
 	beforeRecovery func(*Broker)
 	// markerSyncDelay, if nonzero, replaces the default markerSyncDelay
-	// (txn.go); negative means none.
+	// (package txn); negative means none.
 	markerSyncDelay time.Duration
 	// shareBeforeCommit, if set, runs before each share-state group
 	// commit; an error fails it (store.Options.BeforeCommit).

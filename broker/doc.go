@@ -30,10 +30,13 @@
 //     groups, committed offsets, their records) and the index of the
 //     transactions' pending offsets. Share groups, the group configs
 //     and the share-group check reach it through groups.Options.
+//   - txn: the transaction coordinator (its state machine, records,
+//     markers, timeout loop and recovery, the admission of a
+//     transactional produce). Its broker configs stay here
+//     (txn_configs.go), read through txn.Options.Setting.
 //
-// Still in this package, next in that order: transactions, share
-// groups. None of the packages above imports this one or a
-// sibling it has no rule for.
+// Still in this package, next: share groups. None of the packages above
+// imports this one or a sibling it has no rule for.
 //
 // # Requests
 //
@@ -85,9 +88,9 @@
 //     Registry.mu, then each Group.mu and each sharePart.mu in turn,
 //     holding no other lock and doing no I/O under them.
 //
-//   - Transactions (txn.go): txnCoordinator.mu guards only the txn map;
-//     the pending-offsets index is the groups' (groups.PendingIndex, its
-//     mu a leaf); txn.mu guards one transactional id and is
+//   - Transactions (package txn): txn.Coordinator.mu guards only the txn
+//     map; the pending-offsets index is the groups' (groups.PendingIndex,
+//     its mu a leaf); Txn.mu guards one transactional id and is
 //     held across its badger writes, its marker appends and fsync waits,
 //     the group locks its committed offsets go to, and a transactional
 //     produce's appends (so no EndTxn slips between check and append);
@@ -111,7 +114,7 @@
 //
 // Order: Admin → Registry.mu → Partition.mu; Admin → Group.mu,
 // sharePart.mu (a topic deletion's clean-up).
-// txn.mu → Group.mu → txnCoordinator.mu, PendingIndex.mu; txn.mu → log
+// Txn.mu → Group.mu → txn.Coordinator.mu, PendingIndex.mu; Txn.mu → log
 // locks. fetchSession.mu may be held while taking Registry.mu and
 // Partition.mu, never the reverse.
 // Group.mu → Coordinator.mu → Broker.dyn / shareCoordinator.mu /

@@ -282,7 +282,7 @@ func TestTxnOffsetDeletionSurvivesCleanRestart(t *testing.T) {
 // ends at the offset of the latest TxnOffsetCommit, as in Kafka, and the
 // same after a restart. The group lock serialises these requests; the
 // stamped write's own commit is checked by
-// TestTxnStampedWritesGetDistinctVersions.
+// TestTxnStampedWritesGetDistinctVersions (package txn).
 func TestTxnOffsetConcurrentCommitsGetDistinctStamps(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -535,57 +535,6 @@ func TestTxnOffsetCommitDuplicatePartitionFailedWrite(t *testing.T) {
 			off, _ := r.fetchOffset("g", "dup", 0, true)
 			require.Equal(t, want, off, "the failed TxnOffsetCommit's offset is not committed")
 		})
-	}
-}
-
-// TestTxnStampedWritesGetDistinctVersions: concurrent stamped writes
-// (persistStampedLocked) of different transactions, made while a group
-// commit is held, get versions of their own, independently of the group
-// lock that also serialises one group's TxnOffsetCommits. (From review:
-// the handler-level test below passes even with stamped writes
-// group-committed.)
-func TestTxnStampedWritesGetDistinctVersions(t *testing.T) {
-	t.Parallel()
-	b := startTest(t)
-	release := make(chan struct{})
-	var held atomic.Bool
-	b.meta.Committer().SetBeforeCommit(func() error {
-		if held.CompareAndSwap(false, true) {
-			<-release
-		}
-		return nil
-	})
-	const n = 6
-	txs := make([]*txn, n)
-	for i := range txs {
-		txs[i] = b.txns.lock(fmt.Sprintf("sv-%d", i), true)
-		txs[i].mu.Unlock()
-	}
-	// A plain group-committed write holds the commit loop.
-	go func() {
-		tx := b.txns.lock("sv-hold", true)
-		defer tx.mu.Unlock()
-		_ = b.txns.persistLocked(tx, time.Now())
-	}()
-	require.Eventually(t, held.Load, 5*time.Second, time.Millisecond)
-	done := make(chan uint64, n)
-	for _, tx := range txs {
-		go func() {
-			tx.mu.Lock()
-			defer tx.mu.Unlock()
-			require.NoError(t, b.txns.persistStampedLocked(tx, time.Now()))
-			v, err := b.txns.recordVersion(tx.id)
-			require.NoError(t, err)
-			done <- v
-		}()
-	}
-	time.Sleep(50 * time.Millisecond) // let them queue, if they queue
-	close(release)
-	seen := map[uint64]bool{}
-	for range n {
-		v := <-done
-		require.False(t, seen[v], "two stamped writes share version %d", v)
-		seen[v] = true
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/shoal-mq/shoal/broker/txn"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -720,11 +721,11 @@ func TestTV2RestartAbortsOrphanedTxn(t *testing.T) {
 	// badger, as if the in-memory add were lost without markers.
 	rec, ok := b.txns.Record(r.id)
 	require.True(t, ok)
-	rec.State, rec.Parts = txnCompleteAbort, nil
+	rec.State, rec.Parts = txn.CompleteAbort, nil
 	rec.Epoch++
 	raw, err := json.Marshal(rec)
 	require.NoError(t, err)
-	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txn.Key(r.id), raw) }))
 	// (b) A transactional batch of a producer id nothing knows.
 	p1 := b.topics.Partition("or", 1)
 	_, err = p1.Log.Append(txnRecordBatch(987654, 3, 0, "stray"), time.Now())
@@ -839,7 +840,7 @@ func exhaustEpoch(t *testing.T, b *Broker, r *rawTxn, cfg func(*Config)) *Broker
 	rec.Epoch = math.MaxInt16 - 1
 	raw, err := json.Marshal(rec)
 	require.NoError(t, err)
-	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txn.Key(r.id), raw) }))
 	require.NoError(t, b.Close())
 	b = startTest(t, cfg)
 	r.c, r.epoch = dialRaw(t, b), rec.Epoch
@@ -932,14 +933,14 @@ func TestTV2ReplaySkipsMarkedPartitions(t *testing.T) {
 	// at the new epoch, both partitions, bumped.
 	prepare, ok := b.txns.Record(r.id)
 	require.True(t, ok)
-	prepare.State, prepare.Epoch, prepare.Bumped = txnPrepareCommit, r.epoch+1, true
-	prepare.Parts = []txnPartJSON{{"rp", 0}, {"rp", 1}}
+	prepare.State, prepare.Epoch, prepare.Bumped = txn.PrepareCommit, r.epoch+1, true
+	prepare.Parts = []txn.Part{{Topic: "rp", Partition: 0}, {Topic: "rp", Partition: 1}}
 	r.endV5(t, true)
 	// The next transaction writes to partition 0 only.
 	require.Equal(t, "NONE", codeName(r.produceAt(12, "rp", 0, 0, "second")))
 	raw, err := json.Marshal(prepare)
 	require.NoError(t, err)
-	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txnKey(r.id), raw) }))
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(txn.Key(r.id), raw) }))
 	require.NoError(t, b.Close())
 
 	b2 := startTest(t, cfg)

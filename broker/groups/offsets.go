@@ -212,7 +212,7 @@ func (g *Group) validateCommitLocked(req *kmsg.OffsetCommitRequest) int16 {
 // offsets are looked up by topic name, after v10's topic ids are
 // resolved, and before the committed offsets are read: a committed
 // transaction's offsets are applied to the group before they stop being
-// pending (txnCoordinator.finish, completeLocked), so a partition not
+// pending (txn.Coordinator.finish, completeLocked), so a partition not
 // pending at the lookup has every offset committed before it applied by
 // the read, and one pending at the lookup is answered unstable whatever
 // the read finds. The other order, read then look up, answered "no

@@ -7,7 +7,7 @@ import (
 
 // PendingIndex indexes, per group and partition, the offsets the open
 // transactions hold for it (their TxnOffsetCommits). The transactions
-// own the offsets (txn.mu.offsets) and keep the index current; the
+// own the offsets (Txn.mu.offsets, package txn) and keep the index current; the
 // group side reads it under the group's lock: a deletion writes a
 // deletion mark while anything is pending (so a pending offset never
 // overtakes a deletion made after it), offset expiry leaves pending

@@ -447,7 +447,7 @@ func (m *metaStore) deleteGroup(group string, pending []TP) error {
 	}
 	// An open transaction holds offsets for the group: the group's
 	// deletion is marked too, so that a restart knows it came after
-	// them (txnCoordinator.loadGroups) although compaction drops badger
+	// them (txn.Coordinator.loadGroups) although compaction drops badger
 	// deletions. OffsetDelete and a deleted topic leave the group.
 	ops = append(ops, func(txn *badger.Txn) error { return txn.Set(gk, deletionMark) })
 	if err := m.updateMarking(ops, group, pending); err != nil {
@@ -572,7 +572,7 @@ func (g *Group) persistLocked(now time.Time) error {
 
 // LoadTxnGroup makes, at start, a group an open transaction's offsets
 // name if nothing else made it: an empty classic group without protocol
-// type, as a simple committer's (txnCoordinator.loadGroups).
+// type, as a simple committer's (txn.Coordinator.loadGroups).
 func (c *Coordinator) LoadTxnGroup(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -38,7 +38,7 @@ import (
 //	                           JSON dlqIntent: a dead-letter write in progress (share_dlq.go)
 //	meta/dlq/count/<group>/<topic id hex>/<partition>
 //	                           uint64 big-endian: dead-letter records written (share_dlq.go)
-//	meta/txn/<transactional id> txnRecord (txn.go), JSON; path-escaped
+//	meta/txn/<transactional id> txn.Record (package txn), JSON; path-escaped
 //	meta/client-quota/<entity> JSON map of client quota values (quota/quota.go); <entity> is
 //	                           type=name parts joined by '&', names query-escaped
 //	sg/...                     share-group state (sharegroup/store)

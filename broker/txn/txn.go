@@ -1,83 +1,11 @@
-package broker
-
-// The transaction coordinator (Kafka's TransactionCoordinator, KIP-98).
-//
-// Shoal is the only node, so it coordinates every transactional id. Each
-// transactional id has one txn, whose state machine follows Kafka's
-// TransactionState:
-//
-//	Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
-//	  ▲                                  │   └──EndTxn(abort), timeout──▶ PrepareAbort ──markers──▶ CompleteAbort
-//	  └──────────── InitProducerId (epoch + 1) ◀──────────── Complete* ──AddPartitions──▶ Ongoing
-//
-// Persist, then answer: every change of a txn is written to badger
-// (meta/txn/<id>, SyncWrites) before the request that made it is
-// answered, and before anything that depends on it happens; the one
-// exception is a partition added by a Produce v12 (KIP-890 part 2),
-// which its own fsynced batches record (see admitProduceLocked and
-// adoptOpenTxns). EndTxn writes PrepareCommit (or PrepareAbort) first:
-// from then on the decision is durable. What follows depends on the
-// epoch:
-//
-//   - EndTxn v5+ moves the producer to its next epoch with the decision
-//     (Bumped), so its markers carry an epoch above every batch of the
-//     transaction. As Kafka does, EndTxn then answers at once: the
-//     markers are appended (so the producer's next batches land behind
-//     them and their fsync covers them) and finish, in the background,
-//     waits for their fsync, applies a commit's offsets and writes
-//     CompleteCommit (CompleteAbort). A read_committed consumer sees the
-//     outcome once the markers are fsynced, a few milliseconds after the
-//     producer; OffsetFetch with RequireStable answers
-//     UNSTABLE_OFFSET_COMMIT until the offsets are applied. If the
-//     broker stops before that, the decision is completed again at
-//     start, skipping every partition whose producer already reached the
-//     decision's epoch: the marker is there, and a second one would end
-//     the next transaction.
-//   - Otherwise (EndTxn v0-v4, an exhausted epoch) EndTxn appends the
-//     markers and waits for their fsync, applies the offsets, writes
-//     Complete* without waiting for that write's fsync, and answers. A
-//     new transaction started by a Produce v12 then waits for that write
-//     (settleLocked): a replayed marker at the same epoch cannot tell
-//     which batches it ends.
-//
-// Every later write of the txn waits until the previous completion is
-// durable (persistLocked → settleLocked), redoing what failed of it.
-// If writing the markers fails (a partition offline), the decision stays
-// durable in Prepare*: EndTxn is answered as Kafka would (the decision is
-// taken), the timeout loop retries the completion, and until it succeeds
-// requests on that transactional id get CONCURRENT_TRANSACTIONS. At start
-// every txn found in Prepare* is completed the same way before the
-// listener opens; an Ongoing one keeps its start time and is aborted by
-// the timeout loop once it is older than its timeout. Replaying markers is
-// harmless (a marker for a producer with nothing open in a partition only
-// adds a control batch), so a completion interrupted by a crash is simply
-// done again: never half-applied.
-//
-// A transaction open longer than its timeout is aborted by the broker
-// (transaction.abort.timed.out.transaction.cleanup.interval.ms): the
-// epoch is bumped first, so the markers carry the new epoch and fence the
-// old producer's late writes in every partition, and its next request
-// gets PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for old versions). A
-// transactional id idle in Empty or Complete* for
-// transactional.id.expiration.ms is forgotten.
-//
-// Ownership and lock order: txnCoordinator.mu guards only the map of
-// txns; txn.mu guards one txn and is held across its badger writes, its
-// marker appends (log locks) and the group locks its offsets go to (a
-// TxnOffsetCommit's, a commit's, dropping deletion marks). The index of
-// the open transactions' pending offsets belongs to the groups
-// (groups.PendingIndex, a leaf lock); a txn keeps it current under txn.mu.
-// Order: txn.mu → Group.mu → txnCoordinator.mu, PendingIndex.mu. Never
-// two txns at once.
+package txn
 
 import (
 	"encoding/json"
 	"errors"
-	"math"
 	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -89,87 +17,62 @@ import (
 	"github.com/shoal-mq/shoal/broker/topics"
 )
 
-// txnState is Kafka's TransactionState.
-type txnState int8
+// State is Kafka's TransactionState.
+type State int8
 
 const (
-	txnEmpty txnState = iota
-	txnOngoing
-	txnPrepareCommit
-	txnPrepareAbort
-	txnCompleteCommit
-	txnCompleteAbort
-	txnDead
+	Empty State = iota
+	Ongoing
+	PrepareCommit
+	PrepareAbort
+	CompleteCommit
+	CompleteAbort
+	Dead
 )
 
 var txnStateNames = [...]string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead"}
 
-func (s txnState) String() string {
+func (s State) String() string {
 	if int(s) < len(txnStateNames) {
 		return txnStateNames[s]
 	}
 	return "Unknown"
 }
 
-func parseTxnState(name string) (txnState, bool) {
+func parseTxnState(name string) (State, bool) {
 	for i, n := range txnStateNames {
 		if n == name {
-			return txnState(i), true
+			return State(i), true
 		}
 	}
 	return 0, false
 }
 
-// txnBrokerConfigDefs are the transaction coordinator's broker configs,
-// with Kafka's names, defaults and ranges; dynamic here (Kafka reads them
-// at start), read when needed.
-var txnBrokerConfigDefs = []groupBrokerConfigDef{
-	{"transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1, math.MaxInt32, "How often transactions open longer than their timeout are looked for and aborted."},
-	{"transaction.max.timeout.ms", 900000, 1, math.MaxInt32, "Largest transaction timeout a producer may ask for in InitProducerId; a larger one gets INVALID_TRANSACTION_TIMEOUT."},
-	{"transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, 1, math.MaxInt32, "How often transactional ids idle longer than transactional.id.expiration.ms are removed."},
-	{"transactional.id.expiration.ms", 604800000, 1, math.MaxInt32, "A transactional id with no transaction and no request for this long is forgotten."},
-}
-
-// txnSetting returns a transaction broker config, as milliseconds.
-func (b *Broker) txnSetting(name string) int64 {
-	for _, d := range txnBrokerConfigDefs {
-		if d.name == name {
-			if v, ok := b.brokerConfig(name); ok {
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.lo && n <= d.hi {
-					return n
-				}
-			}
-			return d.def
-		}
-	}
-	panic("broker: unknown transaction config " + name)
-}
-
-// txnRecord is a txn as stored in badger (JSON) and the state the
+// Record is a txn as stored in badger (JSON) and the state the
 // coordinator keeps in memory.
-type txnRecord struct {
-	ID             string   `json:"id"`
-	ProducerID     int64    `json:"pid"`
-	Epoch          int16    `json:"epoch"`
-	LastProducerID int64    `json:"last_pid"`
-	LastEpoch      int16    `json:"last_epoch"`
-	TimeoutMs      int32    `json:"timeout_ms"`
-	State          txnState `json:"state"`
+type Record struct {
+	ID             string `json:"id"`
+	ProducerID     int64  `json:"pid"`
+	Epoch          int16  `json:"epoch"`
+	LastProducerID int64  `json:"last_pid"`
+	LastEpoch      int16  `json:"last_epoch"`
+	TimeoutMs      int32  `json:"timeout_ms"`
+	State          State  `json:"state"`
 	// StartMs is when the transaction became Ongoing (-1: none); UpdateMs
 	// when the txn last changed.
-	StartMs    int64         `json:"start_ms"`
-	UpdateMs   int64         `json:"update_ms"`
-	Partitions []groups.TP   `json:"-"`
-	Parts      []txnPartJSON `json:"partitions,omitempty"`
-	Groups     []string      `json:"groups,omitempty"`
+	StartMs    int64       `json:"start_ms"`
+	UpdateMs   int64       `json:"update_ms"`
+	Partitions []groups.TP `json:"-"`
+	Parts      []Part      `json:"partitions,omitempty"`
+	Groups     []string    `json:"groups,omitempty"`
 	// Offsets are the transaction's pending offset commits
 	// (TxnOffsetCommit), applied to their groups at commit.
-	Offsets []txnOffsetJSON `json:"offsets,omitempty"`
+	Offsets []Offset `json:"offsets,omitempty"`
 	// Next is the producer id and epoch the txn moves to once its
 	// completion is done, set by an EndTxn v5+ whose epoch bump found
 	// the epoch exhausted (KIP-890 part 2: the markers carry the old
 	// producer id, the answer the new one).
-	Next *txnProducer `json:"next,omitempty"`
+	Next *Producer `json:"next,omitempty"`
 	// LastEnd says LastProducerID and LastEpoch were left by an EndTxn
 	// v5+ (so a request with them may be its retry), not by a fencing
 	// bump.
@@ -182,18 +85,18 @@ type txnRecord struct {
 	Bumped bool `json:"bumped,omitempty"`
 }
 
-// txnProducer is a producer id and epoch.
-type txnProducer struct {
+// Producer is a producer id and epoch.
+type Producer struct {
 	ProducerID int64 `json:"pid"`
 	Epoch      int16 `json:"epoch"`
 }
 
-type txnPartJSON struct {
+type Part struct {
 	Topic     string `json:"t"`
 	Partition int32  `json:"p"`
 }
 
-type txnOffsetJSON struct {
+type Offset struct {
 	Group       string `json:"g"`
 	Topic       string `json:"t"`
 	Partition   int32  `json:"p"`
@@ -206,12 +109,12 @@ type txnOffsetJSON struct {
 	Stamp uint64 `json:"s,omitempty"`
 }
 
-// txn is one transactional id.
-type txn struct {
+// Txn is one transactional id.
+type Txn struct {
 	id string
 	mu struct {
 		sync.Mutex
-		txnRecord
+		Record
 		partitions map[groups.TP]struct{}
 		groups     map[string]struct{}
 		offsets    map[string]map[groups.TP]groups.OffsetCommit // group → pending
@@ -234,7 +137,7 @@ type completion struct {
 	err  error // set before done is closed
 
 	// bumped: the markers carry an epoch above the transaction's
-	// batches (txnRecord.Bumped), so replaying them skips partitions
+	// batches (Record.Bumped), so replaying them skips partitions
 	// already marked and a new transaction need not wait for this one.
 	bumped  bool
 	commit  bool
@@ -249,10 +152,10 @@ type completion struct {
 	record                   []byte // the Complete* txn record
 }
 
-// txnOptions are what the transaction coordinator needs, given once
-// (newTxnCoordinator): handles from below, the config lookup, and test
+// Options are what the transaction coordinator needs, given once
+// (New): handles from below, the config lookup, and test
 // hooks.
-type txnOptions struct {
+type Options struct {
 	// Store holds the txn records and allocates producer ids.
 	Store *meta.Store
 	// Topics and Syncer: the partitions markers are appended to, and
@@ -265,7 +168,7 @@ type txnOptions struct {
 	// Done is closed when the broker shuts down (expireLoop returns).
 	Done <-chan struct{}
 	// Setting returns a transaction broker config in milliseconds
-	// (txnBrokerConfigDefs).
+	// (the root's txnBrokerConfigDefs).
 	Setting func(name string) int64
 	// MarkerSyncDelay, if nonzero, replaces markerSyncDelay (negative:
 	// none). The hooks, if set (tests), run at the points their names
@@ -278,9 +181,9 @@ type txnOptions struct {
 	StampedBeforeWrite                func() error
 }
 
-// txnCoordinator owns every txn.
-type txnCoordinator struct {
-	o  txnOptions
+// Coordinator owns every txn.
+type Coordinator struct {
+	o  Options
 	lg *zap.Logger
 	// finishing counts background completions (finish) and Complete*
 	// writes in flight; Close waits for them.
@@ -290,27 +193,27 @@ type txnCoordinator struct {
 
 	mu struct {
 		sync.Mutex
-		txns map[string]*txn
+		txns map[string]*Txn
 	}
 }
 
-func txnKey(id string) []byte { return []byte(meta.PrefixTxn + url.PathEscape(id)) }
+func Key(id string) []byte { return []byte(meta.PrefixTxn + url.PathEscape(id)) }
 
-func newTxnCoordinator(o txnOptions) *txnCoordinator {
-	c := &txnCoordinator{o: o, lg: o.Logger.Named("txn"), markerDelay: markerSyncDelay}
+func New(o Options) *Coordinator {
+	c := &Coordinator{o: o, lg: o.Logger.Named("txn"), markerDelay: markerSyncDelay}
 	if d := o.MarkerSyncDelay; d != 0 {
 		c.markerDelay = max(d, 0)
 	}
-	c.mu.txns = map[string]*txn{}
+	c.mu.txns = map[string]*Txn{}
 	return c
 }
 
-// load reads every txn from badger.
-func (c *txnCoordinator) load() error {
-	var unstamped []*txn
-	err := meta.ScanJSON(c.o.Store.DB(), meta.PrefixTxn, func(_ string, rec txnRecord) error {
-		t := &txn{id: rec.ID}
-		t.mu.txnRecord = rec
+// Load reads every txn from badger.
+func (c *Coordinator) Load() error {
+	var unstamped []*Txn
+	err := meta.ScanJSON(c.o.Store.DB(), meta.PrefixTxn, func(_ string, rec Record) error {
+		t := &Txn{id: rec.ID}
+		t.mu.Record = rec
 		t.mu.partitions = map[groups.TP]struct{}{}
 		for _, p := range rec.Parts {
 			t.mu.partitions[groups.TP{Topic: p.Topic, Partition: p.Partition}] = struct{}{}
@@ -324,7 +227,7 @@ func (c *txnCoordinator) load() error {
 			c.addPendingOffset(t, o.Group, groups.TP{Topic: o.Topic, Partition: o.Partition},
 				groups.OffsetCommit{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: time.UnixMilli(o.CommitMs), Stamp: o.Stamp})
 		}
-		if slices.ContainsFunc(rec.Offsets, func(o txnOffsetJSON) bool { return o.Stamp == 0 }) {
+		if slices.ContainsFunc(rec.Offsets, func(o Offset) bool { return o.Stamp == 0 }) {
 			unstamped = append(unstamped, t)
 		}
 		c.mu.txns[rec.ID] = t
@@ -361,7 +264,7 @@ func (c *txnCoordinator) load() error {
 // deletion: a deletion mark overwritten by a plain commit may be gone
 // after compaction, and the offset then counts as live again (the
 // commit still skips it: the plain commit came after it). Runs alone.
-func (c *txnCoordinator) supersedeLoaded() error {
+func (c *Coordinator) supersedeLoaded() error {
 	return c.o.Store.DB().View(func(btx *badger.Txn) error {
 		for _, t := range c.mu.txns {
 			for group, offs := range t.mu.offsets {
@@ -389,7 +292,7 @@ func (c *txnCoordinator) supersedeLoaded() error {
 // is left out if that was its own deletion (DeleteGroups marks the
 // group's record key), as Kafka's replay of the group's tombstone
 // removes it; OffsetDelete and a deleted topic leave it. Runs alone.
-func (c *txnCoordinator) loadGroups() error {
+func (c *Coordinator) loadGroups() error {
 	newest := map[string]uint64{} // per group, its newest pending offset's stamp
 	for _, t := range c.mu.txns {
 		for g, offs := range t.mu.offsets {
@@ -418,10 +321,10 @@ func (c *txnCoordinator) loadGroups() error {
 // recordVersion is the badger version of id's txn record: the order of
 // its last write among all of badger's. Read under the txn's lock, right
 // after a write of the txn, it is that write's version.
-func (c *txnCoordinator) recordVersion(id string) (uint64, error) {
+func (c *Coordinator) recordVersion(id string) (uint64, error) {
 	var v uint64
 	err := c.o.Store.DB().View(func(btx *badger.Txn) error {
-		item, err := btx.Get(txnKey(id))
+		item, err := btx.Get(Key(id))
 		if err != nil {
 			return err
 		}
@@ -431,20 +334,20 @@ func (c *txnCoordinator) recordVersion(id string) (uint64, error) {
 	return v, err
 }
 
-// recover completes every transaction found in Prepare*: its decision
+// Recover completes every transaction found in Prepare*: its decision
 // was durable before the crash. Runs at start, before the listener opens.
-func (c *txnCoordinator) recover() {
+func (c *Coordinator) Recover() {
 	// They are completed in the order they were decided. (Their offsets
 	// do not depend on it: applyTxnOffsets keeps the latest commit by
 	// stamp, whatever order the transactions complete in.)
 	type decidedTxn struct {
-		t       *txn
+		t       *Txn
 		version uint64
 	}
 	var decided []decidedTxn
 	for _, t := range c.all() {
 		t.mu.Lock()
-		if st := t.mu.State; st == txnPrepareCommit || st == txnPrepareAbort {
+		if st := t.mu.State; st == PrepareCommit || st == PrepareAbort {
 			v, err := c.recordVersion(t.id)
 			if err != nil {
 				c.lg.Warn("reading a decided transaction's record failed", zap.String("transactional_id", t.id), zap.Error(err))
@@ -481,8 +384,8 @@ func (c *txnCoordinator) recover() {
 // stays stuck behind it; one in a partition of a txn still in Prepare*
 // is left to that txn's completion. Runs after recover completed
 // Prepare*.
-func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
-	byPID := map[int64]*txn{}
+func (c *Coordinator) adoptOpenTxns(now time.Time) {
+	byPID := map[int64]*Txn{}
 	for _, t := range c.all() {
 		t.mu.Lock()
 		if t.mu.ProducerID >= 0 {
@@ -490,7 +393,7 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 		}
 		t.mu.Unlock()
 	}
-	dirty := map[*txn]bool{}
+	dirty := map[*Txn]bool{}
 	for _, top := range c.o.Topics.All() {
 		parts, _ := c.o.Topics.Snapshot(top)
 		for _, p := range parts {
@@ -504,8 +407,8 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 				if t != nil {
 					t.mu.Lock()
 					st := t.mu.State
-					if pi.Epoch == t.mu.Epoch && st != txnPrepareCommit && st != txnPrepareAbort && st != txnDead {
-						if st != txnOngoing {
+					if pi.Epoch == t.mu.Epoch && st != PrepareCommit && st != PrepareAbort && st != Dead {
+						if st != Ongoing {
 							t.beginLocked(now)
 						}
 						if _, ok := t.mu.partitions[tp]; !ok {
@@ -517,7 +420,7 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 						t.mu.Unlock()
 						continue
 					}
-					if _, ok := t.mu.partitions[tp]; ok && (st == txnPrepareCommit || st == txnPrepareAbort) {
+					if _, ok := t.mu.partitions[tp]; ok && (st == PrepareCommit || st == PrepareAbort) {
 						t.mu.Unlock()
 						continue // decided: the completion retry writes its marker
 					}
@@ -543,10 +446,10 @@ func (c *txnCoordinator) adoptOpenTxns(now time.Time) {
 	}
 }
 
-func (c *txnCoordinator) all() []*txn {
+func (c *Coordinator) all() []*Txn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*txn, 0, len(c.mu.txns))
+	out := make([]*Txn, 0, len(c.mu.txns))
 	for _, t := range c.mu.txns {
 		out = append(out, t)
 	}
@@ -556,7 +459,7 @@ func (c *txnCoordinator) all() []*txn {
 
 // lock returns the txn for id locked, creating it (Empty, not yet
 // persisted, ProducerID -1) if create is set, or nil.
-func (c *txnCoordinator) lock(id string, create bool) *txn {
+func (c *Coordinator) lock(id string, create bool) *Txn {
 	for {
 		c.mu.Lock()
 		t := c.mu.txns[id]
@@ -565,8 +468,8 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 				c.mu.Unlock()
 				return nil
 			}
-			t = &txn{id: id}
-			t.mu.txnRecord = txnRecord{ID: id, ProducerID: -1, Epoch: -1, LastProducerID: -1, LastEpoch: -1, StartMs: -1}
+			t = &Txn{id: id}
+			t.mu.Record = Record{ID: id, ProducerID: -1, Epoch: -1, LastProducerID: -1, LastEpoch: -1, StartMs: -1}
 			t.mu.partitions = map[groups.TP]struct{}{}
 			t.mu.groups = map[string]struct{}{}
 			t.mu.offsets = map[string]map[groups.TP]groups.OffsetCommit{}
@@ -581,11 +484,23 @@ func (c *txnCoordinator) lock(id string, create bool) *txn {
 	}
 }
 
+// Lock returns id's txn locked, or nil if id has none. A transactional
+// Produce holds it across its appends (AdmitProduceLocked); Unlock
+// releases it.
+func (c *Coordinator) Lock(id string) *Txn { return c.lock(id, false) }
+
+// Unlock releases a txn locked by Lock.
+func (t *Txn) Unlock() { t.mu.Unlock() }
+
+// Wait waits for the background completions and Complete* writes in
+// flight (Close: after the listener stopped, before the store closes).
+func (c *Coordinator) Wait() { c.finishing.Wait() }
+
 // Completion is a read-out (tests): the completion of id's last
 // decision while it runs in the background or after it failed; done is
 // closed once it ended, err then tells how. ok is false once the
 // completion is known durable, or for an unknown id.
-func (c *txnCoordinator) Completion(id string) (done <-chan struct{}, err func() error, ok bool) {
+func (c *Coordinator) Completion(id string) (done <-chan struct{}, err func() error, ok bool) {
 	t := c.lock(id, false)
 	if t == nil {
 		return nil, nil, false
@@ -600,17 +515,17 @@ func (c *txnCoordinator) Completion(id string) (done <-chan struct{}, err func()
 
 // Record is a read-out (tests): id's txn as persistLocked would store it
 // now (UpdateMs aside), pending offsets included.
-func (c *txnCoordinator) Record(id string) (txnRecord, bool) {
+func (c *Coordinator) Record(id string) (Record, bool) {
 	t := c.lock(id, false)
 	if t == nil {
-		return txnRecord{}, false
+		return Record{}, false
 	}
 	defer t.mu.Unlock()
 	v, err := c.encodeLocked(t, time.UnixMilli(t.mu.UpdateMs))
 	if err != nil {
-		panic(err) // a txnRecord always encodes
+		panic(err) // a Record always encodes
 	}
-	var rec txnRecord
+	var rec Record
 	if err := json.Unmarshal(v, &rec); err != nil {
 		panic(err)
 	}
@@ -621,7 +536,7 @@ func (c *txnCoordinator) Record(id string) (txnRecord, bool) {
 // after the last completion (settleLocked). The write is group-committed
 // with other transactions' concurrent writes (meta.Committer). t.mu
 // held.
-func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
+func (c *Coordinator) persistLocked(t *Txn, now time.Time) error {
 	return c.persistWithLocked(t, now, func(k, v []byte) error { return c.o.Store.Committer().Write(meta.Op{Key: k, Value: v}) })
 }
 
@@ -630,7 +545,7 @@ func (c *txnCoordinator) persistLocked(t *txn, now time.Time) error {
 // (TxnOffsetCommit, stampLocked): a group commit gives every write in it
 // the same version, and applyTxnOffsets takes an offset whose stamp
 // equals the partition's newest write for that write itself. t.mu held.
-func (c *txnCoordinator) persistStampedLocked(t *txn, now time.Time) error {
+func (c *Coordinator) persistStampedLocked(t *Txn, now time.Time) error {
 	return c.persistWithLocked(t, now, func(k, v []byte) error {
 		if h := c.o.StampedBeforeWrite; h != nil {
 			if err := h(); err != nil {
@@ -641,7 +556,7 @@ func (c *txnCoordinator) persistStampedLocked(t *txn, now time.Time) error {
 	})
 }
 
-func (c *txnCoordinator) persistWithLocked(t *txn, now time.Time, write func(k, v []byte) error) error {
+func (c *Coordinator) persistWithLocked(t *Txn, now time.Time, write func(k, v []byte) error) error {
 	if err := c.settleLocked(t, now); err != nil {
 		return err
 	}
@@ -649,7 +564,7 @@ func (c *txnCoordinator) persistWithLocked(t *txn, now time.Time, write func(k, 
 	if err != nil {
 		return err
 	}
-	if err := write(txnKey(t.id), v); err != nil {
+	if err := write(Key(t.id), v); err != nil {
 		c.lg.Error("persisting transaction state failed", zap.String("transactional_id", t.id), zap.Error(err))
 		return err
 	}
@@ -660,7 +575,7 @@ func (c *txnCoordinator) persistWithLocked(t *txn, now time.Time, write func(k, 
 // what failed of it. Every write of t goes after it (persistLocked):
 // while badger may still hold a Prepare*, writing t anew would lose the
 // decision that completing it at start needs. t.mu held.
-func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
+func (c *Coordinator) settleLocked(t *Txn, now time.Time) error {
 	cmp := t.mu.completing
 	if cmp == nil {
 		return nil
@@ -688,7 +603,7 @@ func (c *txnCoordinator) settleLocked(t *txn, now time.Time) error {
 // durable (skipping partitions already marked when the epoch was
 // bumped), the offsets, and the Complete* record, waiting for each.
 // t.mu held.
-func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) error {
+func (c *Coordinator) redoLocked(t *Txn, cmp *completion, now time.Time) error {
 	if !cmp.marked {
 		waits, err := c.writeMarkers(cmp.pid, cmp.epoch, cmp.commit, cmp.bumped, cmp.tps, now, 0)
 		if err == nil {
@@ -712,7 +627,7 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 	if err := c.beforeStep(t.id, "complete"); err != nil {
 		return err
 	}
-	if err := c.o.Store.Committer().Write(meta.Op{Key: txnKey(t.id), Value: cmp.record}); err != nil {
+	if err := c.o.Store.Committer().Write(meta.Op{Key: Key(t.id), Value: cmp.record}); err != nil {
 		return err
 	}
 	cmp.err = nil
@@ -720,12 +635,12 @@ func (c *txnCoordinator) redoLocked(t *txn, cmp *completion, now time.Time) erro
 }
 
 // encodeLocked returns t's badger record. t.mu held.
-func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
+func (c *Coordinator) encodeLocked(t *Txn, now time.Time) ([]byte, error) {
 	t.mu.UpdateMs = now.UnixMilli()
-	rec := t.mu.txnRecord
+	rec := t.mu.Record
 	rec.Parts, rec.Groups = nil, nil // rebuilt from the maps, which are the truth
 	for tp := range t.mu.partitions {
-		rec.Parts = append(rec.Parts, txnPartJSON{tp.Topic, tp.Partition})
+		rec.Parts = append(rec.Parts, Part{tp.Topic, tp.Partition})
 	}
 	sort.Slice(rec.Parts, func(i, j int) bool {
 		a, b := rec.Parts[i], rec.Parts[j]
@@ -738,7 +653,7 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 	rec.Offsets = nil
 	for g, offs := range t.mu.offsets {
 		for tp, oc := range offs {
-			rec.Offsets = append(rec.Offsets, txnOffsetJSON{Group: g, Topic: tp.Topic, Partition: tp.Partition, Offset: oc.Offset,
+			rec.Offsets = append(rec.Offsets, Offset{Group: g, Topic: tp.Topic, Partition: tp.Partition, Offset: oc.Offset,
 				LeaderEpoch: oc.LeaderEpoch, Metadata: oc.Metadata, CommitMs: oc.CommitTime.UnixMilli(), Stamp: oc.Stamp})
 		}
 	}
@@ -748,14 +663,14 @@ func (c *txnCoordinator) encodeLocked(t *txn, now time.Time) ([]byte, error) {
 // txnSnapshot is a copy of a txn's state, to roll back a change whose
 // write failed.
 type txnSnapshot struct {
-	rec        txnRecord
+	rec        Record
 	partitions map[groups.TP]struct{}
 	groups     map[string]struct{}
 }
 
 // snapshotLocked copies t's state. t.mu held.
-func (t *txn) snapshotLocked() txnSnapshot {
-	s := txnSnapshot{rec: t.mu.txnRecord, partitions: make(map[groups.TP]struct{}, len(t.mu.partitions)), groups: make(map[string]struct{}, len(t.mu.groups))}
+func (t *Txn) snapshotLocked() txnSnapshot {
+	s := txnSnapshot{rec: t.mu.Record, partitions: make(map[groups.TP]struct{}, len(t.mu.partitions)), groups: make(map[string]struct{}, len(t.mu.groups))}
 	for k := range t.mu.partitions {
 		s.partitions[k] = struct{}{}
 	}
@@ -765,6 +680,6 @@ func (t *txn) snapshotLocked() txnSnapshot {
 	return s
 }
 
-func (t *txn) restoreLocked(s txnSnapshot) {
-	t.mu.txnRecord, t.mu.partitions, t.mu.groups = s.rec, s.partitions, s.groups
+func (t *Txn) restoreLocked(s txnSnapshot) {
+	t.mu.Record, t.mu.partitions, t.mu.groups = s.rec, s.partitions, s.groups
 }

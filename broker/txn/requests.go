@@ -1,4 +1,4 @@
-package broker
+package txn
 
 import (
 	"regexp"
@@ -15,11 +15,11 @@ import (
 // The transaction coordinator's side of each transactional request: the
 // handlers (api_22, 24, 25, 26, 28, 65, 66) decode, call one of these,
 // and encode; their files keep the behaviour and version notes. Locks as
-// in doc.go: each takes the one txn.mu it needs (never two), and
+// in doc.go: each takes the one Txn.mu it needs (never two), and
 // TxnOffsetCommit the group's lock under it.
 
-// initProducerID serves InitProducerId with a transactional id.
-func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now time.Time) (int64, int16, int16) {
+// InitProducerID serves InitProducerId with a transactional id.
+func (c *Coordinator) InitProducerID(req *kmsg.InitProducerIDRequest, now time.Time) (int64, int16, int16) {
 	timeout := req.TransactionTimeoutMillis
 	if timeout <= 0 || int64(timeout) > c.o.Setting("transaction.max.timeout.ms") {
 		return -1, -1, kerr.InvalidTransactionTimeout.Code
@@ -33,16 +33,16 @@ func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now tim
 		case t.nextPendingLocked(req.ProducerID, req.ProducerEpoch):
 			return -1, -1, kerr.ConcurrentTransactions.Code // the decision that answered it is still completing
 		case req.ProducerID == t.mu.ProducerID && req.ProducerEpoch == t.mu.Epoch:
-		case req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch && t.mu.State != txnOngoing:
+		case req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch && t.mu.State != Ongoing:
 			retry = true // the answer to the previous bump was lost
 		default:
 			return -1, -1, fencedCode(req.Version, 4)
 		}
 	}
 	switch t.mu.State {
-	case txnPrepareCommit, txnPrepareAbort:
+	case PrepareCommit, PrepareAbort:
 		return -1, -1, kerr.ConcurrentTransactions.Code
-	case txnOngoing:
+	case Ongoing:
 		if err := c.abortFencingLocked(t, now); err != nil {
 			c.lg.Warn("aborting the open transaction of a re-initialised producer failed", zap.String("transactional_id", t.id), zap.Error(err))
 			return -1, -1, kerr.ConcurrentTransactions.Code
@@ -66,7 +66,7 @@ func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now tim
 		t.mu.LastProducerID, t.mu.LastEpoch = -1, -1
 	}
 	t.mu.TimeoutMs = timeout
-	t.mu.State = txnEmpty
+	t.mu.State = Empty
 	t.mu.StartMs = -1
 	if err := c.persistLocked(t, now); err != nil {
 		t.restoreLocked(snap)
@@ -75,16 +75,16 @@ func (c *txnCoordinator) initProducerID(req *kmsg.InitProducerIDRequest, now tim
 	return t.mu.ProducerID, t.mu.Epoch, 0
 }
 
-// txnTopicParts is one topic's partitions in an AddPartitionsToTxn.
-type txnTopicParts struct {
-	topic      string
-	partitions []int32
+// TopicParts is one topic's partitions in an AddPartitionsToTxn.
+type TopicParts struct {
+	Topic      string
+	Partitions []int32
 }
 
-// addPartitions serves one transaction of an AddPartitionsToTxn: an add,
+// AddPartitions serves one transaction of an AddPartitionsToTxn: an add,
 // or with verifyOnly a check. It returns a code per partition, in the
 // request's order.
-func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics []txnTopicParts, version int16, verifyOnly bool) [][]int16 {
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, topics []TopicParts, version int16, verifyOnly bool) [][]int16 {
 	now := time.Now()
 	codes := make([][]int16, len(topics))
 	setAll := func(code int16) [][]int16 {
@@ -99,9 +99,9 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	}
 	unknown := false
 	for i, rt := range topics {
-		codes[i] = make([]int16, len(rt.partitions))
-		for j, p := range rt.partitions {
-			if c.o.Topics.Partition(rt.topic, p) == nil {
+		codes[i] = make([]int16, len(rt.Partitions))
+		for j, p := range rt.Partitions {
+			if c.o.Topics.Partition(rt.Topic, p) == nil {
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				unknown = true
 			}
@@ -119,24 +119,24 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	}
 	defer t.mu.Unlock()
 	switch t.mu.State {
-	case txnPrepareCommit, txnPrepareAbort:
+	case PrepareCommit, PrepareAbort:
 		return setAll(kerr.ConcurrentTransactions.Code)
 	}
 	if verifyOnly {
 		for i, rt := range topics {
-			for j, p := range rt.partitions {
-				if _, ok := t.mu.partitions[groups.TP{Topic: rt.topic, Partition: p}]; !ok {
+			for j, p := range rt.Partitions {
+				if _, ok := t.mu.partitions[groups.TP{Topic: rt.Topic, Partition: p}]; !ok {
 					codes[i][j] = kerr.TransactionAbortable.Code
 				}
 			}
 		}
 		return codes
 	}
-	if t.mu.State == txnOngoing {
+	if t.mu.State == Ongoing {
 		have := true
 		for _, rt := range topics {
-			for _, p := range rt.partitions {
-				if _, ok := t.mu.partitions[groups.TP{Topic: rt.topic, Partition: p}]; !ok {
+			for _, p := range rt.Partitions {
+				if _, ok := t.mu.partitions[groups.TP{Topic: rt.Topic, Partition: p}]; !ok {
 					have = false
 				}
 			}
@@ -148,8 +148,8 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	snap := t.snapshotLocked()
 	t.beginLocked(now)
 	for _, rt := range topics {
-		for _, p := range rt.partitions {
-			t.mu.partitions[groups.TP{Topic: rt.topic, Partition: p}] = struct{}{}
+		for _, p := range rt.Partitions {
+			t.mu.partitions[groups.TP{Topic: rt.Topic, Partition: p}] = struct{}{}
 		}
 	}
 	if err := c.persistLocked(t, now); err != nil {
@@ -159,8 +159,8 @@ func (c *txnCoordinator) addPartitions(id string, pid int64, epoch int16, topics
 	return codes
 }
 
-// addOffsets serves AddOffsetsToTxn (api_25_add_offsets_to_txn.go has its rules).
-func (c *txnCoordinator) addOffsets(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+// AddOffsets serves AddOffsetsToTxn (api_25_add_offsets_to_txn.go has its rules).
+func (c *Coordinator) AddOffsets(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	now := time.Now()
 	switch {
@@ -178,10 +178,10 @@ func (c *txnCoordinator) addOffsets(req *kmsg.AddOffsetsToTxnRequest) kmsg.Respo
 	}
 	defer t.mu.Unlock()
 	switch t.mu.State {
-	case txnPrepareCommit, txnPrepareAbort:
+	case PrepareCommit, PrepareAbort:
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code
 		return resp
-	case txnOngoing:
+	case Ongoing:
 		if _, ok := t.mu.groups[req.Group]; ok {
 			return resp
 		}
@@ -196,8 +196,8 @@ func (c *txnCoordinator) addOffsets(req *kmsg.AddOffsetsToTxnRequest) kmsg.Respo
 	return resp
 }
 
-// endTxn serves EndTxn (api_26_end_txn.go has its rules).
-func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
+// EndTxn serves EndTxn (api_26_end_txn.go has its rules).
+func (c *Coordinator) EndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID == "" {
@@ -211,8 +211,8 @@ func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	}
 	defer t.mu.Unlock()
 	bump := req.Version >= 5
-	same := func(st txnState) int16 {
-		if (st == txnPrepareCommit || st == txnCompleteCommit) == req.Commit {
+	same := func(st State) int16 {
+		if (st == PrepareCommit || st == CompleteCommit) == req.Commit {
 			return 0
 		}
 		return kerr.InvalidTxnState.Code
@@ -230,10 +230,10 @@ func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	if bump && t.mu.LastEnd && req.ProducerID == t.mu.LastProducerID && req.ProducerEpoch == t.mu.LastEpoch {
 		// A retry of the EndTxn that moved the epoch.
 		switch st {
-		case txnCompleteCommit, txnCompleteAbort:
+		case CompleteCommit, CompleteAbort:
 			resp.ErrorCode = same(st)
 			return answer()
-		case txnPrepareCommit, txnPrepareAbort:
+		case PrepareCommit, PrepareAbort:
 			if resp.ErrorCode = same(st); resp.ErrorCode == 0 {
 				resp.ErrorCode = kerr.ConcurrentTransactions.Code
 			}
@@ -244,11 +244,11 @@ func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 		return resp
 	}
 	switch st {
-	case txnOngoing:
+	case Ongoing:
 		if err := c.endTxnLocked(t, req.Commit, bump, time.Now()); err != nil {
 			resp.ErrorCode = kerr.NotCoordinator.Code
 		}
-	case txnCompleteCommit, txnCompleteAbort, txnEmpty:
+	case CompleteCommit, CompleteAbort, Empty:
 		switch {
 		case bump && !req.Commit:
 			// Nothing open: an empty abort, moving the epoch.
@@ -259,12 +259,12 @@ func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 			// A retry comes with the epoch just left (above); at the
 			// current one there is nothing to commit.
 			resp.ErrorCode = kerr.InvalidTxnState.Code
-		case st == txnEmpty:
+		case st == Empty:
 			resp.ErrorCode = kerr.InvalidTxnState.Code
 		default:
 			resp.ErrorCode = same(st)
 		}
-	case txnPrepareCommit, txnPrepareAbort:
+	case PrepareCommit, PrepareAbort:
 		if resp.ErrorCode = same(st); resp.ErrorCode == 0 {
 			resp.ErrorCode = kerr.ConcurrentTransactions.Code
 		}
@@ -274,8 +274,8 @@ func (c *txnCoordinator) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	return answer()
 }
 
-// txnOffsetCommit serves TxnOffsetCommit (api_28_txn_offset_commit.go has its rules).
-func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+// TxnOffsetCommit serves TxnOffsetCommit (api_28_txn_offset_commit.go has its rules).
+func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	now := time.Now()
 	maxMetadata := c.o.Groups.MetadataMaxBytes()
@@ -327,10 +327,10 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	if code == 0 {
 		_, added := t.mu.groups[req.Group]
 		switch {
-		case added && t.mu.State == txnOngoing:
+		case added && t.mu.State == Ongoing:
 		case req.Version < 5:
 			code = kerr.InvalidTxnState.Code
-		case t.mu.State == txnPrepareCommit || t.mu.State == txnPrepareAbort:
+		case t.mu.State == PrepareCommit || t.mu.State == PrepareAbort:
 			code = kerr.ConcurrentTransactions.Code
 		default:
 			implicit = true
@@ -436,8 +436,8 @@ func (c *txnCoordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.
 	return answer()
 }
 
-// describe serves DescribeTransactions (api_65_describe_transactions.go).
-func (c *txnCoordinator) describe(req *kmsg.DescribeTransactionsRequest) kmsg.Response {
+// Describe serves DescribeTransactions (api_65_describe_transactions.go).
+func (c *Coordinator) Describe(req *kmsg.DescribeTransactionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	for _, id := range req.TransactionalIDs {
 		ts := kmsg.NewDescribeTransactionsResponseTransactionState()
@@ -469,8 +469,8 @@ func (c *txnCoordinator) describe(req *kmsg.DescribeTransactionsRequest) kmsg.Re
 	return resp
 }
 
-// list serves ListTransactions (api_66_list_transactions.go).
-func (c *txnCoordinator) list(req *kmsg.ListTransactionsRequest) kmsg.Response {
+// List serves ListTransactions (api_66_list_transactions.go).
+func (c *Coordinator) List(req *kmsg.ListTransactionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	var re *regexp.Regexp
 	if req.Version >= 2 && req.TransactionalIDPattern != nil && *req.TransactionalIDPattern != "" {
@@ -480,7 +480,7 @@ func (c *txnCoordinator) list(req *kmsg.ListTransactionsRequest) kmsg.Response {
 			return resp
 		}
 	}
-	states := map[txnState]bool{}
+	states := map[State]bool{}
 	for _, name := range req.StateFilters {
 		if st, ok := parseTxnState(name); ok {
 			states[st] = true
@@ -516,7 +516,7 @@ func (c *txnCoordinator) list(req *kmsg.ListTransactionsRequest) kmsg.Response {
 	return resp
 }
 
-// admitProduceLocked checks a transactional produce to one partition
+// AdmitProduceLocked checks a transactional produce to one partition
 // against its txn (nil: unknown transactional id), filling sp's error on
 // refusal. With implicit (Produce v12+, KIP-890 part 2) a partition not
 // yet in the transaction is added to it, starting the transaction when
@@ -525,7 +525,7 @@ func (c *txnCoordinator) list(req *kmsg.ListTransactionsRequest) kmsg.Response {
 // produce is answered, records that the partition is in the transaction,
 // and recover finds it there after a crash (an open transaction in a
 // partition whose producer's txn does not list it). tx.mu held.
-func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int32, records []byte, implicit bool, now time.Time, sp *kmsg.ProduceResponseTopicPartition) bool {
+func (c *Coordinator) AdmitProduceLocked(tx *Txn, topic string, partition int32, records []byte, implicit bool, now time.Time, sp *kmsg.ProduceResponseTopicPartition) bool {
 	refuse := func(code int16, msg string) bool {
 		sp.ErrorCode = code
 		sp.ErrorMessage = &msg
@@ -556,16 +556,16 @@ func (c *txnCoordinator) admitProduceLocked(tx *txn, topic string, partition int
 			return refuse(kerr.InvalidProducerEpoch.Code, "the producer epoch is not the transactional id's current epoch")
 		}
 		tp := groups.TP{Topic: topic, Partition: partition}
-		if _, ok := tx.mu.partitions[tp]; ok && tx.mu.State == txnOngoing {
+		if _, ok := tx.mu.partitions[tp]; ok && tx.mu.State == Ongoing {
 			continue
 		}
 		if !implicit {
 			return refuse(kerr.InvalidTxnState.Code, "the partition was not added to the transaction")
 		}
 		switch tx.mu.State {
-		case txnPrepareCommit, txnPrepareAbort:
+		case PrepareCommit, PrepareAbort:
 			return refuse(kerr.ConcurrentTransactions.Code, "the previous transaction is still being completed")
-		case txnOngoing:
+		case Ongoing:
 		default: // Empty, Complete*: this batch starts a transaction
 			// After a decision that kept the epoch, a replay of it at
 			// start would end this transaction too: wait until the

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 import (
 	"time"
@@ -7,12 +7,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// Transaction timeouts and transactional-id expiry (txn.go has the
+// Transaction timeouts and transactional-id expiry (doc.go has the
 // model and locks).
 
-// expireLoop aborts timed-out transactions, retries unfinished
+// ExpireLoop aborts timed-out transactions, retries unfinished
 // completions and removes expired transactional ids.
-func (c *txnCoordinator) expireLoop() {
+func (c *Coordinator) ExpireLoop() {
 	tk := time.NewTicker(100 * time.Millisecond)
 	defer tk.Stop()
 	// As Kafka's scheduler, the first pass comes one interval after
@@ -35,11 +35,11 @@ func (c *txnCoordinator) expireLoop() {
 	}
 }
 
-func (c *txnCoordinator) abortTimedOut(now time.Time) {
+func (c *Coordinator) abortTimedOut(now time.Time) {
 	for _, t := range c.all() {
 		t.mu.Lock()
 		switch t.mu.State {
-		case txnOngoing:
+		case Ongoing:
 			if t.mu.StartMs >= 0 && now.UnixMilli()-t.mu.StartMs > int64(t.mu.TimeoutMs) {
 				c.lg.Info("aborting a transaction open longer than its timeout", zap.String("transactional_id", t.id),
 					zap.Int64("producer_id", t.mu.ProducerID), zap.Int16("epoch", t.mu.Epoch), zap.Int32("timeout_ms", t.mu.TimeoutMs))
@@ -47,7 +47,7 @@ func (c *txnCoordinator) abortTimedOut(now time.Time) {
 					c.lg.Warn("aborting a timed-out transaction failed", zap.String("transactional_id", t.id), zap.Error(err))
 				}
 			}
-		case txnPrepareCommit, txnPrepareAbort:
+		case PrepareCommit, PrepareAbort:
 			if err := c.completeLocked(t, now); err != nil {
 				c.lg.Warn("completing a transaction failed; retrying later", zap.String("transactional_id", t.id), zap.Error(err))
 			}
@@ -61,7 +61,7 @@ func (c *txnCoordinator) abortTimedOut(now time.Time) {
 	}
 }
 
-func (c *txnCoordinator) removeExpired(now time.Time) {
+func (c *Coordinator) removeExpired(now time.Time) {
 	exp := c.o.Setting("transactional.id.expiration.ms")
 	for _, t := range c.all() {
 		t.mu.Lock()
@@ -69,13 +69,13 @@ func (c *txnCoordinator) removeExpired(now time.Time) {
 			t.mu.completing = nil
 		}
 		st := t.mu.State
-		if (st == txnEmpty || st == txnCompleteCommit || st == txnCompleteAbort) && t.mu.completing == nil && now.UnixMilli()-t.mu.UpdateMs > exp {
-			err := c.o.Store.DB().Update(func(btx *badger.Txn) error { return btx.Delete(txnKey(t.id)) })
+		if (st == Empty || st == CompleteCommit || st == CompleteAbort) && t.mu.completing == nil && now.UnixMilli()-t.mu.UpdateMs > exp {
+			err := c.o.Store.DB().Update(func(btx *badger.Txn) error { return btx.Delete(Key(t.id)) })
 			if err != nil {
 				c.lg.Warn("removing an expired transactional id failed", zap.String("transactional_id", t.id), zap.Error(err))
 			} else {
 				t.mu.removed = true
-				t.mu.State = txnDead
+				t.mu.State = Dead
 				c.mu.Lock()
 				if c.mu.txns[t.id] == t {
 					delete(c.mu.txns, t.id)

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 import (
 	"errors"
@@ -18,11 +18,11 @@ import (
 
 // A transaction's life after it begins: its pending offsets, the
 // producer checks, EndTxn, the completion (markers, offsets, the
-// Complete* record) and epoch bumps. txn.go has the model and locks.
+// Complete* record) and epoch bumps. doc.go has the model and locks.
 
 // addPendingOffset records a pending transactional offset. t.mu held, and
 // the group's lock (handleTxnOffsetCommit), or loading.
-func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groups.TP, oc groups.OffsetCommit) {
+func (c *Coordinator) addPendingOffset(t *Txn, group string, tp groups.TP, oc groups.OffsetCommit) {
 	offs := t.mu.offsets[group]
 	if offs == nil {
 		offs = map[groups.TP]groups.OffsetCommit{}
@@ -36,7 +36,7 @@ func (c *txnCoordinator) addPendingOffset(t *txn, group string, tp groups.TP, oc
 // restorePendingOffsetLocked puts back prev, the pending offset that one
 // just added (addPendingOffset) replaced. t.mu held, and the group's
 // lock since the addition.
-func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp groups.TP, prev groups.OffsetCommit) {
+func (c *Coordinator) restorePendingOffsetLocked(t *Txn, group string, tp groups.TP, prev groups.OffsetCommit) {
 	c.o.Groups.Pending.Restore(group, tp, prev.PendingSeq)
 	t.mu.offsets[group][tp] = prev
 }
@@ -45,7 +45,7 @@ func (c *txnCoordinator) restorePendingOffsetLocked(t *txn, group string, tp gro
 // record, that write's version as their stamp (groups.OffsetCommit.Stamp): the
 // TxnOffsetCommit's place among all offset commits, as its record's
 // offset in Kafka's offsets log. t.mu held, since the write.
-func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groups.TP) {
+func (c *Coordinator) stampLocked(t *Txn, group string, tps []groups.TP) {
 	v, err := c.recordVersion(t.id)
 	if err != nil {
 		// No stamp: applied whatever came after it, as before stamps
@@ -62,7 +62,7 @@ func (c *txnCoordinator) stampLocked(t *txn, group string, tps []groups.TP) {
 }
 
 // dropPendingOffsetLocked forgets one pending offset. t.mu held.
-func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groups.TP) {
+func (c *Coordinator) dropPendingOffsetLocked(t *Txn, group string, tp groups.TP) {
 	offs := t.mu.offsets[group]
 	oc, ok := offs[tp]
 	if !ok {
@@ -76,7 +76,7 @@ func (c *txnCoordinator) dropPendingOffsetLocked(t *txn, group string, tp groups
 }
 
 // clearPending forgets pending offsets of a transaction that ended.
-func (c *txnCoordinator) clearPending(offsets map[string]map[groups.TP]groups.OffsetCommit) {
+func (c *Coordinator) clearPending(offsets map[string]map[groups.TP]groups.OffsetCommit) {
 	done := c.o.Groups.Pending.ForgetAll(offsets) // nothing pending any more
 	for g, tps := range done {
 		if h := c.o.BeforeDropMarks; h != nil {
@@ -98,7 +98,7 @@ func fencedCode(version, fencedSince int16) int16 {
 // lockChecked locks id's txn for a request by producer pid and epoch, or
 // returns nil and the error code: INVALID_PRODUCER_ID_MAPPING for an
 // unknown transactional id, then checkProducerLocked's codes.
-func (c *txnCoordinator) lockChecked(id string, pid int64, epoch, version, fencedSince int16) (*txn, int16) {
+func (c *Coordinator) lockChecked(id string, pid int64, epoch, version, fencedSince int16) (*Txn, int16) {
 	t := c.lock(id, false)
 	if t == nil {
 		return nil, kerr.InvalidProducerIDMapping.Code
@@ -117,7 +117,7 @@ func (c *txnCoordinator) lockChecked(id string, pid int64, epoch, version, fence
 // (Next) gets CONCURRENT_TRANSACTIONS while the decision it answered is
 // still being completed: the txn moves to it then, and the client
 // retries. t.mu held.
-func (t *txn) checkProducerLocked(pid int64, epoch int16, version, fencedSince int16) int16 {
+func (t *Txn) checkProducerLocked(pid int64, epoch int16, version, fencedSince int16) int16 {
 	switch {
 	case t.nextPendingLocked(pid, epoch):
 		return kerr.ConcurrentTransactions.Code
@@ -132,15 +132,15 @@ func (t *txn) checkProducerLocked(pid int64, epoch int16, version, fencedSince i
 // nextPendingLocked reports whether pid and epoch are the producer an
 // EndTxn with an exhausted epoch answered (Next), whose decision is not
 // completed yet. t.mu held.
-func (t *txn) nextPendingLocked(pid int64, epoch int16) bool {
+func (t *Txn) nextPendingLocked(pid int64, epoch int16) bool {
 	n := t.mu.Next
 	return n != nil && pid == n.ProducerID && epoch == n.Epoch
 }
 
 // beginLocked moves the txn to Ongoing when it is not already. t.mu held.
-func (t *txn) beginLocked(now time.Time) {
-	if t.mu.State != txnOngoing {
-		t.mu.State = txnOngoing
+func (t *Txn) beginLocked(now time.Time) {
+	if t.mu.State != Ongoing {
+		t.mu.State = Ongoing
 		t.mu.StartMs = now.UnixMilli()
 		clear(t.mu.partitions)
 		clear(t.mu.groups)
@@ -159,11 +159,11 @@ func (t *txn) beginLocked(now time.Time) {
 // older batches in every partition of the transaction, and the producer
 // continues at it. An exhausted epoch keeps the markers at the old one
 // and moves the txn to a new producer id (epoch 0) once completed.
-func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) error {
+func (c *Coordinator) endTxnLocked(t *Txn, commit, bump bool, now time.Time) error {
 	snap := t.snapshotLocked()
-	t.mu.State = txnPrepareAbort
+	t.mu.State = PrepareAbort
 	if commit {
-		t.mu.State = txnPrepareCommit
+		t.mu.State = PrepareCommit
 	}
 	if bump {
 		if t.mu.Epoch < math.MaxInt16-1 {
@@ -177,7 +177,7 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 				t.restoreLocked(snap)
 				return err
 			}
-			t.mu.Next = &txnProducer{ProducerID: id}
+			t.mu.Next = &Producer{ProducerID: id}
 		}
 	}
 	if err := c.persistLocked(t, now); err != nil {
@@ -202,12 +202,12 @@ func (c *txnCoordinator) endTxnLocked(t *txn, commit, bump bool, now time.Time) 
 // replays the decision at start, skipping partitions already marked. It
 // reports false, leaving the txn in Prepare* for completeLocked, if a
 // marker could not be appended. t.mu held; t is in Prepare*.
-func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
+func (c *Coordinator) startCompletionLocked(t *Txn, now time.Time) bool {
 	if c.beforeStep(t.id, "markers") != nil {
 		return false
 	}
 	tps := sortedTPs(t.mu.partitions)
-	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, true, tps, now, c.markerDelay)
+	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == PrepareCommit, true, tps, now, c.markerDelay)
 	if err != nil {
 		return false
 	}
@@ -219,16 +219,16 @@ func (c *txnCoordinator) startCompletionLocked(t *txn, now time.Time) bool {
 // (commit); the Complete* write then goes on without being waited for
 // (finalizeLocked). On failure it stays in Prepare* (retried by the
 // timeout loop). t.mu held.
-func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
+func (c *Coordinator) completeLocked(t *Txn, now time.Time) error {
 	if err := c.beforeStep(t.id, "markers"); err != nil {
 		return err
 	}
 	tps := sortedTPs(t.mu.partitions)
-	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == txnPrepareCommit, t.mu.Bumped, tps, now, 0)
+	waits, err := c.writeMarkers(t.mu.ProducerID, t.mu.Epoch, t.mu.State == PrepareCommit, t.mu.Bumped, tps, now, 0)
 	if err = errors.Join(err, waitMarkers(waits)); err != nil {
 		return err
 	}
-	if t.mu.State == txnPrepareCommit {
+	if t.mu.State == PrepareCommit {
 		if err := c.applyOffsets(t.id, t.mu.offsets); err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func (c *txnCoordinator) completeLocked(t *txn, now time.Time) error {
 }
 
 // beforeStep runs the BeforeStep hook (tests), if set.
-func (c *txnCoordinator) beforeStep(id, step string) error {
+func (c *Coordinator) beforeStep(id, step string) error {
 	if h := c.o.BeforeStep; h != nil {
 		return h(id, step)
 	}
@@ -250,14 +250,14 @@ func (c *txnCoordinator) beforeStep(id, step string) error {
 // durable and the offsets applied, and only the Complete* write remains,
 // made without waiting (a completion found undone at start is simply
 // done again). t.mu held.
-func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groups.TP, waits []markerWait, background bool) error {
-	commit := t.mu.State == txnPrepareCommit
+func (c *Coordinator) finalizeLocked(t *Txn, now time.Time, tps []groups.TP, waits []markerWait, background bool) error {
+	commit := t.mu.State == PrepareCommit
 	cmp := &completion{done: make(chan struct{}), bumped: t.mu.Bumped, commit: commit, pid: t.mu.ProducerID, epoch: t.mu.Epoch,
 		tps: tps, offsets: t.mu.offsets, marked: !background, applied: !background || !commit, cleared: !background}
 	snap := t.snapshotLocked()
-	t.mu.State = txnCompleteAbort
+	t.mu.State = CompleteAbort
 	if commit {
-		t.mu.State = txnCompleteCommit
+		t.mu.State = CompleteCommit
 	}
 	t.mu.offsets = map[string]map[groups.TP]groups.OffsetCommit{}
 	clear(t.mu.partitions)
@@ -292,7 +292,7 @@ func (c *txnCoordinator) finalizeLocked(t *txn, now time.Time, tps []groups.TP, 
 // for the markers' fsync, applies the offsets (commit) and writes the
 // Complete* record. It takes no txn lock; a failure is left in cmp for
 // settleLocked to redo.
-func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) {
+func (c *Coordinator) finish(id string, cmp *completion, waits []markerWait) {
 	defer c.finishing.Done()
 	if err := waitMarkers(waits); err != nil {
 		c.lg.Warn("a decided transaction's markers failed; completing it again later", zap.String("transactional_id", id), zap.Error(err))
@@ -323,14 +323,14 @@ func (c *txnCoordinator) finish(id string, cmp *completion, waits []markerWait) 
 // once it is durable (or failed). The group committer commits writes in
 // the order they are queued, so no later write of the txn can be
 // overtaken by it.
-func (c *txnCoordinator) writeCompleteAsync(id string, cmp *completion) {
+func (c *Coordinator) writeCompleteAsync(id string, cmp *completion) {
 	if err := c.beforeStep(id, "complete"); err != nil {
 		cmp.err = err
 		close(cmp.done)
 		return
 	}
 	c.finishing.Add(1)
-	c.o.Store.Committer().WriteAsync([]meta.Op{{Key: txnKey(id), Value: cmp.record}}, func(err error) {
+	c.o.Store.Committer().WriteAsync([]meta.Op{{Key: Key(id), Value: cmp.record}}, func(err error) {
 		defer c.finishing.Done()
 		if err != nil {
 			c.lg.Error("persisting a completed transaction failed; it is completed again later", zap.String("transactional_id", id), zap.Error(err))
@@ -362,7 +362,7 @@ const markerSyncDelay = 5 * time.Millisecond
 // already reached epoch is skipped: it holds the marker already. It
 // returns the appended markers' fsync waits, and the append errors.
 // An appended marker's fsync starts within delay (syncer.appendedLazy).
-func (c *txnCoordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groups.TP, now time.Time, delay time.Duration) ([]markerWait, error) {
+func (c *Coordinator) writeMarkers(pid int64, epoch int16, commit, bumped bool, tps []groups.TP, now time.Time, delay time.Duration) ([]markerWait, error) {
 	var waits []markerWait
 	var errs []error
 	for _, tp := range tps {
@@ -410,7 +410,7 @@ func waitMarkers(waits []markerWait) error {
 
 // applyOffsets makes the offsets of id's committed transaction their
 // groups' (applyTxnOffsets).
-func (c *txnCoordinator) applyOffsets(id string, offsets map[string]map[groups.TP]groups.OffsetCommit) error {
+func (c *Coordinator) applyOffsets(id string, offsets map[string]map[groups.TP]groups.OffsetCommit) error {
 	groups := make([]string, 0, len(offsets))
 	for g := range offsets {
 		groups = append(groups, g)
@@ -447,7 +447,7 @@ func sortedTPs(set map[groups.TP]struct{}) []groups.TP {
 
 // bumpEpochLocked moves the txn to its next epoch, or to a new producer
 // id at epoch 0 when the epoch is exhausted. t.mu held.
-func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
+func (c *Coordinator) bumpEpochLocked(t *Txn) error {
 	t.mu.LastProducerID, t.mu.LastEpoch = t.mu.ProducerID, t.mu.Epoch
 	t.mu.LastEnd = false
 	if t.mu.ProducerID >= 0 && t.mu.Epoch < math.MaxInt16-1 {
@@ -465,7 +465,7 @@ func (c *txnCoordinator) bumpEpochLocked(t *txn) error {
 // abortFencingLocked fences the producer (epoch bump) and aborts its open
 // transaction: for a timeout, and for InitProducerId during a
 // transaction. t.mu held; t is Ongoing.
-func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
+func (c *Coordinator) abortFencingLocked(t *Txn, now time.Time) error {
 	snap := t.snapshotLocked()
 	if t.mu.Epoch < math.MaxInt16-1 {
 		// Kafka bumps the epoch in place (the markers then fence the old
@@ -478,7 +478,7 @@ func (c *txnCoordinator) abortFencingLocked(t *txn, now time.Time) error {
 		t.mu.Epoch++
 		t.mu.Bumped = true
 	}
-	t.mu.State = txnPrepareAbort
+	t.mu.State = PrepareAbort
 	if err := c.persistLocked(t, now); err != nil {
 		t.restoreLocked(snap)
 		return err
