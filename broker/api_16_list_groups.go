@@ -26,7 +26,7 @@ func init() { registerSimple(16, 0, 5, handleListGroups) }
 
 func handleListGroups(c *conn, req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	resp.Groups = append(c.b.groups.List(req.StatesFilter, req.TypesFilter), c.b.listShareGroups(req.StatesFilter, req.TypesFilter)...)
+	resp.Groups = append(c.b.groups.List(req.StatesFilter, req.TypesFilter), c.b.shares.listShareGroups(req.StatesFilter, req.TypesFilter)...)
 	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
 	return resp
 }

@@ -78,7 +78,7 @@ func (b *Broker) describeConfigResource(typ kmsg.ConfigResourceType, name string
 		}
 		return b.brokerConfigEntries(name != ""), nil
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return b.groupConfigEntries(name)
+		return b.shares.groupConfigEntries(name)
 	default:
 		return nil, unsupportedResource(typ)
 	}

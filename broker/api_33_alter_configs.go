@@ -105,7 +105,7 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 			return next, nil
 		})
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return b.alterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
+		return b.shares.alterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
 	default:
 		return unsupportedResource(rr.ResourceType)
 	}

@@ -21,7 +21,7 @@ func handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		sg := kmsg.NewDeleteGroupsResponseGroup()
 		sg.Group = name
-		code, msg, isShare := c.b.deleteShareGroup(name)
+		code, msg, isShare := c.b.shares.deleteShareGroup(name)
 		if !isShare {
 			code, msg = c.b.groups.DeleteGroup(name)
 		}

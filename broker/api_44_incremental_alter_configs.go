@@ -172,7 +172,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 			return ops.apply(cur, rr.Configs)
 		})
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return b.incrementalAlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
+		return b.shares.incrementalAlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
 	default:
 		return unsupportedResource(rr.ResourceType)
 	}

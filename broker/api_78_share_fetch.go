@@ -98,11 +98,11 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	switch {
 	case renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0):
 		return fail(kerr.InvalidRequest.Code, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck.")
-	case b.classicGroupExists(group):
+	case b.shares.classicGroupExists(group):
 		return fail(kerr.GroupIDNotFound.Code, "Group "+group+" is not a share group.")
 	}
 	sc := b.shares
-	st := b.shareSettings(group)
+	st := b.shares.shareSettings(group)
 	resp.AcquisitionLockTimeoutMillis = int32(st.lockDuration.Milliseconds())
 	acks := shareAcksFromFetch(req.Topics, renew)
 
@@ -120,7 +120,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 		}
 		g.mu.Unlock()
 		var code int16
-		if sess, code = sc.sessions.open(key, c, int(b.groupBrokerInt("group.share.max.share.sessions"))); code != 0 {
+		if sess, code = sc.sessions.open(key, c, int(b.shares.groupBrokerInt("group.share.max.share.sessions"))); code != 0 {
 			return fail(code, "")
 		}
 	default:
@@ -235,7 +235,7 @@ func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	try := func() (got int, failed bool) {
 		// The group's delivery rate limit (quota_share.go) bounds what
 		// this try may acquire.
-		limit, retry, settle := b.shareDeliveryGrant(group, maxRecords)
+		limit, retry, settle := b.shares.shareDeliveryGrant(group, maxRecords)
 		rateWait = retry
 		defer func() { settle(got) }()
 		for _, t := range targets {

@@ -52,7 +52,7 @@ func handleShareAcknowledge(c *conn, req *kmsg.ShareAcknowledgeRequest) kmsg.Res
 		return fail(kerr.InvalidShareSessionEpoch.Code, "ShareAcknowledge cannot open a share session (epoch 0).")
 	}
 	sc := b.shares
-	st := b.shareSettings(group)
+	st := b.shares.shareSettings(group)
 	resp.AcquisitionLockTimeoutMillis = int32(st.lockDuration.Milliseconds())
 	sess := sc.sessions.get(shareSessionKey{group, member})
 	if sess == nil {

@@ -155,7 +155,7 @@ func Start(cfg Config) (*Broker, error) {
 		LogConfig: b.logConfig, Metrics: b.metrics, Logger: lg,
 		Forget:         b.dedup.Forget,
 		DropOffsets:    func(topic string) error { return b.groups.DropTopicOffsets(topic) },
-		DropShareState: b.deleteShareTopicState,
+		DropShareState: func(id [16]byte) error { return b.shares.deleteShareTopicState(id) }, // nil-safe before the shares load
 		BeforeCleanup:  cfg.beforeTopicCleanup,
 	})
 	began := time.Now()
@@ -165,13 +165,23 @@ func Start(cfg Config) (*Broker, error) {
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
 	b.groups = groups.New(groups.Options{
 		Topics: b.topics, Store: b.meta, Logger: lg, Done: b.ctx.Done(),
-		IsShareGroup: b.isShareGroup, BrokerConfig: b.brokerConfig,
-		GroupConfigInt: b.groupConfigInt, GroupBrokerInt: b.groupBrokerInt,
+		IsShareGroup:           func(name string) bool { return b.shares.isShareGroup(name) }, // nil-safe
+		BrokerConfig:           b.brokerConfig,
+		GroupConfigInt:         func(group, name string) int64 { return b.shares.groupConfigInt(group, name) },
+		GroupBrokerInt:         func(name string) int64 { return b.shares.groupBrokerInt(name) },
 		OffsetFetchAfterStable: cfg.offsetFetchAfterStable, ExpiryBeforeDelete: cfg.expiryBeforeDelete,
 	})
 	// The share coordinator holds the group configs, which the loaded
 	// KIP-848 groups read (consumerSettings): it comes first.
-	if b.shares, err = newShareCoordinator(b); err != nil {
+	if b.shares, err = newShareCoordinator(shareOptions{
+		Store: b.meta, Topics: b.topics, Admin: b.topicAdmin, Syncer: b.syncer,
+		Metrics: b.metrics, Quotas: b.quotas, Logger: lg, Ctx: b.ctx,
+		DataDir: cfg.DataDir, FsyncAlways: cfg.Fsync == FsyncAlways,
+		BatchCacheBytes: cfg.ShareBatchCacheBytes, DefaultPartitions: cfg.DefaultPartitions,
+		BrokerConfig:    b.brokerConfig,
+		IsConsumerGroup: func(name string) bool { return b.groups.Exists(name) },
+		BeforeCommit:    cfg.shareBeforeCommit,
+	}); err != nil {
 		return fail(err)
 	}
 	if err := b.groups.Load(); err != nil {

@@ -27,22 +27,22 @@ import (
 
 // shareDeliveryLimit returns group's delivery rate limit (records/s, 0:
 // unlimited) and whether its scope is message-group.
-func (b *Broker) shareDeliveryLimit(group string) (rate int64, perMessageGroup bool) {
-	over := b.shares.configs.overrides(group)
-	rate = configs.Int(b.groupConfigValue(over, "share.delivery.rate.limit"), 0)
-	return rate, b.groupConfigValue(over, "share.delivery.rate.limit.scope") == "message-group"
+func (c *shareCoordinator) shareDeliveryLimit(group string) (rate int64, perMessageGroup bool) {
+	over := c.configs.overrides(group)
+	rate = configs.Int(c.groupConfigValue(over, "share.delivery.rate.limit"), 0)
+	return rate, c.groupConfigValue(over, "share.delivery.rate.limit.scope") == "message-group"
 }
 
 // shareDeliveryGrant grants up to want records to a ShareFetch of group
 // under the group-scope limit. settle must be called with the records
 // actually acquired. With nothing granted, retry says when a token is
 // there.
-func (b *Broker) shareDeliveryGrant(group string, want int) (granted int, retry time.Duration, settle func(got int)) {
-	rate, perMessageGroup := b.shareDeliveryLimit(group)
+func (c *shareCoordinator) shareDeliveryGrant(group string, want int) (granted int, retry time.Duration, settle func(got int)) {
+	rate, perMessageGroup := c.shareDeliveryLimit(group)
 	if rate <= 0 || perMessageGroup {
 		return want, 0, func(int) {}
 	}
 	key := "s|" + group
-	granted, retry = b.quotas.Grant(key, float64(rate), want)
-	return granted, retry, func(got int) { b.quotas.Settle(key, float64(rate), granted, got) }
+	granted, retry = c.o.Quotas.Grant(key, float64(rate), want)
+	return granted, retry, func(got int) { c.o.Quotas.Settle(key, float64(rate), granted, got) }
 }

@@ -64,6 +64,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -78,6 +79,8 @@ import (
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/metrics"
+	"github.com/shoal-mq/shoal/broker/quota"
+	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
@@ -110,9 +113,45 @@ func shareKey(group string, tp shareTP) store.Key {
 // directory.
 const shareLogDir = "share-log"
 
+// shareOptions are what the share coordinator needs, given once
+// (newShareCoordinator): handles from below, the lookups that come from
+// above, and test hooks.
+type shareOptions struct {
+	// Store holds the share groups, the group configs, the DLQ intents
+	// and counts, and (under sharegroup/store) the share-partition state.
+	Store *meta.Store
+	// Topics, Admin and Syncer: the logs read and the DLQ topics
+	// created and written, and their fsyncs.
+	Topics *topics.Registry
+	Admin  *topics.Admin
+	Syncer *topics.Syncer
+	// Metrics counts per share group; Quotas grants delivery rates.
+	Metrics *metrics.Metrics
+	Quotas  *quota.Manager
+	Logger  *zap.Logger
+	// Ctx is cancelled when the broker shuts down.
+	Ctx context.Context
+	// DataDir holds the share-group change log (shareLogDir).
+	DataDir string
+	// FsyncAlways: a DLQ copy waits for its fsync (fsync=always).
+	FsyncAlways bool
+	// BatchCacheBytes bounds the parsed-batch cache (trimCache);
+	// DefaultPartitions is an auto-created DLQ topic's partition count.
+	BatchCacheBytes   int64
+	DefaultPartitions int32
+	// BrokerConfig returns a dynamic broker config override, if set.
+	BrokerConfig func(name string) (string, bool)
+	// IsConsumerGroup reports whether a consumer group (classic or
+	// KIP-848) has that name.
+	IsConsumerGroup func(name string) bool
+	// BeforeCommit (tests) runs before each share-state group commit;
+	// an error fails it (store.Options.BeforeCommit).
+	BeforeCommit func() error
+}
+
 // shareCoordinator owns share groups, share-partitions and share sessions.
 type shareCoordinator struct {
-	b        *Broker
+	o        shareOptions
 	lg       *zap.Logger
 	store    *store.Store
 	configs  shareConfigStore
@@ -130,19 +169,19 @@ type shareCoordinator struct {
 
 // newShareCoordinator loads the share groups and group configs from the
 // metadata store. Share-partition state is loaded lazily.
-func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
+func newShareCoordinator(o shareOptions) (*shareCoordinator, error) {
 	c := &shareCoordinator{
-		b:  b,
-		lg: b.lg.Named("share"),
+		o:  o,
+		lg: o.Logger.Named("share"),
 	}
 	var err error
-	c.store, err = store.Open(b.meta.DB(), store.Options{
+	c.store, err = store.Open(o.Store.DB(), store.Options{
 		Prefix:       []byte(meta.PrefixShareGroups),
-		BeforeCommit: b.cfg.shareBeforeCommit,
+		BeforeCommit: o.BeforeCommit,
 		// Acknowledgements are durable once in this change log, one
 		// fdatasync each group commit; checkpoints move them into
 		// badger in the background (sharegroup/store/doc.go).
-		LogDir: filepath.Join(b.cfg.DataDir, shareLogDir),
+		LogDir: filepath.Join(o.DataDir, shareLogDir),
 		BackgroundError: func(err error) {
 			c.lg.Error("share-group change log: a checkpoint into the metadata store, or a spare segment file, failed; the records stay in the log and it is retried", zap.Error(err))
 		},
@@ -150,11 +189,11 @@ func newShareCoordinator(b *Broker) (*shareCoordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: share-group state: %w", err)
 	}
-	c.trims.max = b.cfg.ShareBatchCacheBytes
+	c.trims.max = o.BatchCacheBytes
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}
 	c.sessions.m = map[shareSessionKey]*shareSession{}
-	if c.configs.m, err = loadShareGroupConfigs(b.meta.DB()); err == nil {
+	if c.configs.m, err = loadShareGroupConfigs(o.Store.DB()); err == nil {
 		err = c.loadGroups()
 	}
 	if err != nil {
@@ -205,7 +244,7 @@ func (c *shareCoordinator) part(key store.Key) *sharePart {
 	defer c.mu.Unlock()
 	sp := c.mu.parts[key]
 	if sp == nil {
-		sp = &sharePart{c: c, key: key, m: c.b.metrics.ShareGroup(key.Group)}
+		sp = &sharePart{c: c, key: key, m: c.o.Metrics.ShareGroup(key.Group)}
 		sp.mu.stopped = c.mu.closed
 		c.mu.parts[key] = sp
 	}
@@ -400,7 +439,7 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 	if !create {
 		return errNoShareState
 	}
-	start, err := sp.c.b.shareStartOffset(sp.key, st, now)
+	start, err := sp.c.shareStartOffset(sp.key, st, now)
 	if err != nil {
 		return err
 	}
@@ -418,8 +457,8 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 
 // shareStartOffset resolves share.auto.offset.reset for a share-partition
 // being initialized.
-func (b *Broker) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
-	_, lp, code := b.topics.PartitionByID(key.TopicID, key.Partition)
+func (c *shareCoordinator) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
+	_, lp, code := c.o.Topics.PartitionByID(key.TopicID, key.Partition)
 	if code != 0 {
 		return 0, fmt.Errorf("%w: topic id %x partition %d", kafkaerr.ErrUnknownTopicID, key.TopicID, key.Partition)
 	}

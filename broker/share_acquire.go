@@ -68,7 +68,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 		if a.code != 0 {
 			continue
 		}
-		_, lp, code := c.b.topics.PartitionByID(a.tp.topicID, a.tp.partition)
+		_, lp, code := c.o.Topics.PartitionByID(a.tp.topicID, a.tp.partition)
 		if code != 0 {
 			a.code = code
 			continue

@@ -93,8 +93,8 @@ func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 					op.Name, op.Value = kv[i], kmsg.StringPtr(kv[i+1])
 					ops = append(ops, op)
 				}
-				require.NoError(bb, b.incrementalAlterGroupConfigs(group, ops, false))
-				st := b.shareSettings(group)
+				require.NoError(bb, b.shares.incrementalAlterGroupConfigs(group, ops, false))
+				st := b.shares.shareSettings(group)
 				sp := b.shares.part(shareKey(group, tp))
 				arena := make([]byte, 0, 1<<20)
 				start := processCPU()

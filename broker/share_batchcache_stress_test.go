@@ -193,7 +193,7 @@ func stressAcquire(t *testing.T, cacheBytes int64, dur time.Duration) {
 						group := fmt.Sprintf("%s-%s-%d", name, mode, gen.Add(1))
 						setShareGroupConfigs(t, b, group, "share.auto.offset.reset", "earliest",
 							"share.message.group.source", "key", "share.message.group."+mode, "true")
-						st := b.shareSettings(group)
+						st := b.shares.shareSettings(group)
 						sp := b.shares.part(shareKey(group, tp))
 						var accepted atomic.Int64
 						var mwg sync.WaitGroup

@@ -104,12 +104,12 @@ var groupBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
 
 // groupBrokerInt returns a broker-level group config (share or consumer
 // group): the dynamic override if it is valid, else the default.
-func (b *Broker) groupBrokerInt(name string) int64 {
+func (c *shareCoordinator) groupBrokerInt(name string) int64 {
 	d := groupBrokerConfigByName[name]
 	if d == nil {
 		panic("broker: unknown group broker config " + name) // programming error
 	}
-	if v, ok := b.brokerConfig(name); ok {
+	if v, ok := c.o.BrokerConfig(name); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.lo && n <= d.hi {
 			return n
 		}
@@ -206,26 +206,26 @@ var groupConfigByName = func() map[string]*groupConfigDef {
 }()
 
 // bounds returns the broker bounds of an int group config.
-func (b *Broker) groupConfigBounds(d *groupConfigDef) (lo, hi int64) {
+func (c *shareCoordinator) groupConfigBounds(d *groupConfigDef) (lo, hi int64) {
 	lo, hi = d.floor, math.MaxInt32
 	if d.minName != "" {
-		lo = max(lo, b.groupBrokerInt(d.minName))
+		lo = max(lo, c.groupBrokerInt(d.minName))
 	}
 	if d.maxName != "" {
-		hi = b.groupBrokerInt(d.maxName)
+		hi = c.groupBrokerInt(d.maxName)
 	}
 	return lo, hi
 }
 
 // groupConfigDefault is the default of a group config: its broker config
 // (clamped into the bounds) or the static default.
-func (b *Broker) groupConfigDefault(d *groupConfigDef) string {
+func (c *shareCoordinator) groupConfigDefault(d *groupConfigDef) string {
 	if d.brokerName == "" {
 		return d.def
 	}
-	n := b.groupBrokerInt(d.brokerName)
+	n := c.groupBrokerInt(d.brokerName)
 	if !d.unclamped {
-		lo, hi := b.groupConfigBounds(d)
+		lo, hi := c.groupConfigBounds(d)
 		n = min(max(n, lo), hi)
 	}
 	return strconv.FormatInt(n, 10)
@@ -233,7 +233,7 @@ func (b *Broker) groupConfigDefault(d *groupConfigDef) string {
 
 // checkGroupConfig validates one group config value against the
 // current broker bounds.
-func (b *Broker) checkGroupConfig(name, value string) error {
+func (c *shareCoordinator) checkGroupConfig(name, value string) error {
 	d := groupConfigByName[name]
 	if d == nil {
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Unknown group config name: %s", name)
@@ -243,7 +243,7 @@ func (b *Broker) checkGroupConfig(name, value string) error {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %v", value, name, err)
 		}
 		if name == dlqTopicNameConfig {
-			return b.checkDLQTopicName(value)
+			return c.checkDLQTopicName(value)
 		}
 		return nil
 	}
@@ -251,7 +251,7 @@ func (b *Broker) checkGroupConfig(name, value string) error {
 	if err != nil {
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.typ.String())
 	}
-	lo, hi := b.groupConfigBounds(d)
+	lo, hi := c.groupConfigBounds(d)
 	if n < lo || n > hi {
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %d for configuration %s: must be in the range [%d, %d]", n, name, lo, hi)
 	}
@@ -385,7 +385,7 @@ func loadShareGroupConfigs(db *badger.DB) (map[string]map[string]string, error) 
 // group's overrides: the override, else the default. An int override
 // outside the current broker bounds (they were changed after it was set)
 // is clamped into them.
-func (b *Broker) groupConfigValue(over map[string]string, name string) string {
+func (c *shareCoordinator) groupConfigValue(over map[string]string, name string) string {
 	d := groupConfigByName[name]
 	v, ok := over[name]
 	switch {
@@ -396,23 +396,23 @@ func (b *Broker) groupConfigValue(over map[string]string, name string) string {
 		}
 	default:
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			lo, hi := b.groupConfigBounds(d)
+			lo, hi := c.groupConfigBounds(d)
 			return strconv.FormatInt(min(max(n, lo), hi), 10)
 		}
 	}
-	return b.groupConfigDefault(d)
+	return c.groupConfigDefault(d)
 }
 
 // groupConfigInt is the effective value of an int config of group.
-func (b *Broker) groupConfigInt(group, name string) int64 {
-	n, _ := strconv.ParseInt(b.groupConfigValue(b.shares.configs.overrides(group), name), 10, 64)
+func (c *shareCoordinator) groupConfigInt(group, name string) int64 {
+	n, _ := strconv.ParseInt(c.groupConfigValue(c.configs.overrides(group), name), 10, 64)
 	return n
 }
 
 // shareSettings resolves the effective share configs of group.
-func (b *Broker) shareSettings(group string) shareGroupSettings {
-	over := b.shares.configs.overrides(group)
-	get := func(name string) string { return b.groupConfigValue(over, name) }
+func (c *shareCoordinator) shareSettings(group string) shareGroupSettings {
+	over := c.configs.overrides(group)
+	get := func(name string) string { return c.groupConfigValue(over, name) }
 	num := func(name string) int64 { n, _ := strconv.ParseInt(get(name), 10, 64); return n }
 	return shareGroupSettings{
 		sessionTimeout:    time.Duration(num("share.session.timeout.ms")) * time.Millisecond,
@@ -445,11 +445,11 @@ func checkGroupResource(group string) error {
 // (DescribeConfigs, resource type GROUP): the override (GROUP_CONFIG),
 // else the dynamic broker default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
 // the default. The group need not exist, as in Kafka.
-func (b *Broker) groupConfigEntries(group string) ([]configs.Entry, error) {
+func (c *shareCoordinator) groupConfigEntries(group string) ([]configs.Entry, error) {
 	if err := checkGroupResource(group); err != nil {
 		return nil, err
 	}
-	over := b.shares.configs.overrides(group)
+	over := c.configs.overrides(group)
 	out := make([]configs.Entry, 0, len(groupConfigDefs))
 	for i := range groupConfigDefs {
 		d := &groupConfigDefs[i]
@@ -459,11 +459,11 @@ func (b *Broker) groupConfigEntries(group string) ([]configs.Entry, error) {
 			e.Value, e.Source = &v, kmsg.ConfigSourceGroupConfig
 			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: &v, Source: kmsg.ConfigSourceGroupConfig})
 		}
-		def := b.groupConfigDefault(d)
+		def := c.groupConfigDefault(d)
 		defName, defSource := d.name, kmsg.ConfigSourceDefaultConfig
 		if d.brokerName != "" {
 			defName = d.brokerName
-			if _, set := b.brokerConfig(d.brokerName); set {
+			if _, set := c.o.BrokerConfig(d.brokerName); set {
 				defSource = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 			}
 		}
@@ -480,7 +480,7 @@ func (b *Broker) groupConfigEntries(group string) ([]configs.Entry, error) {
 // to a GROUP resource, all or nothing: SET and DELETE; APPEND and
 // SUBTRACT are INVALID_CONFIG (no group config is a list); an unknown
 // name or a value outside the broker bounds is INVALID_CONFIG.
-func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
+func (c *shareCoordinator) incrementalAlterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if err := checkGroupResource(group); err != nil {
 		return err
 	}
@@ -490,7 +490,7 @@ func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.Increment
 			if d == nil {
 				return 0, "", false
 			}
-			return d.typ, b.groupConfigDefault(d), true
+			return d.typ, c.groupConfigDefault(d), true
 		},
 		check: func(name string, value *string) error {
 			if value == nil {
@@ -499,11 +499,11 @@ func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.Increment
 				}
 				return nil
 			}
-			return b.checkGroupConfig(name, *value)
+			return c.checkGroupConfig(name, *value)
 		},
 		bad: kafkaerr.ErrInvalidConfig,
 	}
-	return b.updateGroupConfigs(group, validateOnly, func(cur map[string]string) (map[string]string, error) {
+	return c.updateGroupConfigs(group, validateOnly, func(cur map[string]string) (map[string]string, error) {
 		return co.apply(cur, ops)
 	})
 }
@@ -511,29 +511,29 @@ func (b *Broker) incrementalAlterGroupConfigs(group string, ops []kmsg.Increment
 // alterGroupConfigs replaces a GROUP resource's overrides (AlterConfigs):
 // configs left out revert to their defaults. The caller has refused null
 // values and duplicate names.
-func (b *Broker) alterGroupConfigs(group string, configs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) error {
+func (c *shareCoordinator) alterGroupConfigs(group string, configs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if err := checkGroupResource(group); err != nil {
 		return err
 	}
 	next := make(map[string]string, len(configs))
-	for _, c := range configs {
-		if c.Value == nil {
-			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Null value not supported for : %s", c.Name)
+	for _, rc := range configs {
+		if rc.Value == nil {
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Null value not supported for : %s", rc.Name)
 		}
-		if err := b.checkGroupConfig(c.Name, *c.Value); err != nil {
+		if err := c.checkGroupConfig(rc.Name, *rc.Value); err != nil {
 			return err
 		}
-		next[c.Name] = *c.Value
+		next[rc.Name] = *rc.Value
 	}
-	return b.updateGroupConfigs(group, validateOnly, func(map[string]string) (map[string]string, error) {
+	return c.updateGroupConfigs(group, validateOnly, func(map[string]string) (map[string]string, error) {
 		return next, nil
 	})
 }
 
 // updateGroupConfigs replaces group's overrides with update(copy of
 // current), checks cross-config rules, persists, then publishes them.
-func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
-	s := &b.shares.configs
+func (c *shareCoordinator) updateGroupConfigs(group string, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	s := &c.configs
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	cur := map[string]string{}
@@ -550,10 +550,10 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 		hbName, sName := prefix+"heartbeat.interval.ms", prefix+"session.timeout.ms"
 		hbv, sv := next[hbName], next[sName]
 		if hbv == "" {
-			hbv = b.groupConfigDefault(groupConfigByName[hbName])
+			hbv = c.groupConfigDefault(groupConfigByName[hbName])
 		}
 		if sv == "" {
-			sv = b.groupConfigDefault(groupConfigByName[sName])
+			sv = c.groupConfigDefault(groupConfigByName[sName])
 		}
 		if hb, s := configs.Int(hbv, 0), configs.Int(sv, 0); hb >= s {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%s must be less than %s", hbName, sName)
@@ -563,7 +563,7 @@ func (b *Broker) updateGroupConfigs(group string, validateOnly bool, update func
 		return nil
 	}
 	key := []byte(meta.PrefixGroupConfig + url.PathEscape(group))
-	if err := meta.PutJSONOrDelete(b.meta.DB(), key, next); err != nil {
+	if err := meta.PutJSONOrDelete(c.o.Store.DB(), key, next); err != nil {
 		return fmt.Errorf("broker: persist group configs: %w", err)
 	}
 	s.mu.Lock()

@@ -155,8 +155,8 @@ var dlqBrokerConfigDefs = []brokerConfigDef{
 }
 
 // dlqBrokerValue is the effective value of a KIP-1191 broker config.
-func (b *Broker) dlqBrokerValue(name string) string {
-	if v, ok := b.brokerConfig(name); ok {
+func (c *shareCoordinator) dlqBrokerValue(name string) string {
+	if v, ok := c.o.BrokerConfig(name); ok {
 		return v
 	}
 	for i := range dlqBrokerConfigDefs {
@@ -169,16 +169,16 @@ func (b *Broker) dlqBrokerValue(name string) string {
 
 // checkDLQTopicName validates a group's errors.deadletterqueue.topic.name
 // (KIP-1191's ShareGroupDLQValidator rules; see the file comment).
-func (b *Broker) checkDLQTopicName(name string) error {
+func (c *shareCoordinator) checkDLQTopicName(name string) error {
 	if name == "" {
 		return nil
 	}
-	_, err := b.dlqTopicCheck(name)
+	_, err := c.dlqTopicCheck(name)
 	return err
 }
 
 // dlqTopicCheck applies the rules and returns the topic if it exists.
-func (b *Broker) dlqTopicCheck(name string) (*topics.Topic, error) {
+func (c *shareCoordinator) dlqTopicCheck(name string) (*topics.Topic, error) {
 	bad := func(format string, args ...any) (*topics.Topic, error) {
 		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
 	}
@@ -188,17 +188,17 @@ func (b *Broker) dlqTopicCheck(name string) (*topics.Topic, error) {
 	if strings.HasPrefix(name, "__") {
 		return bad("dead-letter topic names must not start with __")
 	}
-	if prefix := b.dlqBrokerValue(dlqPrefixConfig); !strings.HasPrefix(name, prefix) {
+	if prefix := c.dlqBrokerValue(dlqPrefixConfig); !strings.HasPrefix(name, prefix) {
 		return bad("dead-letter topic names must start with %q (%s)", prefix, dlqPrefixConfig)
 	}
-	t := b.topics.Get(name)
+	t := c.o.Topics.Get(name)
 	if t == nil {
-		if b.dlqBrokerValue(dlqAutoCreateConfig) != "true" {
+		if c.dlqBrokerValue(dlqAutoCreateConfig) != "true" {
 			return bad("topic does not exist and %s is false", dlqAutoCreateConfig)
 		}
 		return nil, nil
 	}
-	_, cfgs := b.topics.Snapshot(t)
+	_, cfgs := c.o.Topics.Snapshot(t)
 	if cfgs[dlqGroupEnableTopic] != "true" {
 		return bad("topic has not opted in with %s=true", dlqGroupEnableTopic)
 	}
@@ -207,22 +207,22 @@ func (b *Broker) dlqTopicCheck(name string) (*topics.Topic, error) {
 
 // dlqTarget resolves (creating if allowed) the dead-letter topic for a
 // write. Failures wrap errDLQUnavailable.
-func (b *Broker) dlqTarget(name string) (*topics.Topic, error) {
-	t, err := b.dlqTopicCheck(name)
+func (c *shareCoordinator) dlqTarget(name string) (*topics.Topic, error) {
+	t, err := c.dlqTopicCheck(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errDLQUnavailable, err)
 	}
 	if t != nil {
 		return t, nil
 	}
-	t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
+	t, err = c.o.Admin.Create(name, c.o.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
 	if errors.Is(err, kafkaerr.ErrTopicExists) {
-		return b.dlqTopicCheck(name) // raced with another creation: check it again
+		return c.dlqTopicCheck(name) // raced with another creation: check it again
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: create %s: %v", errDLQUnavailable, name, err)
 	}
-	b.lg.Info("created dead-letter topic", zap.String("topic", name))
+	c.lg.Info("created dead-letter topic", zap.String("topic", name))
 	return t, nil
 }
 
@@ -344,7 +344,7 @@ func (sp *sharePart) runDLQ() {
 		// Snapshot the work under the owner's lock.
 		sp.mu.Lock()
 		now := time.Now()
-		st := c.b.shareSettings(sp.key.Group)
+		st := c.shareSettings(sp.key.Group)
 		var ranges []sharegroup.StateRange
 		var epoch int32
 		var inFlight *store.Pending // the last acknowledgement write not known durable

@@ -19,7 +19,7 @@ func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, 
 	t.Helper()
 	tp := shareTP{topicID: b.topics.Get(topic).ID, partition: 0}
 	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
-	st := b.shareSettings(group)
+	st := b.shares.shareSettings(group)
 	sp := b.shares.part(shareKey(group, tp))
 	acq, _, err := sp.acquire(st, member, false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 	key := shareKey("eg", tp)
 	sp := rejectWhileWriting(t, b, "eg", "esrc", key, func() {
 		// Meanwhile: the group empties, the admin resets, consumers reject again.
-		require.Zero(t, b.shares.resetOffset(key, b.shareSettings("eg"), lp, 0))
+		require.Zero(t, b.shares.resetOffset(key, b.shares.shareSettings("eg"), lp, 0))
 		require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m2", sharegroup.AckReject))
 	})
 	time.Sleep(2 * time.Second)
@@ -123,7 +123,7 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 	for p := range int32(2) {
 		tp := shareTP{topicID: b.topics.Get("psrc").ID, partition: p}
 		_, lp, _ := b.topics.PartitionByID(tp.topicID, p)
-		st := b.shareSettings("pg")
+		st := b.shares.shareSettings("pg")
 		sp := b.shares.part(shareKey("pg", tp))
 		acq, _, err := sp.acquire(st, "m1", false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 		require.NoError(t, err)

@@ -626,7 +626,7 @@ func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
 	require.Equal(t, int64(n), dlq.Log.HighWatermark(), "the first epoch's copies")
 
 	key := shareKey("rg", shareTP{topicID: b.topics.Get("rsrc").ID, partition: 0})
-	require.Zero(t, b.shares.resetOffset(key, b.shareSettings("rg"), b.topics.Partition("rsrc", 0), 0))
+	require.Zero(t, b.shares.resetOffset(key, b.shares.shareSettings("rg"), b.topics.Partition("rsrc", 0), 0))
 	r2 := newRawShare(t, b, "rg", "m2", "rsrc")
 	epoch = acquireAllRaw(t, r2, n)
 	require.Zero(t, ackCode(t, r2.ack(epoch, false, ackBatch(0, n-1, 3))))

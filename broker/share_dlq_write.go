@@ -69,7 +69,7 @@ func dlqCountKey(k store.Key) []byte  { return []byte(meta.PrefixDLQCount + dlqK
 
 func (c *shareCoordinator) loadDLQIntent(k store.Key) (*dlqIntent, error) {
 	var in *dlqIntent
-	err := c.b.meta.DB().View(func(txn *badger.Txn) error {
+	err := c.o.Store.DB().View(func(txn *badger.Txn) error {
 		item, err := txn.Get(dlqIntentKey(k))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -90,7 +90,7 @@ func (c *shareCoordinator) putDLQIntent(k store.Key, in *dlqIntent) error {
 	if err != nil {
 		return err
 	}
-	return c.b.meta.DB().Update(func(txn *badger.Txn) error { return txn.Set(dlqIntentKey(k), v) })
+	return c.o.Store.DB().Update(func(txn *badger.Txn) error { return txn.Set(dlqIntentKey(k), v) })
 }
 
 // markDLQWritten sets the intent Written and adds n to the count, in one
@@ -101,7 +101,7 @@ func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) e
 	if err != nil {
 		return err
 	}
-	return c.b.meta.DB().Update(func(txn *badger.Txn) error {
+	return c.o.Store.DB().Update(func(txn *badger.Txn) error {
 		var cur uint64
 		item, err := txn.Get(dlqCountKey(k))
 		switch {
@@ -128,13 +128,13 @@ func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) e
 }
 
 func (c *shareCoordinator) deleteDLQIntent(k store.Key) error {
-	return c.b.meta.DB().Update(func(txn *badger.Txn) error { return txn.Delete(dlqIntentKey(k)) })
+	return c.o.Store.DB().Update(func(txn *badger.Txn) error { return txn.Delete(dlqIntentKey(k)) })
 }
 
 // deleteDLQState deletes a share-partition's intent and count (its state
 // is being deleted).
 func (c *shareCoordinator) deleteDLQState(k store.Key) error {
-	return c.b.meta.DB().Update(func(txn *badger.Txn) error {
+	return c.o.Store.DB().Update(func(txn *badger.Txn) error {
 		if err := txn.Delete(dlqIntentKey(k)); err != nil {
 			return err
 		}
@@ -145,7 +145,6 @@ func (c *shareCoordinator) deleteDLQState(k store.Key) error {
 // writeDLQ performs one attempt for ranges (all Archiving) and returns
 // the ranges whose DLQ copies are durable and counted.
 func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64, epoch int32) ([]sharegroup.StateRange, error) {
-	b := c.b
 	if c.dlq.failAttempt != nil {
 		if err := c.dlq.failAttempt(); err != nil {
 			return nil, err
@@ -162,15 +161,15 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		c.lg.Warn("share group no longer has a dead-letter topic; archiving without a copy", zapShareKey(k), zap.Any("offsets", ranges))
 		return ranges, nil
 	}
-	src, srcPart, code := b.topics.PartitionByID(k.TopicID, k.Partition)
+	src, srcPart, code := c.o.Topics.PartitionByID(k.TopicID, k.Partition)
 	if code != 0 {
 		return ranges, nil // the source is gone; its share state goes with it
 	}
-	dt, err := b.dlqTarget(st.dlqTopic)
+	dt, err := c.dlqTarget(st.dlqTopic)
 	if err != nil {
 		return nil, err
 	}
-	dparts, _ := b.topics.Snapshot(dt)
+	dparts, _ := c.o.Topics.Snapshot(dt)
 	if len(dparts) == 0 {
 		return nil, fmt.Errorf("%w: %s has no partitions", errDLQUnavailable, dt.Name)
 	}
@@ -235,7 +234,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		end = dp.Log.LogEndOffset()
 		first = end
 	}
-	if err := b.waitDurable(dp, first, end); err != nil {
+	if err := c.waitDurable(dp, first, end); err != nil {
 		return nil, fmt.Errorf("fsync %s-%d: %w", dp.Topic, dp.Index, err)
 	}
 	if c.dlq.crashed("durable") {
@@ -245,7 +244,7 @@ func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges [
 		return nil, err
 	}
 	if n > 0 {
-		b.metrics.DLQRecords.WithLabelValues(k.Group).Add(float64(n)) // shoal_share_dlq_records_total
+		c.o.Metrics.DLQRecords.WithLabelValues(k.Group).Add(float64(n)) // shoal_share_dlq_records_total
 	}
 	if c.dlq.crashed("written") {
 		return nil, errDLQCrashed
@@ -320,11 +319,11 @@ var errDLQCrashed = errors.New("broker: simulated crash in dead-letter write")
 
 // waitDurable returns once p is durable up to end (exclusive), new data
 // starting at first, and its high watermark covers it.
-func (b *Broker) waitDurable(p *topics.Partition, first, end int64) error {
-	if b.cfg.Fsync == FsyncAlways {
-		return <-b.syncer.Appended(p, first, end, true)
+func (c *shareCoordinator) waitDurable(p *topics.Partition, first, end int64) error {
+	if c.o.FsyncAlways {
+		return <-c.o.Syncer.Appended(p, first, end, true)
 	}
-	b.syncer.Appended(p, first, end, false) // moves the high watermark
+	c.o.Syncer.Appended(p, first, end, false) // moves the high watermark
 	_, err := p.Log.Sync()
 	return err
 }
@@ -500,9 +499,9 @@ func (c *shareCoordinator) resumeDLQ() {
 			c.lg.Warn("listing share-partitions for dead-letter recovery failed", zap.String("group", g), zap.Error(err))
 			continue
 		}
-		st := c.b.shareSettings(g)
+		st := c.shareSettings(g)
 		for _, k := range keys {
-			if c.b.ctx.Err() != nil {
+			if c.o.Ctx.Err() != nil {
 				return
 			}
 			sp := c.part(k)
@@ -524,15 +523,15 @@ type DLQCount struct {
 	Records   int64
 }
 
-// ShareDLQCounts returns the durable dead-letter counts of group (every
+// dlqCounts returns the durable dead-letter counts of group (every
 // group if group is ""), sorted.
-func (b *Broker) ShareDLQCounts(group string) ([]DLQCount, error) {
+func (c *shareCoordinator) dlqCounts(group string) ([]DLQCount, error) {
 	prefix := meta.PrefixDLQCount
 	if group != "" {
 		prefix += url.PathEscape(group) + "/"
 	}
 	var out []DLQCount
-	err := b.meta.DB().View(func(txn *badger.Txn) error {
+	err := c.o.Store.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -564,7 +563,7 @@ func (b *Broker) ShareDLQCounts(group string) ([]DLQCount, error) {
 				return err
 			}
 			dc := DLQCount{Group: g, Partition: int32(p), Records: int64(n)}
-			if t := b.topics.GetID(id); t != nil {
+			if t := c.o.Topics.GetID(id); t != nil {
 				dc.Topic = t.Name
 			}
 			out = append(out, dc)
@@ -584,13 +583,13 @@ func (b *Broker) ShareDLQCounts(group string) ([]DLQCount, error) {
 	return out, err
 }
 
-// ShareDLQTotals returns the dead-letter records written per share group
+// dlqTotals returns the dead-letter records written per share group
 // (the metric shoal_share_dlq_records_total{group}).
-func (b *Broker) ShareDLQTotals() (map[string]int64, error) {
-	counts, err := b.ShareDLQCounts("")
+func (c *shareCoordinator) dlqTotals() (map[string]int64, error) {
+	counts, err := c.dlqCounts("")
 	out := map[string]int64{}
-	for _, c := range counts {
-		out[c.Group] += c.Records
+	for _, n := range counts {
+		out[n.Group] += n.Records
 	}
 	return out, err
 }

@@ -122,7 +122,7 @@ func newShareGroup(c *shareCoordinator, name string) *shareGroup {
 }
 
 func (c *shareCoordinator) loadGroups() error {
-	return meta.ScanJSON(c.b.meta.DB(), meta.PrefixShareGroup, func(key string, rec shareGroupRecord) error {
+	return meta.ScanJSON(c.o.Store.DB(), meta.PrefixShareGroup, func(key string, rec shareGroupRecord) error {
 		name, err := url.PathUnescape(key)
 		if err != nil {
 			return fmt.Errorf("broker: share group key %q: %w", meta.PrefixShareGroup+key, err)
@@ -172,7 +172,7 @@ func (g *shareGroup) persistLocked() error {
 	if err != nil {
 		return err
 	}
-	err = g.c.b.meta.DB().Update(func(txn *badger.Txn) error {
+	err = g.c.o.Store.DB().Update(func(txn *badger.Txn) error {
 		return txn.Set([]byte(meta.PrefixShareGroup+url.PathEscape(g.name)), v)
 	})
 	if err != nil {
@@ -214,8 +214,8 @@ func (g *shareGroup) refreshTopicsLocked() bool {
 			if _, ok := now[name]; ok {
 				continue
 			}
-			if t := g.c.b.topics.Get(name); t != nil {
-				now[name] = shareTopicMeta{id: t.ID, partitions: g.c.b.topics.PartitionCount(t)}
+			if t := g.c.o.Topics.Get(name); t != nil {
+				now[name] = shareTopicMeta{id: t.ID, partitions: g.c.o.Topics.PartitionCount(t)}
 			}
 		}
 	}
@@ -329,8 +329,8 @@ func (g *shareGroup) fire() {
 // classicGroupExists reports whether the group coordinator (package groups)
 // has a classic or consumer group of that name: share groups and other
 // group types are exclusive (kip932.md §10 item 29).
-func (b *Broker) classicGroupExists(name string) bool {
-	return b.groups != nil && b.groups.Exists(name)
+func (c *shareCoordinator) classicGroupExists(name string) bool {
+	return c.o.IsConsumerGroup(name)
 }
 
 // heartbeat serves ShareGroupHeartbeat (76).
@@ -359,11 +359,11 @@ func (c *shareCoordinator) heartbeat(cn *conn, req *kmsg.ShareGroupHeartbeatRequ
 		fail(kerr.InvalidRequest.Code, "MemberEpoch is invalid.")
 		return
 	}
-	if c.b.classicGroupExists(req.GroupID) {
+	if c.classicGroupExists(req.GroupID) {
 		fail(kerr.GroupIDNotFound.Code, "Group %s is not a share group.", req.GroupID)
 		return
 	}
-	st := c.b.shareSettings(req.GroupID)
+	st := c.shareSettings(req.GroupID)
 	resp.HeartbeatIntervalMillis = int32(st.heartbeatInterval.Milliseconds())
 	now := time.Now()
 
@@ -395,7 +395,7 @@ func (c *shareCoordinator) heartbeat(cn *conn, req *kmsg.ShareGroupHeartbeatRequ
 	changed := false
 	if req.MemberEpoch == 0 {
 		if m == nil {
-			if len(g.mu.members) >= int(c.b.groupBrokerInt("group.share.max.size")) {
+			if len(g.mu.members) >= int(c.groupBrokerInt("group.share.max.size")) {
 				fail(kerr.GroupMaxSizeReached.Code, "The share group has reached its maximum size.")
 				return
 			}
@@ -473,7 +473,7 @@ func (c *shareCoordinator) describe(name string, withOps bool) kmsg.ShareGroupDe
 	if g == nil {
 		rg.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := fmt.Sprintf("Group %s not found.", name)
-		if c.b.classicGroupExists(name) {
+		if c.classicGroupExists(name) {
 			msg = fmt.Sprintf("Group %s is not a share group.", name)
 		}
 		rg.ErrorMessage = &msg
@@ -528,27 +528,27 @@ func (g *shareGroup) stateLocked() string {
 // isShareGroup reports whether a share group of that name exists (for
 // DescribeGroups, OffsetCommit/OffsetFetch and JoinGroup: a share group
 // id is GROUP_ID_NOT_FOUND there).
-func (b *Broker) isShareGroup(name string) bool {
-	if b.shares == nil {
+func (c *shareCoordinator) isShareGroup(name string) bool {
+	if c == nil {
 		return false
 	}
-	b.shares.mu.Lock()
-	defer b.shares.mu.Unlock()
-	return b.shares.mu.groups[name] != nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.groups[name] != nil
 }
 
 // listShareGroups returns the share groups for ListGroups, honouring its
 // StatesFilter and TypesFilter (case-insensitive; v5 "share").
-func (b *Broker) listShareGroups(states, types []string) []kmsg.ListGroupsResponseGroup {
-	if b.shares == nil || len(types) > 0 && !groups.ContainsFold(types, groupTypeShare) {
+func (c *shareCoordinator) listShareGroups(states, types []string) []kmsg.ListGroupsResponseGroup {
+	if c == nil || len(types) > 0 && !groups.ContainsFold(types, groupTypeShare) {
 		return nil
 	}
-	b.shares.mu.Lock()
-	sgs := make([]*shareGroup, 0, len(b.shares.mu.groups))
-	for _, g := range b.shares.mu.groups {
+	c.mu.Lock()
+	sgs := make([]*shareGroup, 0, len(c.mu.groups))
+	for _, g := range c.mu.groups {
 		sgs = append(sgs, g)
 	}
-	b.shares.mu.Unlock()
+	c.mu.Unlock()
 	var out []kmsg.ListGroupsResponseGroup
 	for _, g := range sgs {
 		g.mu.Lock()
@@ -569,11 +569,10 @@ func (b *Broker) listShareGroups(states, types []string) []kmsg.ListGroupsRespon
 // state (DeleteGroups). isShare is false when no share group has that
 // name (the caller goes on with other group types); code is
 // NON_EMPTY_GROUP while members exist.
-func (b *Broker) deleteShareGroup(name string) (code int16, msg string, isShare bool) {
-	if b.shares == nil {
+func (c *shareCoordinator) deleteShareGroup(name string) (code int16, msg string, isShare bool) {
+	if c == nil {
 		return 0, "", false
 	}
-	c := b.shares
 	g, _ := c.lockGroup(name, false)
 	if g == nil {
 		return 0, "", false
@@ -586,7 +585,7 @@ func (b *Broker) deleteShareGroup(name string) (code int16, msg string, isShare 
 		c.lg.Error("deleting share group state failed", zap.String("group", name), zap.Error(err))
 		return kerr.KafkaStorageError.Code, err.Error(), true
 	}
-	err := b.meta.DB().Update(func(txn *badger.Txn) error {
+	err := c.o.Store.DB().Update(func(txn *badger.Txn) error {
 		return txn.Delete([]byte(meta.PrefixShareGroup + url.PathEscape(name)))
 	})
 	if err != nil {
@@ -635,11 +634,10 @@ func (c *shareCoordinator) deleteState(group string, topics map[[16]byte]bool) e
 // deleteShareTopicState deletes every share group's share-partition state
 // of a deleted topic (DeleteTopics calls it after the topic is gone, so
 // no new state can appear for its id).
-func (b *Broker) deleteShareTopicState(id [16]byte) error {
-	if b.shares == nil {
+func (c *shareCoordinator) deleteShareTopicState(id [16]byte) error {
+	if c == nil {
 		return nil
 	}
-	c := b.shares
 	c.mu.Lock()
 	names := make([]string, 0, len(c.mu.groups))
 	for name := range c.mu.groups {

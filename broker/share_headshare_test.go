@@ -33,7 +33,7 @@ func TestOrderedSlowMemberLeavesWaitersTheirShare(t *testing.T) {
 		"share.record.lock.duration.ms", "1000")
 	tp := shareTP{topicID: b.topics.Get("hs").ID, partition: 0}
 	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
-	st := b.shareSettings("hg")
+	st := b.shares.shareSettings("hg")
 	sp := b.shares.part(shareKey("hg", tp))
 	acquire := func(member string, spread bool, max int) int64 {
 		t.Helper()

@@ -539,7 +539,7 @@ type mgRateState struct {
 // arms a timer that wakes the share-partition's long polls when its next
 // token is due. sp.mu held.
 func (sp *sharePart) messageGroupLimiterLocked(now time.Time) sharegroup.GroupLimiter {
-	rate, perMessageGroup := sp.c.b.shareDeliveryLimit(sp.key.Group)
+	rate, perMessageGroup := sp.c.shareDeliveryLimit(sp.key.Group)
 	rs := &sp.mu.rate
 	if rate <= 0 || !perMessageGroup {
 		rs.buckets = nil

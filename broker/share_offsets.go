@@ -72,7 +72,7 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 	// The topic may have been deleted since the caller found it. Its
 	// share state is deleted under this lock after it left the registry
 	// (deleteShareTopicState), so checked here no state outlives it.
-	if _, _, code := c.b.topics.PartitionByID(key.TopicID, key.Partition); code != 0 {
+	if _, _, code := c.o.Topics.PartitionByID(key.TopicID, key.Partition); code != 0 {
 		sp.mu.Unlock()
 		return kerr.UnknownTopicOrPartition.Code
 	}
@@ -103,7 +103,6 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 
 // alterOffsets serves AlterShareGroupOffsets (api_91_alter_share_group_offsets.go has its rules).
 func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest) kmsg.Response {
-	b := sc.b
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code
@@ -113,7 +112,7 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 	if req.GroupID == "" {
 		return fail(kerr.InvalidRequest.Code, "GroupId must be set.")
 	}
-	if b.classicGroupExists(req.GroupID) {
+	if sc.classicGroupExists(req.GroupID) {
 		return fail(kerr.GroupIDNotFound.Code, "Group "+req.GroupID+" is not a share group.")
 	}
 	g, err := sc.lockGroup(req.GroupID, true)
@@ -125,18 +124,18 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 	if len(g.mu.members) > 0 {
 		return fail(kerr.NonEmptyGroup.Code, "The group is not empty.")
 	}
-	st := b.shareSettings(req.GroupID)
+	st := sc.shareSettings(req.GroupID)
 	for _, rt := range req.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
-		t := b.topics.Get(rt.Topic)
+		t := sc.o.Topics.Get(rt.Topic)
 		if t != nil {
 			ot.TopicID = t.ID
 		}
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			lp := b.topics.PartitionOf(t, rp.Partition)
+			lp := sc.o.Topics.PartitionOf(t, rp.Partition)
 			if lp == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
@@ -152,7 +151,6 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 
 // deleteOffsets serves DeleteShareGroupOffsets (api_92_delete_share_group_offsets.go has its rules).
 func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest) kmsg.Response {
-	b := sc.b
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code
@@ -170,7 +168,7 @@ func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsReque
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
-		t := b.topics.Get(rt.Topic)
+		t := sc.o.Topics.Get(rt.Topic)
 		if t == nil {
 			ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			resp.Topics = append(resp.Topics, ot)
@@ -201,16 +199,15 @@ func (sc *shareCoordinator) describeOffsets(req *kmsg.DescribeShareGroupOffsetsR
 // describeGroupOffsets describes one group's share-partitions: the ones
 // asked for, or with no topics given every one with state.
 func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.DescribeShareGroupOffsetsResponseGroup {
-	b := sc.b
 	out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 	out.GroupID = rg.GroupID
-	if !b.isShareGroup(rg.GroupID) {
+	if !sc.isShareGroup(rg.GroupID) {
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := "Group " + rg.GroupID + " is not a share group."
 		out.ErrorMessage = &msg
 		return out
 	}
-	st := b.shareSettings(rg.GroupID)
+	st := sc.shareSettings(rg.GroupID)
 	describe := func(key store.Key, lp *topics.Partition) kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
 		rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 		rp.Partition = key.Partition
@@ -225,7 +222,7 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 		}
 		sort.Slice(keys, func(i, j int) bool { return compareKeys(keys[i], keys[j]) < 0 })
 		for _, k := range keys {
-			t, lp, code := b.topics.PartitionByID(k.TopicID, k.Partition)
+			t, lp, code := sc.o.Topics.PartitionByID(k.TopicID, k.Partition)
 			if code != 0 {
 				continue
 			}
@@ -243,12 +240,12 @@ func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffse
 	for _, rt := range rg.Topics {
 		ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
 		ot.Topic = rt.Topic
-		t := b.topics.Get(rt.Topic)
+		t := sc.o.Topics.Get(rt.Topic)
 		if t != nil {
 			ot.TopicID = t.ID
 		}
 		for _, p := range rt.Partitions {
-			lp := b.topics.PartitionOf(t, p)
+			lp := sc.o.Topics.PartitionOf(t, p)
 			if lp == nil {
 				rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 				rp.Partition, rp.StartOffset = p, -1

@@ -40,7 +40,7 @@ func setShareGroupConfigs(t *testing.T, b *Broker, group string, kv ...string) {
 		op.Name, op.Op, op.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
 		ops = append(ops, op)
 	}
-	require.NoError(t, b.incrementalAlterGroupConfigs(group, ops, false))
+	require.NoError(t, b.shares.incrementalAlterGroupConfigs(group, ops, false))
 }
 
 // startShareTest starts a broker whose share groups may use acquisition
@@ -458,7 +458,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	entries, err := b.groupConfigEntries("cg")
+	entries, err := b.shares.groupConfigEntries("cg")
 	require.NoError(t, err)
 	vals := map[string]string{}
 	for _, e := range entries {
@@ -490,7 +490,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	set := func(name, value string) error {
 		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		op.Name, op.Op, op.Value = name, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(value)
-		return b.incrementalAlterGroupConfigs("cg", []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}, false)
+		return b.shares.incrementalAlterGroupConfigs("cg", []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}, false)
 	}
 	for _, bad := range [][2]string{
 		{"share.record.lock.duration.ms", "1000"}, // below group.share.min.record.lock.duration.ms
@@ -514,13 +514,13 @@ func TestShareGroupConfigs(t *testing.T) {
 	require.NoError(t, set("share.partition.max.record.locks", "1000000"))
 	setShareBrokerConfig(b, "group.share.min.record.lock.duration.ms", "1000")
 	require.NoError(t, set("share.record.lock.duration.ms", "1000"))
-	st := b.shareSettings("cg")
+	st := b.shares.shareSettings("cg")
 	require.Equal(t, time.Second, st.lockDuration)
 	require.Equal(t, 1000000, st.maxInFlight)
 	require.NoError(t, b.Close())
 
 	b2 := startTest(t, cfg)
-	entries, err = b2.groupConfigEntries("cg")
+	entries, err = b2.shares.groupConfigEntries("cg")
 	require.NoError(t, err)
 	for _, e := range entries {
 		switch e.Name {
@@ -533,7 +533,7 @@ func TestShareGroupConfigs(t *testing.T) {
 			require.Equal(t, "1000", *e.Value)
 		}
 	}
-	require.Equal(t, 15*time.Second, b2.shareSettings("cg").lockDuration)
+	require.Equal(t, 15*time.Second, b2.shares.shareSettings("cg").lockDuration)
 }
 
 // DescribeShareGroupOffsets, AlterShareGroupOffsets and
@@ -585,16 +585,16 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	keys, err := b.shares.store.Keys("og")
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
-	require.NoError(t, b.deleteShareTopicState(b.topics.Get("so").ID))
+	require.NoError(t, b.shares.deleteShareTopicState(b.topics.Get("so").ID))
 	keys, err = b.shares.store.Keys("og")
 	require.NoError(t, err)
 	require.Empty(t, keys)
 
 	// DeleteGroups hook.
-	code, _, isShare := b.deleteShareGroup("og")
+	code, _, isShare := b.shares.deleteShareGroup("og")
 	require.True(t, isShare)
 	require.Equal(t, int16(0), code)
-	require.False(t, b.isShareGroup("og"))
+	require.False(t, b.shares.isShareGroup("og"))
 }
 
 // TestPlainReadBytes: a plain fetch reads about what the records it wants
@@ -648,7 +648,7 @@ func TestSharePlainFetchPassesAbortedRecords(t *testing.T) {
 	setShareGroupConfigs(t, b, "g", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
 	tp := shareTP{topicID: b.topics.Get("txn").ID, partition: 0}
 	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
-	st := b.shareSettings("g")
+	st := b.shares.shareSettings("g")
 	require.True(t, st.readCommitted)
 	sp := b.shares.part(shareKey("g", tp))
 	sp.mu.Lock()

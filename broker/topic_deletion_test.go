@@ -146,7 +146,7 @@ func TestShareOffsetResetAfterTopicDeletionWritesNothing(t *testing.T) {
 	lp := b.topics.Partition("sgone", 0)
 	key := shareKey("sg", shareTP{topicID: tp.ID, partition: 0})
 	require.NoError(t, b.topicAdmin.Delete(tp))
-	require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", codeName(b.shares.resetOffset(key, b.shareSettings("sg"), lp, 0)))
+	require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", codeName(b.shares.resetOffset(key, b.shares.shareSettings("sg"), lp, 0)))
 	keys, err := b.shares.store.Keys("sg")
 	require.NoError(t, err)
 	require.Empty(t, keys)
