@@ -45,7 +45,7 @@ func init() { register(11, 0, 9, handleJoinGroup) }
 
 func handleJoinGroup(c *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	ch := c.b.groups.Join(groups.Client{ID: c.clientID, Host: clientHost(c)}, req, resp)
+	ch := c.b.groups.Join(groups.Client{ID: c.clientID, Host: c.host}, req, resp)
 	if ch == nil {
 		return resp, nil
 	}

@@ -55,68 +55,6 @@ func handleIncrementalAlterConfigs(c *conn, req *kmsg.IncrementalAlterConfigsReq
 	return resp
 }
 
-// configOps applies the operations of one resource to a copy of cur.
-// lookup returns a config's type and default, or ok false when the name
-// is unknown; check validates a name and its new value (nil: removal);
-// bad is the kind of error type and null refusals get.
-type configOps struct {
-	lookup func(name string) (typ kmsg.ConfigType, def string, ok bool)
-	check  func(name string, value *string) error
-	bad    error
-}
-
-func (o configOps) apply(cur map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
-	next := make(map[string]string, len(cur))
-	for k, v := range cur {
-		next[k] = v
-	}
-	for _, op := range ops {
-		switch op.Op {
-		case kmsg.IncrementalAlterConfigOpSet:
-			if op.Value == nil {
-				return nil, kafkaerr.Refuse(o.bad, "Null value not supported for : %s", op.Name)
-			}
-			if err := o.check(op.Name, op.Value); err != nil {
-				return nil, err
-			}
-			next[op.Name] = *op.Value
-		case kmsg.IncrementalAlterConfigOpDelete:
-			if _, _, ok := o.lookup(op.Name); ok {
-				if err := o.check(op.Name, nil); err != nil {
-					return nil, err
-				}
-			}
-			delete(next, op.Name)
-		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			typ, def, ok := o.lookup(op.Name)
-			if !ok {
-				return nil, kafkaerr.Refuse(o.bad, "Unknown or unsupported config: %s", op.Name)
-			}
-			if typ != kmsg.ConfigTypeList {
-				return nil, kafkaerr.Refuse(o.bad, "Can't %s to key %s because its type is not LIST.", op.Op.String(), op.Name)
-			}
-			if op.Value == nil {
-				return nil, kafkaerr.Refuse(o.bad, "Null value not supported for : %s", op.Name)
-			}
-			base, ok := next[op.Name]
-			if !ok {
-				base = def
-			}
-			v := configs.AppendList(base, *op.Value)
-			if op.Op == kmsg.IncrementalAlterConfigOpSubtract {
-				v = configs.SubtractList(base, *op.Value)
-			}
-			if err := o.check(op.Name, &v); err != nil {
-				return nil, err
-			}
-			next[op.Name] = v
-		default:
-			return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Unknown alter configs op type %d for %s", int8(op.Op), op.Name)
-		}
-	}
-	return next, nil
-}
-
 func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
 	names := make([]string, len(rr.Configs))
 	for i, cfg := range rr.Configs {
@@ -131,15 +69,15 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 		if err != nil {
 			return err
 		}
-		ops := configOps{
-			lookup: func(name string) (kmsg.ConfigType, string, bool) {
+		ops := configs.Ops{
+			Lookup: func(name string) (kmsg.ConfigType, string, bool) {
 				d := topicConfigByName[name]
 				if d == nil {
 					return 0, "", false
 				}
 				return d.Type, d.Default, true
 			},
-			check: func(name string, value *string) error {
+			Check: func(name string, value *string) error {
 				if value == nil {
 					return nil
 				}
@@ -148,28 +86,28 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 				}
 				return nil
 			},
-			bad: kafkaerr.ErrInvalidConfig,
+			Bad: kafkaerr.ErrInvalidConfig,
 		}
 		return b.topicAdmin.UpdateConfigs(t, validateOnly, func(cur map[string]string) (map[string]string, error) {
-			return ops.apply(cur, rr.Configs)
+			return ops.Apply(cur, rr.Configs)
 		})
 	case kmsg.ConfigResourceTypeBroker:
 		if err := b.brokerResourceName(rr.ResourceName); err != nil {
 			return err
 		}
-		ops := configOps{
-			lookup: func(name string) (kmsg.ConfigType, string, bool) {
+		ops := configs.Ops{
+			Lookup: func(name string) (kmsg.ConfigType, string, bool) {
 				d := brokerConfigByName[name]
 				if d == nil {
 					return 0, "", false
 				}
 				return d.typ, d.def, true
 			},
-			check: validateBrokerConfig,
-			bad:   kafkaerr.ErrInvalidRequest,
+			Check: validateBrokerConfig,
+			Bad:   kafkaerr.ErrInvalidRequest,
 		}
 		return b.updateBrokerConfigs(validateOnly, func(cur map[string]string) (map[string]string, error) {
-			return ops.apply(cur, rr.Configs)
+			return ops.Apply(cur, rr.Configs)
 		})
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return b.shares.incrementalAlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)

@@ -37,6 +37,6 @@ func init() { registerSimple(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	c.b.groups.ConsumerHeartbeat(groups.Client{ID: c.clientID, Host: clientHost(c)}, req, resp)
+	c.b.groups.ConsumerHeartbeat(groups.Client{ID: c.clientID, Host: c.host}, req, resp)
 	return resp
 }

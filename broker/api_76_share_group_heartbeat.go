@@ -21,6 +21,6 @@ func init() { registerSimple(76, 1, 1, handleShareGroupHeartbeat) }
 
 func handleShareGroupHeartbeat(c *conn, req *kmsg.ShareGroupHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
-	c.b.shares.heartbeat(c, req, resp)
+	c.b.shares.heartbeat(c.shareClient(), req, resp)
 	return resp
 }

@@ -62,6 +62,7 @@ type Broker struct {
 	}
 
 	ln      net.Listener
+	connIDs atomic.Uint64 // the last conn.id given
 	advHost string
 	advPort int32
 	ctx     context.Context // cancelled when Close begins
@@ -466,7 +467,7 @@ func (b *Broker) logConfig(overrides map[string]string) slog.Config {
 // such as share sessions).
 func (b *Broker) connClosed(c *conn) {
 	if b.shares != nil {
-		b.shares.connClosed(c) // drop its share sessions, release their records
+		b.shares.connClosed(c.id) // drop its share sessions, release their records
 	}
 }
 

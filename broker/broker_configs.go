@@ -33,7 +33,6 @@ package broker
 // unknown broker config names as custom configs).
 
 import (
-	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -125,16 +124,22 @@ var brokerConfigDefs = func() []brokerConfigDef {
 		}
 		defs = append(defs, brokerConfigDef{name: td.BrokerName, typ: td.Type, doc: td.Doc, def: td.Default, check: td.Check})
 	}
-	for _, gd := range append(groupBrokerConfigDefs[:len(groupBrokerConfigDefs):len(groupBrokerConfigDefs)], txnBrokerConfigDefs...) {
+	for _, gd := range groupBrokerConfigDefs { // share_configs.go
 		defs = append(defs, brokerConfigDef{name: gd.name, typ: kmsg.ConfigTypeLong, doc: gd.doc,
 			def: strconv.FormatInt(gd.def, 10), check: configs.IntRange(gd.lo, gd.hi)})
+	}
+	for _, td := range txnBrokerConfigDefs {
+		defs = append(defs, brokerConfigDef{name: td.name, typ: kmsg.ConfigTypeLong, doc: td.doc,
+			def: strconv.FormatInt(td.def, 10), check: configs.IntRange(td.lo, td.hi)})
 	}
 	for i := range shareBrokerConfigDefs {
 		sd := &shareBrokerConfigDefs[i]
 		defs = append(defs, brokerConfigDef{name: sd.name, typ: kmsg.ConfigTypeLong, doc: sd.doc,
 			def: strconv.FormatInt(sd.def, 10), check: configs.IntRange(sd.lo, sd.hi)})
 	}
-	defs = append(defs, dlqBrokerConfigDefs...) // share_dlq.go
+	for _, dd := range dlqBrokerConfigDefs { // share_dlq.go
+		defs = append(defs, brokerConfigDef{name: dd.name, typ: dd.typ, doc: dd.doc, def: dd.def, check: dd.check})
+	}
 	// Broker-wide rate limits and connection limits (quota_limits.go).
 	for _, qd := range quotaBrokerConfigDefs {
 		defs = append(defs, brokerConfigDef{name: qd.name, typ: kmsg.ConfigTypeLong, doc: qd.doc,
@@ -264,26 +269,12 @@ func (b *Broker) brokerResourceName(name string) error {
 // durationMs formats a duration as Kafka's millisecond configs do.
 func durationMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-// groupBrokerConfigDefs are the consumer-group coordinator's broker
-// configs (package groups reads them through groups.Options:
-// Broker.brokerConfig, Broker.groupBrokerInt), with Kafka's names,
-// defaults and ranges; group.consumer.{min,max}.* bound the group configs
-// consumer.* (share_configs.go). They are
-// dynamic here: Kafka reads most of them at startup only, but nothing in
-// Shoal depends on them being fixed.
-var groupBrokerConfigDefs = []groupBrokerConfigDef{
-	{"group.consumer.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Heartbeat interval given to KIP-848 consumer group members: default of the group config consumer.heartbeat.interval.ms."},
-	{"group.consumer.max.heartbeat.interval.ms", 15000, 1, math.MaxInt32, "Upper bound of consumer.heartbeat.interval.ms."},
-	{"group.consumer.max.session.timeout.ms", 60000, 1, math.MaxInt32, "Upper bound of consumer.session.timeout.ms."},
-	{"group.consumer.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per KIP-848 consumer group; one more gets GROUP_MAX_SIZE_REACHED."},
-	{"group.consumer.min.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Lower bound of consumer.heartbeat.interval.ms."},
-	{"group.consumer.min.session.timeout.ms", 45000, 1, math.MaxInt32, "Lower bound of consumer.session.timeout.ms."},
-	{"group.consumer.session.timeout.ms", 45000, 1, math.MaxInt32, "A KIP-848 member that does not heartbeat for this long is fenced: default of the group config consumer.session.timeout.ms."},
-	{"group.initial.rebalance.delay.ms", 3000, 0, math.MaxInt32, "How long the first rebalance of an empty classic group waits for more members."},
-	{"group.max.session.timeout.ms", 1800000, 1, math.MaxInt32, "Largest session timeout a classic group member may ask for."},
-	{"group.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per classic group; one more gets GROUP_MAX_SIZE_REACHED."},
-	{"group.min.session.timeout.ms", 6000, 1, math.MaxInt32, "Smallest session timeout a classic group member may ask for."},
-	{"offset.metadata.max.bytes", 4096, 0, math.MaxInt32, "Largest metadata string of a committed offset; larger gets OFFSET_METADATA_TOO_LARGE."},
-	{"offsets.retention.check.interval.ms", 600000, 1, math.MaxInt64, "How often expired offsets of empty groups are removed."},
-	{"offsets.retention.minutes", 10080, 1, math.MaxInt32, "Committed offsets of a group that has been empty this long are removed."},
+// intBrokerConfigDef is one broker-level integer config (the
+// transaction coordinator's, txn_configs.go; the broker-wide limits,
+// quota_limits.go): Kafka's name, default and range.
+type intBrokerConfigDef struct {
+	name   string
+	def    int64
+	lo, hi int64 // valid range of the value itself
+	doc    string
 }

@@ -39,8 +39,13 @@ const maxQueuedRecordBytes = 8 << 20
 // processed while the fsync runs — Redpanda's two-phase handlers — yet
 // responses still leave in request order.
 type conn struct {
-	b        *Broker
-	nc       net.Conn
+	b  *Broker
+	nc net.Conn
+	// id is unique among the broker's connections (share sessions are
+	// dropped with the connection that opened them); host is the
+	// client's address as Kafka describes members ("/127.0.0.1").
+	id       uint64
+	host     string
 	lg       *zap.Logger
 	clientID string
 	out      chan *pending
@@ -96,6 +101,8 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	return &conn{
 		b:       b,
 		nc:      nc,
+		id:      b.connIDs.Add(1),
+		host:    clientHost(nc),
 		lg:      b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
 		out:     make(chan *pending, maxPipelined),
 		drained: make(chan struct{}, 1),
@@ -352,11 +359,16 @@ func responseRecordBytes(resp kmsg.Response) int64 {
 	return n
 }
 
+// shareClient is c for the share coordinator.
+func (c *conn) shareClient() shareClient {
+	return shareClient{Conn: c.id, ID: c.clientID, Host: c.host}
+}
+
 // clientHost formats a peer address as Kafka reports it ("/127.0.0.1").
-func clientHost(c *conn) string {
-	host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
+func clientHost(nc net.Conn) string {
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
 	if err != nil {
-		host = c.nc.RemoteAddr().String()
+		host = nc.RemoteAddr().String()
 	}
 	return "/" + host
 }

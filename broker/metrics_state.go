@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/groups"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/sharegroup"
+	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
 // newMetrics builds the broker's metrics: package metrics' event
@@ -85,8 +86,10 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	// Partitions.
 	hw := map[groups.TP]int64{}
+	names := map[[16]byte]string{} // topic id → name
 	var segments int64
 	for _, t := range b.topics.All() {
+		names[t.ID] = t.Name
 		parts, _ := b.topics.Snapshot(t)
 		for _, p := range parts {
 			ps := strconv.Itoa(int(p.Index))
@@ -112,35 +115,27 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 
 	// Share-partitions loaded in memory.
-	for _, sp := range b.shares.loadedParts() {
-		t := b.topics.GetID(sp.key.TopicID)
-		if t == nil {
-			continue
+	// (hwOf runs under a sharePart.mu: map reads only.)
+	hwOf := func(id [16]byte, partition int32) (int64, bool) {
+		name, ok := names[id]
+		if !ok {
+			return 0, false
 		}
-		var counts [5]int64 // by sharegroup.RecordState
-		var lag int64
-		sp.mu.Lock()
-		p := sp.mu.p
-		if p != nil {
-			for _, r := range p.Ranges() {
-				if int(r.State) < len(counts) {
-					counts[r.State] += r.Last - r.First + 1
-				}
-			}
-			if h, ok := hw[groups.TP{Topic: t.Name, Partition: sp.key.Partition}]; ok {
-				lag = p.Lag(h)
-			}
-		}
-		sp.mu.Unlock()
-		if p == nil {
-			continue
-		}
-		ps := strconv.Itoa(int(sp.key.Partition))
-		for s, n := range counts {
-			gauge(descShareRecords, float64(n), sp.key.Group, t.Name, ps, sharegroup.RecordState(s).String())
-		}
-		gauge(descShareLag, float64(lag), sp.key.Group, t.Name, ps)
+		h, ok := hw[groups.TP{Topic: name, Partition: partition}]
+		return h, ok
 	}
+	b.shares.partStates(hwOf, func(key store.Key, counts [5]int64, lag int64) {
+		t := b.topics.GetID(key.TopicID)
+		if t == nil {
+			return // its topic is gone
+		}
+		name := t.Name
+		ps := strconv.Itoa(int(key.Partition))
+		for s, n := range counts {
+			gauge(descShareRecords, float64(n), key.Group, name, ps, sharegroup.RecordState(s).String())
+		}
+		gauge(descShareLag, float64(lag), key.Group, name, ps)
+	})
 
 	// Delivery counts as a cumulative histogram: buckets le=1..25.
 	cum, sum, buckets := b.metrics.DeliveryHistogram()

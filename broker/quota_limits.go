@@ -7,7 +7,7 @@ import "math"
 // on the BROKER resource) and read at each use. The rates are Shoal's
 // (0: unlimited; the .burst companions 0: one second of the rate);
 // max.connections and max.connections.per.ip are Kafka's.
-var quotaBrokerConfigDefs = []groupBrokerConfigDef{
+var quotaBrokerConfigDefs = []intBrokerConfigDef{
 	{"broker.consumer.byte.rate", 0, 0, math.MaxInt64, "Fetch bytes per second served by this broker to all clients together (0: unlimited); over it fetches are throttled."},
 	{"broker.consumer.byte.rate.burst", 0, 0, math.MaxInt64, "Burst of broker.consumer.byte.rate in bytes (0: one second of the rate)."},
 	{"broker.producer.byte.rate", 0, 0, math.MaxInt64, "Produce bytes per second accepted by this broker from all clients together (0: unlimited); over it produces are throttled."},

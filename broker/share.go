@@ -262,6 +262,34 @@ func (c *shareCoordinator) loadedParts() []*sharePart {
 	return out
 }
 
+// partStates calls fn for every share-partition loaded in memory with
+// state, with its records by sharegroup.RecordState and its lag behind
+// hw (when hw knows the partition's high watermark; else 0): the state
+// collector's read-out (metrics_state.go). Each sharePart.mu is taken
+// in turn, held for the counting only; fn runs with no lock held.
+func (c *shareCoordinator) partStates(hw func(topicID [16]byte, partition int32) (int64, bool), fn func(key store.Key, counts [5]int64, lag int64)) {
+	for _, sp := range c.loadedParts() {
+		var counts [5]int64 // by sharegroup.RecordState
+		var lag int64
+		sp.mu.Lock()
+		p := sp.mu.p
+		if p != nil {
+			for _, r := range p.Ranges() {
+				if int(r.State) < len(counts) {
+					counts[r.State] += r.Last - r.First + 1
+				}
+			}
+			if h, ok := hw(sp.key.TopicID, sp.key.Partition); ok {
+				lag = p.Lag(h)
+			}
+		}
+		sp.mu.Unlock()
+		if p != nil {
+			fn(sp.key, counts, lag)
+		}
+	}
+}
+
 // groupParts returns the owners of group's share-partitions that exist
 // in memory.
 func (c *shareCoordinator) groupParts(group string) []*sharePart {

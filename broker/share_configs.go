@@ -56,7 +56,7 @@ import (
 )
 
 // groupBrokerConfigDef is one broker-level integer config of the group
-// coordinators (share groups here, consumer groups in broker_configs.go).
+// coordinators (share groups and consumer groups, both here).
 type groupBrokerConfigDef struct {
 	name   string
 	def    int64
@@ -85,6 +85,30 @@ var shareBrokerConfigDefs = []groupBrokerConfigDef{
 	{"group.share.partition.max.record.locks", sharegroup.DefaultMaxInFlight, 100, sharegroup.MaxMaxInFlight, "Default share.partition.max.record.locks: the in-flight window of a share-partition (Shoal: 120000; Kafka: 2000)."},
 	{"group.share.record.lock.duration.ms", 30000, 1000, 3600000, "Default share.record.lock.duration.ms: the acquisition lock."},
 	{"group.share.session.timeout.ms", 45000, 1, math.MaxInt32, "Default share.session.timeout.ms."},
+}
+
+// groupBrokerConfigDefs are the consumer-group coordinator's broker
+// configs (package groups reads them through groups.Options:
+// Broker.brokerConfig, shareCoordinator.groupBrokerInt), with Kafka's
+// names, defaults and ranges; group.consumer.{min,max}.* bound the group
+// configs consumer.* (below). They are
+// dynamic here: Kafka reads most of them at startup only, but nothing in
+// Shoal depends on them being fixed.
+var groupBrokerConfigDefs = []groupBrokerConfigDef{
+	{"group.consumer.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Heartbeat interval given to KIP-848 consumer group members: default of the group config consumer.heartbeat.interval.ms."},
+	{"group.consumer.max.heartbeat.interval.ms", 15000, 1, math.MaxInt32, "Upper bound of consumer.heartbeat.interval.ms."},
+	{"group.consumer.max.session.timeout.ms", 60000, 1, math.MaxInt32, "Upper bound of consumer.session.timeout.ms."},
+	{"group.consumer.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per KIP-848 consumer group; one more gets GROUP_MAX_SIZE_REACHED."},
+	{"group.consumer.min.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Lower bound of consumer.heartbeat.interval.ms."},
+	{"group.consumer.min.session.timeout.ms", 45000, 1, math.MaxInt32, "Lower bound of consumer.session.timeout.ms."},
+	{"group.consumer.session.timeout.ms", 45000, 1, math.MaxInt32, "A KIP-848 member that does not heartbeat for this long is fenced: default of the group config consumer.session.timeout.ms."},
+	{"group.initial.rebalance.delay.ms", 3000, 0, math.MaxInt32, "How long the first rebalance of an empty classic group waits for more members."},
+	{"group.max.session.timeout.ms", 1800000, 1, math.MaxInt32, "Largest session timeout a classic group member may ask for."},
+	{"group.max.size", math.MaxInt32, 1, math.MaxInt32, "Members per classic group; one more gets GROUP_MAX_SIZE_REACHED."},
+	{"group.min.session.timeout.ms", 6000, 1, math.MaxInt32, "Smallest session timeout a classic group member may ask for."},
+	{"offset.metadata.max.bytes", 4096, 0, math.MaxInt32, "Largest metadata string of a committed offset; larger gets OFFSET_METADATA_TOO_LARGE."},
+	{"offsets.retention.check.interval.ms", 600000, 1, math.MaxInt64, "How often expired offsets of empty groups are removed."},
+	{"offsets.retention.minutes", 10080, 1, math.MaxInt32, "Committed offsets of a group that has been empty this long are removed."},
 }
 
 // groupBrokerConfigByName indexes both tables of broker-level group
@@ -484,15 +508,15 @@ func (c *shareCoordinator) incrementalAlterGroupConfigs(group string, ops []kmsg
 	if err := checkGroupResource(group); err != nil {
 		return err
 	}
-	co := configOps{
-		lookup: func(name string) (kmsg.ConfigType, string, bool) {
+	co := configs.Ops{
+		Lookup: func(name string) (kmsg.ConfigType, string, bool) {
 			d := groupConfigByName[name]
 			if d == nil {
 				return 0, "", false
 			}
 			return d.typ, c.groupConfigDefault(d), true
 		},
-		check: func(name string, value *string) error {
+		Check: func(name string, value *string) error {
 			if value == nil {
 				if groupConfigByName[name] == nil {
 					return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Unknown group config name: %s", name)
@@ -501,10 +525,10 @@ func (c *shareCoordinator) incrementalAlterGroupConfigs(group string, ops []kmsg
 			}
 			return c.checkGroupConfig(name, *value)
 		},
-		bad: kafkaerr.ErrInvalidConfig,
+		Bad: kafkaerr.ErrInvalidConfig,
 	}
 	return c.updateGroupConfigs(group, validateOnly, func(cur map[string]string) (map[string]string, error) {
-		return co.apply(cur, ops)
+		return co.Apply(cur, ops)
 	})
 }
 

@@ -146,8 +146,19 @@ var (
 	errDLQUnavailable = errors.New("broker: dead-letter topic unavailable")
 )
 
+// dlqBrokerConfigDef is one broker config of KIP-1191: its name, type,
+// default, validation and doc (the broker config table takes them,
+// broker_configs.go).
+type dlqBrokerConfigDef struct {
+	name  string
+	typ   kmsg.ConfigType
+	def   string
+	check func(string) error
+	doc   string
+}
+
 // dlqBrokerConfigDefs are the broker configs of KIP-1191 (dynamic).
-var dlqBrokerConfigDefs = []brokerConfigDef{
+var dlqBrokerConfigDefs = []dlqBrokerConfigDef{
 	{name: dlqAutoCreateConfig, typ: kmsg.ConfigTypeBoolean, def: "false", check: configs.IsBool,
 		doc: "Create a share group's missing dead-letter topic at its first write (num.partitions partitions, opted in)."},
 	{name: dlqPrefixConfig, typ: kmsg.ConfigTypeString, def: "dlq.", check: func(string) error { return nil },

@@ -334,7 +334,7 @@ func (c *shareCoordinator) classicGroupExists(name string) bool {
 }
 
 // heartbeat serves ShareGroupHeartbeat (76).
-func (c *shareCoordinator) heartbeat(cn *conn, req *kmsg.ShareGroupHeartbeatRequest, resp *kmsg.ShareGroupHeartbeatResponse) {
+func (c *shareCoordinator) heartbeat(cl shareClient, req *kmsg.ShareGroupHeartbeatRequest, resp *kmsg.ShareGroupHeartbeatResponse) {
 	fail := func(code int16, format string, args ...any) {
 		resp.ErrorCode = code
 		if format != "" {
@@ -414,7 +414,7 @@ func (c *shareCoordinator) heartbeat(cn *conn, req *kmsg.ShareGroupHeartbeatRequ
 			return
 		}
 	}
-	m.clientID, m.clientHost = cn.clientID, clientHost(cn)
+	m.clientID, m.clientHost = cl.ID, cl.Host
 	m.deadline = now.Add(st.sessionTimeout)
 	if req.RackID != nil {
 		r := *req.RackID

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -95,7 +96,7 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 	sp.mu.Unlock()
 	sp.waiters.notify()
 	if err != nil {
-		c.lg.Error("resetting share-partition failed", zapShareKey(key), zapErr(err))
+		c.lg.Error("resetting share-partition failed", zapShareKey(key), zap.Error(err))
 		return shareErrorCode(err)
 	}
 	return 0
@@ -117,7 +118,7 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 	}
 	g, err := sc.lockGroup(req.GroupID, true)
 	if err != nil {
-		sc.lg.Error("creating share group failed", zapErr(err))
+		sc.lg.Error("creating share group failed", zap.Error(err))
 		return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
 	}
 	defer g.mu.Unlock()
@@ -176,7 +177,7 @@ func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsReque
 		}
 		ot.TopicID = t.ID
 		if err := sc.deleteState(req.GroupID, map[[16]byte]bool{t.ID: true}); err != nil {
-			sc.lg.Error("deleting share-partition state failed", zapErr(err))
+			sc.lg.Error("deleting share-partition state failed", zap.Error(err))
 			ot.ErrorCode = kerr.KafkaStorageError.Code
 			msg := err.Error()
 			ot.ErrorMessage = &msg

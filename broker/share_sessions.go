@@ -35,6 +35,16 @@ import (
 
 type shareSessionKey struct{ group, member string }
 
+// shareClient is who sent a share request: the connection it came on
+// (an id unique among the broker's connections; the share sessions it
+// opened are dropped with it, connClosed), and the client id and host a
+// member is described with.
+type shareClient struct {
+	Conn uint64
+	ID   string
+	Host string
+}
+
 // shareTP names a partition by topic id, as share requests do.
 type shareTP struct {
 	topicID   [16]byte
@@ -51,7 +61,7 @@ type shareSessionPart struct {
 
 type shareSession struct {
 	key     shareSessionKey
-	conn    *conn
+	conn    uint64 // shareClient.Conn of the connection that opened it
 	removed atomic.Bool
 
 	mu struct {
@@ -175,9 +185,10 @@ type shareSessionCache struct {
 	m  map[shareSessionKey]*shareSession
 }
 
-// open creates a session for key on cn, replacing any existing one, and
-// returns it locked. limit bounds the number of sessions.
-func (sc *shareSessionCache) open(key shareSessionKey, cn *conn, limit int) (*shareSession, int16) {
+// open creates a session for key on connection cn, replacing any
+// existing one, and returns it locked. limit bounds the number of
+// sessions.
+func (sc *shareSessionCache) open(key shareSessionKey, cn uint64, limit int) (*shareSession, int16) {
 	s := &shareSession{key: key, conn: cn}
 	s.mu.index = map[shareTP]*shareSessionPart{}
 	s.mu.Lock()
@@ -233,9 +244,9 @@ func (sc *shareSessionCache) count() int {
 	return len(sc.m)
 }
 
-// connClosed drops the sessions opened on cn and releases their members'
-// acquired records on the sessions' share-partitions.
-func (c *shareCoordinator) connClosed(cn *conn) {
+// connClosed drops the sessions opened on connection cn and releases
+// their members' acquired records on the sessions' share-partitions.
+func (c *shareCoordinator) connClosed(cn uint64) {
 	c.sessions.mu.Lock()
 	var gone []*shareSession
 	for k, s := range c.sessions.m {

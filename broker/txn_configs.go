@@ -8,7 +8,7 @@ import (
 // txnBrokerConfigDefs are the transaction coordinator's broker configs,
 // with Kafka's names, defaults and ranges; dynamic here (Kafka reads them
 // at start), read when needed.
-var txnBrokerConfigDefs = []groupBrokerConfigDef{
+var txnBrokerConfigDefs = []intBrokerConfigDef{
 	{"transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1, math.MaxInt32, "How often transactions open longer than their timeout are looked for and aborted."},
 	{"transaction.max.timeout.ms", 900000, 1, math.MaxInt32, "Largest transaction timeout a producer may ask for in InitProducerId; a larger one gets INVALID_TRANSACTION_TIMEOUT."},
 	{"transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, 1, math.MaxInt32, "How often transactional ids idle longer than transactional.id.expiration.ms are removed."},

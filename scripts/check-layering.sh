@@ -50,7 +50,7 @@ allow broker/kafkaerr  log sharegroup
 allow broker/meta
 allow broker/metrics
 allow broker/records   protocol
-allow broker/configs
+allow broker/configs   broker/kafkaerr
 allow broker/topics    broker/metrics broker/meta broker/kafkaerr log
 allow broker/quota     broker/meta broker/kafkaerr
 allow broker/dedup     broker/topics broker/configs broker/records log protocol
