@@ -35,7 +35,9 @@
 //     transactional produce). Its broker configs stay here
 //     (txn_configs.go), read through txn.Options.Setting.
 //
-// Still in this package, next: share groups. None of the packages above
+// Still in this package, next: share groups (share*.go, quota_share.go).
+// They no longer reach the Broker: shareOptions carries what they need,
+// and they compile as a package of their own. None of the packages above
 // imports this one or a sibling it has no rule for.
 //
 // # Requests
