@@ -10,7 +10,7 @@ package broker
 // an empty filter matches everything and a name that is no state or type
 // matches nothing, as in Kafka (no error).
 //
-// Share groups (share_groups.go) are listed too, with type and protocol
+// Share groups (share/groups.go) are listed too, with type and protocol
 // type "share".
 //
 // Version notes: v1 throttling; v3 flexible; v4 states filter and
@@ -26,7 +26,7 @@ func init() { registerSimple(16, 0, 5, handleListGroups) }
 
 func handleListGroups(c *conn, req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	resp.Groups = append(c.b.groups.List(req.StatesFilter, req.TypesFilter), c.b.shares.listShareGroups(req.StatesFilter, req.TypesFilter)...)
+	resp.Groups = append(c.b.groups.List(req.StatesFilter, req.TypesFilter), c.b.shares.ListGroups(req.StatesFilter, req.TypesFilter)...)
 	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
 	return resp
 }

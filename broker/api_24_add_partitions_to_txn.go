@@ -30,8 +30,9 @@ package broker
 // TRANSACTION_ABORTABLE.
 
 import (
-	"github.com/shoal-mq/shoal/broker/txn"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/txn"
 )
 
 func init() { registerSimple(24, 0, 5, handleAddPartitionsToTxn) }

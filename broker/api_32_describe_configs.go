@@ -13,7 +13,7 @@ package broker
 // broker's startup Config; named "" (the cluster default), only the
 // dynamic overrides that are set. Another broker id, or a name that is
 // not a number, gets INVALID_REQUEST, as in Kafka. A GROUP resource lists
-// the share-group configs (share_configs.go). BROKER_LOGGER and
+// the share-group configs (share/configs.go). BROKER_LOGGER and
 // CLIENT_METRICS resources get INVALID_REQUEST. Errors are per resource.
 //
 // ConfigNames filters the answer; a null or empty list means every
@@ -78,7 +78,7 @@ func (b *Broker) describeConfigResource(typ kmsg.ConfigResourceType, name string
 		}
 		return b.brokerConfigEntries(name != ""), nil
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return b.shares.groupConfigEntries(name)
+		return b.shares.GroupConfigEntries(name)
 	default:
 		return nil, unsupportedResource(typ)
 	}

@@ -24,7 +24,7 @@ package broker
 // As in Kafka, a null value is INVALID_REQUEST, and so are a config named
 // twice in one resource and a resource named twice in one request.
 // ValidateOnly validates and changes nothing. GROUP resources set the
-// share-group configs (share_configs.go). Other resource types get
+// share-group configs (share/configs.go). Other resource types get
 // INVALID_REQUEST.
 //
 // Version notes: v0 and v1 are the same (v1 only means throttling after
@@ -105,7 +105,7 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 			return next, nil
 		})
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return b.shares.alterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
+		return b.shares.AlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
 	default:
 		return unsupportedResource(rr.ResourceType)
 	}

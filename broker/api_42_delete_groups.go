@@ -8,7 +8,7 @@ package broker
 // members (classic or KIP-848, including a static member that left with
 // epoch -2 and may come back), NOT_COORDINATOR if the store fails. Share
 // groups are deleted here too, with their share-partition state
-// (share_groups.go), as in Kafka.
+// (share/groups.go), as in Kafka.
 //
 // Version notes: v1 throttling; v2 flexible; v3 per-group error message.
 
@@ -21,7 +21,7 @@ func handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		sg := kmsg.NewDeleteGroupsResponseGroup()
 		sg.Group = name
-		code, msg, isShare := c.b.shares.deleteShareGroup(name)
+		code, msg, isShare := c.b.shares.DeleteGroup(name)
 		if !isShare {
 			code, msg = c.b.groups.DeleteGroup(name)
 		}

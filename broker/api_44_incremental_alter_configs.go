@@ -110,7 +110,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 			return ops.Apply(cur, rr.Configs)
 		})
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return b.shares.incrementalAlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
+		return b.shares.IncrementalAlterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
 	default:
 		return unsupportedResource(rr.ResourceType)
 	}

@@ -7,7 +7,7 @@ package broker
 // checked to be non-blank. Every member gets its partitions from the
 // server-side "simple" assignor: several members may share a partition.
 // Epochs, rejoins, assignment delivery and session timeouts are described
-// in share_groups.go. A group id used by a classic or consumer group is
+// in share/groups.go. A group id used by a classic or consumer group is
 // GROUP_ID_NOT_FOUND. HeartbeatIntervalMillis is the group's
 // share.heartbeat.interval.ms.
 //
@@ -21,6 +21,6 @@ func init() { registerSimple(76, 1, 1, handleShareGroupHeartbeat) }
 
 func handleShareGroupHeartbeat(c *conn, req *kmsg.ShareGroupHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
-	c.b.shares.heartbeat(c.shareClient(), req, resp)
+	c.b.shares.Heartbeat(c.shareClient(), req, resp)
 	return resp
 }

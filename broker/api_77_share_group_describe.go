@@ -19,7 +19,7 @@ func init() { registerSimple(77, 1, 1, handleShareGroupDescribe) }
 func handleShareGroupDescribe(c *conn, req *kmsg.ShareGroupDescribeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	for _, name := range req.GroupIDs {
-		resp.Groups = append(resp.Groups, c.b.shares.describe(name, req.IncludeAuthorizedOperations))
+		resp.Groups = append(resp.Groups, c.b.shares.Describe(name, req.IncludeAuthorizedOperations))
 	}
 	return resp
 }

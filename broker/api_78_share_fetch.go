@@ -4,7 +4,7 @@ package broker
 //
 // Behavior: acquires records of share-partitions for a share-group member
 // and returns them with the raw log batches covering them, within a
-// share session (share_sessions.go):
+// share session (share/sessions.go):
 //
 //   - Epoch 0 opens a session with the Topics partitions (acknowledgements
 //     on it are INVALID_REQUEST: there is nothing they could refer to);
@@ -18,9 +18,9 @@ package broker
 //   - Piggybacked acknowledgements are applied before anything is
 //     acquired, so the records they free can be re-acquired at once, and
 //     their write syncs while the fetch acquires and reads; the response
-//     goes out once it is durable (shareCoordinator.submitAcks). Other
+//     goes out once it is durable (share.Coordinator.submitAcks). Other
 //     members' fetches and acknowledgements do not wait for that write
-//     either (shareCoordinator.acknowledge). Every partition
+//     either (share.Coordinator.acknowledge). Every partition
 //     that carried acknowledgements appears in the response with its
 //     AcknowledgeErrorCode (0 on success), data or not.
 //     Acknowledgements are all-or-nothing per partition.
@@ -63,10 +63,12 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/share"
 )
 
 func init() { registerSimple(78, 1, 2, handleShareFetch) }
 
 func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
-	return c.b.shares.serveFetch(c.shareClient(), req, shareFetchIO{arena: c.recordBuf, parked: c.quota.parkedSince, charge: c.shareFetchQuotaCharge})
+	return c.b.shares.ServeFetch(c.shareClient(), req, share.FetchIO{Arena: c.recordBuf, Parked: c.quota.parkedSince, Charge: c.shareFetchQuotaCharge})
 }

@@ -3,7 +3,7 @@ package broker
 // ShareAcknowledge (79).
 //
 // Behavior: acknowledges records acquired through ShareFetch, within the
-// member's share session (share_sessions.go). Epoch 0 is
+// member's share session (share/sessions.go). Epoch 0 is
 // INVALID_SHARE_SESSION_EPOCH (only ShareFetch opens sessions); no
 // session is SHARE_SESSION_NOT_FOUND; N > 0 must match the session's
 // epoch (INVALID_SHARE_SESSION_EPOCH) and advances it. -1 processes the
@@ -30,5 +30,5 @@ import (
 func init() { registerSimple(79, 1, 2, handleShareAcknowledge) }
 
 func handleShareAcknowledge(c *conn, req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
-	return c.b.shares.serveAcknowledge(req)
+	return c.b.shares.ServeAcknowledge(req)
 }

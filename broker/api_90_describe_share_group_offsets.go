@@ -21,5 +21,5 @@ import (
 func init() { registerSimple(90, 0, 1, handleDescribeShareGroupOffsets) }
 
 func handleDescribeShareGroupOffsets(c *conn, req *kmsg.DescribeShareGroupOffsetsRequest) kmsg.Response {
-	return c.b.shares.describeOffsets(req)
+	return c.b.shares.DescribeOffsets(req)
 }

@@ -22,5 +22,5 @@ import (
 func init() { registerSimple(91, 0, 0, handleAlterShareGroupOffsets) }
 
 func handleAlterShareGroupOffsets(c *conn, req *kmsg.AlterShareGroupOffsetsRequest) kmsg.Response {
-	return c.b.shares.alterOffsets(req)
+	return c.b.shares.AlterOffsets(req)
 }

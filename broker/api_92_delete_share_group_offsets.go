@@ -18,5 +18,5 @@ import (
 func init() { registerSimple(92, 0, 0, handleDeleteShareGroupOffsets) }
 
 func handleDeleteShareGroupOffsets(c *conn, req *kmsg.DeleteShareGroupOffsetsRequest) kmsg.Response {
-	return c.b.shares.deleteOffsets(req)
+	return c.b.shares.DeleteOffsets(req)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/broker/quota"
+	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/broker/txn"
 	slog "github.com/shoal-mq/shoal/log"
@@ -43,8 +44,8 @@ type Broker struct {
 
 	fetchSessions *fetchSessionCache
 	groups        *groups.Coordinator
-	shares        *shareCoordinator // share groups (KIP-932), share.go
-	txns          *txn.Coordinator  // transactions, package txn
+	shares        *share.Coordinator // share groups (KIP-932): package share
+	txns          *txn.Coordinator   // transactions, package txn
 
 	metrics *metrics.Metrics // Prometheus collectors: package metrics, metrics_state.go
 	http    *httpServer
@@ -130,7 +131,7 @@ func Start(cfg Config) (*Broker, error) {
 			b.groups.Close()
 		}
 		if b.shares != nil {
-			b.shares.close()
+			b.shares.Close()
 		}
 		b.topics.Close()
 		b.meta.Close()
@@ -156,7 +157,7 @@ func Start(cfg Config) (*Broker, error) {
 		LogConfig: b.logConfig, Metrics: b.metrics, Logger: lg,
 		Forget:         b.dedup.Forget,
 		DropOffsets:    func(topic string) error { return b.groups.DropTopicOffsets(topic) },
-		DropShareState: func(id [16]byte) error { return b.shares.deleteShareTopicState(id) }, // nil-safe before the shares load
+		DropShareState: func(id [16]byte) error { return b.shares.DeleteTopicState(id) }, // nil-safe before the shares load
 		BeforeCleanup:  cfg.beforeTopicCleanup,
 	})
 	began := time.Now()
@@ -166,15 +167,15 @@ func Start(cfg Config) (*Broker, error) {
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
 	b.groups = groups.New(groups.Options{
 		Topics: b.topics, Store: b.meta, Logger: lg, Done: b.ctx.Done(),
-		IsShareGroup:           func(name string) bool { return b.shares.isShareGroup(name) }, // nil-safe
+		IsShareGroup:           func(name string) bool { return b.shares.IsShareGroup(name) }, // nil-safe
 		BrokerConfig:           b.brokerConfig,
-		GroupConfigInt:         func(group, name string) int64 { return b.shares.groupConfigInt(group, name) },
-		GroupBrokerInt:         func(name string) int64 { return b.shares.groupBrokerInt(name) },
+		GroupConfigInt:         func(group, name string) int64 { return b.shares.GroupConfigInt(group, name) },
+		GroupBrokerInt:         func(name string) int64 { return b.shares.GroupBrokerInt(name) },
 		OffsetFetchAfterStable: cfg.offsetFetchAfterStable, ExpiryBeforeDelete: cfg.expiryBeforeDelete,
 	})
 	// The share coordinator holds the group configs, which the loaded
 	// KIP-848 groups read (consumerSettings): it comes first.
-	if b.shares, err = newShareCoordinator(shareOptions{
+	if b.shares, err = share.New(share.Options{
 		Store: b.meta, Topics: b.topics, Admin: b.topicAdmin, Syncer: b.syncer,
 		Metrics: b.metrics, Quotas: b.quotas, Logger: lg, Ctx: b.ctx,
 		DataDir: cfg.DataDir, FsyncAlways: cfg.Fsync == FsyncAlways,
@@ -182,6 +183,7 @@ func Start(cfg Config) (*Broker, error) {
 		BrokerConfig:    b.brokerConfig,
 		IsConsumerGroup: func(name string) bool { return b.groups.Exists(name) },
 		BeforeCommit:    cfg.shareBeforeCommit,
+		DLQ:             cfg.shareDLQ,
 	}); err != nil {
 		return fail(err)
 	}
@@ -232,7 +234,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.groups.ExpireLoop)
 	b.goroutine(b.txns.ExpireLoop)
 	b.goroutine(b.acceptLoop)
-	b.goroutine(b.shares.resumeDLQ) // dead-letter writes pending at a crash (share_dlq.go)
+	b.goroutine(b.shares.ResumeDLQ) // dead-letter writes pending at a crash (share/dlq.go)
 	b.ready.Store(true)
 	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
@@ -375,7 +377,7 @@ func (b *Broker) Close() error {
 		// groups and badger: let them end before those close.
 		b.txns.Wait()
 		b.groups.Close()
-		b.shares.close()
+		b.shares.Close()
 		b.closeErr = errors.Join(b.topics.Close(), b.meta.Close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))
 	})
@@ -467,7 +469,7 @@ func (b *Broker) logConfig(overrides map[string]string) slog.Config {
 // such as share sessions).
 func (b *Broker) connClosed(c *conn) {
 	if b.shares != nil {
-		b.shares.connClosed(c.id) // drop its share sessions, release their records
+		b.shares.ConnClosed(c.id) // drop its share sessions, release their records
 	}
 }
 

@@ -42,6 +42,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/share"
 )
 
 // brokerConfigDef is one broker config: dynamic (def and check set) or
@@ -52,7 +53,7 @@ type brokerConfigDef struct {
 	doc  string
 	// def and check are a dynamic config's default and validation: those
 	// of the topic config it is the default of, or of a share-group
-	// broker config (share_configs.go).
+	// broker config (share/configs.go).
 	def   string
 	check func(string) error
 	// static returns the read-only value from the broker's Config
@@ -124,21 +125,21 @@ var brokerConfigDefs = func() []brokerConfigDef {
 		}
 		defs = append(defs, brokerConfigDef{name: td.BrokerName, typ: td.Type, doc: td.Doc, def: td.Default, check: td.Check})
 	}
-	for _, gd := range groupBrokerConfigDefs { // share_configs.go
-		defs = append(defs, brokerConfigDef{name: gd.name, typ: kmsg.ConfigTypeLong, doc: gd.doc,
-			def: strconv.FormatInt(gd.def, 10), check: configs.IntRange(gd.lo, gd.hi)})
+	for _, gd := range share.GroupBrokerConfigDefs { // share/configs.go
+		defs = append(defs, brokerConfigDef{name: gd.Name, typ: kmsg.ConfigTypeLong, doc: gd.Doc,
+			def: strconv.FormatInt(gd.Def, 10), check: configs.IntRange(gd.Lo, gd.Hi)})
 	}
 	for _, td := range txnBrokerConfigDefs {
 		defs = append(defs, brokerConfigDef{name: td.name, typ: kmsg.ConfigTypeLong, doc: td.doc,
 			def: strconv.FormatInt(td.def, 10), check: configs.IntRange(td.lo, td.hi)})
 	}
-	for i := range shareBrokerConfigDefs {
-		sd := &shareBrokerConfigDefs[i]
-		defs = append(defs, brokerConfigDef{name: sd.name, typ: kmsg.ConfigTypeLong, doc: sd.doc,
-			def: strconv.FormatInt(sd.def, 10), check: configs.IntRange(sd.lo, sd.hi)})
+	for i := range share.BrokerConfigDefs {
+		sd := &share.BrokerConfigDefs[i]
+		defs = append(defs, brokerConfigDef{name: sd.Name, typ: kmsg.ConfigTypeLong, doc: sd.Doc,
+			def: strconv.FormatInt(sd.Def, 10), check: configs.IntRange(sd.Lo, sd.Hi)})
 	}
-	for _, dd := range dlqBrokerConfigDefs { // share_dlq.go
-		defs = append(defs, brokerConfigDef{name: dd.name, typ: dd.typ, doc: dd.doc, def: dd.def, check: dd.check})
+	for _, dd := range share.DLQBrokerConfigDefs { // share/dlq.go
+		defs = append(defs, brokerConfigDef{name: dd.Name, typ: dd.Type, doc: dd.Doc, def: dd.Def, check: dd.Check})
 	}
 	// Broker-wide rate limits and connection limits (quota_limits.go).
 	for _, qd := range quotaBrokerConfigDefs {

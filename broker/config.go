@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/share"
 )
 
 // FsyncPolicy says when appended records are made durable.
@@ -64,7 +66,7 @@ type Config struct {
 	CheckpointInterval time.Duration
 	// ShareBatchCacheBytes bounds the parsed log batches kept for
 	// message-group share fetches, across all share-partitions
-	// (share_batchcache.go); 0 keeps none.
+	// (share/batchcache.go); 0 keeps none.
 	ShareBatchCacheBytes int64
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
@@ -99,6 +101,8 @@ type Config struct {
 	// shareBeforeCommit, if set, runs before each share-state group
 	// commit; an error fails it (store.Options.BeforeCommit).
 	shareBeforeCommit func() error
+	// shareDLQ are the dead-letter writer's test hooks (share.DLQHooks).
+	shareDLQ share.DLQHooks
 	// beforeTopicCleanup, if set, runs when a topic deletion is about to
 	// remove the topic's group offsets and share-group state; an error
 	// fails the clean-up as a failed write would.
@@ -148,7 +152,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:        100 << 20,
 		RetentionCheckInterval: 5 * time.Minute,
 		CheckpointInterval:     time.Minute,
-		ShareBatchCacheBytes:   trimCacheBytes,
+		ShareBatchCacheBytes:   share.DefaultBatchCacheBytes,
 		ShutdownTimeout:        10 * time.Second,
 		IdleTimeout:            10 * time.Minute,
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shoal-mq/shoal/broker/share"
 )
 
 // ConfigReference renders docs/CONFIG.md from the tables the code uses:
@@ -113,17 +115,17 @@ operation.
 | name | broker default | bounds | type | meaning |
 |---|---|---|---|---|
 `)
-	for i := range groupConfigDefs {
-		d := &groupConfigDefs[i]
-		brokerDef := code(d.def)
-		if d.brokerName != "" {
-			brokerDef = "`" + d.brokerName + "`"
+	for i := range share.GroupConfigDefs {
+		d := &share.GroupConfigDefs[i]
+		brokerDef := code(d.Def)
+		if d.BrokerName != "" {
+			brokerDef = "`" + d.BrokerName + "`"
 		}
 		bounds := ""
-		if d.minName != "" || d.maxName != "" {
-			bounds = fmt.Sprintf("`%s` .. `%s`", d.minName, d.maxName)
+		if d.MinName != "" || d.MaxName != "" {
+			bounds = fmt.Sprintf("`%s` .. `%s`", d.MinName, d.MaxName)
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", d.name, brokerDef, bounds, strings.ToLower(d.typ.String()), cell(d.doc))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", d.Name, brokerDef, bounds, strings.ToLower(d.Type.String()), cell(d.Doc))
 	}
 	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -360,8 +361,8 @@ func responseRecordBytes(resp kmsg.Response) int64 {
 }
 
 // shareClient is c for the share coordinator.
-func (c *conn) shareClient() shareClient {
-	return shareClient{Conn: c.id, ID: c.clientID, Host: c.host}
+func (c *conn) shareClient() share.Client {
+	return share.Client{Conn: c.id, ID: c.clientID, Host: c.host}
 }
 
 // clientHost formats a peer address as Kafka reports it ("/127.0.0.1").

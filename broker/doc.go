@@ -34,11 +34,17 @@
 //     markers, timeout loop and recovery, the admission of a
 //     transactional produce). Its broker configs stay here
 //     (txn_configs.go), read through txn.Options.Setting.
+//   - share: the share-group coordinator (KIP-932): share-partitions over
+//     sharegroup and sharegroup/store, membership, share sessions,
+//     ShareFetch and ShareAcknowledge, the offsets admin, dead-letter
+//     topics (KIP-1191), message groups, delivery limits, and the
+//     GROUP-resource configs of consumer and share groups, which the
+//     groups read through groups.Options.
 //
-// Still in this package, next: share groups (share*.go, quota_share.go).
-// They no longer reach the Broker: shareOptions carries what they need,
-// and they compile as a package of their own. None of the packages above
-// imports this one or a sibling it has no rule for.
+// None of the packages above imports this one or a sibling it has no
+// rule for. What stays here is the server: the listener, connections,
+// the wiring (broker.go), one file per Kafka API, the fetch sessions,
+// the config tables, the quotas per request, the state collector.
 //
 // # Requests
 //
@@ -82,7 +88,8 @@
 //     Group.mu guards one classic or KIP-848 group and its offsets and
 //     may do that group's badger writes; never two groups at once.
 //
-//   - Share groups: shareGroup.mu guards one share group's membership;
+//   - Share groups (package share): share.Coordinator.mu guards only
+//     its maps; shareGroup.mu guards one share group's membership;
 //     shareSession.mu one share session; sharePart.mu one share-partition
 //     (several only in key order) and may do its badger writes.
 //
@@ -119,7 +126,7 @@
 // Txn.mu → Group.mu → txn.Coordinator.mu, PendingIndex.mu; Txn.mu → log
 // locks. fetchSession.mu may be held while taking Registry.mu and
 // Partition.mu, never the reverse.
-// Group.mu → Coordinator.mu → Broker.dyn / shareCoordinator.mu /
+// Group.mu → Coordinator.mu → Broker.dyn / share.Coordinator.mu /
 // Registry.mu.
 // shareGroup.mu → shareSession.mu → sharePart.mu → Partition.mu.
 package broker

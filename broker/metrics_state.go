@@ -124,7 +124,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		h, ok := hw[groups.TP{Topic: name, Partition: partition}]
 		return h, ok
 	}
-	b.shares.partStates(hwOf, func(key store.Key, counts [5]int64, lag int64) {
+	b.shares.PartStates(hwOf, func(key store.Key, counts [5]int64, lag int64) {
 		t := b.topics.GetID(key.TopicID)
 		if t == nil {
 			return // its topic is gone

@@ -73,9 +73,9 @@ func fetchRequest(r *rawShare, epoch, waitMs int32) *kmsg.ShareFetchRequest {
 
 // gatedShareBroker starts a broker whose share-state commits the
 // returned gate can hold.
-func gatedShareBroker(t *testing.T) (*commitGate, *Broker) {
+func gatedShareBroker(t *testing.T, mut ...func(*Config)) (*commitGate, *Broker) {
 	g := newCommitGate()
-	b := startShareTest(t, func(c *Config) { c.shareBeforeCommit = g.hook })
+	b := startShareTest(t, append([]func(*Config){func(c *Config) { c.shareBeforeCommit = g.hook }}, mut...)...)
 	t.Cleanup(func() { // before the broker closes: a failed test may leave a commit held
 		g.armed.Store(false)
 		select {

@@ -104,14 +104,15 @@ func TestShareFailedAckLeavesNothingDurable(t *testing.T) {
 	}
 	ackReq.Topics[0].Partitions = append(ackReq.Topics[0].Partitions, rp)
 
-	sp0 := b.shares.part(store.Key{Group: "exg", TopicID: m1.topicID, Partition: 0})
+	key0 := store.Key{Group: "exg", TopicID: m1.topicID, Partition: 0}
 	g.armed.Store(true)
 	ackDone := m1.async(ackReq)
 	require.Eventually(t, g.atGate.Load, 5*time.Second, time.Millisecond)
 	// Share-partition 0 busy (a log read, a load, its own write) when
 	// acknowledge comes back to it.
 	locked := make(chan struct{})
-	go func() { sp0.mu.Lock(); close(locked) }()
+	var release0 func()
+	go func() { release0 = b.shares.HoldPartition(key0); close(locked) }()
 	select {
 	case <-locked:
 	case <-time.After(300 * time.Millisecond):
@@ -119,7 +120,7 @@ func TestShareFailedAckLeavesNothingDurable(t *testing.T) {
 	g.release <- errors.New("injected commit failure")
 	<-locked
 	time.Sleep(1500 * time.Millisecond) // p1:1's lock expires: fire() on share-partition 1
-	sp0.mu.Unlock()
+	release0()
 	ack := (<-ackDone).(*kmsg.ShareAcknowledgeResponse)
 	for _, p := range ack.Topics[0].Partitions {
 		require.Equal(t, kerr.KafkaStorageError.Code, p.ErrorCode, "partition %d", p.Partition)
@@ -152,16 +153,17 @@ func firstOffset(r [][3]int64) int64 {
 // is delivered again.
 func TestShareDLQWaitsForRejectionInFlight(t *testing.T) {
 	t.Parallel()
-	g, b := gatedShareBroker(t)
 	var hold atomic.Bool
 	hold.Store(true)
-	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff, b.shares.dlq.attempt.maxBackoff = 1000, 5*time.Millisecond, 5*time.Millisecond
-	b.shares.dlq.failAttempt = func() error {
-		if hold.Load() {
-			return errors.New("dead-letter topic unavailable for now")
+	g, b := gatedShareBroker(t, func(c *Config) {
+		c.shareDLQ.MaxAttempts, c.shareDLQ.Backoff, c.shareDLQ.MaxBackoff = 1000, 5*time.Millisecond, 5*time.Millisecond
+		c.shareDLQ.FailAttempt = func() error {
+			if hold.Load() {
+				return errors.New("dead-letter topic unavailable for now")
+			}
+			return nil
 		}
-		return nil
-	}
+	})
 	dlqGroupSetup(t, b, "dq", "dsrc", 1, 1, 2)
 	m1 := newRawShare(t, b, "dq", "m1", "dsrc")
 	epoch := acquireAllRaw(t, m1, 2)

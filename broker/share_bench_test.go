@@ -34,7 +34,7 @@ func BenchmarkShareDrain(bb *testing.B) {
 			require.NoError(bb, err)
 			op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 			op.Name, op.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-			require.NoError(bb, b.shares.incrementalAlterGroupConfigs("bg", []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}, false))
+			require.NoError(bb, b.shares.IncrementalAlterGroupConfigs("bg", []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}, false))
 		})
 	})
 	bb.Run("kfake", func(bb *testing.B) {

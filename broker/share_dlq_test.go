@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"sort"
@@ -11,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/share"
+	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
 // dlqSetup creates src (partitions) and, if dlqParts > 0, the opted-in
@@ -31,7 +36,7 @@ func dlqSetup(t *testing.T, b *Broker, src string, partitions int32, dlqParts in
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
 	if dlqParts > 0 {
-		r, err := adm.CreateTopic(ctx, dlqParts, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "dlq."+src)
+		r, err := adm.CreateTopic(ctx, dlqParts, 1, map[string]*string{share.DLQGroupEnableTopic: kadm.StringPtr("true")}, "dlq."+src)
 		require.NoError(t, err)
 		require.NoError(t, r.Err)
 	}
@@ -51,7 +56,7 @@ func dlqSetup(t *testing.T, b *Broker, src string, partitions int32, dlqParts in
 func dlqGroupSetup(t *testing.T, b *Broker, group, src string, partitions, dlqParts int32, n int) {
 	t.Helper()
 	dlqSetup(t, b, src, partitions, dlqParts, n)
-	setShareGroupConfigs(t, b, group, "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq."+src)
+	setShareGroupConfigs(t, b, group, "share.auto.offset.reset", "earliest", share.DLQTopicNameConfig, "dlq."+src)
 }
 
 // dlqConsume reads every record of topic from the start until want
@@ -119,13 +124,7 @@ func spso(t *testing.T, b *Broker, group, topicName string, p int32) int64 {
 	t.Helper()
 	tp := b.topics.Get(topicName)
 	require.NotNil(t, tp)
-	sp := b.shares.part(shareKey(group, shareTP{topicID: tp.ID, partition: p}))
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if sp.mu.p == nil {
-		return -1
-	}
-	return sp.mu.p.SPSO()
+	return b.shares.SPSO(store.Key{Group: group, TopicID: tp.ID, Partition: p})
 }
 
 func dlqAction(v int, _ int32) kgo.AckStatus {
@@ -149,7 +148,7 @@ func TestShareDLQRejectAndDeliveryLimit(t *testing.T) {
 	const n = 40
 	dlqSetup(t, b, "dsrc", 3, 2, n)
 	setShareGroupConfigs(t, b, "dg", "share.auto.offset.reset", "earliest", "share.delivery.count.limit", "2",
-		dlqTopicNameConfig, "dlq.dsrc", dlqCopyRecordConfig, "true")
+		share.DLQTopicNameConfig, "dlq.dsrc", share.DLQCopyRecordConfig, "true")
 	drainShare(t, b, "dg", "dsrc", 3, n, dlqAction)
 
 	const perPart = 2 * n / 5
@@ -158,27 +157,27 @@ func TestShareDLQRejectAndDeliveryLimit(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range recs {
 		h := headerMap(r)
-		src, err := strconv.Atoi(h[dlqHeaderPartition])
+		src, err := strconv.Atoi(h[share.DLQHeaderPartition])
 		require.NoError(t, err)
 		require.Equal(t, int32(src%2), r.Partition, "DLQ partition = source partition %% 2")
-		id := h[dlqHeaderPartition] + "/" + h[dlqHeaderOffset]
+		id := h[share.DLQHeaderPartition] + "/" + h[share.DLQHeaderOffset]
 		require.False(t, seen[id], "duplicate DLQ record %s", id)
 		seen[id] = true
-		off, err := strconv.Atoi(h[dlqHeaderOffset])
+		off, err := strconv.Atoi(h[share.DLQHeaderOffset])
 		require.NoError(t, err)
-		require.Equal(t, "dsrc", h[dlqHeaderTopic])
-		require.Equal(t, "dg", h[dlqHeaderGroup])
+		require.Equal(t, "dsrc", h[share.DLQHeaderTopic])
+		require.Equal(t, "dg", h[share.DLQHeaderGroup])
 		require.Equal(t, strconv.Itoa(off), string(r.Value), "value copied")
 		require.Equal(t, "k"+strconv.Itoa(off), string(r.Key), "key copied")
 		require.Equal(t, strconv.Itoa(off), h["h"], "original header copied")
 		require.Equal(t, "h", r.Headers[0].Key, "original headers first")
 		switch off % 5 {
 		case 0:
-			require.Equal(t, "1", h[dlqHeaderDeliveryCount])
-			require.Equal(t, "rejected", h[dlqHeaderMessage])
+			require.Equal(t, "1", h[share.DLQHeaderDeliveryCount])
+			require.Equal(t, "rejected", h[share.DLQHeaderMessage])
 		case 1:
-			require.Equal(t, "2", h[dlqHeaderDeliveryCount])
-			require.Equal(t, "rejected or delivery count limit reached", h[dlqHeaderMessage])
+			require.Equal(t, "2", h[share.DLQHeaderDeliveryCount])
+			require.Equal(t, "rejected or delivery count limit reached", h[share.DLQHeaderMessage])
 		default:
 			t.Fatalf("accepted record %d in the DLQ", off)
 		}
@@ -200,10 +199,10 @@ func TestShareDLQRejectAndDeliveryLimit(t *testing.T) {
 func TestShareDLQPointerRecords(t *testing.T) {
 	t.Parallel()
 	b := startShareTest(t)
-	setShareBrokerConfig(b, dlqAutoCreateConfig, "true")
+	setShareBrokerConfig(b, share.DLQAutoCreateConfig, "true")
 	const n = 10
 	dlqSetup(t, b, "psrc", 1, 0, n)
-	setShareGroupConfigs(t, b, "pg", "share.auto.offset.reset", "earliest", dlqTopicNameConfig, "dlq.auto")
+	setShareGroupConfigs(t, b, "pg", "share.auto.offset.reset", "earliest", share.DLQTopicNameConfig, "dlq.auto")
 	drainShare(t, b, "pg", "psrc", 1, n, func(v int, _ int32) kgo.AckStatus {
 		if v%2 == 0 {
 			return kgo.AckReject
@@ -213,7 +212,7 @@ func TestShareDLQPointerRecords(t *testing.T) {
 	dt := b.topics.Get("dlq.auto")
 	require.NotNil(t, dt, "auto-created")
 	_, cfgs := b.topics.Snapshot(dt)
-	require.Equal(t, "true", cfgs[dlqGroupEnableTopic])
+	require.Equal(t, "true", cfgs[share.DLQGroupEnableTopic])
 	recs := dlqConsume(t, b, "dlq.auto", n/2)
 	require.Len(t, recs, n/2)
 	var offs []int
@@ -221,7 +220,7 @@ func TestShareDLQPointerRecords(t *testing.T) {
 		require.Nil(t, r.Key)
 		require.Nil(t, r.Value)
 		require.Len(t, r.Headers, 6)
-		o, _ := strconv.Atoi(headerMap(r)[dlqHeaderOffset])
+		o, _ := strconv.Atoi(headerMap(r)[share.DLQHeaderOffset])
 		offs = append(offs, o)
 	}
 	sort.Ints(offs)
@@ -233,8 +232,7 @@ func TestShareDLQPointerRecords(t *testing.T) {
 // are archived without a copy and the group goes on.
 func TestShareDLQUnavailableDoesNotStall(t *testing.T) {
 	t.Parallel()
-	b := startShareTest(t)
-	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
+	b := startShareTest(t, func(c *Config) { c.shareDLQ.MaxAttempts, c.shareDLQ.Backoff = 2, 10*time.Millisecond })
 	const n = 10
 	dlqGroupSetup(t, b, "ug", "usrc", 1, 1, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -259,9 +257,9 @@ func TestShareDLQConfigValidation(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	_, err := adm.CreateTopic(ctx, 1, 1, nil, "dlq.closed")
 	require.NoError(t, err)
-	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "dlq.open")
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{share.DLQGroupEnableTopic: kadm.StringPtr("true")}, "dlq.open")
 	require.NoError(t, err)
-	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "other.open")
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{share.DLQGroupEnableTopic: kadm.StringPtr("true")}, "other.open")
 	require.NoError(t, err)
 
 	set := func(name, value string) int16 {
@@ -277,28 +275,28 @@ func TestShareDLQConfigValidation(t *testing.T) {
 		return resp.Resources[0].ErrorCode
 	}
 	bad := kerr.InvalidConfig.Code
-	require.Equal(t, bad, set(dlqTopicNameConfig, "__dlq.x"), "__ prefix")
-	require.Equal(t, bad, set(dlqTopicNameConfig, "other.open"), "outside the dlq. prefix")
-	require.Equal(t, bad, set(dlqTopicNameConfig, "dlq.closed"), "not opted in")
-	require.Equal(t, bad, set(dlqTopicNameConfig, "dlq.missing"), "missing without auto-create")
-	require.Equal(t, bad, set(dlqTopicNameConfig, "dlq.bad/name"), "invalid topic name")
-	require.Equal(t, bad, set(dlqCopyRecordConfig, "yes"))
-	require.Equal(t, int16(0), set(dlqTopicNameConfig, "dlq.open"))
-	require.Equal(t, int16(0), set(dlqTopicNameConfig, ""), "blank: no DLQ")
-	require.Equal(t, int16(0), set(dlqCopyRecordConfig, "true"))
+	require.Equal(t, bad, set(share.DLQTopicNameConfig, "__dlq.x"), "__ prefix")
+	require.Equal(t, bad, set(share.DLQTopicNameConfig, "other.open"), "outside the dlq. prefix")
+	require.Equal(t, bad, set(share.DLQTopicNameConfig, "dlq.closed"), "not opted in")
+	require.Equal(t, bad, set(share.DLQTopicNameConfig, "dlq.missing"), "missing without auto-create")
+	require.Equal(t, bad, set(share.DLQTopicNameConfig, "dlq.bad/name"), "invalid topic name")
+	require.Equal(t, bad, set(share.DLQCopyRecordConfig, "yes"))
+	require.Equal(t, int16(0), set(share.DLQTopicNameConfig, "dlq.open"))
+	require.Equal(t, int16(0), set(share.DLQTopicNameConfig, ""), "blank: no DLQ")
+	require.Equal(t, int16(0), set(share.DLQCopyRecordConfig, "true"))
 
 	// Broker configs: the prefix and auto-create.
-	alt, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: dlqAutoCreateConfig, Value: kadm.StringPtr("maybe")}})
+	alt, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: share.DLQAutoCreateConfig, Value: kadm.StringPtr("maybe")}})
 	require.NoError(t, err)
 	require.Error(t, alt[0].Err)
-	alt, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: dlqAutoCreateConfig, Value: kadm.StringPtr("true")}, {Name: dlqPrefixConfig, Value: kadm.StringPtr("")}})
+	alt, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: share.DLQAutoCreateConfig, Value: kadm.StringPtr("true")}, {Name: share.DLQPrefixConfig, Value: kadm.StringPtr("")}})
 	require.NoError(t, err)
 	require.NoError(t, alt[0].Err)
-	require.Equal(t, int16(0), set(dlqTopicNameConfig, "dlq.missing"), "missing with auto-create")
-	require.Equal(t, int16(0), set(dlqTopicNameConfig, "other.open"), "empty prefix allows any name")
-	require.Equal(t, bad, set(dlqTopicNameConfig, "__x"), "__ is refused even with an empty prefix")
+	require.Equal(t, int16(0), set(share.DLQTopicNameConfig, "dlq.missing"), "missing with auto-create")
+	require.Equal(t, int16(0), set(share.DLQTopicNameConfig, "other.open"), "empty prefix allows any name")
+	require.Equal(t, bad, set(share.DLQTopicNameConfig, "__x"), "__ is refused even with an empty prefix")
 	// Topic config: a boolean.
-	ac, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: dlqGroupEnableTopic, Value: kadm.StringPtr("1")}}, "dlq.open")
+	ac, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: share.DLQGroupEnableTopic, Value: kadm.StringPtr("1")}}, "dlq.open")
 	require.NoError(t, err)
 	require.Error(t, ac[0].Err)
 }
@@ -313,8 +311,10 @@ func TestShareDLQRestartMidWrite(t *testing.T) {
 		t.Run(stage, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			b := startShareTest(t, func(c *Config) { c.DataDir = dir })
-			b.shares.dlq.crashAt = func(s string) bool { return s == stage }
+			b := startShareTest(t, func(c *Config) {
+				c.DataDir = dir
+				c.shareDLQ.CrashAt = func(s string) bool { return s == stage }
+			})
 			const n = 20
 			dlqGroupSetup(t, b, "cg", "csrc", 1, 1, n)
 			cl := newShareClient(t, b, "cg", kgo.ConsumeTopics("csrc"))
@@ -333,10 +333,7 @@ func TestShareDLQRestartMidWrite(t *testing.T) {
 			cl.Close()
 			// The writer stopped at the crash point: nothing archived.
 			require.Eventually(t, func() bool {
-				sp := b.shares.part(shareKey("cg", shareTP{topicID: b.topics.Get("csrc").ID, partition: 0}))
-				sp.mu.Lock()
-				defer sp.mu.Unlock()
-				return !sp.mu.dlq.running
+				return !b.shares.DLQRunning(store.Key{Group: "cg", TopicID: b.topics.Get("csrc").ID, Partition: 0})
 			}, 10*time.Second, 10*time.Millisecond)
 			require.Less(t, spso(t, b, "cg", "csrc", 0), int64(n))
 			require.Positive(t, b.topics.Partition("dlq.csrc", 0).Log.HighWatermark(), "DLQ append durable")
@@ -363,8 +360,8 @@ const dlqKillChildEnv = "SHOAL_DLQ_KILL_CHILD"
 // append and the records' Archived state; a broker restarted on the same
 // data writes no second copy and archives them.
 func TestShareDLQSigkill(t *testing.T) {
-	serveCrashChild(t, dlqKillChildEnv, func(b *Broker) {
-		b.shares.dlq.crashAt = func(stage string) bool {
+	serveCrashChild(t, dlqKillChildEnv, nil, func(c *Config) {
+		c.shareDLQ.CrashAt = func(stage string) bool {
 			if stage == "durable" {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
@@ -384,7 +381,7 @@ func TestShareDLQSigkill(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	_, err = adm.CreateTopic(ctx, 1, 1, nil, "ksrc")
 	require.NoError(t, err)
-	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{dlqGroupEnableTopic: kadm.StringPtr("true")}, "dlq.ksrc")
+	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{share.DLQGroupEnableTopic: kadm.StringPtr("true")}, "dlq.ksrc")
 	require.NoError(t, err)
 	const n = 10
 	for i := 0; i < n; i++ {
@@ -393,7 +390,7 @@ func TestShareDLQSigkill(t *testing.T) {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "kg"
-	for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {dlqTopicNameConfig, "dlq.ksrc"}} {
+	for _, kv := range [][2]string{{"share.auto.offset.reset", "earliest"}, {share.DLQTopicNameConfig, "dlq.ksrc"}} {
 		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		op.Name, op.Value = kv[0], kmsg.StringPtr(kv[1])
 		res.Configs = append(res.Configs, op)
@@ -436,7 +433,7 @@ func TestShareDLQSigkill(t *testing.T) {
 	recs := dlqConsume(t, b, "dlq.ksrc", n)
 	offs := map[string]int{}
 	for _, r := range recs {
-		offs[headerMap(r)[dlqHeaderOffset]]++
+		offs[headerMap(r)[share.DLQHeaderOffset]]++
 	}
 	require.Len(t, offs, n, "every rejected record is in the DLQ")
 	for o, c := range offs {
@@ -454,8 +451,8 @@ func TestShareDLQSigkill(t *testing.T) {
 // neither be written again nor stay Archiving (found in review).
 func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 	t.Parallel()
-	b := startShareTest(t)
-	crashes := crashOnceAt(b, "durable")
+	crash, crashes := crashOnceAt("durable")
+	b := startShareTest(t, crash)
 	const n = 600
 	dlqGroupSetup(t, b, "wg", "wsrc", 1, 1, n)
 	cl := newShareClient(t, b, "wg", kgo.ConsumeTopics("wsrc"), kgo.ShareMaxRecords(n))
@@ -488,7 +485,7 @@ func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 	recs := dlqConsume(t, b, "dlq.wsrc", n)
 	seen := map[string]bool{}
 	for _, r := range recs {
-		off := headerMap(r)[dlqHeaderOffset]
+		off := headerMap(r)[share.DLQHeaderOffset]
 		require.False(t, seen[off], "offset %s written twice", off)
 		seen[off] = true
 	}
@@ -507,10 +504,10 @@ func TestShareDLQWindowMovesBetweenAttempts(t *testing.T) {
 // time (found in review).
 func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	t.Parallel()
-	b := startShareTest(t)
-	crashes := crashOnceAt(b, "durable")
+	crash, crashes := crashOnceAt("durable")
 	var failing atomic.Bool
-	fails := failOneWriter(b, &failing)
+	fail, fails := failOneWriter(&failing)
+	b := startShareTest(t, crash, fail)
 	const n = 600
 	dlqGroupSetup(t, b, "gg", "gsrc", 1, 1, n)
 	// Raw requests: each rejection lands in one acknowledgement, so the
@@ -531,7 +528,7 @@ func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 	hw := b.topics.Partition("dlq.gsrc", 0).Log.HighWatermark()
 	seen := map[string]bool{}
 	for _, r := range dlqConsume(t, b, "dlq.gsrc", int(hw)) {
-		off := headerMap(r)[dlqHeaderOffset]
+		off := headerMap(r)[share.DLQHeaderOffset]
 		require.False(t, seen[off], "offset %s written twice", off)
 		seen[off] = true
 	}
@@ -551,16 +548,18 @@ func TestShareDLQGiveUpCompletesEarlierAttempt(t *testing.T) {
 // missing ones. (Found by review.)
 func TestShareDLQGiveUpKeepsUnwrittenIntent(t *testing.T) {
 	t.Parallel()
-	b := startShareTest(t)
 	var failing atomic.Bool
 	failing.Store(true)
-	fails := failOneWriter(b, &failing)
+	fail, fails := failOneWriter(&failing)
+	b := startShareTest(t, fail)
 	const n = 600
 	dlqGroupSetup(t, b, "ug", "usrc", 1, 1, n)
 	src, dlq := b.topics.Get("usrc"), b.topics.Get("dlq.usrc")
-	key := shareKey("ug", shareTP{topicID: src.ID, partition: 0})
-	require.NoError(t, b.shares.putDLQIntent(key, &dlqIntent{TopicID: dlq.ID, Partition: 0, From: 0,
-		Ranges: []dlqRange{{First: 500, Last: 549, DeliveryCount: 1}}}))
+	key := store.Key{Group: "ug", TopicID: src.ID, Partition: 0}
+	intent, err := json.Marshal(&share.DLQIntent{TopicID: dlq.ID, Partition: 0, From: 0,
+		Ranges: []share.DLQRange{{First: 500, Last: 549, DeliveryCount: 1}}})
+	require.NoError(t, err)
+	require.NoError(t, b.meta.DB().Update(func(btx *badger.Txn) error { return btx.Set(share.DLQIntentKey(key), intent) }))
 	r := newRawShare(t, b, "ug", "m1", "usrc")
 	epoch := acquireAllRaw(t, r, n)
 	require.Zero(t, ackCode(t, r.ack(epoch, false, ackBatch(0, n-1, 3))))
@@ -570,7 +569,7 @@ func TestShareDLQGiveUpKeepsUnwrittenIntent(t *testing.T) {
 	hw := b.topics.Partition("dlq.usrc", 0).Log.HighWatermark()
 	seen := map[string]bool{}
 	for _, rec := range dlqConsume(t, b, "dlq.usrc", int(hw)) {
-		seen[headerMap(rec)[dlqHeaderOffset]] = true
+		seen[headerMap(rec)[share.DLQHeaderOffset]] = true
 	}
 	for off := 500; off < n; off++ { // 0-499 were given up
 		require.True(t, seen[strconv.Itoa(off)], "offset %d has no copy", off)
@@ -593,17 +592,18 @@ func acquireAllRaw(t *testing.T, r *rawShare, n int32) int32 {
 // failOneWriter lets a dead-letter writer make two attempts and fails
 // both once failing is set, so that writer gives up; later attempts
 // succeed. It returns the count of failed attempts.
-func failOneWriter(b *Broker, failing *atomic.Bool) *atomic.Int32 {
+func failOneWriter(failing *atomic.Bool) (func(*Config), *atomic.Int32) {
 	var fails atomic.Int32
-	b.shares.dlq.attempt.max, b.shares.dlq.attempt.backoff = 2, 10*time.Millisecond
-	b.shares.dlq.failAttempt = func() error {
-		if failing.Load() && fails.Load() < 2 {
-			fails.Add(1)
-			return errors.New("injected dead-letter failure")
+	return func(c *Config) {
+		c.shareDLQ.MaxAttempts, c.shareDLQ.Backoff = 2, 10*time.Millisecond
+		c.shareDLQ.FailAttempt = func() error {
+			if failing.Load() && fails.Load() < 2 {
+				fails.Add(1)
+				return errors.New("injected dead-letter failure")
+			}
+			return nil
 		}
-		return nil
-	}
-	return &fails
+	}, &fails
 }
 
 // TestShareDLQResetIgnoresEarlierIntent: a writer stops after marking
@@ -614,8 +614,8 @@ func failOneWriter(b *Broker, failing *atomic.Bool) *atomic.Int32 {
 // as already written, archiving them without a copy. (Found by review.)
 func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
 	t.Parallel()
-	b := startShareTest(t)
-	crashes := crashOnceAt(b, "written")
+	crash, crashes := crashOnceAt("written")
+	b := startShareTest(t, crash)
 	const n = 10
 	dlqGroupSetup(t, b, "rg", "rsrc", 1, 1, n)
 	r := newRawShare(t, b, "rg", "m1", "rsrc")
@@ -625,8 +625,8 @@ func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
 	dlq := b.topics.Partition("dlq.rsrc", 0)
 	require.Equal(t, int64(n), dlq.Log.HighWatermark(), "the first epoch's copies")
 
-	key := shareKey("rg", shareTP{topicID: b.topics.Get("rsrc").ID, partition: 0})
-	require.Zero(t, b.shares.resetOffset(key, b.shares.shareSettings("rg"), b.topics.Partition("rsrc", 0), 0))
+	key := store.Key{Group: "rg", TopicID: b.topics.Get("rsrc").ID, Partition: 0}
+	require.Zero(t, b.shares.ResetOffset(key, 0))
 	r2 := newRawShare(t, b, "rg", "m2", "rsrc")
 	epoch = acquireAllRaw(t, r2, n)
 	require.Zero(t, ackCode(t, r2.ack(epoch, false, ackBatch(0, n-1, 3))))
@@ -635,9 +635,10 @@ func TestShareDLQResetIgnoresEarlierIntent(t *testing.T) {
 }
 
 // crashOnceAt stops the first dead-letter writer to reach stage there,
-// as a crash would (dlqCoordinator.crashAt), and counts the stops.
-func crashOnceAt(b *Broker, stage string) *atomic.Int32 {
+// as a crash would (share.DLQHooks.CrashAt), and counts the stops.
+func crashOnceAt(stage string) (func(*Config), *atomic.Int32) {
 	var crashes atomic.Int32
-	b.shares.dlq.crashAt = func(s string) bool { return s == stage && crashes.Add(1) == 1 }
-	return &crashes
+	return func(c *Config) {
+		c.shareDLQ.CrashAt = func(s string) bool { return s == stage && crashes.Add(1) == 1 }
+	}, &crashes
 }

@@ -227,7 +227,7 @@ func TestShareConnectionCloseReleases(t *testing.T) {
 	a := newRawShare(t, b, "g", "a", "sc")
 	p := onlyPartition(t, a.fetch(0, 1000, 100))
 	require.Equal(t, [][3]int64{{0, 9, 1}}, acquired(p))
-	require.Equal(t, 1, b.shares.sessions.count())
+	require.Equal(t, 1, b.shares.Sessions())
 	a.cl.Close()
 
 	c := newRawShare(t, b, "g", "c", "sc")
@@ -345,7 +345,7 @@ func TestShareGroupHeartbeat(t *testing.T) {
 	require.Len(t, dresp.Groups[0].Members, 2)
 	require.Equal(t, "simple", dresp.Groups[0].Assignor)
 	require.Equal(t, kerr.GroupIDNotFound.Code, dresp.Groups[1].ErrorCode)
-	lg := b.shares.listShareGroups(nil, []string{"Share"})
+	lg := b.shares.ListGroups(nil, []string{"Share"})
 	require.Len(t, lg, 1)
 	require.Equal(t, "Stable", lg[0].GroupState)
 
@@ -418,9 +418,9 @@ func TestShareGroupTypeExclusive(t *testing.T) {
 	cg := newClient(t, b, kgo.ConsumerGroup("classic"), kgo.ConsumeTopics("sx"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	for len(cg.PollFetches(ctx).Records()) == 0 && ctx.Err() == nil {
 	}
-	require.True(t, b.shares.classicGroupExists("classic"))
+	require.True(t, b.groups.Exists("classic"))
 	m := newRawShare(t, b, "classic", "m", "sx")
 	require.Equal(t, kerr.GroupIDNotFound.Code, heartbeat(t, m, 0, []string{"sx"}).ErrorCode)
 	require.Equal(t, kerr.GroupIDNotFound.Code, m.fetch(0, 0, 10).ErrorCode)
-	require.False(t, b.shares.isShareGroup("classic"))
+	require.False(t, b.shares.IsShareGroup("classic"))
 }

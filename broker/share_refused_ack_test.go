@@ -129,8 +129,8 @@ func refusedAckTry(t *testing.T, b *Broker, g *multiGate, group string) [][3]int
 	require.Equal(t, [][3]int64{{0, 2, 1}}, got[2])
 
 	key := func(p int32) store.Key { return store.Key{Group: group, TopicID: m1.topicID, Partition: p} }
-	spA, spC := b.shares.part(key(0)), b.shares.part(key(1))
-	acking := func(sp *sharePart) int { sp.mu.Lock(); defer sp.mu.Unlock(); return len(sp.mu.acking) }
+	spA, spC := key(0), key(1)
+	acking := b.shares.PendingAcks
 
 	g.left.Store(2)
 	m2Done := m2.async(ackReqParts(m2, 1, map[int32][]int64{1: {0}})) // W_C1: held (group 1)
@@ -147,12 +147,13 @@ func refusedAckTry(t *testing.T, b *Broker, g *multiGate, group string) [][3]int
 	m1Done := m1.async(ackReqParts(m1, 1, map[int32][]int64{0: {1}, 1: {0}, 2: {0, 2}}))
 	time.Sleep(200 * time.Millisecond)
 	locked := make(chan struct{})
-	go func() { spA.mu.Lock(); close(locked) }() // A busy when acknowledge comes back to it
+	var releaseA func()
+	go func() { releaseA = b.shares.HoldPartition(spA); close(locked) }() // A busy when acknowledge comes back to it
 	time.Sleep(50 * time.Millisecond)
 	g.release <- errors.New("injected: group 2") // W0 fails: A marked; m1's Submit is refused
 	<-locked
 	time.Sleep(1500 * time.Millisecond) // B's record 1 lock runs out: fire() on B writes
-	spA.mu.Unlock()
+	releaseA()
 	<-m3Done
 	<-m4Done
 	resp := (<-m1Done).(*kmsg.ShareAcknowledgeResponse)

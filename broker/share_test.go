@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
-	"github.com/shoal-mq/shoal/sharegroup"
 )
 
 // setShareBrokerConfig sets a broker-level share config override as
@@ -40,7 +38,7 @@ func setShareGroupConfigs(t *testing.T, b *Broker, group string, kv ...string) {
 		op.Name, op.Op, op.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
 		ops = append(ops, op)
 	}
-	require.NoError(t, b.shares.incrementalAlterGroupConfigs(group, ops, false))
+	require.NoError(t, b.shares.IncrementalAlterGroupConfigs(group, ops, false))
 }
 
 // startShareTest starts a broker whose share groups may use acquisition
@@ -458,7 +456,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(c *Config) { c.DataDir = dir }
 	b := startTest(t, cfg)
-	entries, err := b.shares.groupConfigEntries("cg")
+	entries, err := b.shares.GroupConfigEntries("cg")
 	require.NoError(t, err)
 	vals := map[string]string{}
 	for _, e := range entries {
@@ -490,7 +488,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	set := func(name, value string) error {
 		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		op.Name, op.Op, op.Value = name, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(value)
-		return b.shares.incrementalAlterGroupConfigs("cg", []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}, false)
+		return b.shares.IncrementalAlterGroupConfigs("cg", []kmsg.IncrementalAlterConfigsRequestResourceConfig{op}, false)
 	}
 	for _, bad := range [][2]string{
 		{"share.record.lock.duration.ms", "1000"}, // below group.share.min.record.lock.duration.ms
@@ -514,13 +512,14 @@ func TestShareGroupConfigs(t *testing.T) {
 	require.NoError(t, set("share.partition.max.record.locks", "1000000"))
 	setShareBrokerConfig(b, "group.share.min.record.lock.duration.ms", "1000")
 	require.NoError(t, set("share.record.lock.duration.ms", "1000"))
-	st := b.shares.shareSettings("cg")
-	require.Equal(t, time.Second, st.lockDuration)
-	require.Equal(t, 1000000, st.maxInFlight)
+	// The effective values, as the share-partitions get them
+	// (shareSettings resolves each with GroupConfigInt's rules).
+	require.Equal(t, time.Second, time.Duration(b.shares.GroupConfigInt("cg", "share.record.lock.duration.ms"))*time.Millisecond)
+	require.Equal(t, int64(1000000), b.shares.GroupConfigInt("cg", "share.partition.max.record.locks"))
 	require.NoError(t, b.Close())
 
 	b2 := startTest(t, cfg)
-	entries, err = b2.shares.groupConfigEntries("cg")
+	entries, err = b2.shares.GroupConfigEntries("cg")
 	require.NoError(t, err)
 	for _, e := range entries {
 		switch e.Name {
@@ -533,7 +532,7 @@ func TestShareGroupConfigs(t *testing.T) {
 			require.Equal(t, "1000", *e.Value)
 		}
 	}
-	require.Equal(t, 15*time.Second, b2.shares.shareSettings("cg").lockDuration)
+	require.Equal(t, 15*time.Second, time.Duration(b2.shares.GroupConfigInt("cg", "share.record.lock.duration.ms"))*time.Millisecond)
 }
 
 // DescribeShareGroupOffsets, AlterShareGroupOffsets and
@@ -582,80 +581,17 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 	// Topic deletion hook.
 	_, err = adm.AlterShareGroupOffsets(ctx, "og", kadm.Offsets{"so": {0: {At: 3}}})
 	require.NoError(t, err)
-	keys, err := b.shares.store.Keys("og")
+	keys, err := b.shares.StoredPartitions("og")
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
-	require.NoError(t, b.shares.deleteShareTopicState(b.topics.Get("so").ID))
-	keys, err = b.shares.store.Keys("og")
+	require.NoError(t, b.shares.DeleteTopicState(b.topics.Get("so").ID))
+	keys, err = b.shares.StoredPartitions("og")
 	require.NoError(t, err)
 	require.Empty(t, keys)
 
 	// DeleteGroups hook.
-	code, _, isShare := b.shares.deleteShareGroup("og")
+	code, _, isShare := b.shares.DeleteGroup("og")
 	require.True(t, isShare)
 	require.Equal(t, int16(0), code)
-	require.False(t, b.shares.isShareGroup("og"))
-}
-
-// TestPlainReadBytes: a plain fetch reads about what the records it wants
-// took in the batches it read last, a quarter more, between 16 KiB and a
-// megabyte (and its budget); a megabyte while it knows nothing.
-func TestPlainReadBytes(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct{ budget, records, offsetBytes, want int }{
-		{math.MaxInt32, 500, 0, 1 << 20},           // nothing read yet
-		{math.MaxInt32, 500, 25, 16 << 10},         // 16-byte records: the floor
-		{math.MaxInt32, 500, 100, 62500},           // 500 × 100 × 5/4
-		{math.MaxInt32, 500, 1100, 687500},         // 1 KiB records (a 1 MiB batch still comes whole)
-		{math.MaxInt32, 500, 4000, 1 << 20},        // the cap
-		{40 << 10, 500, 1100, 40 << 10},            // the fetch's byte budget
-		{math.MaxInt32, 1 << 30, 1 << 20, 1 << 20}, // no overflow
-		{math.MaxInt32, 0, 100, 1 << 20},
-	} {
-		require.Equal(t, c.want, plainReadBytes(c.budget, c.records, c.offsetBytes), "%+v", c)
-	}
-}
-
-// TestSharePlainFetchPassesAbortedRecords: a read_committed plain fetch
-// reaches a committed record behind about 4 MiB of an aborted
-// transaction's records in small batches in one acquisition, though it
-// reads only about what it wants once it knows the records' size: rounds
-// that acquire nothing read a megabyte (found by review: with every round
-// sized by the records wanted, it took 13 acquisitions, each ShareFetch
-// waiting out its MaxWait in between).
-func TestSharePlainFetchPassesAbortedRecords(t *testing.T) {
-	t.Parallel()
-	b := startShareTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(newClient(t, b))
-	_, err := adm.CreateTopic(ctx, 1, 1, nil, "txn")
-	require.NoError(t, err)
-	cl := txnClient(t, b, "t1", kgo.ProducerBatchMaxBytes(16<<10), kgo.MaxBufferedRecords(100_000), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	require.NoError(t, cl.BeginTransaction())
-	val := make([]byte, 100)
-	for range 40_000 {
-		cl.Produce(ctx, &kgo.Record{Value: val, Partition: 0}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("produce: %v", err)
-			}
-		})
-	}
-	require.NoError(t, cl.Flush(ctx))
-	require.NoError(t, cl.EndTransaction(ctx, kgo.TryAbort))
-	produceTxn(t, cl, true, "c")
-
-	setShareGroupConfigs(t, b, "g", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
-	tp := shareTP{topicID: b.topics.Get("txn").ID, partition: 0}
-	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
-	st := b.shares.shareSettings("g")
-	require.True(t, st.readCommitted)
-	sp := b.shares.part(shareKey("g", tp))
-	sp.mu.Lock()
-	sp.mu.offsetBytes = 110 // as a fetch of this topic learns it
-	sp.mu.Unlock()
-	acq, _, err := sp.acquire(st, "m", false, lp, 10, sharegroup.BatchOptimized, 1<<20, new([]byte), nil)
-	require.NoError(t, err)
-	require.Equal(t, []sharegroup.Acquired{{First: 40_001, Last: 40_001, DeliveryCount: 1}}, acq,
-		"the committed record, past 40,000 aborted ones and their abort marker")
+	require.False(t, b.shares.IsShareGroup("og"))
 }

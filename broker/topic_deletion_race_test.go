@@ -47,25 +47,25 @@ func TestOffsetCommitRacingTopicDeletionLeavesNoOffset(t *testing.T) {
 	require.Equal(t, []int16{0}, c.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 5, -1, ""}))
 
 	// Stall a commit between its topic check and its group lock: it asks
-	// whether "g" is a share group (shareCoordinator.mu) in between.
-	b.shares.mu.Lock()
+	// whether "g" is a share group (share.Coordinator.mu) in between.
+	release := b.shares.HoldMap()
 	held := true
 	defer func() {
 		if held {
-			b.shares.mu.Unlock()
+			release()
 		}
 	}()
 	c2 := dialRaw(t, b)
 	committed := make(chan []int16, 1)
 	go func() { committed <- c2.commit(b, 9, "g", "", -1, commitPart{"gone", 0, 7, -1, ""}) }()
-	waitGoroutineIn(t, "groups.(*Coordinator).Commit", "isShareGroup")
+	waitGoroutineIn(t, "groups.(*Coordinator).Commit", "share.(*Coordinator).IsShareGroup")
 
-	// The deletion drops g's offsets, then waits for shareCoordinator.mu
-	// (deleteShareTopicState).
+	// The deletion drops g's offsets, then waits for share.Coordinator.mu
+	// (DeleteTopicState).
 	deleted := make(chan error, 1)
 	go func() { deleted <- b.topicAdmin.Delete(b.topics.Get("gone")) }()
-	waitGoroutineIn(t, "deleteShareTopicState")
-	b.shares.mu.Unlock()
+	waitGoroutineIn(t, "share.(*Coordinator).DeleteTopicState")
+	release()
 	held = false
 	require.NoError(t, <-deleted)
 	codes := <-committed

@@ -132,22 +132,3 @@ func TestFailedTopicCleanupFinishedBeforeNameReuse(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pending)
 }
-
-// TestShareOffsetResetAfterTopicDeletionWritesNothing: an
-// AlterShareGroupOffsets that found its topic, then runs after the topic
-// was deleted (and its share state with it), answers
-// UNKNOWN_TOPIC_OR_PARTITION and leaves no share state for the dead
-// topic id.
-func TestShareOffsetResetAfterTopicDeletionWritesNothing(t *testing.T) {
-	t.Parallel()
-	b := startTest(t)
-	createTopicRaw(t, b, "sgone", 1)
-	tp := b.topics.Get("sgone")
-	lp := b.topics.Partition("sgone", 0)
-	key := shareKey("sg", shareTP{topicID: tp.ID, partition: 0})
-	require.NoError(t, b.topicAdmin.Delete(tp))
-	require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", codeName(b.shares.resetOffset(key, b.shares.shareSettings("sg"), lp, 0)))
-	keys, err := b.shares.store.Keys("sg")
-	require.NoError(t, err)
-	require.Empty(t, keys)
-}

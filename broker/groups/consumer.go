@@ -54,6 +54,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/protocol"
 )
 
 type memberState int8
@@ -721,7 +723,7 @@ func (c *Coordinator) ConsumerDescribe(name string, version int16, withOps bool)
 	sg := kmsg.NewConsumerGroupDescribeResponseGroup()
 	sg.Group = name
 	if withOps {
-		sg.AuthorizedOperations = AllOperations
+		sg.AuthorizedOperations = protocol.GroupAllOperations
 	}
 	fail := func(code int16, msg string) kmsg.ConsumerGroupDescribeResponseGroup {
 		sg.ErrorCode = code

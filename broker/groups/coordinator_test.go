@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/topics"
+	"github.com/shoal-mq/shoal/protocol"
 )
 
 // Tests of the Coordinator's group-level and offset paths that need no
@@ -212,7 +213,7 @@ func TestDescribeUnknownGroup(t *testing.T) {
 	require.Equal(t, kerr.GroupIDNotFound.Code, sg.ErrorCode)
 	require.NotNil(t, sg.ErrorMessage)
 	require.Equal(t, "Group nobody not found.", *sg.ErrorMessage)
-	require.Equal(t, int32(AllOperations), sg.AuthorizedOperations)
+	require.Equal(t, int32(protocol.GroupAllOperations), sg.AuthorizedOperations)
 
 	sg = c.Describe("", 6, false)
 	require.Equal(t, kerr.InvalidGroupID.Code, sg.ErrorCode)

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/topics"
+	"github.com/shoal-mq/shoal/protocol"
 )
 
 // UTF16Len is the length Kafka (Java) measures offset metadata in.
@@ -451,7 +451,7 @@ func (c *Coordinator) Describe(name string, version int16, withOps bool) kmsg.De
 	sg.Group = name
 	sg.AuthorizedOperations = -2147483648
 	if withOps {
-		sg.AuthorizedOperations = AllOperations
+		sg.AuthorizedOperations = protocol.GroupAllOperations
 	}
 	if name == "" {
 		sg.ErrorCode = kerr.InvalidGroupID.Code
@@ -499,10 +499,6 @@ func (c *Coordinator) Describe(name string, version int16, withOps bool) kmsg.De
 	return sg
 }
 
-// AllOperations is the AuthorizedOperations bit set for a group:
-// READ, DELETE, DESCRIBE (ACL operation codes 3, 6, 8). Shoal has no ACLs.
-const AllOperations = 1<<3 | 1<<6 | 1<<8
-
 // List answers ListGroups: every group matching the state filter (v4,
 // case-insensitive) and type filter (v5, case-insensitive; an unknown
 // type matches nothing, as in Kafka).
@@ -523,22 +519,13 @@ func (c *Coordinator) List(states, types []string) []kmsg.ListGroupsResponseGrou
 		lg.GroupState = g.stateLocked()
 		lg.GroupType = g.typeLocked()
 		g.mu.Unlock()
-		if len(states) > 0 && !ContainsFold(states, lg.GroupState) || len(types) > 0 && !ContainsFold(types, lg.GroupType) {
+		if len(states) > 0 && !protocol.ContainsFold(states, lg.GroupState) || len(types) > 0 && !protocol.ContainsFold(types, lg.GroupType) {
 			continue
 		}
 		out = append(out, lg)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
-}
-
-func ContainsFold(list []string, s string) bool {
-	for _, v := range list {
-		if strings.EqualFold(strings.TrimSpace(v), s) {
-			return true
-		}
-	}
-	return false
 }
 
 // ExpireLoop runs the offset expiry every

@@ -1,4 +1,4 @@
-package broker
+package share
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // trimmed to the next 84 records twelve times, as consecutive fetches of
 // members holding a sixth of a partition's groups each take them.
 //
-//	go test -run X -bench TrimBatch ./broker/
+//	go test -run X -bench TrimBatch ./broker/share/
 func BenchmarkTrimBatch(b *testing.B) {
 	const n, per = 1000, 84
 	var recs []byte

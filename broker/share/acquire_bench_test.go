@@ -1,26 +1,24 @@
-package broker
+package share
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
 // BenchmarkShareAcquire measures the broker's side of draining a share
 // group, without clients: eight members take turns fetching (up to 500
 // records, as franz-go asks) and accepting what they got, straight
-// through sharePart.acquire and shareCoordinator.acknowledge, until the
+// through sharePart.acquire and Coordinator.acknowledge, until the
 // 50,000 records of one partition (1 KiB values in 1 MiB batches, keys
 // round-robin over 167 message groups: the share of 1,000 groups one of
 // sharebench's six partitions gets; uncompressed) are accepted; each iteration drains
@@ -29,7 +27,7 @@ import (
 // CPU), the steadier figure on a noisy machine, beside the wall time.
 // Plain, fair and ordered mode read the same log:
 //
-//	go test -run X -bench ShareAcquire -benchtime 5x ./broker/
+//	go test -run X -bench ShareAcquire -benchtime 5x ./broker/share/
 func BenchmarkShareAcquire(bb *testing.B) { benchShareAcquire(bb, 1024, 1<<20) }
 
 // BenchmarkShareAcquireSmallBatches is BenchmarkShareAcquire with 16-byte
@@ -39,44 +37,36 @@ func BenchmarkShareAcquireSmallBatches(bb *testing.B) { benchShareAcquire(bb, 16
 
 func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 	const records, groups, members = 50_000, 167, 8
-	cfg := DefaultConfig()
-	cfg.ListenAddr = "127.0.0.1:0"
-	cfg.DataDir = bb.TempDir()
-	cfg.Logger = zap.NewNop()
 	// A sixth of the batch cache, as each of sharebench's six partitions
 	// gets: batches are evicted as they are there.
-	cfg.ShareBatchCacheBytes = trimCacheBytes / 6
-	b, err := Start(cfg)
-	require.NoError(bb, err)
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("acq"),
-		kgo.ProducerBatchMaxBytes(batchBytes), kgo.MaxBufferedRecords(records), kgo.ProducerLinger(50*time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
-	require.NoError(bb, err)
-	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "acq", 1, 1
-	req.Topics = append(req.Topics, rt)
-	_, err = req.RequestWith(ctx, cl)
-	require.NoError(bb, err)
+	h := newTestShare(bb, "", func(o *Options) {
+		o.Logger = zap.NewNop()
+		o.BatchCacheBytes = DefaultBatchCacheBytes / 6
+	})
+	h.createTopic("acq", 1, nil)
+	// The records are appended straight to the log (the root benchmark
+	// produced them with franz-go, ProducerBatchMaxBytes(batchBytes),
+	// uncompressed): batches of at most batchBytes bytes each.
 	value := make([]byte, valueBytes)
-	var perr atomic.Value
+	var batch []testRecord
+	size := protocol.BatchHeaderSize
 	for i := range records {
-		cl.Produce(ctx, &kgo.Record{Key: []byte("group-" + strconv.Itoa(i%groups)), Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				perr.Store(err)
-			}
-		})
+		r := testRecord{key: []byte("group-" + strconv.Itoa(i%groups)), value: value}
+		rs := recordSize(len(batch), r)
+		if len(batch) > 0 && size+rs > int(batchBytes) {
+			h.appendBatch("acq", 0, encodeBatch(batch, batchOpts{}))
+			batch, size = batch[:0], protocol.BatchHeaderSize
+			rs = recordSize(0, r)
+		}
+		batch = append(batch, r)
+		size += rs
 	}
-	require.NoError(bb, cl.Flush(ctx))
-	require.Nil(bb, perr.Load())
+	h.appendBatch("acq", 0, encodeBatch(batch, batchOpts{}))
+	require.Equal(bb, int64(records), h.topics.Partition("acq", 0).Log.HighWatermark())
 
-	tp := shareTP{topicID: b.topics.Get("acq").ID, partition: 0}
+	tp := h.tp("acq", 0)
 	drains := 0 // each drain a new share group
-	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
+	_, lp, _ := h.topics.PartitionByID(tp.topicID, 0)
 	for _, mode := range []string{"plain", "fair", "ordered"} {
 		bb.Run(mode, func(bb *testing.B) {
 			var cpu time.Duration
@@ -93,9 +83,9 @@ func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 					op.Name, op.Value = kv[i], kmsg.StringPtr(kv[i+1])
 					ops = append(ops, op)
 				}
-				require.NoError(bb, b.shares.incrementalAlterGroupConfigs(group, ops, false))
-				st := b.shares.shareSettings(group)
-				sp := b.shares.part(shareKey(group, tp))
+				require.NoError(bb, h.c.IncrementalAlterGroupConfigs(group, ops, false))
+				st := h.c.shareSettings(group)
+				sp := h.c.part(shareKey(group, tp))
 				arena := make([]byte, 0, 1<<20)
 				start := processCPU()
 				for done, idle := 0, 0; done < records; {
@@ -115,7 +105,7 @@ func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 						done += int(a.Last - a.First + 1)
 					}
 					acks := []*shareAck{{tp: tp, batches: batches}}
-					b.shares.acknowledge(time.Now(), group, st, member, acks)
+					h.c.acknowledge(time.Now(), group, st, member, acks)
 					require.Zero(bb, acks[0].code, acks[0].msg)
 				}
 				cpu += processCPU() - start
@@ -123,6 +113,13 @@ func benchShareAcquire(bb *testing.B, valueBytes int, batchBytes int32) {
 			bb.ReportMetric(float64(cpu.Nanoseconds())/float64(bb.N*records), "cpu-ns/rec")
 		})
 	}
+}
+
+// recordSize is r's wire size at offset delta i of a batch.
+func recordSize(i int, r testRecord) int {
+	rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value, Headers: r.headers}
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1)
+	return len(rec.AppendTo(nil))
 }
 
 // processCPU is the CPU time (user and system) the process has used.

@@ -1,66 +1,4 @@
-package broker
-
-// Share groups (KIP-932): the broker side of queue-style consumption.
-// The rules live in package sharegroup (a pure state machine per
-// share-partition, and the "simple" assignor); this file wires them to
-// the logs, the clock and the disk. Companions: share_groups.go
-// (membership: ShareGroupHeartbeat, ShareGroupDescribe, ListGroups and
-// DeleteGroups hooks), share_sessions.go (share sessions of ShareFetch and
-// ShareAcknowledge, released on disconnect), share_configs.go (group and
-// broker-level configs), and api_76..79, api_90..92.
-//
-// # Share-partitions
-//
-// Each (group, topic id, partition) has exactly one owner, a sharePart:
-// a mutex around a *sharegroup.Partition. Every operation locks it,
-// calls the state machine with the current time, persists the returned
-// Effects.Records through sharegroup/store (badger, SyncWrites on), and
-// only then unlocks and answers ("persist, then answer"): an
-// acknowledgement is durable before its success is sent, so a restart
-// never redelivers an accepted record. Acquisitions and renewals write
-// nothing; after a crash the records they held come back Available.
-//
-// A share-partition is loaded lazily, on first use, from the store; one
-// without persisted state is created at the offset share.auto.offset.reset
-// names (latest = high watermark, earliest = log start, by_duration = the
-// first offset at or after now - duration), and its initial snapshot is
-// persisted before it is used. If a write fails the in-memory Partition is
-// discarded (the core never rolls back) and reloaded from what is durable
-// at the next use; the failed operation answers KAFKA_STORAGE_ERROR.
-//
-// Acknowledgements of one request that touch several share-partitions
-// are group-committed: their owners are locked in key order (so two
-// requests can never deadlock), the state machines run, one store.Write
-// (one badger transaction, one fsync) persists all records, then all
-// unlock. Concurrent requests are batched further by badger's own write
-// pipeline.
-//
-// Acquiring reads the log under the share-partition's lock, from
-// NextFetchOffset up to the high watermark, a chunk at a time, and hands
-// the batch headers to Acquire; Records in the response are the whole
-// log batches covering the acquired ranges, so the client never sees an
-// acquired offset without its record (it would GAP-acknowledge it). In
-// a message-group mode a batch is trimmed to the records acquired from
-// it (share_batchcache.go: parsedBatch.trim).
-//
-// Each share-partition has a timer armed for the state machine's
-// NextDeadline; it calls ExpireLocks through the same owner, persists
-// the expiries and wakes long polls. Long polls (ShareFetch with nothing
-// to acquire) wait on the log partitions' append waiters and on the
-// share-partitions' own waiters, which acknowledgements, releases and
-// expiries signal.
-//
-// # Ownership and lock order
-//
-//	shareGroup.mu → shareSession.mu → sharePart.mu (several only in key
-//	order) → partition.mu (log waiters) / shareWaiters.mu
-//	shareCoordinator.mu, shareSessionCache.mu, shareConfigStore.mu and
-//	Broker.dyn are leaves: held only for map access, never during I/O.
-//
-// sharePart.mu is held during that share-partition's own disk I/O (its
-// store writes and its log reads), which blocks only users of that
-// share-partition; no lock shared across share-partitions is ever held
-// during I/O. shareGroup.mu is held while its record is persisted.
+package share
 
 import (
 	"bytes"
@@ -113,10 +51,10 @@ func shareKey(group string, tp shareTP) store.Key {
 // directory.
 const shareLogDir = "share-log"
 
-// shareOptions are what the share coordinator needs, given once
+// Options are what the share coordinator needs, given once
 // (newShareCoordinator): handles from below, the lookups that come from
 // above, and test hooks.
-type shareOptions struct {
+type Options struct {
 	// Store holds the share groups, the group configs, the DLQ intents
 	// and counts, and (under sharegroup/store) the share-partition state.
 	Store *meta.Store
@@ -147,17 +85,19 @@ type shareOptions struct {
 	// BeforeCommit (tests) runs before each share-state group commit;
 	// an error fails it (store.Options.BeforeCommit).
 	BeforeCommit func() error
+	// DLQ holds the dead-letter writer's test hooks.
+	DLQ DLQHooks
 }
 
-// shareCoordinator owns share groups, share-partitions and share sessions.
-type shareCoordinator struct {
-	o        shareOptions
+// Coordinator owns share groups, share-partitions and share sessions.
+type Coordinator struct {
+	o        Options
 	lg       *zap.Logger
 	store    *store.Store
 	configs  shareConfigStore
 	sessions shareSessionCache
-	dlq      dlqCoordinator // dead-letter writers (share_dlq.go)
-	trims    trimCache      // parsed log batches of group-mode fetches (share_batchcache.go)
+	dlq      dlqCoordinator // dead-letter writers (dlq.go)
+	trims    trimCache      // parsed log batches of group-mode fetches (batchcache.go)
 
 	mu struct {
 		sync.Mutex
@@ -167,10 +107,10 @@ type shareCoordinator struct {
 	}
 }
 
-// newShareCoordinator loads the share groups and group configs from the
+// New loads the share groups and group configs from the
 // metadata store. Share-partition state is loaded lazily.
-func newShareCoordinator(o shareOptions) (*shareCoordinator, error) {
-	c := &shareCoordinator{
+func New(o Options) (*Coordinator, error) {
+	c := &Coordinator{
 		o:  o,
 		lg: o.Logger.Named("share"),
 	}
@@ -190,6 +130,8 @@ func newShareCoordinator(o shareOptions) (*shareCoordinator, error) {
 		return nil, fmt.Errorf("broker: share-group state: %w", err)
 	}
 	c.trims.max = o.BatchCacheBytes
+	c.dlq.attempt.max, c.dlq.attempt.backoff, c.dlq.attempt.maxBackoff = o.DLQ.MaxAttempts, o.DLQ.Backoff, o.DLQ.MaxBackoff
+	c.dlq.crashAt, c.dlq.failAttempt = o.DLQ.CrashAt, o.DLQ.FailAttempt
 	c.mu.groups = map[string]*shareGroup{}
 	c.mu.parts = map[store.Key]*sharePart{}
 	c.sessions.m = map[shareSessionKey]*shareSession{}
@@ -203,10 +145,10 @@ func newShareCoordinator(o shareOptions) (*shareCoordinator, error) {
 	return c, nil
 }
 
-// close stops every timer; no timer does work after it returns. Called by
+// Close stops every timer; no timer does work after it returns. Called by
 // Broker.Close once no connection is left, before the metadata store
 // closes.
-func (c *shareCoordinator) close() {
+func (c *Coordinator) Close() {
 	c.dlq.close()
 	c.mu.Lock()
 	c.mu.closed = true
@@ -239,7 +181,7 @@ func (c *shareCoordinator) close() {
 }
 
 // part returns the owner of a share-partition, creating it (unloaded).
-func (c *shareCoordinator) part(key store.Key) *sharePart {
+func (c *Coordinator) part(key store.Key) *sharePart {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sp := c.mu.parts[key]
@@ -252,7 +194,7 @@ func (c *shareCoordinator) part(key store.Key) *sharePart {
 }
 
 // loadedParts returns every share-partition owner in memory (metrics).
-func (c *shareCoordinator) loadedParts() []*sharePart {
+func (c *Coordinator) loadedParts() []*sharePart {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*sharePart, 0, len(c.mu.parts))
@@ -262,12 +204,12 @@ func (c *shareCoordinator) loadedParts() []*sharePart {
 	return out
 }
 
-// partStates calls fn for every share-partition loaded in memory with
+// PartStates calls fn for every share-partition loaded in memory with
 // state, with its records by sharegroup.RecordState and its lag behind
 // hw (when hw knows the partition's high watermark; else 0): the state
 // collector's read-out (metrics_state.go). Each sharePart.mu is taken
 // in turn, held for the counting only; fn runs with no lock held.
-func (c *shareCoordinator) partStates(hw func(topicID [16]byte, partition int32) (int64, bool), fn func(key store.Key, counts [5]int64, lag int64)) {
+func (c *Coordinator) PartStates(hw func(topicID [16]byte, partition int32) (int64, bool), fn func(key store.Key, counts [5]int64, lag int64)) {
 	for _, sp := range c.loadedParts() {
 		var counts [5]int64 // by sharegroup.RecordState
 		var lag int64
@@ -292,7 +234,7 @@ func (c *shareCoordinator) partStates(hw func(topicID [16]byte, partition int32)
 
 // groupParts returns the owners of group's share-partitions that exist
 // in memory.
-func (c *shareCoordinator) groupParts(group string) []*sharePart {
+func (c *Coordinator) groupParts(group string) []*sharePart {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*sharePart
@@ -372,7 +314,7 @@ func (w *shareWaiters) notify() {
 
 // sharePart owns one share-partition. See the file comment.
 type sharePart struct {
-	c       *shareCoordinator
+	c       *Coordinator
 	key     store.Key
 	waiters shareWaiters
 	m       *metrics.ShareGroup // the group's metric children
@@ -385,8 +327,8 @@ type sharePart struct {
 		timer   *time.Timer
 		timerAt time.Time
 		stopped bool
-		dlq     dlqPartState // share_dlq.go
-		rate    mgRateState  // per-message-group delivery limits, share_mgroups.go
+		dlq     dlqPartState // dlq.go
+		rate    mgRateState  // per-message-group delivery limits, mgroups.go
 		// acking lists p's writes submitted by acknowledge and
 		// waited for without the lock, oldest first, each with the
 		// AckSeq of its Acknowledge (sharegroup.Partition.AckSeq):
@@ -485,7 +427,7 @@ func (sp *sharePart) prepareLocked(now time.Time, st shareGroupSettings, create 
 
 // shareStartOffset resolves share.auto.offset.reset for a share-partition
 // being initialized.
-func (c *shareCoordinator) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
+func (c *Coordinator) shareStartOffset(key store.Key, st shareGroupSettings, now time.Time) (int64, error) {
 	_, lp, code := c.o.Topics.PartitionByID(key.TopicID, key.Partition)
 	if code != 0 {
 		return 0, fmt.Errorf("%w: topic id %x partition %d", kafkaerr.ErrUnknownTopicID, key.TopicID, key.Partition)

@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Share-group delivery rate limits: the group configs
 // share.delivery.rate.limit (records per second, 0 = unlimited; the
@@ -13,7 +13,7 @@ package broker
 // fetch acquires nothing and long-polls until the bucket refills (or its
 // MaxWaitMs ends), so consumers slow down without errors.
 //
-// Scope message-group (share_mgroups.go, messageGroupLimiterLocked):
+// Scope message-group (mgroups.go, messageGroupLimiterLocked):
 // one bucket per (share-partition, message group), under the
 // share-partition's lock, asked by the state machine's GroupLimiter for
 // each message group it picks from, in fair and ordered modes; this
@@ -27,7 +27,7 @@ import (
 
 // shareDeliveryLimit returns group's delivery rate limit (records/s, 0:
 // unlimited) and whether its scope is message-group.
-func (c *shareCoordinator) shareDeliveryLimit(group string) (rate int64, perMessageGroup bool) {
+func (c *Coordinator) shareDeliveryLimit(group string) (rate int64, perMessageGroup bool) {
 	over := c.configs.overrides(group)
 	rate = configs.Int(c.groupConfigValue(over, "share.delivery.rate.limit"), 0)
 	return rate, c.groupConfigValue(over, "share.delivery.rate.limit.scope") == "message-group"
@@ -37,7 +37,7 @@ func (c *shareCoordinator) shareDeliveryLimit(group string) (rate int64, perMess
 // under the group-scope limit. settle must be called with the records
 // actually acquired. With nothing granted, retry says when a token is
 // there.
-func (c *shareCoordinator) shareDeliveryGrant(group string, want int) (granted int, retry time.Duration, settle func(got int)) {
+func (c *Coordinator) shareDeliveryGrant(group string, want int) (granted int, retry time.Duration, settle func(got int)) {
 	rate, perMessageGroup := c.shareDeliveryLimit(group)
 	if rate <= 0 || perMessageGroup {
 		return want, 0, func(int) {}

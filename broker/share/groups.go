@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Share-group membership (kip932.md §2): ShareGroupHeartbeat's join,
 // epochs, leave and session timeouts, the server-side "simple" assignor,
@@ -62,8 +62,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
-	"github.com/shoal-mq/shoal/broker/groups"
 	"github.com/shoal-mq/shoal/broker/meta"
+	"github.com/shoal-mq/shoal/protocol"
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
@@ -77,7 +77,7 @@ type shareGroupRecord struct {
 const groupTypeShare = "share"
 
 type shareGroup struct {
-	c    *shareCoordinator
+	c    *Coordinator
 	name string
 
 	mu struct {
@@ -114,14 +114,14 @@ type shareMember struct {
 	deadline   time.Time
 }
 
-func newShareGroup(c *shareCoordinator, name string) *shareGroup {
+func newShareGroup(c *Coordinator, name string) *shareGroup {
 	g := &shareGroup{c: c, name: name}
 	g.mu.members = map[string]*shareMember{}
 	g.mu.topics = map[string]shareTopicMeta{}
 	return g
 }
 
-func (c *shareCoordinator) loadGroups() error {
+func (c *Coordinator) loadGroups() error {
 	return meta.ScanJSON(c.o.Store.DB(), meta.PrefixShareGroup, func(key string, rec shareGroupRecord) error {
 		name, err := url.PathUnescape(key)
 		if err != nil {
@@ -136,7 +136,7 @@ func (c *shareCoordinator) loadGroups() error {
 
 // lockGroup returns the named share group locked, or nil. With create a
 // missing group is created and persisted first.
-func (c *shareCoordinator) lockGroup(name string, create bool) (*shareGroup, error) {
+func (c *Coordinator) lockGroup(name string, create bool) (*shareGroup, error) {
 	for {
 		c.mu.Lock()
 		g := c.mu.groups[name]
@@ -329,12 +329,12 @@ func (g *shareGroup) fire() {
 // classicGroupExists reports whether the group coordinator (package groups)
 // has a classic or consumer group of that name: share groups and other
 // group types are exclusive (kip932.md §10 item 29).
-func (c *shareCoordinator) classicGroupExists(name string) bool {
+func (c *Coordinator) classicGroupExists(name string) bool {
 	return c.o.IsConsumerGroup(name)
 }
 
-// heartbeat serves ShareGroupHeartbeat (76).
-func (c *shareCoordinator) heartbeat(cl shareClient, req *kmsg.ShareGroupHeartbeatRequest, resp *kmsg.ShareGroupHeartbeatResponse) {
+// Heartbeat serves ShareGroupHeartbeat (76).
+func (c *Coordinator) Heartbeat(cl Client, req *kmsg.ShareGroupHeartbeatRequest, resp *kmsg.ShareGroupHeartbeatResponse) {
 	fail := func(code int16, format string, args ...any) {
 		resp.ErrorCode = code
 		if format != "" {
@@ -395,7 +395,7 @@ func (c *shareCoordinator) heartbeat(cl shareClient, req *kmsg.ShareGroupHeartbe
 	changed := false
 	if req.MemberEpoch == 0 {
 		if m == nil {
-			if len(g.mu.members) >= int(c.groupBrokerInt("group.share.max.size")) {
+			if len(g.mu.members) >= int(c.GroupBrokerInt("group.share.max.size")) {
 				fail(kerr.GroupMaxSizeReached.Code, "The share group has reached its maximum size.")
 				return
 			}
@@ -464,8 +464,8 @@ func (g *shareGroup) assignmentLocked(m *shareMember) *kmsg.ShareGroupHeartbeatR
 	return &a
 }
 
-// describe serves one group of ShareGroupDescribe (77).
-func (c *shareCoordinator) describe(name string, withOps bool) kmsg.ShareGroupDescribeResponseGroup {
+// Describe serves one group of ShareGroupDescribe (77).
+func (c *Coordinator) Describe(name string, withOps bool) kmsg.ShareGroupDescribeResponseGroup {
 	rg := kmsg.NewShareGroupDescribeResponseGroup()
 	rg.GroupID = name
 	rg.AuthorizedOperations = -2147483648
@@ -485,7 +485,7 @@ func (c *shareCoordinator) describe(name string, withOps bool) kmsg.ShareGroupDe
 	rg.GroupEpoch, rg.AssignmentEpoch = g.mu.epoch, g.mu.assignmentEpoch
 	rg.Assignor = "simple"
 	if withOps {
-		rg.AuthorizedOperations = groups.AllOperations
+		rg.AuthorizedOperations = protocol.GroupAllOperations
 	}
 	ids := make([]string, 0, len(g.mu.members))
 	for id := range g.mu.members {
@@ -525,10 +525,10 @@ func (g *shareGroup) stateLocked() string {
 	return "Stable"
 }
 
-// isShareGroup reports whether a share group of that name exists (for
+// IsShareGroup reports whether a share group of that name exists (for
 // DescribeGroups, OffsetCommit/OffsetFetch and JoinGroup: a share group
 // id is GROUP_ID_NOT_FOUND there).
-func (c *shareCoordinator) isShareGroup(name string) bool {
+func (c *Coordinator) IsShareGroup(name string) bool {
 	if c == nil {
 		return false
 	}
@@ -537,10 +537,10 @@ func (c *shareCoordinator) isShareGroup(name string) bool {
 	return c.mu.groups[name] != nil
 }
 
-// listShareGroups returns the share groups for ListGroups, honouring its
+// ListGroups returns the share groups for ListGroups, honouring its
 // StatesFilter and TypesFilter (case-insensitive; v5 "share").
-func (c *shareCoordinator) listShareGroups(states, types []string) []kmsg.ListGroupsResponseGroup {
-	if c == nil || len(types) > 0 && !groups.ContainsFold(types, groupTypeShare) {
+func (c *Coordinator) ListGroups(states, types []string) []kmsg.ListGroupsResponseGroup {
+	if c == nil || len(types) > 0 && !protocol.ContainsFold(types, groupTypeShare) {
 		return nil
 	}
 	c.mu.Lock()
@@ -554,7 +554,7 @@ func (c *shareCoordinator) listShareGroups(states, types []string) []kmsg.ListGr
 		g.mu.Lock()
 		dead, state := g.mu.dead, g.stateLocked()
 		g.mu.Unlock()
-		if dead || len(states) > 0 && !groups.ContainsFold(states, state) {
+		if dead || len(states) > 0 && !protocol.ContainsFold(states, state) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
@@ -565,11 +565,11 @@ func (c *shareCoordinator) listShareGroups(states, types []string) []kmsg.ListGr
 	return out
 }
 
-// deleteShareGroup deletes a share group and all its share-partition
+// DeleteGroup deletes a share group and all its share-partition
 // state (DeleteGroups). isShare is false when no share group has that
 // name (the caller goes on with other group types); code is
 // NON_EMPTY_GROUP while members exist.
-func (c *shareCoordinator) deleteShareGroup(name string) (code int16, msg string, isShare bool) {
+func (c *Coordinator) DeleteGroup(name string) (code int16, msg string, isShare bool) {
 	if c == nil {
 		return 0, "", false
 	}
@@ -601,7 +601,7 @@ func (c *shareCoordinator) deleteShareGroup(name string) (code int16, msg string
 // or only those whose id is in topics. Each share-partition is deleted
 // under its owner's lock, and a loaded one is discarded, so its next use
 // starts over from share.auto.offset.reset.
-func (c *shareCoordinator) deleteState(group string, topics map[[16]byte]bool) error {
+func (c *Coordinator) deleteState(group string, topics map[[16]byte]bool) error {
 	keys, err := c.store.Keys(group)
 	if err != nil {
 		return err
@@ -631,10 +631,10 @@ func (c *shareCoordinator) deleteState(group string, topics map[[16]byte]bool) e
 	return errors.Join(errs...)
 }
 
-// deleteShareTopicState deletes every share group's share-partition state
+// DeleteTopicState deletes every share group's share-partition state
 // of a deleted topic (DeleteTopics calls it after the topic is gone, so
 // no new state can appear for its id).
-func (c *shareCoordinator) deleteShareTopicState(id [16]byte) error {
+func (c *Coordinator) DeleteTopicState(id [16]byte) error {
 	if c == nil {
 		return nil
 	}

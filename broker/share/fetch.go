@@ -1,4 +1,4 @@
-package broker
+package share
 
 // ShareFetch and ShareAcknowledge: the share coordinator's side of
 // api_78_share_fetch.go and api_79_share_acknowledge.go, which have the
@@ -22,21 +22,21 @@ import (
 // request leaves MaxRecords at 0.
 const defaultShareMaxRecords = 500
 
-// shareFetchIO is what a ShareFetch needs of its connection.
-type shareFetchIO struct {
-	// arena returns a pooled buffer the records are read onto, given
+// FetchIO is what a ShareFetch needs of its connection.
+type FetchIO struct {
+	// Arena returns a pooled buffer the records are read onto, given
 	// back once the response is written.
-	arena func() *[]byte
-	// parked adds the time since a long poll parked, which is not
+	Arena func() *[]byte
+	// Parked adds the time since a long poll Parked, which is not
 	// handler time (request_percentage quotas).
-	parked func(since time.Time)
-	// charge charges the finished response to the consumer byte quotas.
-	charge func(*kmsg.ShareFetchResponse)
+	Parked func(since time.Time)
+	// Charge charges the finished response to the consumer byte quotas.
+	Charge func(*kmsg.ShareFetchResponse)
 }
 
-// serveFetch serves ShareFetch (api_78_share_fetch.go has its rules) for
+// ServeFetch serves ShareFetch (api_78_share_fetch.go has its rules) for
 // cl; io is what it needs of the connection.
-func (sc *shareCoordinator) serveFetch(cl shareClient, req *kmsg.ShareFetchRequest, io shareFetchIO) kmsg.Response {
+func (sc *Coordinator) ServeFetch(cl Client, req *kmsg.ShareFetchRequest, io FetchIO) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code
@@ -74,7 +74,7 @@ func (sc *shareCoordinator) serveFetch(cl shareClient, req *kmsg.ShareFetchReque
 		}
 		g.mu.Unlock()
 		var code int16
-		if sess, code = sc.sessions.open(key, cl.Conn, int(sc.groupBrokerInt("group.share.max.share.sessions"))); code != 0 {
+		if sess, code = sc.sessions.open(key, cl.Conn, int(sc.GroupBrokerInt("group.share.max.share.sessions"))); code != 0 {
 			return fail(code, "")
 		}
 	default:
@@ -184,10 +184,10 @@ func (sc *shareCoordinator) serveFetch(cl shareClient, req *kmsg.ShareFetchReque
 	}
 	results := map[shareTP]*result{}
 	// Every partition's records are read onto one pooled buffer.
-	arena := io.arena()
+	arena := io.Arena()
 	var rateWait time.Duration // share.delivery.rate.limit: when a token is there
 	try := func() (got int, failed bool) {
-		// The group's delivery rate limit (quota_share.go) bounds what
+		// The group's delivery rate limit (quota.go) bounds what
 		// this try may acquire.
 		limit, retry, settle := sc.shareDeliveryGrant(group, maxRecords)
 		rateWait = retry
@@ -225,7 +225,7 @@ func (sc *shareCoordinator) serveFetch(cl shareClient, req *kmsg.ShareFetchReque
 	}
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	// Ordered mode: only this member's own acks can free its groups
-	// (share_mgroups.go), due before its earliest lock deadline.
+	// (mgroups.go), due before its earliest lock deadline.
 	var lockDeadline time.Time
 	blocked := false
 	for i := 0; got == 0 && wait > 0 && i < len(targets); i++ {
@@ -273,7 +273,7 @@ func (sc *shareCoordinator) serveFetch(cl shareClient, req *kmsg.ShareFetchReque
 				tm.Stop()
 				break poll
 			}
-			io.parked(parked)
+			io.Parked(parked)
 		}
 	}
 
@@ -300,7 +300,7 @@ func (sc *shareCoordinator) serveFetch(cl shareClient, req *kmsg.ShareFetchReque
 		p.requiresUpdate = code != 0
 	}
 	out.build(resp)
-	io.charge(resp) // consumer byte quotas (quota_conn.go)
+	io.Charge(resp) // consumer byte quotas (quota_conn.go)
 	return resp
 }
 
@@ -420,9 +420,9 @@ func derefString(s *string) string {
 	return *s
 }
 
-// serveAcknowledge serves ShareAcknowledge (api_79_share_acknowledge.go
+// ServeAcknowledge serves ShareAcknowledge (api_79_share_acknowledge.go
 // has its rules).
-func (sc *shareCoordinator) serveAcknowledge(req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
+func (sc *Coordinator) ServeAcknowledge(req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code

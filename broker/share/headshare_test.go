@@ -1,14 +1,11 @@
-package broker
+package share
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -19,22 +16,23 @@ import (
 // held. The protocol side (spreadHeads timing, franz-go consumers) is
 // integration's TestShareOrderedSlowConsumersAllWork.
 func TestOrderedSlowMemberLeavesWaitersTheirShare(t *testing.T) {
-	b := startShareTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl := newClient(t, b, kgo.DefaultProduceTopic("hs"))
-	_, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "hs")
-	require.NoError(t, err)
+	h := newTestShare(t, "")
+	h.setBrokerConfig("group.share.min.record.lock.duration.ms", "1000")
+	h.createTopic("hs", 1, nil)
 	for i := range 20 { // 10 message groups of 2 records
-		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "g%d", i%10)}).FirstErr())
+		// One batch per record, from an idempotent producer, as a
+		// client's ProduceSync of each writes them.
+		off := h.appendBatch("hs", 0, encodeBatch([]testRecord{{key: fmt.Appendf(nil, "g%d", i%10)}},
+			batchOpts{producerID: 1, sequence: int32(i)}))
+		require.EqualValues(t, i, off)
 	}
-	setShareGroupConfigs(t, b, "hg", "share.auto.offset.reset", "earliest",
+	h.setGroupConfigs("hg", "share.auto.offset.reset", "earliest",
 		"share.message.group.source", "key", "share.message.group.ordered", "true",
 		"share.record.lock.duration.ms", "1000")
-	tp := shareTP{topicID: b.topics.Get("hs").ID, partition: 0}
-	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
-	st := b.shares.shareSettings("hg")
-	sp := b.shares.part(shareKey("hg", tp))
+	tp := h.tp("hs", 0)
+	_, lp, _ := h.topics.PartitionByID(tp.topicID, 0)
+	st := h.c.shareSettings("hg")
+	sp := h.c.part(shareKey("hg", tp))
 	acquire := func(member string, spread bool, max int) int64 {
 		t.Helper()
 		acq, _, err := sp.acquire(st, member, spread, lp, max, sharegroup.RecordLimit, 1<<20, new([]byte), nil)

@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Share sessions (kip932.md §4): the set of share-partitions a member
 // fetches from this broker, with an epoch, like KIP-227 fetch sessions.
@@ -35,11 +35,11 @@ import (
 
 type shareSessionKey struct{ group, member string }
 
-// shareClient is who sent a share request: the connection it came on
+// Client is who sent a share request: the connection it came on
 // (an id unique among the broker's connections; the share sessions it
 // opened are dropped with it, connClosed), and the client id and host a
 // member is described with.
-type shareClient struct {
+type Client struct {
 	Conn uint64
 	ID   string
 	Host string
@@ -244,9 +244,9 @@ func (sc *shareSessionCache) count() int {
 	return len(sc.m)
 }
 
-// connClosed drops the sessions opened on connection cn and releases
+// ConnClosed drops the sessions opened on connection cn and releases
 // their members' acquired records on the sessions' share-partitions.
-func (c *shareCoordinator) connClosed(cn uint64) {
+func (c *Coordinator) ConnClosed(cn uint64) {
 	c.sessions.mu.Lock()
 	var gone []*shareSession
 	for k, s := range c.sessions.m {
@@ -267,7 +267,7 @@ func (c *shareCoordinator) connClosed(cn uint64) {
 
 // releaseMember releases member's acquired records on the given
 // share-partitions of group.
-func (c *shareCoordinator) releaseMember(group, member string, tps []shareTP) {
+func (c *Coordinator) releaseMember(group, member string, tps []shareTP) {
 	now := time.Now()
 	seen := make(map[shareTP]bool, len(tps))
 	for _, tp := range tps {

@@ -1,4 +1,4 @@
-package broker
+package share
 
 import (
 	"bytes"
@@ -50,9 +50,9 @@ import (
 // given back the same way, pinned or not: they only ever leave copied.
 
 const (
-	trimCacheBytes    = 64 << 20
-	trimCacheMaxBatch = 4 << 20
-	trimCacheFreeBufs = 4 // buffers kept for reuse (reads, decompressed records)
+	DefaultBatchCacheBytes = 64 << 20
+	trimCacheMaxBatch      = 4 << 20
+	trimCacheFreeBufs      = 4 // buffers kept for reuse (reads, decompressed records)
 
 	// shareReadBytes is what a group-mode fetch reads at a time on a
 	// miss (the usual batch fits); only buffers of about that size are

@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Share-group configs (kip932.md §7), at two levels:
 //
@@ -55,19 +55,19 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup"
 )
 
-// groupBrokerConfigDef is one broker-level integer config of the group
+// BrokerIntConfig is one broker-level integer config of the group
 // coordinators (share groups and consumer groups, both here).
-type groupBrokerConfigDef struct {
-	name   string
-	def    int64
-	lo, hi int64 // valid range of the value itself
-	doc    string
+type BrokerIntConfig struct {
+	Name   string
+	Def    int64
+	Lo, Hi int64 // valid range of the value itself
+	Doc    string
 }
 
-// shareBrokerConfigDefs are the broker-level share-group configs with
+// BrokerConfigDefs are the broker-level share-group configs with
 // Kafka's names, defaults and ranges (4.3 ShareGroupConfig,
 // GroupCoordinatorConfig), except the in-flight window (see above).
-var shareBrokerConfigDefs = []groupBrokerConfigDef{
+var BrokerConfigDefs = []BrokerIntConfig{
 	{"group.share.delivery.count.limit", 5, 2, 25, "Default share.delivery.count.limit: deliveries of a record before it is archived."},
 	{"group.share.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Default share.heartbeat.interval.ms."},
 	{"group.share.max.delivery.count.limit", 10, 5, 25, "Upper bound of share.delivery.count.limit."},
@@ -87,14 +87,14 @@ var shareBrokerConfigDefs = []groupBrokerConfigDef{
 	{"group.share.session.timeout.ms", 45000, 1, math.MaxInt32, "Default share.session.timeout.ms."},
 }
 
-// groupBrokerConfigDefs are the consumer-group coordinator's broker
+// GroupBrokerConfigDefs are the consumer-group coordinator's broker
 // configs (package groups reads them through groups.Options:
 // Broker.brokerConfig, shareCoordinator.groupBrokerInt), with Kafka's
 // names, defaults and ranges; group.consumer.{min,max}.* bound the group
 // configs consumer.* (below). They are
 // dynamic here: Kafka reads most of them at startup only, but nothing in
 // Shoal depends on them being fixed.
-var groupBrokerConfigDefs = []groupBrokerConfigDef{
+var GroupBrokerConfigDefs = []BrokerIntConfig{
 	{"group.consumer.heartbeat.interval.ms", 5000, 1, math.MaxInt32, "Heartbeat interval given to KIP-848 consumer group members: default of the group config consumer.heartbeat.interval.ms."},
 	{"group.consumer.max.heartbeat.interval.ms", 15000, 1, math.MaxInt32, "Upper bound of consumer.heartbeat.interval.ms."},
 	{"group.consumer.max.session.timeout.ms", 60000, 1, math.MaxInt32, "Upper bound of consumer.session.timeout.ms."},
@@ -113,45 +113,45 @@ var groupBrokerConfigDefs = []groupBrokerConfigDef{
 
 // groupBrokerConfigByName indexes both tables of broker-level group
 // configs, for groupBrokerInt; a name is in one table only.
-var groupBrokerConfigByName = func() map[string]*groupBrokerConfigDef {
-	m := make(map[string]*groupBrokerConfigDef, len(shareBrokerConfigDefs)+len(groupBrokerConfigDefs))
-	for _, defs := range [][]groupBrokerConfigDef{shareBrokerConfigDefs, groupBrokerConfigDefs} {
+var groupBrokerConfigByName = func() map[string]*BrokerIntConfig {
+	m := make(map[string]*BrokerIntConfig, len(BrokerConfigDefs)+len(GroupBrokerConfigDefs))
+	for _, defs := range [][]BrokerIntConfig{BrokerConfigDefs, GroupBrokerConfigDefs} {
 		for i := range defs {
-			if m[defs[i].name] != nil {
-				panic("broker: group broker config " + defs[i].name + " defined twice") // programming error
+			if m[defs[i].Name] != nil {
+				panic("broker: group broker config " + defs[i].Name + " defined twice") // programming error
 			}
-			m[defs[i].name] = &defs[i]
+			m[defs[i].Name] = &defs[i]
 		}
 	}
 	return m
 }()
 
-// groupBrokerInt returns a broker-level group config (share or consumer
+// GroupBrokerInt returns a broker-level group config (share or consumer
 // group): the dynamic override if it is valid, else the default.
-func (c *shareCoordinator) groupBrokerInt(name string) int64 {
+func (c *Coordinator) GroupBrokerInt(name string) int64 {
 	d := groupBrokerConfigByName[name]
 	if d == nil {
 		panic("broker: unknown group broker config " + name) // programming error
 	}
 	if v, ok := c.o.BrokerConfig(name); ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.lo && n <= d.hi {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= d.Lo && n <= d.Hi {
 			return n
 		}
 	}
-	return d.def
+	return d.Def
 }
 
-// groupConfigDef is one group-level config (share.* or consumer.*).
-type groupConfigDef struct {
-	name string
-	typ  kmsg.ConfigType
-	// brokerName is the broker config giving the default ("" = def).
-	brokerName string
-	def        string
-	// minName/maxName are the broker configs bounding the value ("" = none).
-	minName, maxName string
+// GroupConfigDef is one group-level config (share.* or consumer.*).
+type GroupConfigDef struct {
+	Name string
+	Type kmsg.ConfigType
+	// BrokerName is the broker config giving the default ("" = def).
+	BrokerName string
+	Def        string
+	// MinName/MaxName are the broker configs bounding the value ("" = none).
+	MinName, MaxName string
 	floor            int64 // absolute lower bound of an int value
-	doc              string
+	Doc              string
 	// check validates a non-int value.
 	check func(v string) error
 	// unclamped: the broker default applies as it is even outside the
@@ -159,95 +159,95 @@ type groupConfigDef struct {
 	unclamped bool
 }
 
-var groupConfigDefs = []groupConfigDef{
-	{name: "consumer.heartbeat.interval.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.consumer.heartbeat.interval.ms",
-		minName: "group.consumer.min.heartbeat.interval.ms", maxName: "group.consumer.max.heartbeat.interval.ms", floor: 1, unclamped: true,
-		doc: "The heartbeat interval given to KIP-848 consumer group members."},
-	{name: "consumer.session.timeout.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.consumer.session.timeout.ms",
-		minName: "group.consumer.min.session.timeout.ms", maxName: "group.consumer.max.session.timeout.ms", floor: 1, unclamped: true,
-		doc: "A KIP-848 consumer group member not heartbeating for this long is fenced."},
-	{name: dlqCopyRecordConfig, typ: kmsg.ConfigTypeBoolean, def: "false",
-		doc:   "Copy the original key, value and headers into dead-letter records (KIP-1191); false writes headers only.",
+var GroupConfigDefs = []GroupConfigDef{
+	{Name: "consumer.heartbeat.interval.ms", Type: kmsg.ConfigTypeInt, BrokerName: "group.consumer.heartbeat.interval.ms",
+		MinName: "group.consumer.min.heartbeat.interval.ms", MaxName: "group.consumer.max.heartbeat.interval.ms", floor: 1, unclamped: true,
+		Doc: "The heartbeat interval given to KIP-848 consumer group members."},
+	{Name: "consumer.session.timeout.ms", Type: kmsg.ConfigTypeInt, BrokerName: "group.consumer.session.timeout.ms",
+		MinName: "group.consumer.min.session.timeout.ms", MaxName: "group.consumer.max.session.timeout.ms", floor: 1, unclamped: true,
+		Doc: "A KIP-848 consumer group member not heartbeating for this long is fenced."},
+	{Name: DLQCopyRecordConfig, Type: kmsg.ConfigTypeBoolean, Def: "false",
+		Doc:   "Copy the original key, value and headers into dead-letter records (KIP-1191); false writes headers only.",
 		check: configs.IsBool},
-	{name: dlqTopicNameConfig, typ: kmsg.ConfigTypeString, def: "",
-		doc:   "The share group's dead-letter topic (KIP-1191): rejected records and records reaching the delivery count limit are copied there before they are archived. Blank: none.",
+	{Name: DLQTopicNameConfig, Type: kmsg.ConfigTypeString, Def: "",
+		Doc:   "The share group's dead-letter topic (KIP-1191): rejected records and records reaching the delivery count limit are copied there before they are archived. Blank: none.",
 		check: func(string) error { return nil }}, // checkDLQTopicName needs the broker
-	{name: "share.acquire.mode", typ: kmsg.ConfigTypeString, def: "batch_optimized",
-		doc:   "batch_optimized (whole log batches, may exceed MaxRecords) or record_limit (at most MaxRecords per fetch, KIP-1206); record_limit applies even to requests asking batch_optimized.",
+	{Name: "share.acquire.mode", Type: kmsg.ConfigTypeString, Def: "batch_optimized",
+		Doc:   "batch_optimized (whole log batches, may exceed MaxRecords) or record_limit (at most MaxRecords per fetch, KIP-1206); record_limit applies even to requests asking batch_optimized.",
 		check: configs.OneOf("batch_optimized", "record_limit")},
-	{name: "share.auto.offset.reset", typ: kmsg.ConfigTypeString, def: "latest",
-		doc:   "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>. Evaluated once, when the share-partition is initialized.",
+	{Name: "share.auto.offset.reset", Type: kmsg.ConfigTypeString, Def: "latest",
+		Doc:   "Where a share-partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>. Evaluated once, when the share-partition is initialized.",
 		check: checkAutoOffsetReset},
-	{name: "share.delivery.count.limit", typ: kmsg.ConfigTypeInt, brokerName: "group.share.delivery.count.limit",
-		minName: "group.share.min.delivery.count.limit", maxName: "group.share.max.delivery.count.limit", floor: 2,
-		doc: "Deliveries of a record before it is archived."},
+	{Name: "share.delivery.count.limit", Type: kmsg.ConfigTypeInt, BrokerName: "group.share.delivery.count.limit",
+		MinName: "group.share.min.delivery.count.limit", MaxName: "group.share.max.delivery.count.limit", floor: 2,
+		Doc: "Deliveries of a record before it is archived."},
 	// Delivery rate limits (issue 6): records acquired per second by the
-	// whole group, or by each message group; quota_share.go.
-	{name: "share.delivery.rate.limit", typ: kmsg.ConfigTypeInt, def: "0", floor: 0,
-		doc: "Records per second this share group may acquire (0: unlimited), for the whole group or per message group (share.delivery.rate.limit.scope); the burst is one second of it."},
-	{name: "share.delivery.rate.limit.scope", typ: kmsg.ConfigTypeString, def: "group",
-		doc:   "group: share.delivery.rate.limit bounds the whole group's deliveries; message-group: each message group's.",
+	// whole group, or by each message group; quota.go.
+	{Name: "share.delivery.rate.limit", Type: kmsg.ConfigTypeInt, Def: "0", floor: 0,
+		Doc: "Records per second this share group may acquire (0: unlimited), for the whole group or per message group (share.delivery.rate.limit.scope); the burst is one second of it."},
+	{Name: "share.delivery.rate.limit.scope", Type: kmsg.ConfigTypeString, Def: "group",
+		Doc:   "group: share.delivery.rate.limit bounds the whole group's deliveries; message-group: each message group's.",
 		check: configs.OneOf("group", "message-group")},
-	{name: "share.heartbeat.interval.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.heartbeat.interval.ms",
-		minName: "group.share.min.heartbeat.interval.ms", maxName: "group.share.max.heartbeat.interval.ms", floor: 1,
-		doc: "The heartbeat interval given to members."},
-	{name: "share.isolation.level", typ: kmsg.ConfigTypeString, def: "read_uncommitted",
-		doc:   "read_uncommitted (up to the high watermark) or read_committed (up to the last stable offset, skipping aborted transactions).",
+	{Name: "share.heartbeat.interval.ms", Type: kmsg.ConfigTypeInt, BrokerName: "group.share.heartbeat.interval.ms",
+		MinName: "group.share.min.heartbeat.interval.ms", MaxName: "group.share.max.heartbeat.interval.ms", floor: 1,
+		Doc: "The heartbeat interval given to members."},
+	{Name: "share.isolation.level", Type: kmsg.ConfigTypeString, Def: "read_uncommitted",
+		Doc:   "read_uncommitted (up to the high watermark) or read_committed (up to the last stable offset, skipping aborted transactions).",
 		check: configs.OneOf("read_uncommitted", "read_committed")},
-	{name: "share.message.group.fair", typ: kmsg.ConfigTypeBoolean, def: "false",
-		doc:   "Deliver message groups round-robin, so a group with many records cannot delay the others (needs share.message.group.source).",
+	{Name: "share.message.group.fair", Type: kmsg.ConfigTypeBoolean, Def: "false",
+		Doc:   "Deliver message groups round-robin, so a group with many records cannot delay the others (needs share.message.group.source).",
 		check: configs.IsBool},
-	{name: "share.message.group.ordered", typ: kmsg.ConfigTypeBoolean, def: "false",
-		doc:   "Deliver each message group's records strictly in offset order, one in flight per group at a time, groups in parallel (SQS FIFO; needs share.message.group.source).",
+	{Name: "share.message.group.ordered", Type: kmsg.ConfigTypeBoolean, Def: "false",
+		Doc:   "Deliver each message group's records strictly in offset order, one in flight per group at a time, groups in parallel (SQS FIFO; needs share.message.group.source).",
 		check: configs.IsBool},
-	{name: "share.message.group.source", typ: kmsg.ConfigTypeString, def: "none",
-		doc:   "Where a record's message-group id comes from: none, key (the record key) or header:NAME (that header's value). Records without one are each a group of their own.",
+	{Name: "share.message.group.source", Type: kmsg.ConfigTypeString, Def: "none",
+		Doc:   "Where a record's message-group id comes from: none, key (the record key) or header:NAME (that header's value). Records without one are each a group of their own.",
 		check: checkMessageGroupSource},
-	{name: "share.partition.max.record.locks", typ: kmsg.ConfigTypeInt, brokerName: "group.share.partition.max.record.locks",
-		minName: "group.share.min.partition.max.record.locks", maxName: "group.share.max.partition.max.record.locks", floor: 100,
-		doc: "The in-flight window of each share-partition (SPEO-SPSO)."},
-	{name: "share.record.lock.duration.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.record.lock.duration.ms",
-		minName: "group.share.min.record.lock.duration.ms", maxName: "group.share.max.record.lock.duration.ms", floor: 1000,
-		doc: "The acquisition lock duration."},
-	{name: "share.redelivery.backoff.max.ms", typ: kmsg.ConfigTypeInt, def: "60000", floor: 0,
-		doc: "The cap of share.redelivery.backoff.ms's doubling."},
-	{name: "share.redelivery.backoff.ms", typ: kmsg.ConfigTypeInt, def: "0", floor: 0,
-		doc: "Delay before a released or lock-expired record is delivered again, doubling per delivery up to share.redelivery.backoff.max.ms; 0 = none. Not persisted: after a restart such records are available at once."},
-	{name: "share.renew.acknowledge.enable", typ: kmsg.ConfigTypeBoolean, def: "true",
-		doc:   "Whether RENEW acknowledgements (KIP-1222) are accepted.",
+	{Name: "share.partition.max.record.locks", Type: kmsg.ConfigTypeInt, BrokerName: "group.share.partition.max.record.locks",
+		MinName: "group.share.min.partition.max.record.locks", MaxName: "group.share.max.partition.max.record.locks", floor: 100,
+		Doc: "The in-flight window of each share-partition (SPEO-SPSO)."},
+	{Name: "share.record.lock.duration.ms", Type: kmsg.ConfigTypeInt, BrokerName: "group.share.record.lock.duration.ms",
+		MinName: "group.share.min.record.lock.duration.ms", MaxName: "group.share.max.record.lock.duration.ms", floor: 1000,
+		Doc: "The acquisition lock duration."},
+	{Name: "share.redelivery.backoff.max.ms", Type: kmsg.ConfigTypeInt, Def: "60000", floor: 0,
+		Doc: "The cap of share.redelivery.backoff.ms's doubling."},
+	{Name: "share.redelivery.backoff.ms", Type: kmsg.ConfigTypeInt, Def: "0", floor: 0,
+		Doc: "Delay before a released or lock-expired record is delivered again, doubling per delivery up to share.redelivery.backoff.max.ms; 0 = none. Not persisted: after a restart such records are available at once."},
+	{Name: "share.renew.acknowledge.enable", Type: kmsg.ConfigTypeBoolean, Def: "true",
+		Doc:   "Whether RENEW acknowledgements (KIP-1222) are accepted.",
 		check: configs.IsBool},
-	{name: "share.session.timeout.ms", typ: kmsg.ConfigTypeInt, brokerName: "group.share.session.timeout.ms",
-		minName: "group.share.min.session.timeout.ms", maxName: "group.share.max.session.timeout.ms", floor: 1,
-		doc: "A member not heartbeating for this long is removed from the group."},
+	{Name: "share.session.timeout.ms", Type: kmsg.ConfigTypeInt, BrokerName: "group.share.session.timeout.ms",
+		MinName: "group.share.min.session.timeout.ms", MaxName: "group.share.max.session.timeout.ms", floor: 1,
+		Doc: "A member not heartbeating for this long is removed from the group."},
 }
 
-var groupConfigByName = func() map[string]*groupConfigDef {
-	m := make(map[string]*groupConfigDef, len(groupConfigDefs))
-	for i := range groupConfigDefs {
-		m[groupConfigDefs[i].name] = &groupConfigDefs[i]
+var groupConfigByName = func() map[string]*GroupConfigDef {
+	m := make(map[string]*GroupConfigDef, len(GroupConfigDefs))
+	for i := range GroupConfigDefs {
+		m[GroupConfigDefs[i].Name] = &GroupConfigDefs[i]
 	}
 	return m
 }()
 
 // bounds returns the broker bounds of an int group config.
-func (c *shareCoordinator) groupConfigBounds(d *groupConfigDef) (lo, hi int64) {
+func (c *Coordinator) groupConfigBounds(d *GroupConfigDef) (lo, hi int64) {
 	lo, hi = d.floor, math.MaxInt32
-	if d.minName != "" {
-		lo = max(lo, c.groupBrokerInt(d.minName))
+	if d.MinName != "" {
+		lo = max(lo, c.GroupBrokerInt(d.MinName))
 	}
-	if d.maxName != "" {
-		hi = c.groupBrokerInt(d.maxName)
+	if d.MaxName != "" {
+		hi = c.GroupBrokerInt(d.MaxName)
 	}
 	return lo, hi
 }
 
 // groupConfigDefault is the default of a group config: its broker config
 // (clamped into the bounds) or the static default.
-func (c *shareCoordinator) groupConfigDefault(d *groupConfigDef) string {
-	if d.brokerName == "" {
-		return d.def
+func (c *Coordinator) groupConfigDefault(d *GroupConfigDef) string {
+	if d.BrokerName == "" {
+		return d.Def
 	}
-	n := c.groupBrokerInt(d.brokerName)
+	n := c.GroupBrokerInt(d.BrokerName)
 	if !d.unclamped {
 		lo, hi := c.groupConfigBounds(d)
 		n = min(max(n, lo), hi)
@@ -257,7 +257,7 @@ func (c *shareCoordinator) groupConfigDefault(d *groupConfigDef) string {
 
 // checkGroupConfig validates one group config value against the
 // current broker bounds.
-func (c *shareCoordinator) checkGroupConfig(name, value string) error {
+func (c *Coordinator) checkGroupConfig(name, value string) error {
 	d := groupConfigByName[name]
 	if d == nil {
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Unknown group config name: %s", name)
@@ -266,14 +266,14 @@ func (c *shareCoordinator) checkGroupConfig(name, value string) error {
 		if err := d.check(value); err != nil {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %v", value, name, err)
 		}
-		if name == dlqTopicNameConfig {
+		if name == DLQTopicNameConfig {
 			return c.checkDLQTopicName(value)
 		}
 		return nil
 	}
 	n, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
-		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.typ.String())
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: Not a number of type %s", value, name, d.Type.String())
 	}
 	lo, hi := c.groupConfigBounds(d)
 	if n < lo || n > hi {
@@ -409,7 +409,7 @@ func loadShareGroupConfigs(db *badger.DB) (map[string]map[string]string, error) 
 // group's overrides: the override, else the default. An int override
 // outside the current broker bounds (they were changed after it was set)
 // is clamped into them.
-func (c *shareCoordinator) groupConfigValue(over map[string]string, name string) string {
+func (c *Coordinator) groupConfigValue(over map[string]string, name string) string {
 	d := groupConfigByName[name]
 	v, ok := over[name]
 	switch {
@@ -427,14 +427,14 @@ func (c *shareCoordinator) groupConfigValue(over map[string]string, name string)
 	return c.groupConfigDefault(d)
 }
 
-// groupConfigInt is the effective value of an int config of group.
-func (c *shareCoordinator) groupConfigInt(group, name string) int64 {
+// GroupConfigInt is the effective value of an int config of group.
+func (c *Coordinator) GroupConfigInt(group, name string) int64 {
 	n, _ := strconv.ParseInt(c.groupConfigValue(c.configs.overrides(group), name), 10, 64)
 	return n
 }
 
 // shareSettings resolves the effective share configs of group.
-func (c *shareCoordinator) shareSettings(group string) shareGroupSettings {
+func (c *Coordinator) shareSettings(group string) shareGroupSettings {
 	over := c.configs.overrides(group)
 	get := func(name string) string { return c.groupConfigValue(over, name) }
 	num := func(name string) int64 { n, _ := strconv.ParseInt(get(name), 10, 64); return n }
@@ -448,8 +448,8 @@ func (c *shareCoordinator) shareSettings(group string) shareGroupSettings {
 		readCommitted:     get("share.isolation.level") == "read_committed",
 		recordLimit:       get("share.acquire.mode") == "record_limit",
 		renewEnabled:      get("share.renew.acknowledge.enable") == "true",
-		dlqTopic:          get(dlqTopicNameConfig),
-		dlqCopy:           get(dlqCopyRecordConfig) == "true",
+		dlqTopic:          get(DLQTopicNameConfig),
+		dlqCopy:           get(DLQCopyRecordConfig) == "true",
 		groupSource:       parseMessageGroupSource(get("share.message.group.source")),
 		groupMode:         messageGroupMode(get),
 		backoff:           time.Duration(num("share.redelivery.backoff.ms")) * time.Millisecond,
@@ -465,29 +465,29 @@ func checkGroupResource(group string) error {
 	return nil
 }
 
-// groupConfigEntries describes every group config of group
+// GroupConfigEntries describes every group config of group
 // (DescribeConfigs, resource type GROUP): the override (GROUP_CONFIG),
 // else the dynamic broker default (DYNAMIC_DEFAULT_BROKER_CONFIG), else
 // the default. The group need not exist, as in Kafka.
-func (c *shareCoordinator) groupConfigEntries(group string) ([]configs.Entry, error) {
+func (c *Coordinator) GroupConfigEntries(group string) ([]configs.Entry, error) {
 	if err := checkGroupResource(group); err != nil {
 		return nil, err
 	}
 	over := c.configs.overrides(group)
-	out := make([]configs.Entry, 0, len(groupConfigDefs))
-	for i := range groupConfigDefs {
-		d := &groupConfigDefs[i]
-		e := configs.Entry{Name: d.name, Type: d.typ, Doc: d.doc, Source: kmsg.ConfigSourceDefaultConfig}
-		if v, ok := over[d.name]; ok {
+	out := make([]configs.Entry, 0, len(GroupConfigDefs))
+	for i := range GroupConfigDefs {
+		d := &GroupConfigDefs[i]
+		e := configs.Entry{Name: d.Name, Type: d.Type, Doc: d.Doc, Source: kmsg.ConfigSourceDefaultConfig}
+		if v, ok := over[d.Name]; ok {
 			v := v
 			e.Value, e.Source = &v, kmsg.ConfigSourceGroupConfig
-			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: &v, Source: kmsg.ConfigSourceGroupConfig})
+			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.Name, Value: &v, Source: kmsg.ConfigSourceGroupConfig})
 		}
 		def := c.groupConfigDefault(d)
-		defName, defSource := d.name, kmsg.ConfigSourceDefaultConfig
-		if d.brokerName != "" {
-			defName = d.brokerName
-			if _, set := c.o.BrokerConfig(d.brokerName); set {
+		defName, defSource := d.Name, kmsg.ConfigSourceDefaultConfig
+		if d.BrokerName != "" {
+			defName = d.BrokerName
+			if _, set := c.o.BrokerConfig(d.BrokerName); set {
 				defSource = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 			}
 		}
@@ -500,11 +500,11 @@ func (c *shareCoordinator) groupConfigEntries(group string) ([]configs.Entry, er
 	return out, nil
 }
 
-// incrementalAlterGroupConfigs applies IncrementalAlterConfigs operations
+// IncrementalAlterGroupConfigs applies IncrementalAlterConfigs operations
 // to a GROUP resource, all or nothing: SET and DELETE; APPEND and
 // SUBTRACT are INVALID_CONFIG (no group config is a list); an unknown
 // name or a value outside the broker bounds is INVALID_CONFIG.
-func (c *shareCoordinator) incrementalAlterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
+func (c *Coordinator) IncrementalAlterGroupConfigs(group string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if err := checkGroupResource(group); err != nil {
 		return err
 	}
@@ -514,7 +514,7 @@ func (c *shareCoordinator) incrementalAlterGroupConfigs(group string, ops []kmsg
 			if d == nil {
 				return 0, "", false
 			}
-			return d.typ, c.groupConfigDefault(d), true
+			return d.Type, c.groupConfigDefault(d), true
 		},
 		Check: func(name string, value *string) error {
 			if value == nil {
@@ -532,10 +532,10 @@ func (c *shareCoordinator) incrementalAlterGroupConfigs(group string, ops []kmsg
 	})
 }
 
-// alterGroupConfigs replaces a GROUP resource's overrides (AlterConfigs):
+// AlterGroupConfigs replaces a GROUP resource's overrides (AlterConfigs):
 // configs left out revert to their defaults. The caller has refused null
 // values and duplicate names.
-func (c *shareCoordinator) alterGroupConfigs(group string, configs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) error {
+func (c *Coordinator) AlterGroupConfigs(group string, configs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) error {
 	if err := checkGroupResource(group); err != nil {
 		return err
 	}
@@ -556,7 +556,7 @@ func (c *shareCoordinator) alterGroupConfigs(group string, configs []kmsg.AlterC
 
 // updateGroupConfigs replaces group's overrides with update(copy of
 // current), checks cross-config rules, persists, then publishes them.
-func (c *shareCoordinator) updateGroupConfigs(group string, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+func (c *Coordinator) updateGroupConfigs(group string, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
 	s := &c.configs
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()

@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Message groups on share groups (issue 5): where a record's group id comes
 // from (share.message.group.source), and the acquisition path of the fair

@@ -1,13 +1,11 @@
-package broker
+package share
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/shoal-mq/shoal/sharegroup"
 	"github.com/shoal-mq/shoal/sharegroup/store"
@@ -15,12 +13,12 @@ import (
 
 // dlqAcquireAck acquires up to 100 records for member and acknowledges
 // them all with typ.
-func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, typ sharegroup.AckType) []sharegroup.Acquired {
+func dlqAcquireAck(t *testing.T, h *testShare, group, topic string, member string, typ sharegroup.AckType) []sharegroup.Acquired {
 	t.Helper()
-	tp := shareTP{topicID: b.topics.Get(topic).ID, partition: 0}
-	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
-	st := b.shares.shareSettings(group)
-	sp := b.shares.part(shareKey(group, tp))
+	tp := shareTP{topicID: h.topics.Get(topic).ID, partition: 0}
+	_, lp, _ := h.topics.PartitionByID(tp.topicID, 0)
+	st := h.c.shareSettings(group)
+	sp := h.c.part(shareKey(group, tp))
 	acq, _, err := sp.acquire(st, member, false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 	require.NoError(t, err)
 	var batches []sharegroup.AckBatch
@@ -29,7 +27,7 @@ func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, 
 	}
 	if len(batches) > 0 {
 		acks := []*shareAck{{tp: tp, batches: batches}}
-		b.shares.acknowledge(time.Now(), group, st, member, acks)
+		h.c.acknowledge(time.Now(), group, st, member, acks)
 		require.Zero(t, acks[0].code, acks[0].msg)
 	}
 	return acq
@@ -39,17 +37,19 @@ func dlqAcquireAck(t *testing.T, b *Broker, group, topic string, member string, 
 // topic, runs meanwhile once the dead-letter copies are durable and not
 // yet marked written (the crashAt hook, returning false: no crash), and
 // waits until that writer has stopped. It returns the share-partition.
-func rejectWhileWriting(t *testing.T, b *Broker, group, topic string, key store.Key, meanwhile func()) *sharePart {
+func rejectWhileWriting(t *testing.T, h *testShare, group, topic string, key store.Key, meanwhile func()) *sharePart {
 	t.Helper()
 	var fired atomic.Bool
-	b.shares.dlq.crashAt = func(stage string) bool {
+	// Set on the running coordinator, as the root test did: no writer
+	// runs yet, and the acknowledgement below starts the first.
+	h.c.dlq.crashAt = func(stage string) bool {
 		if stage == "durable" && fired.CompareAndSwap(false, true) {
 			meanwhile()
 		}
 		return false
 	}
-	require.NotEmpty(t, dlqAcquireAck(t, b, group, topic, "m1", sharegroup.AckReject))
-	sp := b.shares.part(key)
+	require.NotEmpty(t, dlqAcquireAck(t, h, group, topic, "m1", sharegroup.AckReject))
+	sp := h.c.part(key)
 	require.Eventually(t, func() bool {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
@@ -64,16 +64,16 @@ func rejectWhileWriting(t *testing.T, b *Broker, group, topic string, key store.
 // the epoch changed and the writer stops; the epoch-1 Archiving records,
 // whose kick was a no-op because the writer was running, stay Archiving.
 func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
-	b := startShareTest(t)
+	h := newShareTest(t, "")
 	const n = 5
-	dlqGroupSetup(t, b, "eg", "esrc", 1, 1, n)
-	tp := shareTP{topicID: b.topics.Get("esrc").ID, partition: 0}
-	_, lp, _ := b.topics.PartitionByID(tp.topicID, 0)
+	h.dlqGroupSetup("eg", "esrc", 1, 1, n)
+	tp := shareTP{topicID: h.topics.Get("esrc").ID, partition: 0}
+	_, lp, _ := h.topics.PartitionByID(tp.topicID, 0)
 	key := shareKey("eg", tp)
-	sp := rejectWhileWriting(t, b, "eg", "esrc", key, func() {
+	sp := rejectWhileWriting(t, h, "eg", "esrc", key, func() {
 		// Meanwhile: the group empties, the admin resets, consumers reject again.
-		require.Zero(t, b.shares.resetOffset(key, b.shares.shareSettings("eg"), lp, 0))
-		require.NotEmpty(t, dlqAcquireAck(t, b, "eg", "esrc", "m2", sharegroup.AckReject))
+		require.Zero(t, h.c.resetOffset(key, h.c.shareSettings("eg"), lp, 0))
+		require.NotEmpty(t, dlqAcquireAck(t, h, "eg", "esrc", "m2", sharegroup.AckReject))
 	})
 	time.Sleep(2 * time.Second)
 	sp.mu.Lock()
@@ -84,25 +84,26 @@ func TestDLQWriterRestartsForWorkThatArrivedWhileItRan(t *testing.T) {
 
 // TestDLQDeleteStateFencesRunningWriter: the share-partition's state is deleted
 // (DeleteShareGroupOffsets / DeleteGroups) while its writer is between the
-// DLQ append and markDLQWritten. markDLQWritten re-creates the deleted
-// count and a Written intent; completeDLQ finds p == nil and leaves both.
+// DLQ append and markDLQWritten. Unfenced, markDLQWritten would re-create
+// the deleted count and a Written intent, and completeDLQ, finding
+// p == nil, would leave both: neither may be left.
 func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
-	b := startShareTest(t)
+	h := newShareTest(t, "")
 	const n = 5
-	dlqGroupSetup(t, b, "dg", "dsrc", 1, 1, n)
-	tp := shareTP{topicID: b.topics.Get("dsrc").ID, partition: 0}
+	h.dlqGroupSetup("dg", "dsrc", 1, 1, n)
+	tp := shareTP{topicID: h.topics.Get("dsrc").ID, partition: 0}
 	key := shareKey("dg", tp)
-	rejectWhileWriting(t, b, "dg", "dsrc", key, func() { require.NoError(t, b.shares.deleteState("dg", nil)) })
-	in, err := b.shares.loadDLQIntent(key)
+	rejectWhileWriting(t, h, "dg", "dsrc", key, func() { require.NoError(t, h.c.deleteState("dg", nil)) })
+	in, err := h.c.loadDLQIntent(key)
 	require.NoError(t, err)
-	counts, err := b.ShareDLQCounts("dg")
+	counts, err := h.c.DLQCounts("dg") // Broker.ShareDLQCounts
 	require.NoError(t, err)
 	t.Logf("after delete: intent=%+v counts=%+v", in, counts)
 	// The group starts over from earliest and rejects every record again.
-	dlqHW := b.topics.Partition("dlq.dsrc", 0).Log.HighWatermark()
-	require.NotEmpty(t, dlqAcquireAck(t, b, "dg", "dsrc", "m2", sharegroup.AckReject))
-	require.Eventually(t, func() bool { return spso(t, b, "dg", "dsrc", 0) == n }, 5*time.Second, 10*time.Millisecond)
-	t.Logf("DLQ high watermark before re-rejection %d, after %d", dlqHW, b.topics.Partition("dlq.dsrc", 0).Log.HighWatermark())
+	dlqHW := h.topics.Partition("dlq.dsrc", 0).Log.HighWatermark()
+	require.NotEmpty(t, dlqAcquireAck(t, h, "dg", "dsrc", "m2", sharegroup.AckReject))
+	require.Eventually(t, func() bool { return h.spso("dg", "dsrc", 0) == n }, 5*time.Second, 10*time.Millisecond)
+	t.Logf("DLQ high watermark before re-rejection %d, after %d", dlqHW, h.topics.Partition("dlq.dsrc", 0).Log.HighWatermark())
 	require.Nil(t, in, "intent of a deleted share-partition")
 	require.Empty(t, counts, "count of a deleted share-partition")
 }
@@ -115,21 +116,22 @@ func TestDLQDeleteStateFencesRunningWriter(t *testing.T) {
 // writes every record a second time. (Found by review.)
 func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	b := startShareTest(t, func(c *Config) { c.DataDir = dir })
+	h := newShareTest(t, "")
 	const n = 10
-	dlqGroupSetup(t, b, "pg", "psrc", 2, 1, n)
-	b.shares.dlq.crashAt = func(s string) bool { return s == "durable" }
+	h.dlqGroupSetup("pg", "psrc", 2, 1, n)
+	// Set on the running coordinator, as the root test did, so that the
+	// restart below (h.restart: the same options) runs without it.
+	h.c.dlq.crashAt = func(s string) bool { return s == "durable" }
 	for p := range int32(2) {
-		tp := shareTP{topicID: b.topics.Get("psrc").ID, partition: p}
-		_, lp, _ := b.topics.PartitionByID(tp.topicID, p)
-		st := b.shares.shareSettings("pg")
-		sp := b.shares.part(shareKey("pg", tp))
+		tp := shareTP{topicID: h.topics.Get("psrc").ID, partition: p}
+		_, lp, _ := h.topics.PartitionByID(tp.topicID, p)
+		st := h.c.shareSettings("pg")
+		sp := h.c.part(shareKey("pg", tp))
 		acq, _, err := sp.acquire(st, "m1", false, lp, 100, sharegroup.RecordLimit, 1<<20, new([]byte), nil)
 		require.NoError(t, err)
 		require.Len(t, acq, 1)
 		acks := []*shareAck{{tp: tp, batches: []sharegroup.AckBatch{{First: acq[0].First, Last: acq[0].Last, Types: []sharegroup.AckType{sharegroup.AckReject}}}}}
-		b.shares.acknowledge(time.Now(), "pg", st, "m1", acks)
+		h.c.acknowledge(time.Now(), "pg", st, "m1", acks)
 		require.Zero(t, acks[0].code, acks[0].msg)
 		require.Eventually(t, func() bool {
 			sp.mu.Lock()
@@ -137,17 +139,21 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 			return !sp.mu.dlq.running
 		}, 10*time.Second, 10*time.Millisecond)
 	}
-	require.Equal(t, int64(2*n), b.topics.Partition("dlq.psrc", 0).Log.HighWatermark(), "both copies durable in DLQ partition 0")
-	adm := kadm.NewClient(newClient(t, b))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := adm.CreatePartitions(ctx, 1, "dlq.psrc")
-	require.NoError(t, err)
-	require.NoError(t, b.Close())
+	require.Equal(t, int64(2*n), h.topics.Partition("dlq.psrc", 0).Log.HighWatermark(), "both copies durable in DLQ partition 0")
+	// One partition more, as kadm's CreatePartitions(ctx, 1, "dlq.psrc")
+	// did through the CreatePartitions handler (Admin.AddPartitions).
+	dlqT := h.topics.Get("dlq.psrc")
+	require.NoError(t, h.admin.AddPartitions(dlqT, h.topics.PartitionCount(dlqT)+1, false))
 
-	b2 := startShareTest(t, func(c *Config) { c.DataDir = dir })
+	h.close() // b.Close
+	// Not h.restart: it copies the broker configs into the new harness
+	// without its lock while the new coordinator's ResumeDLQ reads them
+	// (a data race in harness_test.go). newShareTest on the same
+	// directory and options is the root's startShareTest on the same
+	// DataDir: start, then set the broker config.
+	h2 := newShareTest(t, h.dir, h.opts...)
 	for p := range int32(2) {
-		require.Eventually(t, func() bool { return spso(t, b2, "pg", "psrc", p) == n }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return h2.spso("pg", "psrc", p) == n }, 10*time.Second, 10*time.Millisecond)
 	}
-	require.Len(t, dlqConsume(t, b2, "dlq.psrc", 2*n), 2*n, "every record in the DLQ exactly once")
+	require.Len(t, h2.dlqConsume("dlq.psrc", 2*n), 2*n, "every record in the DLQ exactly once")
 }

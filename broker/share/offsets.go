@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Share-partition offsets for the admin APIs DescribeShareGroupOffsets
 // (90), AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92): the
@@ -24,7 +24,7 @@ import (
 // or -1/-1 when it has no state. What it returns is durable: with an
 // acknowledgement's write in flight (shareCoordinator.acknowledge), it
 // answers once that write is; if the write fails, from the state reloaded.
-func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, lp *topics.Partition) (start, lag int64, code int16) {
+func (c *Coordinator) describeOffset(key store.Key, st shareGroupSettings, lp *topics.Partition) (start, lag int64, code int16) {
 	sp := c.part(key)
 	for retried := false; ; retried = true {
 		sp.mu.Lock()
@@ -56,7 +56,7 @@ func (c *shareCoordinator) describeOffset(key store.Key, st shareGroupSettings, 
 // it at offset (a new state epoch), creating it if it has no state.
 // offset -1 means the high watermark, -2 the log start; others are
 // clamped into [log start, high watermark].
-func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp *topics.Partition, offset int64) int16 {
+func (c *Coordinator) resetOffset(key store.Key, st shareGroupSettings, lp *topics.Partition, offset int64) int16 {
 	ls, hw := lp.Log.LogStartOffset(), lp.Log.HighWatermark()
 	switch {
 	case offset == -1:
@@ -102,8 +102,8 @@ func (c *shareCoordinator) resetOffset(key store.Key, st shareGroupSettings, lp 
 	return 0
 }
 
-// alterOffsets serves AlterShareGroupOffsets (api_91_alter_share_group_offsets.go has its rules).
-func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest) kmsg.Response {
+// AlterOffsets serves AlterShareGroupOffsets (api_91_alter_share_group_offsets.go has its rules).
+func (sc *Coordinator) AlterOffsets(req *kmsg.AlterShareGroupOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code
@@ -150,8 +150,8 @@ func (sc *shareCoordinator) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest
 	return resp
 }
 
-// deleteOffsets serves DeleteShareGroupOffsets (api_92_delete_share_group_offsets.go has its rules).
-func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest) kmsg.Response {
+// DeleteOffsets serves DeleteShareGroupOffsets (api_92_delete_share_group_offsets.go has its rules).
+func (sc *Coordinator) DeleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code
@@ -187,9 +187,9 @@ func (sc *shareCoordinator) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsReque
 	return resp
 }
 
-// describeOffsets serves DescribeShareGroupOffsets
+// DescribeOffsets serves DescribeShareGroupOffsets
 // (api_90_describe_share_group_offsets.go has its rules).
-func (sc *shareCoordinator) describeOffsets(req *kmsg.DescribeShareGroupOffsetsRequest) kmsg.Response {
+func (sc *Coordinator) DescribeOffsets(req *kmsg.DescribeShareGroupOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 	for _, rg := range req.Groups {
 		resp.Groups = append(resp.Groups, sc.describeGroupOffsets(rg))
@@ -199,10 +199,10 @@ func (sc *shareCoordinator) describeOffsets(req *kmsg.DescribeShareGroupOffsetsR
 
 // describeGroupOffsets describes one group's share-partitions: the ones
 // asked for, or with no topics given every one with state.
-func (sc *shareCoordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.DescribeShareGroupOffsetsResponseGroup {
+func (sc *Coordinator) describeGroupOffsets(rg kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.DescribeShareGroupOffsetsResponseGroup {
 	out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 	out.GroupID = rg.GroupID
-	if !sc.isShareGroup(rg.GroupID) {
+	if !sc.IsShareGroup(rg.GroupID) {
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := "Group " + rg.GroupID + " is not a share group."
 		out.ErrorMessage = &msg

@@ -1,4 +1,4 @@
-package broker
+package share
 
 // Dead-letter topics for share groups (KIP-1191; kip932.md §8).
 //
@@ -109,12 +109,16 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
+// KIP-1191's config names: the group configs naming a share group's
+// dead-letter topic and whether a copy carries the record, the broker
+// configs bounding dead-letter topic names and auto-creating them, and
+// the topic config opting a topic in; then the headers of a copy.
 const (
-	dlqTopicNameConfig  = "errors.deadletterqueue.topic.name"
-	dlqCopyRecordConfig = "errors.deadletterqueue.copy.record.enable"
-	dlqPrefixConfig     = "errors.deadletterqueue.topic.name.prefix"
-	dlqAutoCreateConfig = "errors.deadletterqueue.auto.create.topics.enable"
-	dlqGroupEnableTopic = "errors.deadletterqueue.group.enable"
+	DLQTopicNameConfig  = "errors.deadletterqueue.topic.name"
+	DLQCopyRecordConfig = "errors.deadletterqueue.copy.record.enable"
+	DLQPrefixConfig     = "errors.deadletterqueue.topic.name.prefix"
+	DLQAutoCreateConfig = "errors.deadletterqueue.auto.create.topics.enable"
+	DLQGroupEnableTopic = "errors.deadletterqueue.group.enable"
 
 	// dlqMaxRecords bounds one attempt (and the memory it holds).
 	dlqMaxRecords = 500
@@ -124,12 +128,12 @@ const (
 	// (each holds at most dlqMaxRecords records).
 	dlqConcurrency = 8
 
-	dlqHeaderTopic         = "__dlq.errors.topic"
-	dlqHeaderPartition     = "__dlq.errors.partition"
-	dlqHeaderOffset        = "__dlq.errors.offset"
-	dlqHeaderGroup         = "__dlq.errors.group"
-	dlqHeaderDeliveryCount = "__dlq.errors.delivery.count"
-	dlqHeaderMessage       = "__dlq.errors.message"
+	DLQHeaderTopic         = "__dlq.errors.topic"
+	DLQHeaderPartition     = "__dlq.errors.partition"
+	DLQHeaderOffset        = "__dlq.errors.offset"
+	DLQHeaderGroup         = "__dlq.errors.group"
+	DLQHeaderDeliveryCount = "__dlq.errors.delivery.count"
+	DLQHeaderMessage       = "__dlq.errors.message"
 )
 
 // Defaults of the retry policy (Kafka's ShareGroupDLQStateManager: 5
@@ -146,33 +150,33 @@ var (
 	errDLQUnavailable = errors.New("broker: dead-letter topic unavailable")
 )
 
-// dlqBrokerConfigDef is one broker config of KIP-1191: its name, type,
+// DLQBrokerConfigDef is one broker config of KIP-1191: its name, type,
 // default, validation and doc (the broker config table takes them,
 // broker_configs.go).
-type dlqBrokerConfigDef struct {
-	name  string
-	typ   kmsg.ConfigType
-	def   string
-	check func(string) error
-	doc   string
+type DLQBrokerConfigDef struct {
+	Name  string
+	Type  kmsg.ConfigType
+	Def   string
+	Check func(string) error
+	Doc   string
 }
 
-// dlqBrokerConfigDefs are the broker configs of KIP-1191 (dynamic).
-var dlqBrokerConfigDefs = []dlqBrokerConfigDef{
-	{name: dlqAutoCreateConfig, typ: kmsg.ConfigTypeBoolean, def: "false", check: configs.IsBool,
-		doc: "Create a share group's missing dead-letter topic at its first write (num.partitions partitions, opted in)."},
-	{name: dlqPrefixConfig, typ: kmsg.ConfigTypeString, def: "dlq.", check: func(string) error { return nil },
-		doc: "Names of share-group dead-letter topics must start with this prefix (empty: any name)."},
+// DLQBrokerConfigDefs are the broker configs of KIP-1191 (dynamic).
+var DLQBrokerConfigDefs = []DLQBrokerConfigDef{
+	{Name: DLQAutoCreateConfig, Type: kmsg.ConfigTypeBoolean, Def: "false", Check: configs.IsBool,
+		Doc: "Create a share group's missing dead-letter topic at its first write (num.partitions partitions, opted in)."},
+	{Name: DLQPrefixConfig, Type: kmsg.ConfigTypeString, Def: "dlq.", Check: func(string) error { return nil },
+		Doc: "Names of share-group dead-letter topics must start with this prefix (empty: any name)."},
 }
 
 // dlqBrokerValue is the effective value of a KIP-1191 broker config.
-func (c *shareCoordinator) dlqBrokerValue(name string) string {
+func (c *Coordinator) dlqBrokerValue(name string) string {
 	if v, ok := c.o.BrokerConfig(name); ok {
 		return v
 	}
-	for i := range dlqBrokerConfigDefs {
-		if dlqBrokerConfigDefs[i].name == name {
-			return dlqBrokerConfigDefs[i].def
+	for i := range DLQBrokerConfigDefs {
+		if DLQBrokerConfigDefs[i].Name == name {
+			return DLQBrokerConfigDefs[i].Def
 		}
 	}
 	panic("broker: unknown dead-letter broker config " + name) // programming error
@@ -180,7 +184,7 @@ func (c *shareCoordinator) dlqBrokerValue(name string) string {
 
 // checkDLQTopicName validates a group's errors.deadletterqueue.topic.name
 // (KIP-1191's ShareGroupDLQValidator rules; see the file comment).
-func (c *shareCoordinator) checkDLQTopicName(name string) error {
+func (c *Coordinator) checkDLQTopicName(name string) error {
 	if name == "" {
 		return nil
 	}
@@ -189,9 +193,9 @@ func (c *shareCoordinator) checkDLQTopicName(name string) error {
 }
 
 // dlqTopicCheck applies the rules and returns the topic if it exists.
-func (c *shareCoordinator) dlqTopicCheck(name string) (*topics.Topic, error) {
+func (c *Coordinator) dlqTopicCheck(name string) (*topics.Topic, error) {
 	bad := func(format string, args ...any) (*topics.Topic, error) {
-		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %s", name, dlqTopicNameConfig, fmt.Sprintf(format, args...))
+		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Invalid value %s for configuration %s: %s", name, DLQTopicNameConfig, fmt.Sprintf(format, args...))
 	}
 	if err := topics.ValidName(name); err != nil {
 		return bad("not a valid topic name")
@@ -199,26 +203,26 @@ func (c *shareCoordinator) dlqTopicCheck(name string) (*topics.Topic, error) {
 	if strings.HasPrefix(name, "__") {
 		return bad("dead-letter topic names must not start with __")
 	}
-	if prefix := c.dlqBrokerValue(dlqPrefixConfig); !strings.HasPrefix(name, prefix) {
-		return bad("dead-letter topic names must start with %q (%s)", prefix, dlqPrefixConfig)
+	if prefix := c.dlqBrokerValue(DLQPrefixConfig); !strings.HasPrefix(name, prefix) {
+		return bad("dead-letter topic names must start with %q (%s)", prefix, DLQPrefixConfig)
 	}
 	t := c.o.Topics.Get(name)
 	if t == nil {
-		if c.dlqBrokerValue(dlqAutoCreateConfig) != "true" {
-			return bad("topic does not exist and %s is false", dlqAutoCreateConfig)
+		if c.dlqBrokerValue(DLQAutoCreateConfig) != "true" {
+			return bad("topic does not exist and %s is false", DLQAutoCreateConfig)
 		}
 		return nil, nil
 	}
 	_, cfgs := c.o.Topics.Snapshot(t)
-	if cfgs[dlqGroupEnableTopic] != "true" {
-		return bad("topic has not opted in with %s=true", dlqGroupEnableTopic)
+	if cfgs[DLQGroupEnableTopic] != "true" {
+		return bad("topic has not opted in with %s=true", DLQGroupEnableTopic)
 	}
 	return t, nil
 }
 
 // dlqTarget resolves (creating if allowed) the dead-letter topic for a
 // write. Failures wrap errDLQUnavailable.
-func (c *shareCoordinator) dlqTarget(name string) (*topics.Topic, error) {
+func (c *Coordinator) dlqTarget(name string) (*topics.Topic, error) {
 	t, err := c.dlqTopicCheck(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errDLQUnavailable, err)
@@ -226,7 +230,7 @@ func (c *shareCoordinator) dlqTarget(name string) (*topics.Topic, error) {
 	if t != nil {
 		return t, nil
 	}
-	t, err = c.o.Admin.Create(name, c.o.DefaultPartitions, map[string]string{dlqGroupEnableTopic: "true"}, false)
+	t, err = c.o.Admin.Create(name, c.o.DefaultPartitions, map[string]string{DLQGroupEnableTopic: "true"}, false)
 	if errors.Is(err, kafkaerr.ErrTopicExists) {
 		return c.dlqTopicCheck(name) // raced with another creation: check it again
 	}
@@ -235,6 +239,22 @@ func (c *shareCoordinator) dlqTarget(name string) (*topics.Topic, error) {
 	}
 	c.lg.Info("created dead-letter topic", zap.String("topic", name))
 	return t, nil
+}
+
+// DLQHooks are the dead-letter writer's test hooks (Options.DLQ).
+type DLQHooks struct {
+	// MaxAttempts, Backoff and MaxBackoff, when nonzero, replace the
+	// retry policy of a write (Kafka's defaults otherwise).
+	MaxAttempts         int
+	Backoff, MaxBackoff time.Duration
+	// CrashAt is asked at the crash points "durable" (the DLQ append is
+	// fsynced, not yet marked written) and "written" (marked, not yet
+	// archived); true stops the writer there as a crash would (a
+	// SIGKILL test kills the process).
+	CrashAt func(stage string) bool
+	// FailAttempt fails an attempt at its start when it returns an
+	// error (retried, then given up).
+	FailAttempt func() error
 }
 
 // dlqCoordinator tracks the writer goroutines. Close waits for them.
@@ -248,13 +268,8 @@ type dlqCoordinator struct {
 		max                 int
 		backoff, maxBackoff time.Duration
 	}
-	// crashAt, set by tests before any write, is asked at the crash
-	// points "durable" (the DLQ append is fsynced, not yet marked
-	// written) and "written" (marked, not yet archived); true stops the
-	// writer there as a crash would (a SIGKILL test kills the process).
-	crashAt func(stage string) bool
-	// failAttempt, set by tests before any write, fails an attempt at
-	// its start when it returns an error (retried, then given up).
+	// crashAt and failAttempt are DLQHooks.CrashAt and FailAttempt.
+	crashAt     func(stage string) bool
 	failAttempt func() error
 }
 

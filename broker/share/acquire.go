@@ -1,4 +1,4 @@
-package broker
+package share
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ type shareAck struct {
 // fails (once the share-partition reloads): delivered twice, as a crash
 // can always make it, never out of order. acknowledge returns once the
 // write is durable or failed.
-func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
+func (c *Coordinator) acknowledge(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) {
 	finish, _ := c.submitAcks(now, group, st, member, acks)
 	finish()
 }
@@ -62,7 +62,7 @@ func (c *shareCoordinator) acknowledge(now time.Time, group string, st shareGrou
 // 0.55-0.63M waiting first). startsCommit reports that the write started
 // a commit, which runs only once the caller blocks or yields
 // (store.Pending.StartsCommit).
-func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) (finish func(), startsCommit bool) {
+func (c *Coordinator) submitAcks(now time.Time, group string, st shareGroupSettings, member string, acks []*shareAck) (finish func(), startsCommit bool) {
 	var todo []*shareAck
 	for _, a := range acks {
 		if a.code != 0 {
@@ -120,7 +120,7 @@ func (c *shareCoordinator) submitAcks(now time.Time, group string, st shareGroup
 // finishAcks is submitAcks' second step: it waits for the write w (nil:
 // nothing to write) of batch, the records of wrote made from the
 // Partitions from, and sets the results of todo.
-func (c *shareCoordinator) finishAcks(st shareGroupSettings, todo []*shareAck, w *store.Pending, batch []store.PartitionRecords, wrote []*shareAck, from []*sharegroup.Partition) {
+func (c *Coordinator) finishAcks(st shareGroupSettings, todo []*shareAck, w *store.Pending, batch []store.PartitionRecords, wrote []*shareAck, from []*sharegroup.Partition) {
 	if w != nil {
 		err := w.Wait()
 		if err != nil {

@@ -1,4 +1,4 @@
-package broker
+package share
 
 import (
 	"encoding/binary"
@@ -24,7 +24,7 @@ import (
 	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
-// Dead-letter writes (share_dlq.go has the model): the durable intents
+// Dead-letter writes (dlq.go has the model): the durable intents
 // and counts, the copy of the records into the dead-letter topic, resuming
 // after a crash, and the per-group counts read by tests and tools.
 
@@ -52,7 +52,7 @@ type dlqIntent struct {
 
 // loadDLQIntentAt is loadDLQIntent, ignoring an intent of another state
 // epoch.
-func (c *shareCoordinator) loadDLQIntentAt(k store.Key, epoch int32) (*dlqIntent, error) {
+func (c *Coordinator) loadDLQIntentAt(k store.Key, epoch int32) (*dlqIntent, error) {
 	in, err := c.loadDLQIntent(k)
 	if in != nil && in.StateEpoch != epoch {
 		in = nil
@@ -67,7 +67,7 @@ func dlqKeySuffix(k store.Key) string {
 func dlqIntentKey(k store.Key) []byte { return []byte(meta.PrefixDLQPending + dlqKeySuffix(k)) }
 func dlqCountKey(k store.Key) []byte  { return []byte(meta.PrefixDLQCount + dlqKeySuffix(k)) }
 
-func (c *shareCoordinator) loadDLQIntent(k store.Key) (*dlqIntent, error) {
+func (c *Coordinator) loadDLQIntent(k store.Key) (*dlqIntent, error) {
 	var in *dlqIntent
 	err := c.o.Store.DB().View(func(txn *badger.Txn) error {
 		item, err := txn.Get(dlqIntentKey(k))
@@ -85,7 +85,7 @@ func (c *shareCoordinator) loadDLQIntent(k store.Key) (*dlqIntent, error) {
 	return in, err
 }
 
-func (c *shareCoordinator) putDLQIntent(k store.Key, in *dlqIntent) error {
+func (c *Coordinator) putDLQIntent(k store.Key, in *dlqIntent) error {
 	v, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (c *shareCoordinator) putDLQIntent(k store.Key, in *dlqIntent) error {
 
 // markDLQWritten sets the intent Written and adds n to the count, in one
 // transaction.
-func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) error {
+func (c *Coordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) error {
 	in.Written = true
 	v, err := json.Marshal(in)
 	if err != nil {
@@ -127,13 +127,13 @@ func (c *shareCoordinator) markDLQWritten(k store.Key, in *dlqIntent, n int64) e
 	})
 }
 
-func (c *shareCoordinator) deleteDLQIntent(k store.Key) error {
+func (c *Coordinator) deleteDLQIntent(k store.Key) error {
 	return c.o.Store.DB().Update(func(txn *badger.Txn) error { return txn.Delete(dlqIntentKey(k)) })
 }
 
 // deleteDLQState deletes a share-partition's intent and count (its state
 // is being deleted).
-func (c *shareCoordinator) deleteDLQState(k store.Key) error {
+func (c *Coordinator) deleteDLQState(k store.Key) error {
 	return c.o.Store.DB().Update(func(txn *badger.Txn) error {
 		if err := txn.Delete(dlqIntentKey(k)); err != nil {
 			return err
@@ -144,7 +144,7 @@ func (c *shareCoordinator) deleteDLQState(k store.Key) error {
 
 // writeDLQ performs one attempt for ranges (all Archiving) and returns
 // the ranges whose DLQ copies are durable and counted.
-func (c *shareCoordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64, epoch int32) ([]sharegroup.StateRange, error) {
+func (c *Coordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []sharegroup.StateRange, gen uint64, epoch int32) ([]sharegroup.StateRange, error) {
 	if c.dlq.failAttempt != nil {
 		if err := c.dlq.failAttempt(); err != nil {
 			return nil, err
@@ -261,7 +261,7 @@ var errDLQFenced = errors.New("share-partition state deleted during the dead-let
 // read gen: deleteState deletes the intent and count under the same lock,
 // and a late write would bring them back (a stale Written intent would
 // later archive re-rejected records without a dead-letter copy).
-func (c *shareCoordinator) fencedDLQ(k store.Key, gen uint64, write func() error) error {
+func (c *Coordinator) fencedDLQ(k store.Key, gen uint64, write func() error) error {
 	sp := c.part(k)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -319,7 +319,7 @@ var errDLQCrashed = errors.New("broker: simulated crash in dead-letter write")
 
 // waitDurable returns once p is durable up to end (exclusive), new data
 // starting at first, and its high watermark covers it.
-func (c *shareCoordinator) waitDurable(p *topics.Partition, first, end int64) error {
+func (c *Coordinator) waitDurable(p *topics.Partition, first, end int64) error {
 	if c.o.FsyncAlways {
 		return <-c.o.Syncer.Appended(p, first, end, true)
 	}
@@ -330,7 +330,7 @@ func (c *shareCoordinator) waitDurable(p *topics.Partition, first, end int64) er
 
 // scanDLQ lists the offsets of ranges that dp already holds DLQ records
 // for (written for share-partition k from offset from on).
-func (c *shareCoordinator) scanDLQ(dp *topics.Partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
+func (c *Coordinator) scanDLQ(dp *topics.Partition, from int64, k store.Key, srcTopic string, ranges []dlqRange) (map[int64]bool, error) {
 	in := func(off int64) bool {
 		for _, r := range ranges {
 			if off >= r.First && off <= r.Last {
@@ -356,13 +356,13 @@ func (c *shareCoordinator) scanDLQ(dp *topics.Partition, from int64, k store.Key
 				var g, t, p, o string
 				for _, hd := range r.Headers {
 					switch hd.Key {
-					case dlqHeaderGroup:
+					case DLQHeaderGroup:
 						g = string(hd.Value)
-					case dlqHeaderTopic:
+					case DLQHeaderTopic:
 						t = string(hd.Value)
-					case dlqHeaderPartition:
+					case DLQHeaderPartition:
 						p = string(hd.Value)
-					case dlqHeaderOffset:
+					case DLQHeaderOffset:
 						o = string(hd.Value)
 					}
 				}
@@ -388,7 +388,7 @@ func (c *shareCoordinator) scanDLQ(dp *topics.Partition, from int64, k store.Key
 // buildDLQBatches reads the source records of ranges (skipping found
 // offsets) and encodes one DLQ record per offset, in batches of at most
 // maxBytes.
-func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *topics.Partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
+func (c *Coordinator) buildDLQBatches(k store.Key, st shareGroupSettings, srcTopic string, src *topics.Partition, ranges []sharegroup.StateRange, found map[int64]bool, maxBytes int) ([][]byte, error) {
 	var (
 		out           [][]byte
 		recs          []byte
@@ -415,12 +415,12 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 			msg = "rejected or delivery count limit reached"
 		}
 		ctx := []kmsg.Header{
-			{Key: dlqHeaderTopic, Value: topicB},
-			{Key: dlqHeaderPartition, Value: partB},
-			{Key: dlqHeaderOffset, Value: []byte(strconv.FormatInt(off, 10))},
-			{Key: dlqHeaderGroup, Value: group},
-			{Key: dlqHeaderDeliveryCount, Value: []byte(strconv.Itoa(int(dc)))},
-			{Key: dlqHeaderMessage, Value: []byte(msg)},
+			{Key: DLQHeaderTopic, Value: topicB},
+			{Key: DLQHeaderPartition, Value: partB},
+			{Key: DLQHeaderOffset, Value: []byte(strconv.FormatInt(off, 10))},
+			{Key: DLQHeaderGroup, Value: group},
+			{Key: DLQHeaderDeliveryCount, Value: []byte(strconv.Itoa(int(dc)))},
+			{Key: DLQHeaderMessage, Value: []byte(msg)},
 		}
 		r := kmsg.Record{OffsetDelta: count, Headers: ctx}
 		if st.dlqCopy && orig != nil {
@@ -480,14 +480,14 @@ func (c *shareCoordinator) buildDLQBatches(k store.Key, st shareGroupSettings, s
 	return out, nil
 }
 
-// resumeDLQ loads, at startup, every share-partition of the groups that
+// ResumeDLQ loads, at startup, every share-partition of the groups that
 // have a dead-letter topic, so writers pending at a crash resume without
 // waiting for a consumer.
-func (c *shareCoordinator) resumeDLQ() {
+func (c *Coordinator) ResumeDLQ() {
 	c.configs.mu.RLock()
 	var groups []string
 	for g, m := range c.configs.m {
-		if m[dlqTopicNameConfig] != "" {
+		if m[DLQTopicNameConfig] != "" {
 			groups = append(groups, g)
 		}
 	}
@@ -523,9 +523,9 @@ type DLQCount struct {
 	Records   int64
 }
 
-// dlqCounts returns the durable dead-letter counts of group (every
+// DLQCounts returns the durable dead-letter counts of group (every
 // group if group is ""), sorted.
-func (c *shareCoordinator) dlqCounts(group string) ([]DLQCount, error) {
+func (c *Coordinator) DLQCounts(group string) ([]DLQCount, error) {
 	prefix := meta.PrefixDLQCount
 	if group != "" {
 		prefix += url.PathEscape(group) + "/"
@@ -583,10 +583,10 @@ func (c *shareCoordinator) dlqCounts(group string) ([]DLQCount, error) {
 	return out, err
 }
 
-// dlqTotals returns the dead-letter records written per share group
+// DLQTotals returns the dead-letter records written per share group
 // (the metric shoal_share_dlq_records_total{group}).
-func (c *shareCoordinator) dlqTotals() (map[string]int64, error) {
-	counts, err := c.dlqCounts("")
+func (c *Coordinator) DLQTotals() (map[string]int64, error) {
+	counts, err := c.DLQCounts("")
 	out := map[string]int64{}
 	for _, n := range counts {
 		out[n.Group] += n.Records
