@@ -201,7 +201,7 @@ func (cg *consumerGroup) subscribedTopics() map[string]bool {
 }
 
 // consumerSettings are the KIP-848 configs of one group (Kafka's names
-// and defaults): the group configs consumer.* (share_configs.go), whose
+// and defaults): the group configs consumer.* (share/configs.go), whose
 // defaults are the dynamic broker configs group.consumer.*.
 type consumerSettings struct {
 	SessionTimeout    time.Duration // consumer.session.timeout.ms

@@ -32,12 +32,12 @@ import (
 //	                           (a binary older than this refuses to start on it)
 //	meta/offset/<group>/<topic>/<partition>
 //	                           a committed offset (binary, groups/store.go)
-//	meta/share-group/<group>   shareGroupRecord (share_groups.go); <group> is path-escaped
-//	meta/group-config/<group>  JSON map of group config overrides (share_configs.go); path-escaped
+//	meta/share-group/<group>   shareGroupRecord (share/groups.go); <group> is path-escaped
+//	meta/group-config/<group>  JSON map of group config overrides (share/configs.go); path-escaped
 //	meta/dlq/pending/<group>/<topic id hex>/<partition>
-//	                           JSON dlqIntent: a dead-letter write in progress (share_dlq.go)
+//	                           JSON dlqIntent: a dead-letter write in progress (share/dlq.go)
 //	meta/dlq/count/<group>/<topic id hex>/<partition>
-//	                           uint64 big-endian: dead-letter records written (share_dlq.go)
+//	                           uint64 big-endian: dead-letter records written (share/dlq.go)
 //	meta/txn/<transactional id> txn.Record (package txn), JSON; path-escaped
 //	meta/client-quota/<entity> JSON map of client quota values (quota/quota.go); <entity> is
 //	                           type=name parts joined by '&', names query-escaped

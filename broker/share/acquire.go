@@ -180,7 +180,7 @@ func (sp *sharePart) notifyIfAcquirable(lp *topics.Partition, st shareGroupSetti
 //
 // In ordered mode, records following a record that an acknowledgement's
 // write in flight ended are handed out only once it is durable
-// (sharegroup.Partition.AcquiredAfter, shareCoordinator.acknowledge). If
+// (sharegroup.Partition.AcquiredAfter, Coordinator.acknowledge). If
 // it fails, the acquisitions, made in a Partition holding states that
 // were never stored, are dropped, and the share-partition, reloaded from
 // what is, is tried once more. In a message-group mode yield (nil:

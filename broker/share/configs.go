@@ -89,7 +89,7 @@ var BrokerConfigDefs = []BrokerIntConfig{
 
 // GroupBrokerConfigDefs are the consumer-group coordinator's broker
 // configs (package groups reads them through groups.Options:
-// Broker.brokerConfig, shareCoordinator.groupBrokerInt), with Kafka's
+// Broker.brokerConfig, Coordinator.GroupBrokerInt), with Kafka's
 // names, defaults and ranges; group.consumer.{min,max}.* bound the group
 // configs consumer.* (below). They are
 // dynamic here: Kafka reads most of them at startup only, but nothing in

@@ -22,7 +22,7 @@ import (
 
 // describeOffset returns the SPSO and lag (KIP-1226) of a share-partition,
 // or -1/-1 when it has no state. What it returns is durable: with an
-// acknowledgement's write in flight (shareCoordinator.acknowledge), it
+// acknowledgement's write in flight (Coordinator.acknowledge), it
 // answers once that write is; if the write fails, from the state reloaded.
 func (c *Coordinator) describeOffset(key store.Key, st shareGroupSettings, lp *topics.Partition) (start, lag int64, code int16) {
 	sp := c.part(key)

@@ -13,7 +13,7 @@ package share
 // A session remembers the connection that opened it. When that
 // connection closes, the session is dropped and the member's acquired
 // records on its share-partitions are released without counting a
-// delivery (Broker.connClosed → shareCoordinator.connClosed). A session
+// delivery (Broker.connClosed → Coordinator.ConnClosed). A session
 // replaced by a newer one on another connection is not affected by the
 // old connection closing.
 //
