@@ -167,8 +167,10 @@ func Start(cfg Config) (*Broker, error) {
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
 	b.groups = groups.New(groups.Options{
 		Topics: b.topics, Store: b.meta, Logger: lg, Done: b.ctx.Done(),
-		IsShareGroup:           func(name string) bool { return b.shares.IsShareGroup(name) }, // nil-safe
-		BrokerConfig:           b.brokerConfig,
+		IsShareGroup: func(name string) bool { return b.shares.IsShareGroup(name) }, // nil-safe
+		BrokerConfig: b.brokerConfig,
+		// Not nil-safe: the groups read configs only once loaded
+		// (groups.Load, below, after share.New) or serving requests.
 		GroupConfigInt:         func(group, name string) int64 { return b.shares.GroupConfigInt(group, name) },
 		GroupBrokerInt:         func(name string) int64 { return b.shares.GroupBrokerInt(name) },
 		OffsetFetchAfterStable: cfg.offsetFetchAfterStable, ExpiryBeforeDelete: cfg.expiryBeforeDelete,

@@ -126,7 +126,8 @@
 // Txn.mu → Group.mu → txn.Coordinator.mu, PendingIndex.mu; Txn.mu → log
 // locks. fetchSession.mu may be held while taking Registry.mu and
 // Partition.mu, never the reverse.
-// Group.mu → Coordinator.mu → Broker.dyn / share.Coordinator.mu /
-// Registry.mu.
+// Group.mu → groups.Coordinator.mu; Group.mu → Broker.dyn /
+// share's shareConfigStore.mu (group configs) / Registry.mu. The
+// share-group check (share.Coordinator.mu) precedes Group.mu.
 // shareGroup.mu → shareSession.mu → sharePart.mu → Partition.mu.
 package broker

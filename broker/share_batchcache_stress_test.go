@@ -14,6 +14,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"os"
@@ -28,7 +29,9 @@ import (
 )
 
 // stressValue is the value of the record produced i-th (at offset i): its
-// index and pseudo-random (poorly compressible) padding derived from it.
+// index and pseudo-random padding derived from it: runs of one letter,
+// so that a compressed topic's batches are compressed (franz-go keeps
+// a compressed batch only when it is smaller).
 func stressValue(i int64) []byte {
 	rng := rand.New(rand.NewSource(i*7919 + 17))
 	n := 100 + rng.Intn(2500)
@@ -36,7 +39,10 @@ func stressValue(i int64) []byte {
 	v = strconv.AppendInt(v, i, 10)
 	v = append(v, '|')
 	for len(v) < n {
-		v = append(v, byte('a'+rng.Intn(26)))
+		c := byte('a' + rng.Intn(26))
+		for range min(1+rng.Intn(16), n-len(v)) {
+			v = append(v, c)
+		}
 	}
 	return v
 }
@@ -90,6 +96,13 @@ func stressProduce(t *testing.T, b *Broker, topic string, codec kgo.CompressionC
 		}
 		require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
 	}
+	// The log holds the batches as sent: compressed ones for a codec.
+	lg := b.topics.Partition(topic, 0).Log
+	raw, err := lg.Read(0, lg.HighWatermark(), 1<<20, true)
+	require.NoError(t, err)
+	require.Greater(t, len(raw), 23)
+	attrs := int16(binary.BigEndian.Uint16(raw[21:23]))
+	require.Equal(t, codec != kgo.NoCompression(), attrs&7 != 0, "first batch's codec bits %d", attrs&7)
 }
 
 // TestBatchCacheClientsStress: franz-go share consumers (ordered and fair,

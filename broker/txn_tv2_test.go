@@ -363,6 +363,18 @@ func TestTV2EndTxnRetry(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		r := &rawTxn{c: dialRaw(t, b), id: "rt2-" + map[bool]string{true: "commit", false: "abort"}[commit]}
 		require.Zero(t, r.init(60000).ErrorCode)
+		// A retry right after a normal (bumped) EndTxn succeeds with the
+		// current id and epoch; the other outcome is INVALID_TXN_STATE.
+		require.Equal(t, "NONE", codeName(r.produceAt(12, "rt2", 0, 0, "pre")))
+		pre := *r
+		r.endV5(t, commit)
+		again := r.endAt(5, pre.pid, pre.epoch, commit)
+		require.Equal(t, "NONE", codeName(again.ErrorCode), "commit=%v: the retry of a completed EndTxn succeeds", commit)
+		require.Equal(t, r.pid, again.ProducerID)
+		require.Equal(t, r.epoch, again.ProducerEpoch)
+		require.Equal(t, "INVALID_TXN_STATE", codeName(r.endAt(5, pre.pid, pre.epoch, !commit).ErrorCode))
+		r.awaitCompleted(t)
+
 		require.Equal(t, "NONE", codeName(r.produceAt(12, "rt2", 0, 0, "x")))
 		old := *r
 		// While the decision is still being completed (its markers held
@@ -414,7 +426,7 @@ func TestTV2EndTxnRetry(t *testing.T) {
 		r.endV5(t, false)
 	}
 	got := fetchCommitted(t, dialRaw(t, b), "rt2", 0)
-	require.Equal(t, []string{"x"}, got.values)
+	require.Equal(t, []string{"pre", "x"}, got.values, "the commit round's; the abort round's are aborted")
 	require.Equal(t, got.hw, got.lso)
 }
 

@@ -89,5 +89,15 @@ if [ -n "$extra" ]; then echo "layering: sharegroup core must be stdlib-only, im
 # Logging is zap only: no package (tests included) imports the standard "log" or "log/slog".
 logs=$(go list -test -f '{{$p := .ImportPath}}{{range .Imports}}{{if or (eq . "log") (eq . "log/slog")}}{{$p}} imports {{.}}{{"\n"}}{{end}}{{end}}' ./... | sort -u)
 if [ -n "$logs" ]; then echo "layering: use go.uber.org/zap, not the standard logger:"; echo "$logs"; fail=1; fi
+# A package's readouts.go holds read-outs for the root's tests (state a white-box test read
+# before the move): no production code outside the package calls them, so they never become
+# a second way into its state. (Inside it, sharegroup's own SPSO() and the like share names.)
+for r in broker/*/readouts.go; do
+  [ -f "$r" ] || continue
+  names=$(grep -ho '^func ([a-z]* \*[A-Za-z]*) [A-Z][A-Za-z]*' "$r" | awk '{print $4}' | sort -u | paste -sd'|')
+  [ -n "$names" ] || continue
+  uses=$(git ls-files --cached --others --exclude-standard '*.go' ':!:*_test.go' | grep -v "^$(dirname "$r")/" | xargs grep -nE "\.($names)\(" || true)
+  if [ -n "$uses" ]; then echo "layering: test read-outs of $r called from production code:"; echo "$uses"; fail=1; fi
+done
 if [ "$fail" = 0 ]; then echo "layering: ok"; fi
 exit $fail

@@ -71,6 +71,8 @@
 // Callers may hold a txn's lock (package broker's transactions) or the
 // topic Admin's lock (DropTopicOffsets) when calling in. Under Group.mu
 // this package calls out only to the lookups of Options: the broker's
-// dynamic configs, the share coordinator's map of groups (IsShareGroup)
-// and topics.Registry, none of which takes a group lock.
+// dynamic configs, the share coordinator's group configs
+// (GroupConfigInt, GroupBrokerInt: shareConfigStore.mu and the dynamic
+// configs) and topics.Registry, none of which takes a group lock.
+// IsShareGroup (share.Coordinator.mu) is asked before a group is locked.
 package groups

@@ -145,13 +145,7 @@ func TestDLQRetryKeepsItsPartitionAfterPartitionsAreAdded(t *testing.T) {
 	dlqT := h.topics.Get("dlq.psrc")
 	require.NoError(t, h.admin.AddPartitions(dlqT, h.topics.PartitionCount(dlqT)+1, false))
 
-	h.close() // b.Close
-	// Not h.restart: it copies the broker configs into the new harness
-	// without its lock while the new coordinator's ResumeDLQ reads them
-	// (a data race in harness_test.go). newShareTest on the same
-	// directory and options is the root's startShareTest on the same
-	// DataDir: start, then set the broker config.
-	h2 := newShareTest(t, h.dir, h.opts...)
+	h2 := h.restart() // b.Close, then a broker on the same data directory
 	for p := range int32(2) {
 		require.Eventually(t, func() bool { return h2.spso("pg", "psrc", p) == n }, 10*time.Second, 10*time.Millisecond)
 	}

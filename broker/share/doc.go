@@ -72,9 +72,12 @@
 //
 // Nothing here is called with a lock of another package held, except
 // by a topic deletion (under topics.Admin's lock: DeleteTopicState) and
-// the groups' share-group check (IsShareGroup, under a consumer group's
-// lock). The state collector's read-out (PartStates) takes each
-// sharePart.mu in turn.
+// the consumer groups' config lookups (GroupConfigInt, GroupBrokerInt:
+// under a groups.Group.mu, from the KIP-848 deadline and tick paths),
+// which take only shareConfigStore.mu and the broker's dynamic configs.
+// The groups' share-group check (IsShareGroup, taking Coordinator.mu)
+// runs before they lock a group. The state collector's read-out
+// (PartStates) takes each sharePart.mu in turn.
 //
 // sharePart.mu is held during that share-partition's own disk I/O (its
 // store writes and its log reads), which blocks only users of that

@@ -16,8 +16,8 @@ func (c *Coordinator) Sessions() int { return c.sessions.count() }
 // state, as the state store lists them.
 func (c *Coordinator) StoredPartitions(group string) ([]store.Key, error) { return c.store.Keys(group) }
 
-// SPSO is the share-partition start offset of k (loading it, as a first
-// use does), or -1 if it has no state.
+// SPSO is the share-partition start offset of k, or -1 if its state is
+// not in memory (never used, or not loaded since a restart).
 func (c *Coordinator) SPSO(k store.Key) int64 {
 	sp := c.part(k)
 	sp.mu.Lock()

@@ -52,7 +52,7 @@ func shareKey(group string, tp shareTP) store.Key {
 const shareLogDir = "share-log"
 
 // Options are what the share coordinator needs, given once
-// (newShareCoordinator): handles from below, the lookups that come from
+// (New): handles from below, the lookups that come from
 // above, and test hooks.
 type Options struct {
 	// Store holds the share groups, the group configs, the DLQ intents

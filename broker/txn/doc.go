@@ -93,7 +93,13 @@
 //
 // The test hooks in Options run at the points their names say;
 // BeforeStep fails a completion step ("markers", "complete") the way an
-// offline partition or a failed write does. Completion and Record are
-// read-outs for tests: a completion's end and error, and a txn as it
-// would be stored.
+// offline partition or a failed write does. "markers" runs before each
+// attempt to write a txn's markers: twice for a Bumped decision whose
+// background start fails (startCompletionLocked, then completeLocked
+// at once), and again at each retry by Recover and the timeout loop;
+// "complete" runs before a Complete* write (finish and redoLocked).
+// redoLocked, which redoes a failed background completion, rewrites
+// markers not yet durable without calling "markers". Completion and
+// Record are read-outs for tests: a completion's end and error, and a
+// txn as it would be stored.
 package txn
