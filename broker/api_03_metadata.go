@@ -37,7 +37,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	b := c.b
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, b.advHost, b.advPort
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
 	resp.Brokers = append(resp.Brokers, br)
 	cid := b.clusterID
 	resp.ClusterID = &cid

@@ -56,7 +56,7 @@ func handleFindCoordinator(c *conn, req *kmsg.FindCoordinatorRequest) kmsg.Respo
 			msg := kerr.ErrorForCode(code).(*kerr.Error).Description
 			sc.ErrorMessage = &msg
 		} else {
-			sc.NodeID, sc.Host, sc.Port = b.cfg.NodeID, b.advHost, b.advPort
+			sc.NodeID, sc.Host, sc.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
 		}
 		resp.Coordinators = append(resp.Coordinators, sc)
 	}

@@ -41,7 +41,7 @@ func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Respo
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, b.advHost, b.advPort
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
 	resp.Brokers = append(resp.Brokers, br)
 	resp.ClusterAuthorizedOperations = math.MinInt32
 	if req.IncludeClusterAuthorizedOperations {

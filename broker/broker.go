@@ -62,14 +62,12 @@ type Broker struct {
 		m map[string]string
 	}
 
-	ln      net.Listener
-	connIDs atomic.Uint64 // the last conn.id given
-	advHost string
-	advPort int32
-	ctx     context.Context // cancelled when Close begins
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // every background goroutine, see goroutine
-	connWG  sync.WaitGroup // connection goroutines, see connGoroutine
+	listeners []*listener     // listeners.go; bound in Start, then read-only
+	connIDs   atomic.Uint64   // the last conn.id given
+	ctx       context.Context // cancelled when Close begins
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // every background goroutine, see goroutine
+	connWG    sync.WaitGroup // connection goroutines, see connGoroutine
 	// syncStop stops the syncer. It is closed only after every connection
 	// has finished, so no produce waits for an fsync that never comes.
 	syncStop  chan struct{}
@@ -207,38 +205,20 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.topicAdmin.FinishDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))
 	}
-	b.ln, err = net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fail(fmt.Errorf("broker: listen: %w", err))
+	if err := b.listen(); err != nil {
+		return fail(err)
 	}
-	adv := cfg.AdvertisedAddr
-	if adv == "" {
-		adv = b.ln.Addr().String()
-	}
-	host, port, err := net.SplitHostPort(adv)
-	if err != nil {
-		b.ln.Close()
-		return fail(fmt.Errorf("broker: advertised address %q: %w", adv, err))
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p <= 0 || p > 65535 {
-		if p == 0 && cfg.AdvertisedAddr == "" {
-			_, port, _ = net.SplitHostPort(b.ln.Addr().String())
-			p, _ = strconv.Atoi(port)
-		} else {
-			b.ln.Close()
-			return fail(fmt.Errorf("broker: advertised port %q is invalid", port))
-		}
-	}
-	b.advHost, b.advPort = host, int32(p)
 	b.goroutine(b.syncer.Run)
 	b.goroutine(b.retentionLoop)
 	b.goroutine(b.groups.ExpireLoop)
 	b.goroutine(b.txns.ExpireLoop)
-	b.goroutine(b.acceptLoop)
+	for _, l := range b.listeners {
+		b.goroutine(func() { b.acceptLoop(l) })
+	}
 	b.goroutine(b.shares.ResumeDLQ) // dead-letter writes pending at a crash (share/dlq.go)
 	b.ready.Store(true)
-	lg.Info("serving", zap.String("listen", b.ln.Addr().String()), zap.String("advertised", adv),
+	bound, adv := b.describeListeners()
+	lg.Info("serving", zap.String("listeners", bound), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))
 	return b, nil
 }
@@ -253,9 +233,6 @@ func Run(ctx context.Context, cfg Config) error {
 	<-ctx.Done()
 	return b.Close()
 }
-
-// Addr is the address the listener is bound to.
-func (b *Broker) Addr() string { return b.ln.Addr().String() }
 
 // ClusterID returns the cluster id, stable across restarts.
 func (b *Broker) ClusterID() string { return b.clusterID }
@@ -279,10 +256,10 @@ func (b *Broker) connGoroutine(f func()) {
 	}()
 }
 
-func (b *Broker) acceptLoop() {
+func (b *Broker) acceptLoop(l *listener) {
 	var delay time.Duration
 	for {
-		nc, err := b.ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			if b.ctx.Err() != nil {
 				return
@@ -315,7 +292,7 @@ func (b *Broker) acceptLoop() {
 		if !b.admitConn(nc) {
 			continue
 		}
-		c := newConn(b, nc)
+		c := newConn(b, l, nc)
 		b.conns.Lock()
 		if b.ctx.Err() != nil {
 			b.conns.Unlock()
@@ -349,7 +326,7 @@ func (b *Broker) Close() error {
 		b.lg.Info("shutting down")
 		b.ready.Store(false)
 		b.cancel()
-		b.ln.Close()
+		b.closeListeners()
 		b.conns.Lock()
 		for c := range b.conns.m {
 			c.stopReading()

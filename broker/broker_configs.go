@@ -68,12 +68,15 @@ var brokerConfigDefs = func() []brokerConfigDef {
 	str := func(s string) (string, bool) { return s, true }
 	defs := []brokerConfigDef{
 		{name: "advertised.listeners", typ: kmsg.ConfigTypeString,
-			doc: "The address given to clients in Metadata (--advertised-addr); unset means the bound listener address.",
+			doc: "What Metadata gives clients for each listener (--advertised-addr); unset means each listener's bound address.",
 			static: func(c *Config) (string, bool) {
-				if c.AdvertisedAddr == "" {
-					return "", false
+				switch {
+				case c.AdvertisedListeners != "":
+					return c.AdvertisedListeners, true
+				case c.AdvertisedAddr != "":
+					return "PLAINTEXT://" + c.AdvertisedAddr, true
 				}
-				return "PLAINTEXT://" + c.AdvertisedAddr, true
+				return "", false
 			}},
 		{name: "auto.create.topics.enable", typ: kmsg.ConfigTypeBoolean,
 			doc:    "Create unknown topics on Metadata and Produce (--auto-create-topics).",
@@ -91,8 +94,21 @@ var brokerConfigDefs = func() []brokerConfigDef {
 			doc:    "DeleteTopics is always served.",
 			static: func(c *Config) (string, bool) { return str("true") }},
 		{name: "listeners", typ: kmsg.ConfigTypeString,
-			doc:    "The address the Kafka listener binds (--listen).",
-			static: func(c *Config) (string, bool) { return str("PLAINTEXT://" + c.ListenAddr) }},
+			doc: "The Kafka listeners, NAME://host:port,... (--listen).",
+			static: func(c *Config) (string, bool) {
+				if c.Listeners != "" {
+					return str(c.Listeners)
+				}
+				return str("PLAINTEXT://" + c.ListenAddr)
+			}},
+		{name: "listener.security.protocol.map", typ: kmsg.ConfigTypeString,
+			doc: "Each listener name's security protocol (--listener-protocols).",
+			static: func(c *Config) (string, bool) {
+				if c.ListenerProtocols != "" {
+					return str(c.ListenerProtocols)
+				}
+				return str("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+			}},
 		{name: "log.dirs", typ: kmsg.ConfigTypeString,
 			doc: "The data directory (--data-dir): partition logs in <dir>/logs, metadata in <dir>/meta, the share-group change log in <dir>/share-log.",
 			static: func(c *Config) (string, bool) {

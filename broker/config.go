@@ -36,6 +36,20 @@ type Config struct {
 	// AdvertisedAddr is the host:port given to clients in Metadata
 	// (SHOAL_ADVERTISED_ADDR). Empty means the bound listener address.
 	AdvertisedAddr string
+	// Listeners, if set, replaces ListenAddr with Kafka's listeners:
+	// NAME://host:port,... (listeners.go), each listener's security
+	// protocol from ListenerProtocols. AdvertisedListeners is Kafka's
+	// advertised.listeners for them (a listener left out advertises its
+	// bound address); it replaces AdvertisedAddr.
+	Listeners           string
+	AdvertisedListeners string
+	// ListenerProtocols is Kafka's listener.security.protocol.map
+	// (NAME:PROTOCOL,...); empty means Kafka's default, each protocol's
+	// name mapping to itself.
+	ListenerProtocols string
+	// Security holds the security configs by Kafka's names (ssl.*, with
+	// listener.name.<name>. overrides; security.Keys is the table).
+	Security map[string]string
 	// DataDir holds the partition logs (DataDir/logs) and the badger
 	// metadata store (DataDir/meta). Created if missing.
 	DataDir string
@@ -161,7 +175,7 @@ func DefaultConfig() Config {
 // Validate reports the first invalid field, naming it.
 func (c *Config) Validate() error {
 	switch {
-	case c.ListenAddr == "":
+	case c.ListenAddr == "" && c.Listeners == "":
 		return fmt.Errorf("broker: listen address is empty")
 	case c.DataDir == "":
 		return fmt.Errorf("broker: data dir is empty")
@@ -181,6 +195,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: idle timeout %v must be positive", c.IdleTimeout)
 	case c.MaxRequestBytes < 1024:
 		return fmt.Errorf("broker: max request bytes %d is below 1024", c.MaxRequestBytes)
+	}
+	if _, err := c.listenerPlan(); err != nil {
+		return err
 	}
 	names := make([]string, 0, len(c.BrokerConfigs))
 	for name := range c.BrokerConfigs {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoal-mq/shoal/broker/security"
 	"github.com/shoal-mq/shoal/broker/share"
 )
 
@@ -64,6 +65,32 @@ group.share.record.lock.duration.ms=60000
 			dv += " (" + durationMs(settingDuration(s, &def)) + " ms)"
 		}
 		fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | %s | %s | %s |\n", s.Key, s.Flag, s.EnvName(), s.Kind, dv, cell(s.Doc))
+	}
+	b.WriteString(`
+## Security configs
+
+Kafka's names, read from the properties file only (not flags or the
+environment: they name files and secrets). Each may be set for one
+listener with Kafka's prefix ` + "`listener.name.<name>.`" + ` (the listener's name in
+lower case), which wins on that listener over the plain key. A TLS
+listener (protocol SSL in ` + "`listener.security.protocol.map`" + `) needs a keystore;
+its key and trust store files are read again when they change, so
+certificates rotate without a restart. docs/SECURITY.md has a tour.
+
+` + "```properties" + `
+listeners=PLAINTEXT://127.0.0.1:9092,SSL://0.0.0.0:9093,MTLS://0.0.0.0:9094
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL
+ssl.keystore.location=/etc/shoal/broker.pem
+listener.name.mtls.ssl.client.auth=required
+listener.name.mtls.ssl.truststore.location=/etc/shoal/clients-ca.pem
+ssl.principal.mapping.rules=RULE:^CN=([^,]*),.*$/$1/L,DEFAULT
+` + "```" + `
+
+| key (file) | default | meaning |
+|---|---|---|
+`)
+	for _, k := range security.Keys {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", k.Name, code(k.Def), cell(k.Doc))
 	}
 	b.WriteString(`
 ## Broker configs

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/security"
 	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/protocol"
 )
@@ -41,7 +43,11 @@ const maxQueuedRecordBytes = 8 << 20
 // responses still leave in request order.
 type conn struct {
 	b  *Broker
-	nc net.Conn
+	ln *listener // the listener it came in on
+	nc net.Conn  // a *tls.Conn on a TLS listener
+	// principal is who the connection authenticated as ("User:name"),
+	// security.Anonymous until then. Reader goroutine only.
+	principal string
 	// id is unique among the broker's connections (share sessions are
 	// dropped with the connection that opened them); host is the
 	// client's address as Kafka describes members ("/127.0.0.1").
@@ -95,20 +101,26 @@ type pending struct {
 // call it from the reader goroutine.
 func (c *conn) afterWrite(fn func()) { c.release = fn }
 
-func newConn(b *Broker, nc net.Conn) *conn {
+func newConn(b *Broker, l *listener, nc net.Conn) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	lg := b.lg.With(zap.String("remote", nc.RemoteAddr().String()))
+	if l.tls != nil {
+		nc = tls.Server(nc, l.tls.Config()) // the handshake runs in serve
+	}
 	return &conn{
-		b:       b,
-		nc:      nc,
-		id:      b.connIDs.Add(1),
-		host:    clientHost(nc),
-		lg:      b.lg.With(zap.String("remote", nc.RemoteAddr().String())),
-		out:     make(chan *pending, maxPipelined),
-		drained: make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		quota:   connQuota{ip: remoteIP(nc)},
+		b:         b,
+		ln:        l,
+		nc:        nc,
+		principal: security.Anonymous,
+		id:        b.connIDs.Add(1),
+		host:      clientHost(nc),
+		lg:        lg,
+		out:       make(chan *pending, maxPipelined),
+		drained:   make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		quota:     connQuota{ip: remoteIP(nc)},
 	}
 }
 
@@ -127,6 +139,9 @@ func (c *conn) serve() {
 		c.nc.Close()
 		c.b.connClosed(c)
 	}()
+	if !c.handshake() {
+		return
+	}
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var buf []byte
 	for {

@@ -41,6 +41,13 @@
 //     GROUP-resource configs of consumer and share groups, which the
 //     groups read through groups.Options.
 //
+//   - security: the listeners (listeners, advertised.listeners,
+//     listener.security.protocol.map), each TLS listener's reloading
+//     certificates, and a connection's principal (a client
+//     certificate's subject through ssl.principal.mapping.rules).
+//     The root binds the listeners and runs the handshakes
+//     (listeners.go).
+//
 // None of the packages above imports this one or a sibling it has no
 // rule for. What stays here is the server: the listener, connections,
 // the wiring (broker.go), one file per Kafka API, the fetch sessions,

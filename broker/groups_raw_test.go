@@ -547,12 +547,12 @@ func TestFindCoordinator(t *testing.T) {
 	for v := int16(0); v <= 3; v++ {
 		resp := c.do(&kmsg.FindCoordinatorRequest{CoordinatorKey: "g"}, v).(*kmsg.FindCoordinatorResponse)
 		require.Zero(t, resp.ErrorCode, "v%d", v)
-		require.Equal(t, b.advPort, resp.Port)
-		require.Equal(t, b.advHost, resp.Host)
+		require.Equal(t, b.listeners[0].advPort, resp.Port)
+		require.Equal(t, b.listeners[0].advHost, resp.Host)
 	}
 	resp := c.do(&kmsg.FindCoordinatorRequest{CoordinatorType: 1, CoordinatorKey: "txn"}, 3).(*kmsg.FindCoordinatorResponse)
 	require.Zero(t, resp.ErrorCode)
-	require.Equal(t, b.advPort, resp.Port)
+	require.Equal(t, b.listeners[0].advPort, resp.Port)
 	resp = c.do(&kmsg.FindCoordinatorRequest{CoordinatorType: 1, CoordinatorKey: ""}, 3).(*kmsg.FindCoordinatorResponse)
 	require.Equal(t, "INVALID_REQUEST", codeName(resp.ErrorCode))
 	resp = c.do(&kmsg.FindCoordinatorRequest{CoordinatorType: 0, CoordinatorKeys: []string{"a", "b"}}, 4).(*kmsg.FindCoordinatorResponse)

@@ -13,6 +13,7 @@ package broker
 import (
 	"math"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -283,9 +284,11 @@ func fetchHeld(items []*fetchItem, parts []*topics.Partition) {
 	}
 }
 
-// ident is who the connection is, for quota matching.
+// ident is who the connection is, for quota matching: a user entity
+// is the name of the connection's principal (a client certificate's
+// mapped name, or ANONYMOUS), as in Kafka.
 func (c *conn) ident() quota.Ident {
-	return quota.Ident{User: quota.AnonymousUser, ClientID: c.clientID, IP: c.quota.ip}
+	return quota.Ident{User: strings.TrimPrefix(c.principal, "User:"), ClientID: c.clientID, IP: c.quota.ip}
 }
 
 // remoteIP is the address a connection comes from, without its port.

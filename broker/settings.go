@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shoal-mq/shoal/broker/security"
 )
 
 // DefaultHTTPAddr is where cmd/shoal serves /metrics, /healthz and
@@ -90,14 +92,31 @@ func (s *Setting) Get(o *Options) string { return s.get(o) }
 // Settings is every startup setting, sorted by key.
 var Settings = func() []Setting {
 	ss := []Setting{
-		{Key: "listeners", Flag: "listen", Kind: KindAddress,
-			Doc: "Address the Kafka listener binds. One PLAINTEXT listener: host:port or PLAINTEXT://host:port; port 0 picks a free port.",
-			set: func(o *Options, v string) error { return setListener(&o.ListenAddr, v, false) },
-			get: func(o *Options) string { return o.ListenAddr }},
-		{Key: "advertised.listeners", Flag: "advertised-addr", Kind: KindAddress,
-			Doc: "Address given to clients in Metadata (host:port or PLAINTEXT://host:port). Empty: the bound listener address.",
-			set: func(o *Options, v string) error { return setListener(&o.AdvertisedAddr, v, true) },
-			get: func(o *Options) string { return o.AdvertisedAddr }},
+		{Key: "listeners", Flag: "listen", Kind: KindString,
+			Doc: "The Kafka listeners: NAME://host:port,... (Kafka's listeners), each name's security protocol from listener.security.protocol.map; a bare host:port is one PLAINTEXT listener. Port 0 picks a free port.",
+			set: func(o *Options, v string) error {
+				return setListeners(v, false, &o.ListenAddr, &o.Listeners)
+			},
+			get: func(o *Options) string { return firstNonEmpty(o.Listeners, o.ListenAddr) }},
+		{Key: "advertised.listeners", Flag: "advertised-addr", Kind: KindString,
+			Doc: "What Metadata gives clients for each listener: NAME://host:port,... (a bare host:port for a single PLAINTEXT listener). A listener left out advertises its bound address.",
+			set: func(o *Options, v string) error {
+				return setListeners(v, true, &o.AdvertisedAddr, &o.AdvertisedListeners)
+			},
+			get: func(o *Options) string { return firstNonEmpty(o.AdvertisedListeners, o.AdvertisedAddr) }},
+		{Key: "listener.security.protocol.map", Flag: "listener-protocols", Kind: KindString,
+			Doc: "Each listener name's security protocol: NAME:PROTOCOL,... with PLAINTEXT or SSL (SASL_PLAINTEXT and SASL_SSL are not served yet). Empty: Kafka's default, each protocol's name mapping to itself.",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				if v != "" {
+					if _, err := security.ParseProtocolMap(v); err != nil {
+						return err
+					}
+				}
+				o.ListenerProtocols = v
+				return nil
+			},
+			get: func(o *Options) string { return o.ListenerProtocols }},
 		{Key: "log.dirs", Flag: "data-dir", Kind: KindString,
 			Doc: "The data directory (one): partition logs in <dir>/logs, the badger metadata store in <dir>/meta, the share-group state change log in <dir>/share-log. Created if missing.",
 			set: func(o *Options, v string) error {
@@ -226,6 +245,16 @@ func SetFileKey(o *Options, key, value string) error {
 		}
 		return nil
 	}
+	if security.IsKey(key) {
+		if err := security.CheckValue(key, value); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if o.Security == nil {
+			o.Security = map[string]string{}
+		}
+		o.Security[key] = value
+		return nil
+	}
 	d := brokerConfigByName[key]
 	switch {
 	case d == nil:
@@ -286,29 +315,35 @@ type Property struct {
 	Line       int
 }
 
-func setListener(dst *string, v string, emptyOK bool) error {
+// setListeners parses a listeners value: one PLAINTEXT endpoint is
+// stored as host:port in addr (Shoal's single-listener form), anything
+// else in list as given.
+func setListeners(v string, emptyOK bool, addr, list *string) error {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		if emptyOK {
-			*dst = ""
-			return nil
+		if !emptyOK {
+			return fmt.Errorf("must not be empty")
 		}
-		return fmt.Errorf("must not be empty")
+		*addr, *list = "", ""
+		return nil
 	}
-	if strings.Contains(v, ",") {
-		return fmt.Errorf("%q: Shoal serves one listener", v)
+	eps, err := security.ParseEndpoints(v)
+	if err != nil {
+		return err
 	}
-	if scheme, rest, ok := strings.Cut(v, "://"); ok {
-		if !strings.EqualFold(scheme, "PLAINTEXT") {
-			return fmt.Errorf("%q: only PLAINTEXT listeners are served", v)
-		}
-		v = rest
+	if len(eps) == 1 && eps[0].Name == string(security.Plaintext) {
+		*addr, *list = eps[0].Addr(), ""
+		return nil
 	}
-	if _, _, err := net.SplitHostPort(v); err != nil {
-		return fmt.Errorf("%q is not host:port", v)
-	}
-	*dst = v
+	*list = v
 	return nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func intSetting(lo, hi int64, set func(*Options, int64)) func(*Options, string) error {

@@ -21,8 +21,9 @@ const (
 	quotaUser     = "user"
 	quotaClientID = "client-id"
 	quotaIP       = "ip"
-	// AnonymousUser is the user of every connection: Kafka's principal
-	// name for an unauthenticated client.
+	// AnonymousUser is Kafka's principal name for an unauthenticated
+	// client (a plaintext connection, or TLS without a client
+	// certificate).
 	AnonymousUser = "ANONYMOUS"
 )
 

@@ -1,0 +1,150 @@
+package security
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Key is one security config: Kafka's name, its default, and what it
+// means here. Each may also be set for one listener with Kafka's prefix
+// listener.name.<name>.<key> (the name in lower case), which wins over
+// the plain key on that listener.
+type Key struct {
+	Name string
+	Def  string
+	Doc  string
+	// Check, if set, validates a value.
+	Check func(v string) error
+	// Sensitive values are never logged or described (passwords, keys).
+	Sensitive bool
+}
+
+// Keys is every security config, sorted by name.
+var Keys = func() []Key {
+	ks := []Key{
+		{Name: "ssl.keystore.type", Def: "PEM", Doc: "The keystore's format. Only PEM is read.", Check: onlyPEM},
+		{Name: "ssl.keystore.location", Doc: "A PEM file holding the listener's private key and its certificate chain (leaf first). Re-read when it changes."},
+		{Name: "ssl.keystore.certificate.chain", Doc: "The certificate chain in PEM, given inline instead of ssl.keystore.location."},
+		{Name: "ssl.keystore.key", Sensitive: true, Doc: "The private key in unencrypted PEM (PKCS#8, PKCS#1 or SEC 1), given inline instead of ssl.keystore.location."},
+		{Name: "ssl.key.password", Sensitive: true, Doc: "Not supported: keys must be unencrypted PEM (protect the file instead).",
+			Check: func(string) error { return fmt.Errorf("encrypted PEM keys are not supported; give an unencrypted key file readable only by the broker") }},
+		{Name: "ssl.truststore.type", Def: "PEM", Doc: "The truststore's format. Only PEM is read.", Check: onlyPEM},
+		{Name: "ssl.truststore.location", Doc: "A PEM file of the CA certificates client certificates are verified against (mTLS). Re-read when it changes."},
+		{Name: "ssl.truststore.certificates", Doc: "The CA certificates in PEM, given inline instead of ssl.truststore.location."},
+		{Name: "ssl.client.auth", Def: "none", Doc: "Client certificates: none (not asked for), requested (verified if given), required (a connection without a valid one fails its handshake).",
+			Check: oneOf("none", "requested", "required")},
+		{Name: "ssl.enabled.protocols", Def: "TLSv1.2,TLSv1.3", Doc: "The TLS versions accepted: TLSv1.2 and TLSv1.3. Older versions are refused.",
+			Check: func(v string) error { _, _, err := tlsVersions(v); return err }},
+		{Name: "ssl.protocol", Def: "TLSv1.3", Doc: "Accepted for compatibility (TLSv1.2, TLSv1.3 or TLS); ssl.enabled.protocols decides.",
+			Check: oneOf("TLSv1.2", "TLSv1.3", "TLS")},
+		{Name: "ssl.cipher.suites", Doc: "The TLS 1.2 cipher suites, by IANA name (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...); empty means Go's secure defaults. TLS 1.3 suites are not configurable.",
+			Check: func(v string) error { _, err := cipherSuites(v); return err }},
+		{Name: "ssl.principal.mapping.rules", Def: "DEFAULT", Doc: "How a client certificate's subject DN becomes the user name of its principal: DEFAULT (the DN in RFC 2253 form) or RULE:pattern/replacement/[LU], comma-separated, the first matching rule winning.",
+			Check: func(v string) error { _, err := ParseMappingRules(v); return err }},
+		{Name: "ssl.endpoint.identification.algorithm", Def: "https", Doc: "Accepted for compatibility; a broker verifies no server hostnames (Shoal has no inter-broker TLS yet)."},
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
+	return ks
+}()
+
+var keyByName = func() map[string]*Key {
+	m := map[string]*Key{}
+	for i := range Keys {
+		m[Keys[i].Name] = &Keys[i]
+	}
+	return m
+}()
+
+func onlyPEM(v string) error {
+	if !strings.EqualFold(strings.TrimSpace(v), "PEM") {
+		return fmt.Errorf("%q: only PEM key and trust stores are read", v)
+	}
+	return nil
+}
+
+func oneOf(vals ...string) func(string) error {
+	return func(v string) error {
+		for _, ok := range vals {
+			if strings.EqualFold(strings.TrimSpace(v), ok) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(vals, ", "))
+	}
+}
+
+// IsKey reports whether name is a security config, plain or with a
+// listener.name.<name>. prefix.
+func IsKey(name string) bool {
+	_, k := splitKey(name)
+	return k != nil
+}
+
+// splitKey returns the listener a prefixed name is for ("" if none)
+// and its Key.
+func splitKey(name string) (listener string, k *Key) {
+	if rest, ok := strings.CutPrefix(name, "listener.name."); ok {
+		l, key, ok := strings.Cut(rest, ".")
+		if !ok || l == "" {
+			return "", nil
+		}
+		return strings.ToUpper(l), keyByName[key]
+	}
+	return "", keyByName[name]
+}
+
+// CheckValue validates one security config.
+func CheckValue(name, value string) error {
+	_, k := splitKey(name)
+	if k == nil {
+		return fmt.Errorf("unknown security config %q", name)
+	}
+	if k.Check != nil {
+		return k.Check(value)
+	}
+	return nil
+}
+
+// Settings are the security configs as given (server.properties keys).
+type Settings map[string]string
+
+// For returns the value of key on listener: the listener's override,
+// else the plain key, else the default.
+func (s Settings) For(listener, key string) string {
+	if v, ok := s["listener.name."+strings.ToLower(listener)+"."+key]; ok {
+		return strings.TrimSpace(v)
+	}
+	if v, ok := s[key]; ok {
+		return strings.TrimSpace(v)
+	}
+	if k := keyByName[key]; k != nil {
+		return k.Def
+	}
+	return ""
+}
+
+// Validate checks every value and that each listener prefix names one
+// of listeners.
+func (s Settings) Validate(listeners map[string]bool) error {
+	names := make([]string, 0, len(s))
+	for n := range s {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l, k := splitKey(n)
+		if k == nil {
+			return fmt.Errorf("unknown security config %q", n)
+		}
+		if l != "" && !listeners[l] {
+			return fmt.Errorf("%s: no listener is named %s", n, l)
+		}
+		if k.Check != nil {
+			if err := k.Check(s[n]); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+		}
+	}
+	return nil
+}
