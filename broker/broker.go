@@ -21,6 +21,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/meta"
 	"github.com/shoal-mq/shoal/broker/metrics"
 	"github.com/shoal-mq/shoal/broker/quota"
+	"github.com/shoal-mq/shoal/broker/security"
 	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/broker/txn"
@@ -62,9 +63,10 @@ type Broker struct {
 		m map[string]string
 	}
 
-	listeners []*listener     // listeners.go; bound in Start, then read-only
-	connIDs   atomic.Uint64   // the last conn.id given
-	ctx       context.Context // cancelled when Close begins
+	listeners []*listener           // listeners.go; bound in Start, then read-only
+	creds     *security.Credentials // SCRAM credentials (SASL, security/credentials.go)
+	connIDs   atomic.Uint64         // the last conn.id given
+	ctx       context.Context       // cancelled when Close begins
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // every background goroutine, see goroutine
 	connWG    sync.WaitGroup // connection goroutines, see connGoroutine
@@ -202,6 +204,9 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	b.txns.Recover() // complete transactions decided before a crash
+	if b.creds, err = security.LoadCredentials(b.meta); err != nil {
+		return fail(fmt.Errorf("broker: SCRAM credentials: %w", err))
+	}
 	if err := b.topicAdmin.FinishDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -48,6 +49,9 @@ type conn struct {
 	// principal is who the connection authenticated as ("User:name"),
 	// security.Anonymous until then. Reader goroutine only.
 	principal string
+	// sasl is the connection's SASL state on a SASL listener
+	// (sasl.go). Reader goroutine only.
+	sasl saslState
 	// id is unique among the broker's connections (share sessions are
 	// dropped with the connection that opened them); host is the
 	// client's address as Kafka describes members ("/127.0.0.1").
@@ -94,6 +98,9 @@ type pending struct {
 	// records is the record data resp carried when it was queued
 	// (conn.queued).
 	records int64
+	// raw, if set, is a bare SASL token sent instead of a response
+	// (after a SaslHandshake v0): a length and the bytes.
+	raw []byte
 }
 
 // afterWrite registers fn to run once the response of the request being
@@ -152,7 +159,7 @@ func (c *conn) serve() {
 		if c.b.ctx.Err() != nil {
 			return
 		}
-		frame, err := protocol.ReadFrame(r, buf, c.b.cfg.MaxRequestBytes)
+		frame, err := protocol.ReadFrame(r, buf, c.maxFrame())
 		if err != nil {
 			switch {
 			case errors.Is(err, os.ErrDeadlineExceeded) && c.b.ctx.Err() == nil:
@@ -174,8 +181,20 @@ func (c *conn) serve() {
 		} else {
 			buf = nil
 		}
-		p, ok := c.handle(frame)
+		var p *pending
+		var ok bool
+		if c.sasl.raw {
+			p, ok = c.handleRawSASL(frame) // after a SaslHandshake v0 (sasl.go)
+		} else {
+			p, ok = c.handle(frame)
+		}
 		if !ok {
+			if p != nil { // a last response, then the connection closes
+				select {
+				case c.out <- p:
+				case <-c.done:
+				}
+			}
 			return
 		}
 		if p != nil {
@@ -216,6 +235,10 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 	api := apiFor(h.Key)
 	if api == nil {
 		c.lg.Warn("closing connection: unsupported api key", zap.Int16("key", h.Key), zap.Int16("version", h.Version))
+		return nil, false
+	}
+	if !c.saslAllows(h.Key) {
+		c.lg.Warn("closing connection: request before authentication", zap.String("api", kmsg.NameForKey(h.Key)), zap.String("listener", c.ln.name))
 		return nil, false
 	}
 	if h.Version < api.min || h.Version > api.max {
@@ -259,7 +282,8 @@ func (c *conn) handle(frame []byte) (*pending, bool) {
 		return nil, true // acks=0 produce: no response at all
 	}
 	resp.SetVersion(req.GetVersion())
-	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release, began: began, seconds: rm.Seconds}, true
+	// A handler may answer and then close (a failed authentication).
+	return &pending{corrID: h.CorrelationID, resp: resp, wait: wait, release: release, began: began, seconds: rm.Seconds}, !c.closeAfterResponse
 }
 
 // respBufs holds encoding buffers shared by every connection. A fetch
@@ -310,7 +334,13 @@ func (c *conn) writeLoop() {
 			continue // drain so the reader never blocks
 		}
 		bp := respBufs.Get().(*[]byte)
-		buf := protocol.AppendResponse((*bp)[:0], p.corrID, p.resp)
+		var buf []byte
+		if p.resp == nil { // a raw SASL token
+			buf = binary.BigEndian.AppendUint32((*bp)[:0], uint32(len(p.raw)))
+			buf = append(buf, p.raw...)
+		} else {
+			buf = protocol.AppendResponse((*bp)[:0], p.corrID, p.resp)
+		}
 		if p.release != nil {
 			p.release() // encoded: the response no longer needs its buffers
 		}

@@ -40,7 +40,6 @@
 //     topics (KIP-1191), message groups, delivery limits, and the
 //     GROUP-resource configs of consumer and share groups, which the
 //     groups read through groups.Options.
-//
 //   - security: the listeners (listeners, advertised.listeners,
 //     listener.security.protocol.map), each TLS listener's reloading
 //     certificates, and a connection's principal (a client

@@ -31,6 +31,12 @@ type listener struct {
 	advPort int32
 	// advertised is set when advertised.listeners names this listener.
 	advertised *security.Endpoint
+	// mechanisms are the SASL mechanisms enabled (nil: not SASL);
+	// reauth is connections.max.reauth.ms, failDelay
+	// connection.failed.authentication.delay.ms.
+	mechanisms []string
+	reauth     time.Duration
+	failDelay  time.Duration
 }
 
 // listenerSpec is one listener as configured, before binding.
@@ -90,7 +96,9 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 			return nil, fmt.Errorf("broker: listener %s has no security protocol in listener.security.protocol.map", ep.Name)
 		}
 		if p.SASL() {
-			return nil, fmt.Errorf("broker: listener %s: %s is not served yet (SASL lands next; PLAINTEXT and SSL are)", ep.Name, p)
+			if _, err := security.EnabledMechanisms(c.Security, ep.Name, p.TLS()); err != nil {
+				return nil, fmt.Errorf("broker: %w", err)
+			}
 		}
 		if p.TLS() {
 			// Read the key and trust stores now, so that a bad one
@@ -130,6 +138,12 @@ func (b *Broker) listen() error {
 				b.closeListeners()
 				return fmt.Errorf("broker: %w", err)
 			}
+		}
+		if s.proto.SASL() {
+			sec := security.Settings(b.cfg.Security)
+			l.mechanisms, _ = security.EnabledMechanisms(sec, l.name, s.proto.TLS()) // checked by listenerPlan
+			l.reauth = time.Duration(sec.Millis(l.name, "connections.max.reauth.ms")) * time.Millisecond
+			l.failDelay = time.Duration(sec.Millis(l.name, "connection.failed.authentication.delay.ms")) * time.Millisecond
 		}
 		if l.ln, err = net.Listen("tcp", s.ep.Addr()); err != nil {
 			b.closeListeners()

@@ -105,7 +105,7 @@ var Settings = func() []Setting {
 			},
 			get: func(o *Options) string { return firstNonEmpty(o.AdvertisedListeners, o.AdvertisedAddr) }},
 		{Key: "listener.security.protocol.map", Flag: "listener-protocols", Kind: KindString,
-			Doc: "Each listener name's security protocol: NAME:PROTOCOL,... with PLAINTEXT or SSL (SASL_PLAINTEXT and SASL_SSL are not served yet). Empty: Kafka's default, each protocol's name mapping to itself.",
+			Doc: "Each listener name's security protocol: NAME:PROTOCOL,... with PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. Empty: Kafka's default, each protocol's name mapping to itself.",
 			set: func(o *Options, v string) error {
 				v = strings.TrimSpace(v)
 				if v != "" {

@@ -41,6 +41,8 @@ import (
 //	meta/txn/<transactional id> txn.Record (package txn), JSON; path-escaped
 //	meta/client-quota/<entity> JSON map of client quota values (quota/quota.go); <entity> is
 //	                           type=name parts joined by '&', names query-escaped
+//	meta/scram/<mechanism>/<user> JSON: a SCRAM credential (salt, iterations, stored and server
+//	                           keys; security/credentials.go); <user> is path-escaped
 //	sg/...                     share-group state (sharegroup/store)
 const (
 	keyClusterID        = "meta/cluster-id"
@@ -56,6 +58,7 @@ const (
 	PrefixDLQCount      = "meta/dlq/count/"
 	PrefixTxn           = "meta/txn/"
 	PrefixClientQuota   = "meta/client-quota/"
+	PrefixScram         = "meta/scram/"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )

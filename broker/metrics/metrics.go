@@ -55,6 +55,9 @@ type Metrics struct {
 	// (shoal_connections_accepted_total) are updated by the listener.
 	Connections         prometheus.Gauge
 	ConnectionsAccepted prometheus.Counter
+	// AuthFailures (shoal_authentication_failures_total): failed SASL
+	// authentications and refused TLS client certificates.
+	AuthFailures prometheus.Counter
 
 	// FsyncSeconds (shoal_fsync_duration_seconds) observes each
 	// partition log fsync.
@@ -120,6 +123,10 @@ func New(apis []API, state ...prometheus.Collector) *Metrics {
 		Name: "shoal_connections_accepted_total",
 		Help: "Client connections accepted.",
 	})
+	m.AuthFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_authentication_failures_total",
+		Help: "Failed SASL authentications and refused TLS client certificates.",
+	})
 	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "shoal_fsync_duration_seconds",
 		Help: "Duration of one partition log fsync (segment, indexes and checkpoint as needed).",
@@ -146,7 +153,7 @@ func New(apis []API, state ...prometheus.Collector) *Metrics {
 	m.reg.MustRegister(
 		m.requests, m.requestSeconds,
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
-		m.Connections, m.ConnectionsAccepted,
+		m.Connections, m.ConnectionsAccepted, m.AuthFailures,
 		m.FsyncSeconds,
 		m.lockExpiries, m.archived, m.DLQRecords, m.QuotaThrottle,
 		collectors.NewGoCollector(),

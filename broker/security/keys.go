@@ -3,6 +3,7 @@ package security
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -28,7 +29,9 @@ var Keys = func() []Key {
 		{Name: "ssl.keystore.certificate.chain", Doc: "The certificate chain in PEM, given inline instead of ssl.keystore.location."},
 		{Name: "ssl.keystore.key", Sensitive: true, Doc: "The private key in unencrypted PEM (PKCS#8, PKCS#1 or SEC 1), given inline instead of ssl.keystore.location."},
 		{Name: "ssl.key.password", Sensitive: true, Doc: "Not supported: keys must be unencrypted PEM (protect the file instead).",
-			Check: func(string) error { return fmt.Errorf("encrypted PEM keys are not supported; give an unencrypted key file readable only by the broker") }},
+			Check: func(string) error {
+				return fmt.Errorf("encrypted PEM keys are not supported; give an unencrypted key file readable only by the broker")
+			}},
 		{Name: "ssl.truststore.type", Def: "PEM", Doc: "The truststore's format. Only PEM is read.", Check: onlyPEM},
 		{Name: "ssl.truststore.location", Doc: "A PEM file of the CA certificates client certificates are verified against (mTLS). Re-read when it changes."},
 		{Name: "ssl.truststore.certificates", Doc: "The CA certificates in PEM, given inline instead of ssl.truststore.location."},
@@ -42,6 +45,13 @@ var Keys = func() []Key {
 			Check: func(v string) error { _, err := cipherSuites(v); return err }},
 		{Name: "ssl.principal.mapping.rules", Def: "DEFAULT", Doc: "How a client certificate's subject DN becomes the user name of its principal: DEFAULT (the DN in RFC 2253 form) or RULE:pattern/replacement/[LU], comma-separated, the first matching rule winning.",
 			Check: func(v string) error { _, err := ParseMappingRules(v); return err }},
+		{Name: "sasl.enabled.mechanisms", Def: "SCRAM-SHA-256,SCRAM-SHA-512", Doc: "The SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (Kafka's default, GSSAPI, is not served)."},
+		{Name: "shoal.sasl.plain.allow.plaintext", Def: "false", Doc: "Allow PLAIN on a SASL_PLAINTEXT listener (passwords in the clear); off, PLAIN there stops startup.",
+			Check: oneOf("true", "false")},
+		{Name: "connections.max.reauth.ms", Def: "0", Doc: "KIP-368: a SASL session's lifetime, told to the client in SaslAuthenticate; it must re-authenticate before then, or its next request closes the connection. 0: sessions do not expire.",
+			Check: nonNegativeInt},
+		{Name: "connection.failed.authentication.delay.ms", Def: "100", Doc: "How long a failed authentication's answer is held back before the connection closes (slows password guessing).",
+			Check: nonNegativeInt},
 		{Name: "ssl.endpoint.identification.algorithm", Def: "https", Doc: "Accepted for compatibility; a broker verifies no server hostnames (Shoal has no inter-broker TLS yet)."},
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
@@ -55,6 +65,20 @@ var keyByName = func() map[string]*Key {
 	}
 	return m
 }()
+
+func nonNegativeInt(v string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not a non-negative integer", v)
+	}
+	return nil
+}
+
+// Millis is an integer key's value on listener.
+func (s Settings) Millis(listener, key string) int64 {
+	n, _ := strconv.ParseInt(s.For(listener, key), 10, 64)
+	return n
+}
 
 func onlyPEM(v string) error {
 	if !strings.EqualFold(strings.TrimSpace(v), "PEM") {
@@ -136,6 +160,9 @@ func (s Settings) Validate(listeners map[string]bool) error {
 		l, k := splitKey(n)
 		if k == nil {
 			return fmt.Errorf("unknown security config %q", n)
+		}
+		if l != "" && strings.Contains(n, "listener.name."+l+".") && strings.ToLower(l) != l {
+			return fmt.Errorf("%s: the listener name in a listener.name. prefix is in lower case (listener.name.%s.)", n, strings.ToLower(l))
 		}
 		if l != "" && !listeners[l] {
 			return fmt.Errorf("%s: no listener is named %s", n, l)

@@ -60,9 +60,14 @@ func SubjectDN(cert *x509.Certificate) (string, error) {
 	return b.String(), nil
 }
 
+// directoryStringTags are the ASN.1 string types Java writes as text
+// (UTF8String, PrintableString, T61String, IA5String, BMPString);
+// any other value is written as #hex of its DER encoding.
+var directoryStringTags = map[int]bool{12: true, 19: true, 20: true, 22: true, 30: true}
+
 func writeATV(b *strings.Builder, atv attrTypeValue) {
 	kw, known := rfc2253Keywords[atv.Type.String()]
-	if known {
+	if known && atv.Value.Class == asn1.ClassUniversal && directoryStringTags[atv.Value.Tag] {
 		var s string
 		if _, err := asn1.Unmarshal(atv.Value.FullBytes, &s); err == nil {
 			b.WriteString(kw)
@@ -79,17 +84,24 @@ func writeATV(b *strings.Builder, atv attrTypeValue) {
 	b.WriteString(hex.EncodeToString(atv.Value.FullBytes))
 }
 
-// writeEscaped escapes a value as RFC 2253 §2.4 says.
+// writeEscaped escapes a value as Java's RFC 2253 writer does: the
+// special characters ,=+<>#;\" with a backslash wherever they are,
+// every leading and trailing space, and control characters as \XX.
 func writeEscaped(b *strings.Builder, s string) {
+	lead := len(s) - len(strings.TrimLeft(s, " "))
+	trail := len(s) - len(strings.TrimRight(s, " "))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case strings.IndexByte(",+\"\\<>;", c) >= 0,
-			i == 0 && (c == '#' || c == ' '),
-			i == len(s)-1 && c == ' ':
+		case strings.IndexByte(",=+<>#;\\\"", c) >= 0,
+			c == ' ' && (i < lead || i >= len(s)-trail):
 			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(b, "\\%02X", c)
+		default:
+			b.WriteByte(c)
 		}
-		b.WriteByte(c)
 	}
 }
 
@@ -106,16 +118,25 @@ type mappingRule struct {
 	re         *regexp.Regexp
 	template   string
 	lower, upp bool
+	// emptyAtEnd: the pattern matches an empty string at the end of a
+	// DN it matched whole (it matches "" and is not anchored by ^).
+	emptyAtEnd bool
 }
 
 // ParseMappingRules parses an ssl.principal.mapping.rules value.
 func ParseMappingRules(s string) (*PrincipalMapper, error) {
 	m := &PrincipalMapper{}
-	rest := strings.TrimSpace(s)
-	if rest == "" {
-		rest = "DEFAULT"
+	if strings.TrimSpace(s) == "" {
+		s = "DEFAULT"
 	}
-	for rest != "" {
+	rest := s
+	for {
+		// Empty entries and any whitespace around commas are skipped,
+		// as Kafka's rule splitter does.
+		rest = strings.TrimLeft(rest, ", \t\r\n\f\v")
+		if rest == "" {
+			break
+		}
 		var r mappingRule
 		switch {
 		case strings.HasPrefix(rest, "DEFAULT"):
@@ -141,17 +162,15 @@ func ParseMappingRules(s string) (*PrincipalMapper, error) {
 				return nil, fmt.Errorf("rule pattern %q: %v", pat, err)
 			}
 			r.full = regexp.MustCompile("^(?:" + pat + ")$")
-			r.template = javaReplacement(repl)
+			r.template = javaReplacement(repl, r.re.NumSubexp())
+			r.emptyAtEnd = !strings.HasPrefix(pat, "^") && r.full.MatchString("")
 			rest = after
 		default:
 			return nil, fmt.Errorf("invalid rule %q: want DEFAULT or RULE:pattern/replacement/[LU]", rest)
 		}
-		rest = strings.TrimLeft(rest, " \t")
-		if rest != "" {
-			if rest[0] != ',' {
-				return nil, fmt.Errorf("invalid rule text %q", rest)
-			}
-			rest = strings.TrimLeft(rest[1:], " \t")
+		rest = strings.TrimLeft(rest, " \t\r\n\f\v")
+		if rest != "" && rest[0] != ',' {
+			return nil, fmt.Errorf("invalid rule text %q", rest)
 		}
 		m.rules = append(m.rules, r)
 	}
@@ -172,8 +191,11 @@ func cutUnescaped(s string) (before, after string, ok bool) {
 }
 
 // javaReplacement turns a Java replaceAll replacement ($1 for a group,
-// \x for a literal x) into a regexp.Expand template.
-func javaReplacement(s string) string {
+// \x for a literal x) into a regexp.Expand template. As Java reads it,
+// a reference takes as many digits as still name a group of the
+// pattern ($12 with one group is group 1, then "2"); one naming no
+// group stays literal text, as Kafka's mapper leaves it.
+func javaReplacement(s string, groups int) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -185,11 +207,17 @@ func javaReplacement(s string) string {
 				b.WriteByte(s[i])
 			}
 		case c == '$' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
-			j := i + 1
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			ref := int(s[i+1] - '0')
+			if ref > groups {
+				b.WriteString("$$")
+				continue
+			}
+			j := i + 2
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' && ref*10+int(s[j]-'0') <= groups {
+				ref = ref*10 + int(s[j]-'0')
 				j++
 			}
-			b.WriteString("${" + s[i+1:j] + "}")
+			fmt.Fprintf(&b, "${%d}", ref)
 			i = j - 1
 		case c == '$':
 			b.WriteString("$$")
@@ -210,6 +238,11 @@ func (m *PrincipalMapper) Map(dn string) (string, error) {
 			continue
 		}
 		out := r.re.ReplaceAllString(dn, r.template)
+		if r.emptyAtEnd && dn != "" {
+			// Java's replaceAll also replaces the empty match at the
+			// end that Go skips after a match reaching it.
+			out += string(r.re.ExpandString(nil, r.template, "", []int{0, 0}))
+		}
 		switch {
 		case r.lower:
 			out = strings.ToLower(out)

@@ -162,12 +162,17 @@ func (t *ServerTLS) ClientAuth() ClientAuth { return t.auth }
 
 func (t *ServerTLS) current() *tls.Config {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.reloadLocked(false); err != nil && t.warn != nil && time.Since(t.mu.lastErrAt) > 10*time.Second {
+	err := t.reloadLocked(false)
+	report := err != nil && t.warn != nil && time.Since(t.mu.lastErrAt) > 10*time.Second
+	if report {
 		t.mu.lastErrAt = time.Now()
+	}
+	cfg := t.mu.cfg
+	t.mu.Unlock()
+	if report { // outside the lock: warn may do anything
 		t.warn("TLS files changed but do not load; serving the previous ones", err)
 	}
-	return t.mu.cfg
+	return cfg
 }
 
 // reloadLocked reads the files again if they changed (or force).

@@ -8,6 +8,9 @@
 // broker.Settings is the table behind all of them; docs/CONFIG.md is
 // generated from it. An unknown key or a bad value stops startup with a
 // message naming it.
+//
+// `shoal scram add|list|delete` manages SCRAM credentials in a data
+// directory while no broker runs on it (scram.go).
 package main
 
 import (
@@ -40,6 +43,9 @@ func main() {
 }
 
 func run(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "scram" {
+		return runScram(args[1:], os.Stdout, stderr)
+	}
 	opts, warnings, err := parseOptions(args, lookupEnv, os.Environ(), stderr)
 	if err != nil {
 		return err

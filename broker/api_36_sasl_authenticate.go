@@ -1,0 +1,56 @@
+package broker
+
+// SaslAuthenticate (36).
+//
+// Behavior: one step of the exchange SaslHandshake chose. When it
+// completes the connection's principal is User:<name>, and with
+// connections.max.reauth.ms set the session lasts that long
+// (SessionLifetimeMs, KIP-368): the client re-authenticates with a new
+// handshake before then, keeping its principal, or its next request
+// closes the connection. Bad credentials (an unknown user or a wrong
+// password alike, an authorization id naming someone else) get
+// SASL_AUTHENTICATION_FAILED after connection.failed.authentication.delay.ms,
+// and the connection closes.
+//
+// Version notes: v1 adds SessionLifetimeMs; v2 is flexible.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+func init() { register(36, 0, 2, handleSaslAuthenticate) }
+
+func handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateRequest) (kmsg.Response, func()) {
+	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	mech := c.sasl.mech
+	fail := func(msg string) (kmsg.Response, func()) {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = &msg
+		c.sasl.mech, c.sasl.ex = "", nil
+		c.closeAfterResponse = true
+		c.b.metrics.AuthFailures.Inc()
+		c.lg.Info("closing connection: SASL authentication failed", zap.String("mechanism", mech), zap.String("listener", c.ln.name))
+		delay := c.ln.failDelay
+		return resp, func() { time.Sleep(delay) }
+	}
+	out, done, err := c.sasl.ex.Step(req.SASLAuthBytes)
+	if err != nil {
+		return fail(fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", mech))
+	}
+	resp.SASLAuthBytes = out
+	if !done {
+		return resp, nil
+	}
+	if err := c.authenticated(); err != nil {
+		return fail(err.Error())
+	}
+	if c.ln.reauth > 0 {
+		resp.SessionLifetimeMillis = c.ln.reauth.Milliseconds()
+	}
+	return resp, nil
+}

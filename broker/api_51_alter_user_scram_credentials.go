@@ -1,0 +1,130 @@
+package broker
+
+// AlterUserScramCredentials (51).
+//
+// Behavior: deletes and upserts SCRAM credentials, one result per user
+// named; each user's changes are durable in the metadata store before
+// the answer. The client sends the salted password (RFC 5802's
+// SaltedPassword), never the password; Shoal stores the salt, the
+// iterations and the StoredKey and ServerKey derived from it. Kafka's
+// errors: an unknown mechanism is UNSUPPORTED_SASL_MECHANISM,
+// iterations outside 4096..16384 or an empty name, salt or salted
+// password UNACCEPTABLE_CREDENTIAL, a user with two changes for one
+// mechanism DUPLICATE_RESOURCE, a deletion of nothing RESOURCE_NOT_FOUND;
+// a user with any bad change gets that error and none of its changes.
+// (Authorization, Alter on the cluster, comes with ACLs.)
+//
+// Version notes: v0 only (flexible).
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/security"
+)
+
+func init() { registerSimple(51, 0, 0, handleAlterUserScramCredentials) }
+
+type scramChange struct {
+	mech       string
+	del        bool
+	iterations int
+	salt       []byte
+	salted     []byte
+}
+
+func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	var order []string
+	changes := map[string][]scramChange{}
+	bad := map[string]struct {
+		code int16
+		msg  string
+	}{}
+	setBad := func(user string, code int16, msg string) {
+		if _, ok := bad[user]; !ok {
+			bad[user] = struct {
+				code int16
+				msg  string
+			}{code, msg}
+		}
+	}
+	add := func(user string, ch scramChange) {
+		if _, seen := changes[user]; !seen {
+			order = append(order, user)
+		}
+		changes[user] = append(changes[user], ch)
+		switch {
+		case user == "":
+			setBad(user, kerr.UnacceptableCredential.Code, "Username must not be empty")
+		case ch.mech == "":
+			setBad(user, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism")
+		}
+		for _, o := range changes[user][:len(changes[user])-1] {
+			if o.mech == ch.mech && ch.mech != "" {
+				setBad(user, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
+			}
+		}
+	}
+	for _, d := range req.Deletions {
+		add(d.Name, scramChange{mech: security.ScramMechanisms[d.Mechanism], del: true})
+	}
+	for _, u := range req.Upsertions {
+		ch := scramChange{mech: security.ScramMechanisms[u.Mechanism], iterations: int(u.Iterations), salt: u.Salt, salted: u.SaltedPassword}
+		add(u.Name, ch)
+		switch {
+		case ch.iterations < security.MinScramIterations || ch.iterations > security.MaxScramIterations:
+			setBad(u.Name, kerr.UnacceptableCredential.Code, security.ErrIterations.Error())
+		case len(u.Salt) == 0 || len(u.SaltedPassword) == 0:
+			setBad(u.Name, kerr.UnacceptableCredential.Code, "Salt and salted password must not be empty")
+		}
+	}
+	for _, user := range order {
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User = user
+		if b, ok := bad[user]; ok {
+			r.ErrorCode, r.ErrorMessage = b.code, kmsg.StringPtr(b.msg)
+			resp.Results = append(resp.Results, r)
+			continue
+		}
+		// Deletions of nothing are refused before anything is written.
+		for _, ch := range changes[user] {
+			if ch.del && !hasMechanism(c.b.creds.Describe(user), ch.mech) {
+				r.ErrorCode = kerr.ResourceNotFound.Code
+				r.ErrorMessage = kmsg.StringPtr("Attempt to delete a user credential that does not exist")
+			}
+		}
+		for _, ch := range changes[user] {
+			if r.ErrorCode != 0 {
+				break
+			}
+			var err error
+			if ch.del {
+				_, err = c.b.creds.Delete(ch.mech, user)
+			} else {
+				err = c.b.creds.Upsert(ch.mech, user, ch.salt, ch.salted, ch.iterations)
+			}
+			if err != nil {
+				code := kafkaerr.Code(err)
+				if errors.Is(err, security.ErrIterations) {
+					code = kerr.UnacceptableCredential.Code
+				}
+				r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(err.Error())
+			}
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
+}
+
+func hasMechanism(infos []security.Info, mech string) bool {
+	for _, in := range infos {
+		if in.Mechanism == mech {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package security
+
+import (
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/xdg-go/scram"
+	"github.com/xdg-go/stringprep"
+
+	"github.com/shoal-mq/shoal/broker/meta"
+)
+
+// SCRAM mechanisms, with their numbers in the SCRAM credential APIs
+// (DescribeUserScramCredentials, AlterUserScramCredentials).
+const (
+	ScramSHA256 = "SCRAM-SHA-256"
+	ScramSHA512 = "SCRAM-SHA-512"
+	Plain       = "PLAIN"
+)
+
+// ScramMechanisms are the SCRAM mechanisms by API number.
+var ScramMechanisms = map[int8]string{1: ScramSHA256, 2: ScramSHA512}
+
+// ScramMechanismNumber is the API number of a SCRAM mechanism.
+func ScramMechanismNumber(mech string) int8 {
+	for n, m := range ScramMechanisms {
+		if m == mech {
+			return n
+		}
+	}
+	return 0
+}
+
+// Iteration bounds of a stored SCRAM credential: Kafka's minimum (4096,
+// RFC 7677's recommendation) and KRaft's maximum (16384).
+const (
+	MinScramIterations = 4096
+	MaxScramIterations = 16384
+)
+
+// ErrIterations is an iteration count outside the bounds.
+var ErrIterations = fmt.Errorf("iterations must be between %d and %d", MinScramIterations, MaxScramIterations)
+
+func scramHash(mech string) (func() hash.Hash, scram.HashGeneratorFcn, bool) {
+	switch mech {
+	case ScramSHA256:
+		return sha256.New, scram.SHA256, true
+	case ScramSHA512:
+		return sha512.New, scram.SHA512, true
+	}
+	return nil, nil, false
+}
+
+// scramRecord is one stored credential (meta/scram/<mech>/<user>): the
+// salt, the iterations and the two keys RFC 5802 derives from the
+// salted password, never the password or the salted password.
+type scramRecord struct {
+	Salt       []byte `json:"salt"`
+	Iterations int    `json:"iterations"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+}
+
+// Credentials are the SCRAM credentials, in memory and in the metadata
+// store. Writes are durable before they return.
+type Credentials struct {
+	store *meta.Store
+	// fakeKey makes an unknown user's conversation look like a known
+	// user's (a salt derived from the name), so that it fails where a
+	// wrong password fails, with the same answer.
+	fakeKey []byte
+	mu      struct {
+		sync.RWMutex
+		m map[string]map[string]scramRecord // mechanism → user → record
+	}
+}
+
+func scramKey(mech, user string) []byte {
+	return []byte(meta.PrefixScram + mech + "/" + url.PathEscape(user))
+}
+
+// LoadCredentials reads every stored credential.
+func LoadCredentials(store *meta.Store) (*Credentials, error) {
+	c := &Credentials{store: store, fakeKey: make([]byte, 32)}
+	rand.Read(c.fakeKey)
+	c.mu.m = map[string]map[string]scramRecord{}
+	err := meta.ScanJSON(store.DB(), meta.PrefixScram, func(name string, r scramRecord) error {
+		mech, esc, ok := strings.Cut(name, "/")
+		user, err := url.PathUnescape(esc)
+		if _, _, known := scramHash(mech); !ok || err != nil || !known {
+			return fmt.Errorf("security: bad SCRAM credential key %q", name)
+		}
+		if c.mu.m[mech] == nil {
+			c.mu.m[mech] = map[string]scramRecord{}
+		}
+		c.mu.m[mech][user] = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// deriveRecord computes the stored record from a salted password.
+func deriveRecord(mech string, salt, salted []byte, iterations int) scramRecord {
+	h, _, _ := scramHash(mech)
+	mac := func(key []byte, s string) []byte {
+		m := hmac.New(h, key)
+		m.Write([]byte(s))
+		return m.Sum(nil)
+	}
+	clientKey := mac(salted, "Client Key")
+	sum := h()
+	sum.Write(clientKey)
+	return scramRecord{Salt: salt, Iterations: iterations, StoredKey: sum.Sum(nil), ServerKey: mac(salted, "Server Key")}
+}
+
+// SaltedPassword is RFC 5802's Hi(SASLprep(password), salt, i), as a
+// client of AlterUserScramCredentials computes it.
+func SaltedPassword(mech, password string, salt []byte, iterations int) ([]byte, error) {
+	h, _, ok := scramHash(mech)
+	if !ok {
+		return nil, fmt.Errorf("unknown SCRAM mechanism %q", mech)
+	}
+	prepped, err := stringprep.SASLprep.Prepare(password)
+	if err != nil {
+		return nil, fmt.Errorf("password: %w", err)
+	}
+	return pbkdf2.Key(h, prepped, salt, iterations, h().Size())
+}
+
+// Upsert stores a credential from its salted password (durable first).
+func (c *Credentials) Upsert(mech, user string, salt, salted []byte, iterations int) error {
+	if _, _, ok := scramHash(mech); !ok {
+		return fmt.Errorf("unknown SCRAM mechanism %q", mech)
+	}
+	if iterations < MinScramIterations || iterations > MaxScramIterations {
+		return ErrIterations
+	}
+	if user == "" {
+		return errors.New("empty user name")
+	}
+	if len(salt) == 0 || len(salted) == 0 {
+		return errors.New("empty salt or salted password")
+	}
+	r := deriveRecord(mech, salt, salted, iterations)
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.store.Committer().Write(meta.Op{Key: scramKey(mech, user), Value: v}); err != nil {
+		return err
+	}
+	if c.mu.m[mech] == nil {
+		c.mu.m[mech] = map[string]scramRecord{}
+	}
+	c.mu.m[mech][user] = r
+	return nil
+}
+
+// Delete removes a credential (durable first); false if there is none.
+func (c *Credentials) Delete(mech, user string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mu.m[mech][user]; !ok {
+		return false, nil
+	}
+	if err := c.store.Committer().Write(meta.Op{Key: scramKey(mech, user), Del: true}); err != nil {
+		return false, err
+	}
+	delete(c.mu.m[mech], user)
+	return true, nil
+}
+
+// Info is one stored credential as DescribeUserScramCredentials shows it.
+type Info struct {
+	Mechanism  string
+	Iterations int
+}
+
+// Describe returns user's credentials, by mechanism.
+func (c *Credentials) Describe(user string) []Info {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []Info
+	for _, mech := range []string{ScramSHA256, ScramSHA512} {
+		if r, ok := c.mu.m[mech][user]; ok {
+			out = append(out, Info{mech, r.Iterations})
+		}
+	}
+	return out
+}
+
+// Users returns every user with a credential, sorted.
+func (c *Credentials) Users() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range c.mu.m {
+		for u := range m {
+			if !seen[u] {
+				seen[u] = true
+				out = append(out, u)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lookup returns the library's view of user's credential; an unknown
+// user gets a made-up one no password matches, with a salt stable for
+// the name (so probing cannot tell unknown users from known ones).
+func (c *Credentials) lookup(mech, user string) scram.StoredCredentials {
+	c.mu.RLock()
+	r, ok := c.mu.m[mech][user]
+	c.mu.RUnlock()
+	if !ok {
+		h, _, _ := scramHash(mech)
+		m := hmac.New(h, c.fakeKey)
+		m.Write([]byte(mech + "\x00" + user))
+		sum := m.Sum(nil)
+		// A random-looking StoredKey no client proof can match.
+		r = scramRecord{Salt: sum[:16], Iterations: MinScramIterations, StoredKey: sum, ServerKey: sum}
+	}
+	return scram.StoredCredentials{
+		KeyFactors: scram.KeyFactors{Salt: string(r.Salt), Iters: r.Iterations},
+		StoredKey:  r.StoredKey, ServerKey: r.ServerKey,
+	}
+}
+
+// CheckPlain checks a PLAIN password against user's stored SCRAM
+// credential (SHA-256 first, else SHA-512), in constant time. An
+// unknown user costs the same key derivation as a known one.
+func (c *Credentials) CheckPlain(user, password string) bool {
+	for _, mech := range []string{ScramSHA256, ScramSHA512} {
+		c.mu.RLock()
+		r, ok := c.mu.m[mech][user]
+		c.mu.RUnlock()
+		if !ok {
+			continue
+		}
+		salted, err := SaltedPassword(mech, password, r.Salt, r.Iterations)
+		if err != nil {
+			return false
+		}
+		got := deriveRecord(mech, r.Salt, salted, r.Iterations)
+		return hmac.Equal(got.StoredKey, r.StoredKey)
+	}
+	fake := c.lookup(ScramSHA256, user)
+	salted, _ := SaltedPassword(ScramSHA256, password, []byte(fake.Salt), fake.Iters)
+	got := deriveRecord(ScramSHA256, []byte(fake.Salt), salted, fake.Iters)
+	hmac.Equal(got.StoredKey, fake.StoredKey) // the same work as a known user's check
+	return false
+}
