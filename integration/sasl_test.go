@@ -38,6 +38,7 @@ type saslEnv struct {
 	dir                string
 	ca                 *testCA
 	plain, sasl, saslS string
+	mtls               string // SSL with required client certificates from ca
 	start              func()
 }
 
@@ -52,10 +53,15 @@ func startSASLBroker(t *testing.T, mut ...func(*broker.Config)) *saslEnv {
 	_, _, keystore := e.ca.issue(t, pkix.Name{CommonName: "localhost"}, true).writeFiles(t, e.dir, "server")
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = filepath.Join(e.dir, "data")
-	cfg.Listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"
+	caFile := filepath.Join(e.dir, "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, e.ca.pem, 0o600))
+	cfg.Listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0"
+	cfg.ListenerProtocols = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL"
 	cfg.Security = map[string]string{
 		"ssl.keystore.location":                          keystore,
 		"listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+		"listener.name.mtls.ssl.client.auth":             "required",
+		"listener.name.mtls.ssl.truststore.location":     caFile,
 	}
 	logs := &lockedBuffer{}
 	cfg.Logger = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), testLogLevel()))
@@ -73,6 +79,7 @@ func startSASLBroker(t *testing.T, mut ...func(*broker.Config)) *saslEnv {
 		require.NoError(t, err)
 		e.b = b
 		e.plain, e.sasl, e.saslS = b.ListenerAddr("PLAINTEXT"), b.ListenerAddr("SASL_PLAINTEXT"), b.ListenerAddr("SASL_SSL")
+		e.mtls = b.ListenerAddr("MTLS")
 	}
 	e.start()
 	t.Cleanup(func() { e.b.Close() })
@@ -491,7 +498,6 @@ func TestKcatSASL(t *testing.T) {
 	ctx := testContext(t)
 	e.addAlice(t, ctx)
 	caFile := filepath.Join(e.dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, e.ca.pem, 0o600))
 	for _, c := range []struct {
 		name, addr, proto, mech string
 	}{
