@@ -207,7 +207,7 @@ func (w *workload) groupClient(topic, group string, bal kgo.GroupBalancer) (*kgo
 	if w.o.groupCommit == groupCommitPoll {
 		opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
 	}
-	return kgo.NewClient(opts...)
+	return newKgoClient(w.o, opts...)
 }
 
 // group drains topic with o.groupMembers members of one consumer group,
@@ -344,7 +344,7 @@ func (w *workload) shareClient(topic, group string, onAck func(*kgo.Client, kgo.
 	if w.o.shareMaxRecords > 0 {
 		opts = append(opts, kgo.ShareMaxRecords(w.o.shareMaxRecords))
 	}
-	return kgo.NewClient(opts...)
+	return newKgoClient(w.o, opts...)
 }
 
 // share drains topic with o.shareMembers share consumers of one share

@@ -29,10 +29,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // options are the command-line flags; see parseFlags for their meaning.
 type options struct {
+	// clientOpts are added to every client of the target being run
+	// (TLS and SASL for shoal-sasl-ssl); set by startTarget.
+	clientOpts        []kgo.Opt
 	targets           []string
 	seeds             []string
 	rounds            int
@@ -78,6 +83,7 @@ const (
 	phaseTxn     = "txn"
 
 	targetShoal    = "shoal"
+	targetShoalSec = "shoal-sasl-ssl" // Shoal on a SASL_SSL listener (SCRAM-SHA-512, TLS 1.3)
 	targetKfake    = "kfake"
 	targetCeiling  = "ceiling"
 	targetExternal = "external"
@@ -91,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var targets, seeds, phases string
-	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, kfake, ceiling (kfake storing nothing: the client-side limit)")
+	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, shoal-sasl-ssl (Shoal over SASL_SSL with SCRAM-SHA-512: what TLS and authentication cost), kfake, ceiling (kfake storing nothing: the client-side limit)")
 	fs.StringVar(&seeds, "seeds", "", "comma-separated host:port of an external broker to bench (target \"external\"); alone it replaces --target's default")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; targets alternate order each round and the summary reports medians")
 	fs.Int64Var(&o.records, "records", 1_000_000, "records produced (and then consumed) per round and target")
@@ -146,8 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	for _, t := range splitList(targets) {
-		if t != targetShoal && t != targetKfake && t != targetCeiling {
-			return nil, fmt.Errorf("--target: unknown target %q (want shoal, kfake, ceiling)", t)
+		if t != targetShoal && t != targetShoalSec && t != targetKfake && t != targetCeiling {
+			return nil, fmt.Errorf("--target: unknown target %q (want shoal, shoal-sasl-ssl, kfake, ceiling)", t)
 		}
 		o.targets = append(o.targets, t)
 	}

@@ -27,9 +27,12 @@ import (
 // startTarget starts target name with its data in dir and returns the
 // bootstrap addresses and a function that shuts it down.
 func startTarget(o *options, name, dir string, stderr io.Writer) ([]string, func() error, error) {
+	o.clientOpts = nil
 	switch name {
 	case targetShoal:
 		return startShoal(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
+	case targetShoalSec:
+		return startShoalSASLSSL(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
 	case targetKfake:
 		return startKfake(o, dir, stderr)
 	case targetCeiling:
@@ -267,7 +270,7 @@ type admin struct {
 func (a *admin) Close() { a.once.Do(a.client.Close) }
 
 func newAdmin(o *options, seeds []string, stderr io.Writer) (*admin, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.WithLogger(kgoLogger(o.clientLog, stderr)))
+	cl, err := newKgoClient(o, kgo.SeedBrokers(seeds...), kgo.WithLogger(kgoLogger(o.clientLog, stderr)))
 	if err != nil {
 		return nil, err
 	}
@@ -392,4 +395,10 @@ func procStatus(field string) int64 {
 		}
 	}
 	return -1
+}
+
+// newKgoClient is kgo.NewClient with the target's client options
+// (options.clientOpts) added.
+func newKgoClient(o *options, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(opts, o.clientOpts...)...)
 }

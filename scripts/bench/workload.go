@@ -232,7 +232,7 @@ func (w *workload) producerClient(topic string) (*kgo.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kgo.NewClient(
+	return newKgoClient(w.o,
 		kgo.SeedBrokers(w.seeds...),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent writes are kgo's default
@@ -245,7 +245,7 @@ func (w *workload) producerClient(topic string) (*kgo.Client, error) {
 }
 
 func (w *workload) consumerClient(topic string) (*kgo.Client, error) {
-	return kgo.NewClient(
+	return newKgoClient(w.o,
 		kgo.SeedBrokers(w.seeds...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -609,7 +609,7 @@ func (w *workload) txnProduce(ctx context.Context, topic string, p *phaseResult)
 		}
 	}()
 	for g := range producers {
-		cl, err := kgo.NewClient(
+		cl, err := newKgoClient(w.o,
 			kgo.SeedBrokers(w.seeds...),
 			kgo.DefaultProduceTopic(topic),
 			kgo.TransactionalID(fmt.Sprintf("%s-producer-%d", topic, g)),
