@@ -38,6 +38,11 @@ func handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateRequest) (kmsg.Re
 		delay := c.ln.failDelay
 		return resp, func() { time.Sleep(delay) }
 	}
+	if c.sasl.ex == nil { // a listener without SASL (saslAllows lets it through)
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		c.closeAfterResponse = true
+		return resp, nil
+	}
 	out, done, err := c.sasl.ex.Step(req.SASLAuthBytes)
 	if err != nil {
 		return fail(fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", mech))

@@ -3,10 +3,11 @@ package broker
 // DescribeUserScramCredentials (50).
 //
 // Behavior: the SCRAM credentials of the users named (every user with
-// one when the list is null): each mechanism and its iterations, never
+// one when the list is null or empty, as in Kafka): each mechanism and its iterations, never
 // the salt or keys. A user without credentials is RESOURCE_NOT_FOUND, a
 // user named twice DUPLICATE_RESOURCE, as in Kafka.
-// (Authorization, Describe on the cluster, comes with ACLs.)
+// With super.users set only they may call it (CLUSTER_AUTHORIZATION_FAILED
+// otherwise); Kafka's rule, Describe on the cluster, comes with ACLs.
 //
 // Version notes: v0 only (flexible).
 
@@ -21,8 +22,13 @@ func init() { registerSimple(50, 0, 0, handleDescribeUserScramCredentials) }
 
 func handleDescribeUserScramCredentials(c *conn, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !c.mayManageCredentials() {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Only super.users may describe SCRAM credentials.")
+		return resp
+	}
 	var users []string
-	if req.Users == nil {
+	if len(req.Users) == 0 { // null or empty: every user, as Kafka's ScramImage.describe
 		users = c.b.creds.Users()
 	}
 	count := map[string]int{}

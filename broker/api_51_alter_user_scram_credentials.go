@@ -12,7 +12,9 @@ package broker
 // password UNACCEPTABLE_CREDENTIAL, a user with two changes for one
 // mechanism DUPLICATE_RESOURCE, a deletion of nothing RESOURCE_NOT_FOUND;
 // a user with any bad change gets that error and none of its changes.
-// (Authorization, Alter on the cluster, comes with ACLs.)
+// With super.users set only they may call it (CLUSTER_AUTHORIZATION_FAILED
+// per user otherwise); Kafka's rule, Alter on the cluster, comes with ACLs.
+// Every change is logged with the principal that made it.
 //
 // Version notes: v0 only (flexible).
 
@@ -21,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/security"
@@ -82,49 +85,41 @@ func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredential
 			setBad(u.Name, kerr.UnacceptableCredential.Code, "Salt and salted password must not be empty")
 		}
 	}
+	allowed := c.mayManageCredentials()
 	for _, user := range order {
 		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
 		r.User = user
+		if !allowed {
+			r.ErrorCode, r.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Only super.users may alter SCRAM credentials.")
+			resp.Results = append(resp.Results, r)
+			continue
+		}
 		if b, ok := bad[user]; ok {
 			r.ErrorCode, r.ErrorMessage = b.code, kmsg.StringPtr(b.msg)
 			resp.Results = append(resp.Results, r)
 			continue
 		}
-		// Deletions of nothing are refused before anything is written.
+		// A user's changes are written at once, or none of them.
+		var batch []security.Change
 		for _, ch := range changes[user] {
-			if ch.del && !hasMechanism(c.b.creds.Describe(user), ch.mech) {
-				r.ErrorCode = kerr.ResourceNotFound.Code
-				r.ErrorMessage = kmsg.StringPtr("Attempt to delete a user credential that does not exist")
-			}
+			batch = append(batch, security.Change{Mechanism: ch.mech, User: user, Delete: ch.del,
+				Salt: ch.salt, Salted: ch.salted, Iterations: ch.iterations})
 		}
-		for _, ch := range changes[user] {
-			if r.ErrorCode != 0 {
-				break
+		if err := c.b.creds.Apply(batch); err != nil {
+			code := kafkaerr.Code(err)
+			msg := err.Error()
+			switch {
+			case errors.Is(err, security.ErrNoCredential):
+				code, msg = kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist"
+			case errors.Is(err, security.ErrIterations):
+				code = kerr.UnacceptableCredential.Code
 			}
-			var err error
-			if ch.del {
-				_, err = c.b.creds.Delete(ch.mech, user)
-			} else {
-				err = c.b.creds.Upsert(ch.mech, user, ch.salt, ch.salted, ch.iterations)
-			}
-			if err != nil {
-				code := kafkaerr.Code(err)
-				if errors.Is(err, security.ErrIterations) {
-					code = kerr.UnacceptableCredential.Code
-				}
-				r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(err.Error())
-			}
+			r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(msg)
+		} else {
+			c.lg.Info("SCRAM credentials altered", zap.String("user", user), zap.String("by", c.principal), zap.Int("changes", len(batch)))
 		}
 		resp.Results = append(resp.Results, r)
 	}
 	return resp
 }
 
-func hasMechanism(infos []security.Info, mech string) bool {
-	for _, in := range infos {
-		if in.Mechanism == mech {
-			return true
-		}
-	}
-	return false
-}

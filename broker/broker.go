@@ -65,11 +65,13 @@ type Broker struct {
 
 	listeners []*listener           // listeners.go; bound in Start, then read-only
 	creds     *security.Credentials // SCRAM credentials (SASL, security/credentials.go)
-	connIDs   atomic.Uint64         // the last conn.id given
-	ctx       context.Context       // cancelled when Close begins
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // every background goroutine, see goroutine
-	connWG    sync.WaitGroup // connection goroutines, see connGoroutine
+	// superUsers is super.users (read-only after Start).
+	superUsers map[string]bool
+	connIDs    atomic.Uint64   // the last conn.id given
+	ctx        context.Context // cancelled when Close begins
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // every background goroutine, see goroutine
+	connWG     sync.WaitGroup // connection goroutines, see connGoroutine
 	// syncStop stops the syncer. It is closed only after every connection
 	// has finished, so no produce waits for an fsync that never comes.
 	syncStop  chan struct{}
@@ -203,7 +205,8 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.txns.Load(); err != nil {
 		return fail(err)
 	}
-	b.txns.Recover() // complete transactions decided before a crash
+	b.txns.Recover()                                                                                   // complete transactions decided before a crash
+	b.superUsers, _ = security.ParseSuperUsers(security.Settings(cfg.Security).For("", "super.users")) // checked by Validate
 	if b.creds, err = security.LoadCredentials(b.meta); err != nil {
 		return fail(fmt.Errorf("broker: SCRAM credentials: %w", err))
 	}
@@ -222,6 +225,12 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b.goroutine(b.shares.ResumeDLQ) // dead-letter writes pending at a crash (share/dlq.go)
 	b.ready.Store(true)
+	for _, l := range b.listeners {
+		if l.mechanisms != nil && len(b.superUsers) == 0 {
+			lg.Warn("super.users is unset: any client may create and delete SCRAM credentials (as in Kafka without an authorizer); set super.users", zap.String("listener", l.name))
+			break
+		}
+	}
 	bound, adv := b.describeListeners()
 	lg.Info("serving", zap.String("listeners", bound), zap.String("advertised", adv),
 		zap.String("cluster_id", b.clusterID), zap.Int32("node_id", cfg.NodeID), zap.String("fsync", string(cfg.Fsync)))

@@ -159,7 +159,11 @@ func (c *conn) serve() {
 		if c.b.ctx.Err() != nil {
 			return
 		}
-		frame, err := protocol.ReadFrame(r, buf, c.maxFrame())
+		read := protocol.ReadFrame
+		if c.sasl.raw {
+			read = protocol.ReadToken // a bare SASL token (SaslHandshake v0)
+		}
+		frame, err := read(r, buf, c.maxFrame())
 		if err != nil {
 			switch {
 			case errors.Is(err, os.ErrDeadlineExceeded) && c.b.ctx.Err() == nil:

@@ -221,6 +221,7 @@ func (c *conn) handshake() bool {
 	tc.SetDeadline(time.Time{})
 	p, err := c.ln.tls.Principal(tc.ConnectionState())
 	if err != nil {
+		c.b.metrics.AuthFailures.Inc()
 		c.lg.Warn("closing connection: client certificate refused", zap.String("listener", c.ln.name), zap.Error(err))
 		return false
 	}

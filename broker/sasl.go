@@ -75,6 +75,13 @@ func (c *conn) authenticated() error {
 	return nil
 }
 
+// mayManageCredentials reports whether c may call the SCRAM credential
+// APIs: any client when super.users is unset (Kafka without an
+// authorizer), else only a super user, until ACLs decide.
+func (c *conn) mayManageCredentials() bool {
+	return len(c.b.superUsers) == 0 || c.b.superUsers[c.principal]
+}
+
 // maxFrame is the largest request frame c accepts now.
 func (c *conn) maxFrame() int32 {
 	if c.ln.mechanisms != nil && !c.sasl.authenticated {

@@ -384,6 +384,94 @@ func TestSASLRefusals(t *testing.T) {
 	// SaslHandshake on a listener without SASL.
 	r = dialSASLRaw(t, e.plain)
 	require.Equal(t, kerr.IllegalSaslState.Code, r.handshake("PLAIN").ErrorCode)
+	// SaslAuthenticate there: ILLEGAL_SASL_STATE, closed (no handler panic).
+	r = dialSASLRaw(t, e.plain)
+	resp, err = r.authenticate([]byte("x"))
+	require.NoError(t, err)
+	require.Equal(t, kerr.IllegalSaslState.Code, resp.ErrorCode)
+	require.True(t, r.closed())
+}
+
+// TestSASLv0AndNames: SaslHandshake v0 with bare tokens (a token shorter
+// than a request header included), and SCRAM user names with ',' and
+// '=' (sent as =2C and =3D).
+func TestSASLv0AndNames(t *testing.T) {
+	t.Parallel()
+	e := startSASLBroker(t)
+	ctx := testContext(t)
+	adm := kadm.NewClient(e.client(t, e.sasl, nil, scram512("admin", adminPassword)))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "ab", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "cd"},
+		{User: "a,b=c", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "odd-name"},
+	})
+	require.NoError(t, err)
+	require.NoError(t, res.Error())
+	// v0: the PLAIN token "\0ab\0cd" is 6 bytes, a bare frame.
+	r := dialSASLRaw(t, e.saslS)
+	r.nc = tls.Client(r.nc, clientTLS(e.ca))
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Version, req.Mechanism = 0, "PLAIN"
+	h, err := r.do(req)
+	require.NoError(t, err)
+	require.Zero(t, h.(*kmsg.SASLHandshakeResponse).ErrorCode)
+	tok := []byte("\x00ab\x00cd")
+	_, err = r.nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(tok))), tok...))
+	require.NoError(t, err)
+	var n [4]byte
+	_, err = io.ReadFull(r.nc, n[:])
+	require.NoError(t, err)
+	require.Zero(t, binary.BigEndian.Uint32(n[:]), "PLAIN's empty server token")
+	_, err = r.do(metadataReq())
+	require.NoError(t, err, "authenticated through v0")
+	// A wrong v0 password: closed, no answer.
+	r = dialSASLRaw(t, e.saslS)
+	r.nc = tls.Client(r.nc, clientTLS(e.ca))
+	_, err = r.do(req)
+	require.NoError(t, err)
+	tok = []byte("\x00ab\x00xx")
+	_, err = r.nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(tok))), tok...))
+	require.NoError(t, err)
+	require.True(t, r.closed())
+	// franz-go escapes the name; the broker decodes it.
+	require.NoError(t, e.client(t, e.sasl, nil, scram256("a,b=c", "odd-name")).Ping(ctx))
+}
+
+// TestSuperUsersGuardScramAPIs: with super.users set, only they may
+// describe or alter SCRAM credentials (until ACLs); without it anyone
+// may, as in Kafka without an authorizer.
+func TestSuperUsersGuardScramAPIs(t *testing.T) {
+	t.Parallel()
+	e := startSASLBroker(t, func(c *broker.Config) { c.Security["super.users"] = "User:admin" })
+	ctx := testContext(t)
+	anon := kadm.NewClient(e.client(t, e.plain, nil, nil))
+	// Raw, to see the broker's answer per user (kadm folds it into err).
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = "eve", 1, 4096, []byte("salt"), []byte("salted")
+	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	alter.Upsertions = append(alter.Upsertions, up)
+	ar, err := alter.RequestWith(ctx, e.client(t, e.plain, nil, nil))
+	require.NoError(t, err)
+	require.Len(t, ar.Results, 1)
+	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, ar.Results[0].ErrorCode, "ANONYMOUS may not add eve")
+	_, err = anon.DescribeUserSCRAMs(ctx)
+	require.ErrorIs(t, err, kerr.ClusterAuthorizationFailed)
+	admin := kadm.NewClient(e.client(t, e.sasl, nil, scram512("admin", adminPassword)))
+	e.addAlice(t, ctx)
+	alice := kadm.NewClient(e.client(t, e.sasl, nil, scram256("alice", alicePassword)))
+	res, err := alice.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "admin", Mechanism: kadm.ScramSha512}}, nil)
+	if err == nil {
+		err = res["admin"].Err
+	}
+	require.ErrorIs(t, err, kerr.ClusterAuthorizationFailed, "alice cannot lock admin out")
+	d, err := admin.DescribeUserSCRAMs(ctx)
+	require.NoError(t, err)
+	require.Len(t, d, 2)
+	// An empty user list is every user, as a null one.
+	raw := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	raw.Users = []kmsg.DescribeUserSCRAMCredentialsRequestUser{}
+	rr, err := raw.RequestWith(ctx, e.client(t, e.sasl, nil, scram512("admin", adminPassword)))
+	require.NoError(t, err)
+	require.Len(t, rr.Results, 2)
 }
 
 // TestSASLReauthentication (KIP-368): with connections.max.reauth.ms

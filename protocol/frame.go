@@ -25,6 +25,16 @@ var (
 // smallest possible request header or above limit is refused before any
 // allocation; a larger frame than buf holds is allocated as it arrives.
 func ReadFrame(r io.Reader, buf []byte, limit int32) ([]byte, error) {
+	return readFrame(r, buf, limit, 8)
+}
+
+// ReadToken reads one size-prefixed SASL token (after a SaslHandshake
+// v0), which may be shorter than a request header, even empty.
+func ReadToken(r io.Reader, buf []byte, limit int32) ([]byte, error) {
+	return readFrame(r, buf, limit, 0)
+}
+
+func readFrame(r io.Reader, buf []byte, limit, minSize int32) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
 		return nil, err
@@ -33,7 +43,7 @@ func ReadFrame(r io.Reader, buf []byte, limit int32) ([]byte, error) {
 	if n < 0 || n > limit {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, limit)
 	}
-	if n < 8 {
+	if n < minSize {
 		return nil, fmt.Errorf("%w: frame of %d bytes", ErrMalformed, n)
 	}
 	if int(n) <= cap(buf) {

@@ -41,6 +41,7 @@ import (
 //	meta/txn/<transactional id> txn.Record (package txn), JSON; path-escaped
 //	meta/client-quota/<entity> JSON map of client quota values (quota/quota.go); <entity> is
 //	                           type=name parts joined by '&', names query-escaped
+//	meta/scram-fake-key        32 random bytes: the key behind unknown users' made-up SCRAM salts
 //	meta/scram/<mechanism>/<user> JSON: a SCRAM credential (salt, iterations, stored and server
 //	                           keys; security/credentials.go); <user> is path-escaped
 //	sg/...                     share-group state (sharegroup/store)
@@ -59,6 +60,7 @@ const (
 	PrefixTxn           = "meta/txn/"
 	PrefixClientQuota   = "meta/client-quota/"
 	PrefixScram         = "meta/scram/"
+	KeyScramFake        = "meta/scram-fake-key"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )
@@ -197,6 +199,25 @@ func (m *Store) NextProducerID() (int64, error) {
 	// Kafka producer ids start at 0; we start at 1000 to keep low ids
 	// free for tests that hand-craft batches.
 	return int64(v) + 1000, nil
+}
+
+// GetOrCreate returns key's value, storing make()'s first (durably,
+// badger's own transaction) when it has none.
+func GetOrCreate(db *badger.DB, key []byte, make func() []byte) ([]byte, error) {
+	var v []byte
+	err := db.Update(func(txn *badger.Txn) error {
+		it, err := txn.Get(key)
+		if err == nil {
+			v, err = it.ValueCopy(nil)
+			return err
+		}
+		if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		v = make()
+		return txn.Set(key, v)
+	})
+	return v, err
 }
 
 // PutJSONOrDelete stores v as JSON under key, or deletes key when v is

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"net/url"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -76,6 +77,10 @@ type scramRecord struct {
 // store. Writes are durable before they return.
 type Credentials struct {
 	store *meta.Store
+	// writeMu serializes writers across their durable commit; mu is
+	// taken only to read or update the map, so logins never wait for
+	// an fsync.
+	writeMu sync.Mutex
 	// fakeKey makes an unknown user's conversation look like a known
 	// user's (a salt derived from the name), so that it fails where a
 	// wrong password fails, with the same answer.
@@ -92,10 +97,20 @@ func scramKey(mech, user string) []byte {
 
 // LoadCredentials reads every stored credential.
 func LoadCredentials(store *meta.Store) (*Credentials, error) {
-	c := &Credentials{store: store, fakeKey: make([]byte, 32)}
-	rand.Read(c.fakeKey)
+	c := &Credentials{store: store}
 	c.mu.m = map[string]map[string]scramRecord{}
-	err := meta.ScanJSON(store.DB(), meta.PrefixScram, func(name string, r scramRecord) error {
+	// The key behind unknown users' made-up salts is kept, so that an
+	// unknown user's salt is as stable across restarts as a real one's.
+	key, err := meta.GetOrCreate(store.DB(), []byte(meta.KeyScramFake), func() []byte {
+		k := make([]byte, 32)
+		rand.Read(k)
+		return k
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.fakeKey = key
+	err = meta.ScanJSON(store.DB(), meta.PrefixScram, func(name string, r scramRecord) error {
 		mech, esc, ok := strings.Cut(name, "/")
 		user, err := url.PathUnescape(esc)
 		if _, _, known := scramHash(mech); !ok || err != nil || !known {
@@ -127,63 +142,97 @@ func deriveRecord(mech string, salt, salted []byte, iterations int) scramRecord 
 	return scramRecord{Salt: salt, Iterations: iterations, StoredKey: sum.Sum(nil), ServerKey: mac(salted, "Server Key")}
 }
 
-// SaltedPassword is RFC 5802's Hi(SASLprep(password), salt, i), as a
-// client of AlterUserScramCredentials computes it.
+// SaltedPassword is RFC 5802's Hi(password, salt, i) over the
+// password's UTF-8 bytes, as Kafka's ScramFormatter, librdkafka and the
+// Java client compute it (RFC 5802's SASLprep is an identity on ASCII;
+// franz-go applies it, so a non-ASCII password may differ between
+// clients, as with Kafka).
 func SaltedPassword(mech, password string, salt []byte, iterations int) ([]byte, error) {
 	h, _, ok := scramHash(mech)
 	if !ok {
 		return nil, fmt.Errorf("unknown SCRAM mechanism %q", mech)
 	}
-	prepped, err := stringprep.SASLprep.Prepare(password)
-	if err != nil {
-		return nil, fmt.Errorf("password: %w", err)
-	}
-	return pbkdf2.Key(h, prepped, salt, iterations, h().Size())
+	return pbkdf2.Key(h, password, salt, iterations, h().Size())
 }
 
-// Upsert stores a credential from its salted password (durable first).
-func (c *Credentials) Upsert(mech, user string, salt, salted []byte, iterations int) error {
-	if _, _, ok := scramHash(mech); !ok {
-		return fmt.Errorf("unknown SCRAM mechanism %q", mech)
+// Change is one credential change of AlterUserScramCredentials: a
+// deletion, or an upsert from a salted password.
+type Change struct {
+	Mechanism, User string
+	Delete          bool
+	Salt, Salted    []byte
+	Iterations      int
+}
+
+// ErrNoCredential is a deletion of a credential that does not exist.
+var ErrNoCredential = errors.New("no such credential")
+
+// Apply makes changes all at once, durably, or none of them.
+func (c *Credentials) Apply(changes []Change) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	ops := make([]meta.Op, 0, len(changes))
+	recs := make([]scramRecord, len(changes))
+	for i, ch := range changes {
+		if _, _, ok := scramHash(ch.Mechanism); !ok {
+			return fmt.Errorf("unknown SCRAM mechanism %q", ch.Mechanism)
+		}
+		if ch.User == "" {
+			return errors.New("empty user name")
+		}
+		if ch.Delete {
+			c.mu.RLock()
+			_, ok := c.mu.m[ch.Mechanism][ch.User]
+			c.mu.RUnlock()
+			if !ok {
+				return ErrNoCredential
+			}
+			ops = append(ops, meta.Op{Key: scramKey(ch.Mechanism, ch.User), Del: true})
+			continue
+		}
+		if ch.Iterations < MinScramIterations || ch.Iterations > MaxScramIterations {
+			return ErrIterations
+		}
+		if len(ch.Salt) == 0 || len(ch.Salted) == 0 {
+			return errors.New("empty salt or salted password")
+		}
+		recs[i] = deriveRecord(ch.Mechanism, ch.Salt, ch.Salted, ch.Iterations)
+		v, err := json.Marshal(recs[i])
+		if err != nil {
+			return err
+		}
+		ops = append(ops, meta.Op{Key: scramKey(ch.Mechanism, ch.User), Value: v})
 	}
-	if iterations < MinScramIterations || iterations > MaxScramIterations {
-		return ErrIterations
-	}
-	if user == "" {
-		return errors.New("empty user name")
-	}
-	if len(salt) == 0 || len(salted) == 0 {
-		return errors.New("empty salt or salted password")
-	}
-	r := deriveRecord(mech, salt, salted, iterations)
-	v, err := json.Marshal(r)
-	if err != nil {
+	if err := c.store.Committer().Write(ops...); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.store.Committer().Write(meta.Op{Key: scramKey(mech, user), Value: v}); err != nil {
-		return err
+	for i, ch := range changes {
+		if ch.Delete {
+			delete(c.mu.m[ch.Mechanism], ch.User)
+			continue
+		}
+		if c.mu.m[ch.Mechanism] == nil {
+			c.mu.m[ch.Mechanism] = map[string]scramRecord{}
+		}
+		c.mu.m[ch.Mechanism][ch.User] = recs[i]
 	}
-	if c.mu.m[mech] == nil {
-		c.mu.m[mech] = map[string]scramRecord{}
-	}
-	c.mu.m[mech][user] = r
 	return nil
+}
+
+// Upsert stores one credential from its salted password (durable first).
+func (c *Credentials) Upsert(mech, user string, salt, salted []byte, iterations int) error {
+	return c.Apply([]Change{{Mechanism: mech, User: user, Salt: salt, Salted: salted, Iterations: iterations}})
 }
 
 // Delete removes a credential (durable first); false if there is none.
 func (c *Credentials) Delete(mech, user string) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.mu.m[mech][user]; !ok {
+	err := c.Apply([]Change{{Mechanism: mech, User: user, Delete: true}})
+	if errors.Is(err, ErrNoCredential) {
 		return false, nil
 	}
-	if err := c.store.Committer().Write(meta.Op{Key: scramKey(mech, user), Del: true}); err != nil {
-		return false, err
-	}
-	delete(c.mu.m[mech], user)
-	return true, nil
+	return err == nil, err
 }
 
 // Info is one stored credential as DescribeUserScramCredentials shows it.
@@ -235,8 +284,13 @@ func (c *Credentials) lookup(mech, user string) scram.StoredCredentials {
 		m := hmac.New(h, c.fakeKey)
 		m.Write([]byte(mech + "\x00" + user))
 		sum := m.Sum(nil)
-		// A random-looking StoredKey no client proof can match.
-		r = scramRecord{Salt: sum[:16], Iterations: MinScramIterations, StoredKey: sum, ServerKey: sum}
+		// A 32-byte salt, as `shoal scram add` and kadm make them, and
+		// a random-looking StoredKey no client proof can match.
+		salt := sum
+		if len(salt) > 32 {
+			salt = salt[:32]
+		}
+		r = scramRecord{Salt: salt, Iterations: MinScramIterations, StoredKey: sum, ServerKey: sum}
 	}
 	return scram.StoredCredentials{
 		KeyFactors: scram.KeyFactors{Salt: string(r.Salt), Iters: r.Iterations},
@@ -244,10 +298,23 @@ func (c *Credentials) lookup(mech, user string) scram.StoredCredentials {
 	}
 }
 
+// plainChecks bounds the PBKDF2 work of PLAIN checks running at once:
+// an unauthenticated client cannot make the broker spend more than
+// that many cores on password guesses.
+var plainChecks = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+
 // CheckPlain checks a PLAIN password against user's stored SCRAM
-// credential (SHA-256 first, else SHA-512), in constant time. An
-// unknown user costs the same key derivation as a known one.
+// credential (SHA-256 first, else SHA-512), in constant time: the
+// password as given (Kafka's form), then SASLprep'd (franz-go's, when
+// it differs). An unknown user costs the same key derivation as a
+// known one with 4096 iterations.
 func (c *Credentials) CheckPlain(user, password string) bool {
+	plainChecks <- struct{}{}
+	defer func() { <-plainChecks }()
+	candidates := []string{password}
+	if p, err := stringprep.SASLprep.Prepare(password); err == nil && p != password {
+		candidates = append(candidates, p)
+	}
 	for _, mech := range []string{ScramSHA256, ScramSHA512} {
 		c.mu.RLock()
 		r, ok := c.mu.m[mech][user]
@@ -255,12 +322,18 @@ func (c *Credentials) CheckPlain(user, password string) bool {
 		if !ok {
 			continue
 		}
-		salted, err := SaltedPassword(mech, password, r.Salt, r.Iterations)
-		if err != nil {
-			return false
+		match := false
+		for _, pw := range candidates {
+			salted, err := SaltedPassword(mech, pw, r.Salt, r.Iterations)
+			if err != nil {
+				return false
+			}
+			got := deriveRecord(mech, r.Salt, salted, r.Iterations)
+			if hmac.Equal(got.StoredKey, r.StoredKey) {
+				match = true
+			}
 		}
-		got := deriveRecord(mech, r.Salt, salted, r.Iterations)
-		return hmac.Equal(got.StoredKey, r.StoredKey)
+		return match
 	}
 	fake := c.lookup(ScramSHA256, user)
 	salted, _ := SaltedPassword(ScramSHA256, password, []byte(fake.Salt), fake.Iters)

@@ -46,6 +46,8 @@ var Keys = func() []Key {
 		{Name: "ssl.principal.mapping.rules", Def: "DEFAULT", Doc: "How a client certificate's subject DN becomes the user name of its principal: DEFAULT (the DN in RFC 2253 form) or RULE:pattern/replacement/[LU], comma-separated, the first matching rule winning.",
 			Check: func(v string) error { _, err := ParseMappingRules(v); return err }},
 		{Name: "sasl.enabled.mechanisms", Def: "SCRAM-SHA-256,SCRAM-SHA-512", Doc: "The SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (Kafka's default, GSSAPI, is not served)."},
+		{Name: "super.users", Doc: "Principals allowed everything, semicolon-separated (User:admin;User:CN=ops). Until ACLs land they are the only ones who may call DescribeUserScramCredentials and AlterUserScramCredentials when set; unset, every client may (as in Kafka without an authorizer).",
+			Check: func(v string) error { _, err := ParseSuperUsers(v); return err }},
 		{Name: "shoal.sasl.plain.allow.plaintext", Def: "false", Doc: "Allow PLAIN on a SASL_PLAINTEXT listener (passwords in the clear); off, PLAIN there stops startup.",
 			Check: oneOf("true", "false")},
 		{Name: "connections.max.reauth.ms", Def: "0", Doc: "KIP-368: a SASL session's lifetime, told to the client in SaslAuthenticate; it must re-authenticate before then, or its next request closes the connection. 0: sessions do not expire.",
@@ -174,4 +176,22 @@ func (s Settings) Validate(listeners map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// ParseSuperUsers parses super.users: principals (type:name) separated
+// by semicolons.
+func ParseSuperUsers(v string) (map[string]bool, error) {
+	m := map[string]bool{}
+	for _, p := range strings.Split(v, ";") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		typ, name, ok := strings.Cut(p, ":")
+		if !ok || typ == "" || name == "" {
+			return nil, fmt.Errorf("%q is not a principal (User:name)", p)
+		}
+		m[p] = true
+	}
+	return m, nil
 }

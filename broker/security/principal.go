@@ -63,13 +63,17 @@ func SubjectDN(cert *x509.Certificate) (string, error) {
 // directoryStringTags are the ASN.1 string types Java writes as text
 // (UTF8String, PrintableString, T61String, IA5String, BMPString);
 // any other value is written as #hex of its DER encoding.
-var directoryStringTags = map[int]bool{12: true, 19: true, 20: true, 22: true, 30: true}
+var directoryStringTags = map[int]bool{12: true, 19: true, 20: true, 22: true, 27: true, 30: true}
 
 func writeATV(b *strings.Builder, atv attrTypeValue) {
 	kw, known := rfc2253Keywords[atv.Type.String()]
 	if known && atv.Value.Class == asn1.ClassUniversal && directoryStringTags[atv.Value.Tag] {
 		var s string
-		if _, err := asn1.Unmarshal(atv.Value.FullBytes, &s); err == nil {
+		_, err := asn1.Unmarshal(atv.Value.FullBytes, &s)
+		if err != nil && atv.Value.Tag == 27 { // GeneralString, which encoding/asn1 does not decode
+			s, err = string(atv.Value.Bytes), nil
+		}
+		if err == nil {
 			b.WriteString(kw)
 			b.WriteByte('=')
 			writeEscaped(b, s)
@@ -161,7 +165,9 @@ func ParseMappingRules(s string) (*PrincipalMapper, error) {
 			if r.re, err = regexp.Compile(pat); err != nil {
 				return nil, fmt.Errorf("rule pattern %q: %v", pat, err)
 			}
-			r.full = regexp.MustCompile("^(?:" + pat + ")$")
+			if r.full, err = regexp.Compile("^(?:" + pat + ")$"); err != nil {
+				return nil, fmt.Errorf("rule pattern %q: %v", pat, err)
+			}
 			r.template = javaReplacement(repl, r.re.NumSubexp())
 			r.emptyAtEnd = !strings.HasPrefix(pat, "^") && r.full.MatchString("")
 			rest = after

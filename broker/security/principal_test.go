@@ -527,3 +527,10 @@ func TestSubjectDNBadSubject(t *testing.T) {
 	_, err = SubjectDN(&x509.Certificate{RawSubject: []byte{0x30, 0x00, 0x00}})
 	require.Error(t, err)
 }
+
+// A pattern valid alone but not inside the full-match anchors (\Q
+// swallows them) is a parse error, not a panic (found by review).
+func TestMappingRuleQuoteIsAnError(t *testing.T) {
+	_, err := ParseMappingRules(`RULE:\Qabc/x/`)
+	require.Error(t, err)
+}

@@ -56,7 +56,11 @@ func NewExchange(mech string, creds *Credentials) (Exchange, error) {
 	case ScramSHA256, ScramSHA512:
 		_, gen, _ := scramHash(mech)
 		srv, err := gen.NewServer(func(user string) (scram.StoredCredentials, error) {
-			return creds.lookup(mech, user), nil
+			name, ok := decodeSaslName(user)
+			if !ok {
+				return scram.StoredCredentials{}, ErrAuthFailed
+			}
+			return creds.lookup(mech, name), nil
 		})
 		if err != nil {
 			return nil, err
@@ -97,7 +101,9 @@ func (e *scramExchange) Step(in []byte) ([]byte, bool, error) {
 	if !e.conv.Done() {
 		// The first message: an authorization id other than the user
 		// would be impersonation (CVE-2017-12610); Kafka refuses it.
-		if az := e.conv.AuthzID(); az != "" && az != e.conv.Username() {
+		user, ok := decodeSaslName(e.conv.Username())
+		az, azOK := decodeSaslName(e.conv.AuthzID())
+		if !ok || !azOK || az != "" && az != user {
 			return nil, false, ErrAuthFailed
 		}
 		if i := strings.Index(string(in), ",n="); i >= 0 {
@@ -110,8 +116,33 @@ func (e *scramExchange) Step(in []byte) ([]byte, bool, error) {
 	if !e.conv.Valid() {
 		return nil, false, ErrAuthFailed
 	}
-	e.user = e.conv.Username()
+	e.user, _ = decodeSaslName(e.conv.Username()) // checked at the first message
 	return []byte(out), true, nil
+}
+
+// decodeSaslName decodes RFC 5802's saslname (",": "=2C", "=": "=3D");
+// any other "=" makes it invalid.
+func decodeSaslName(s string) (string, bool) {
+	if !strings.Contains(s, "=") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "=2C"):
+			b.WriteByte(',')
+		case strings.HasPrefix(s[i:], "=3D"):
+			b.WriteByte('=')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
 }
 
 // librdkafkaFinal checks a client-final message whose nonce is the
@@ -142,7 +173,7 @@ func (e *scramExchange) librdkafkaFinal(msg string) (out []byte, ok, handled boo
 	if err != nil {
 		return nil, false, true
 	}
-	user := e.conv.Username()
+	user, _ := decodeSaslName(e.conv.Username()) // checked at the first message
 	cred := e.creds.lookup(e.mech, user)
 	h, _, _ := scramHash(e.mech)
 	mac := func(key []byte, s string) []byte {

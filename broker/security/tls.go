@@ -92,6 +92,10 @@ type ServerTLS struct {
 		cfg               *tls.Config
 		keyStamp, trStamp fileStamp
 		lastErrAt         time.Time
+		// badKey and badTr are the stamps of files that failed to load,
+		// and badErr why: they are not read again until they change.
+		badKey, badTr fileStamp
+		badErr        error
 	}
 }
 
@@ -192,9 +196,23 @@ func (t *ServerTLS) reloadLocked(force bool) error {
 	if !force && ks == t.mu.keyStamp && ts == t.mu.trStamp {
 		return nil
 	}
+	if !force && t.mu.badErr != nil && ks == t.mu.badKey && ts == t.mu.badTr {
+		return t.mu.badErr
+	}
+	cfg, err := t.build()
+	if err != nil {
+		t.mu.badKey, t.mu.badTr, t.mu.badErr = ks, ts, err
+		return err
+	}
+	t.mu.cfg, t.mu.keyStamp, t.mu.trStamp, t.mu.badErr = cfg, ks, ts, nil
+	return nil
+}
+
+// build reads the stores into a tls.Config.
+func (t *ServerTLS) build() (*tls.Config, error) {
 	cert, err := t.loadCert()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg := &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -205,7 +223,7 @@ func (t *ServerTLS) reloadLocked(force bool) error {
 	if t.auth != ClientAuthNone {
 		pool, err := t.loadTrust()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
@@ -213,8 +231,7 @@ func (t *ServerTLS) reloadLocked(force bool) error {
 			cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}
-	t.mu.cfg, t.mu.keyStamp, t.mu.trStamp = cfg, ks, ts
-	return nil
+	return cfg, nil
 }
 
 func (t *ServerTLS) loadCert() (tls.Certificate, error) {
