@@ -122,4 +122,3 @@ func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredential
 	}
 	return resp
 }
-
