@@ -54,6 +54,7 @@ allow broker/configs   broker/kafkaerr
 allow broker/topics    broker/metrics broker/meta broker/kafkaerr log
 allow broker/quota     broker/meta broker/kafkaerr
 allow broker/security  broker/meta
+allow broker/acl       broker/meta
 allow broker/dedup     broker/topics broker/configs broker/records log protocol
 allow broker/groups    broker/topics broker/meta protocol
 allow broker/share     broker/topics broker/quota broker/configs broker/records broker/metrics \

@@ -41,6 +41,8 @@ import (
 //	meta/txn/<transactional id> txn.Record (package txn), JSON; path-escaped
 //	meta/client-quota/<entity> JSON map of client quota values (quota/quota.go); <entity> is
 //	                           type=name parts joined by '&', names query-escaped
+//	meta/acl/<type>/<pattern>/<name>/<principal>/<host>/<op>/<perm>
+//	                           JSON acl.Binding (acl/authorizer.go); strings %-escaped
 //	meta/scram-fake-key        32 random bytes: the key behind unknown users' made-up SCRAM salts
 //	meta/scram/<mechanism>/<user> JSON: a SCRAM credential (salt, iterations, stored and server
 //	                           keys; security/credentials.go); <user> is path-escaped
@@ -60,6 +62,7 @@ const (
 	PrefixTxn           = "meta/txn/"
 	PrefixClientQuota   = "meta/client-quota/"
 	PrefixScram         = "meta/scram/"
+	PrefixACL           = "meta/acl/"
 	KeyScramFake        = "meta/scram-fake-key"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
