@@ -43,7 +43,7 @@ func handleSaslHandshake(c *conn, req *kmsg.SASLHandshakeRequest) kmsg.Response 
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		c.closeAfterResponse = true
 	default:
-		ex, err := security.NewExchange(req.Mechanism, c.b.creds)
+		ex, err := security.NewExchange(req.Mechanism, c.b.creds, c.ln.oauth)
 		if err != nil {
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			c.closeAfterResponse = true

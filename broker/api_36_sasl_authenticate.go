@@ -16,11 +16,14 @@ package broker
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/security"
 )
 
 func init() { register(36, 0, 2, handleSaslAuthenticate) }
@@ -45,7 +48,11 @@ func handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateRequest) (kmsg.Re
 	}
 	out, done, err := c.sasl.ex.Step(req.SASLAuthBytes)
 	if err != nil {
-		return fail(fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", mech))
+		msg := fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", mech)
+		if detail, ok := strings.CutPrefix(err.Error(), security.ErrAuthFailed.Error()+": "); ok {
+			msg += ": " + detail // OAUTHBEARER's {"status":"invalid_token"}
+		}
+		return fail(msg)
 	}
 	resp.SASLAuthBytes = out
 	if !done {
@@ -54,8 +61,8 @@ func handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateRequest) (kmsg.Re
 	if err := c.authenticated(); err != nil {
 		return fail(err.Error())
 	}
-	if c.ln.reauth > 0 {
-		resp.SessionLifetimeMillis = c.ln.reauth.Milliseconds()
+	if !c.sasl.expires.IsZero() {
+		resp.SessionLifetimeMillis = max(1, time.Until(c.sasl.expires).Milliseconds())
 	}
 	return resp, nil
 }

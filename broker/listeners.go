@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ type listener struct {
 	mechanisms []string
 	reauth     time.Duration
 	failDelay  time.Duration
+	oauth      *security.OAuthBearer // set when OAUTHBEARER is enabled
 }
 
 // listenerSpec is one listener as configured, before binding.
@@ -96,8 +98,14 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 			return nil, fmt.Errorf("broker: listener %s has no security protocol in listener.security.protocol.map", ep.Name)
 		}
 		if p.SASL() {
-			if _, err := security.EnabledMechanisms(c.Security, ep.Name, p.TLS()); err != nil {
+			mechs, err := security.EnabledMechanisms(c.Security, ep.Name, p.TLS())
+			if err != nil {
 				return nil, fmt.Errorf("broker: %w", err)
+			}
+			if slices.Contains(mechs, security.OAuthBearerMechanism) {
+				if _, err := security.NewOAuthBearer(c.Security, ep.Name, nil); err != nil {
+					return nil, fmt.Errorf("broker: %w", err)
+				}
 			}
 		}
 		if p.TLS() {
@@ -144,6 +152,13 @@ func (b *Broker) listen() error {
 			l.mechanisms, _ = security.EnabledMechanisms(sec, l.name, s.proto.TLS()) // checked by listenerPlan
 			l.reauth = time.Duration(sec.Millis(l.name, "connections.max.reauth.ms")) * time.Millisecond
 			l.failDelay = time.Duration(sec.Millis(l.name, "connection.failed.authentication.delay.ms")) * time.Millisecond
+			if slices.Contains(l.mechanisms, security.OAuthBearerMechanism) {
+				warn := func(msg string, err error) { b.lg.Warn(msg, zap.String("listener", l.name), zap.Error(err)) }
+				if l.oauth, err = security.NewOAuthBearer(sec, l.name, warn); err != nil {
+					b.closeListeners()
+					return fmt.Errorf("broker: %w", err)
+				}
+			}
 		}
 		if l.ln, err = net.Listen("tcp", s.ep.Addr()); err != nil {
 			b.closeListeners()

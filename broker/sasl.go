@@ -68,10 +68,14 @@ func (c *conn) authenticated() error {
 	}
 	c.principal = principal
 	c.sasl.authenticated, c.sasl.authMech = true, c.sasl.mech
-	c.sasl.mech, c.sasl.ex, c.sasl.raw = "", nil, false
 	if c.ln.reauth > 0 {
 		c.sasl.expires = time.Now().Add(c.ln.reauth)
+		// A token's session ends with the token (KIP-368).
+		if t, ok := c.sasl.ex.(interface{ Expires() time.Time }); ok && t.Expires().Before(c.sasl.expires) {
+			c.sasl.expires = t.Expires()
+		}
 	}
+	c.sasl.mech, c.sasl.ex, c.sasl.raw = "", nil, false
 	return nil
 }
 

@@ -46,7 +46,7 @@ func FuzzSASLExchanges(f *testing.F) {
 	f.Add(uint8(0), []byte("y,,n=admin,r=x,e=1"), []byte("c=eSws,r=x%N,x=1,p=////"))
 	f.Fuzz(func(t *testing.T, which uint8, first, final []byte) {
 		mech := []string{ScramSHA256, ScramSHA512, Plain}[int(which)%3]
-		ex, err := NewExchange(mech, creds)
+		ex, err := NewExchange(mech, creds, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

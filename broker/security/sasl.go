@@ -34,13 +34,13 @@ func EnabledMechanisms(s Settings, listener string, tls bool) ([]string, error) 
 		switch m {
 		case "":
 			continue
-		case ScramSHA256, ScramSHA512:
+		case ScramSHA256, ScramSHA512, OAuthBearerMechanism:
 		case Plain:
 			if !tls && !strings.EqualFold(s.For(listener, "shoal.sasl.plain.allow.plaintext"), "true") {
 				return nil, fmt.Errorf("listener %s: PLAIN sends passwords in the clear without TLS; use SASL_SSL or set shoal.sasl.plain.allow.plaintext=true", listener)
 			}
 		default:
-			return nil, fmt.Errorf("listener %s: SASL mechanism %q is not served (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN)", listener, m)
+			return nil, fmt.Errorf("listener %s: SASL mechanism %q is not served (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER)", listener, m)
 		}
 		out = append(out, m)
 	}
@@ -50,9 +50,18 @@ func EnabledMechanisms(s Settings, listener string, tls bool) ([]string, error) 
 	return out, nil
 }
 
-// NewExchange starts mech's exchange against creds.
-func NewExchange(mech string, creds *Credentials) (Exchange, error) {
+// OAuthBearerMechanism is OAUTHBEARER's mechanism name.
+const OAuthBearerMechanism = "OAUTHBEARER"
+
+// NewExchange starts mech's exchange against creds (SCRAM, PLAIN) or
+// oauth (OAUTHBEARER, nil unless enabled).
+func NewExchange(mech string, creds *Credentials, oauth *OAuthBearer) (Exchange, error) {
 	switch mech {
+	case OAuthBearerMechanism:
+		if oauth == nil {
+			return nil, fmt.Errorf("OAUTHBEARER is not configured")
+		}
+		return &oauthExchange{o: oauth}, nil
 	case ScramSHA256, ScramSHA512:
 		_, gen, _ := scramHash(mech)
 		srv, err := gen.NewServer(func(user string) (scram.StoredCredentials, error) {
