@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // testCA is a certificate authority made by a test (crypto/x509; nothing
@@ -107,4 +109,16 @@ func clientTLS(ca *testCA, certs ...tls.Certificate) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
 	return &tls.Config{RootCAs: pool, Certificates: certs, ServerName: "127.0.0.1"}
+}
+
+// failureLogger is a broker logger whose last 100 lines the test
+// prints if it fails.
+func failureLogger(t *testing.T) *zap.Logger {
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("broker log (last 100 lines):\n%s", tailLines(logs.String(), 100))
+		}
+	})
+	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), testLogLevel()))
 }

@@ -23,8 +23,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/shoal-mq/shoal/broker"
 	"github.com/shoal-mq/shoal/integration/workload"
@@ -63,16 +61,10 @@ func startSASLBroker(t *testing.T, mut ...func(*broker.Config)) *saslEnv {
 		"listener.name.mtls.ssl.client.auth":             "required",
 		"listener.name.mtls.ssl.truststore.location":     caFile,
 	}
-	logs := &lockedBuffer{}
-	cfg.Logger = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), testLogLevel()))
+	cfg.Logger = failureLogger(t)
 	for _, m := range mut {
 		m(&cfg)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log (last 100 lines):\n%s", tailLines(logs.String(), 100))
-		}
-	})
 	require.NoError(t, broker.ScramAdd(cfg.DataDir, "SCRAM-SHA-512", "admin", adminPassword, 8192))
 	e.start = func() {
 		b, err := broker.Start(cfg)

@@ -21,8 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/shoal-mq/shoal/broker"
 )
@@ -62,16 +60,10 @@ func startTLSBroker(t *testing.T, mut ...func(*broker.Config)) *tlsEnv {
 		"listener.name.mtls.ssl.truststore.location": caFile,
 		"ssl.principal.mapping.rules":                `RULE:^CN=([^,]*),OU=([^,]*),.*$/$1@$2/L,DEFAULT`,
 	}
-	logs := &lockedBuffer{}
-	cfg.Logger = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), testLogLevel()))
+	cfg.Logger = failureLogger(t)
 	for _, m := range mut {
 		m(&cfg)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log (last 100 lines):\n%s", tailLines(logs.String(), 100))
-		}
-	})
 	b, err := broker.Start(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
