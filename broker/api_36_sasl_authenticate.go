@@ -36,7 +36,9 @@ func handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateRequest) (kmsg.Re
 		resp.ErrorMessage = &msg
 		c.sasl.mech, c.sasl.ex = "", nil
 		c.closeAfterResponse = true
-		c.b.metrics.AuthFailures.Inc()
+		if !c.sasl.counted {
+			c.b.metrics.AuthFailures.Inc()
+		}
 		c.lg.Info("closing connection: SASL authentication failed", zap.String("mechanism", mech), zap.String("listener", c.ln.name))
 		delay := c.ln.failDelay
 		return resp, func() { time.Sleep(delay) }
@@ -56,6 +58,14 @@ func handleSaslAuthenticate(c *conn, req *kmsg.SASLAuthenticateRequest) (kmsg.Re
 	}
 	resp.SASLAuthBytes = out
 	if !done {
+		// A refused token is answered with a challenge first: count and
+		// log the refusal now, in case the client goes away without the
+		// final step.
+		if r, ok := c.sasl.ex.(interface{ Refusal() error }); ok && r.Refusal() != nil && !c.sasl.counted {
+			c.sasl.counted = true
+			c.b.metrics.AuthFailures.Inc()
+			c.lg.Info("SASL token refused", zap.String("mechanism", mech), zap.String("listener", c.ln.name), zap.Error(r.Refusal()))
+		}
 		return resp, nil
 	}
 	if err := c.authenticated(); err != nil {

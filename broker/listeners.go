@@ -103,7 +103,7 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 				return nil, fmt.Errorf("broker: %w", err)
 			}
 			if slices.Contains(mechs, security.OAuthBearerMechanism) {
-				if _, err := security.NewOAuthBearer(c.Security, ep.Name, nil); err != nil {
+				if err := security.CheckOAuthBearer(c.Security, ep.Name); err != nil {
 					return nil, fmt.Errorf("broker: %w", err)
 				}
 			}

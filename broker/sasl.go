@@ -27,6 +27,8 @@ type saslState struct {
 	authMech      string
 	// expires is when the session ends (KIP-368; zero: never).
 	expires time.Time
+	// counted: this exchange's failure is already counted and logged.
+	counted bool
 	// raw is set after a SaslHandshake v0: the exchange's tokens come
 	// as bare frames, not SaslAuthenticate requests (Kafka before 1.0,
 	// and clients such as kafka-python that still speak it).
@@ -75,7 +77,7 @@ func (c *conn) authenticated() error {
 			c.sasl.expires = t.Expires()
 		}
 	}
-	c.sasl.mech, c.sasl.ex, c.sasl.raw = "", nil, false
+	c.sasl.mech, c.sasl.ex, c.sasl.raw, c.sasl.counted = "", nil, false, false
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -122,6 +121,7 @@ func TestOAuthBearerUnsecured(t *testing.T) {
 	t.Parallel()
 	e, _ := startOAuthBroker(t, func(c *broker.Config) {
 		c.Security["shoal.sasl.oauthbearer.unsecured.enable"] = "true"
+		delete(c.Security, "sasl.oauthbearer.jwks.endpoint.url") // the two exclude each other
 		c.Security["connections.max.reauth.ms"] = "600000"
 	})
 	none := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "dev", "iss": "https://issuer.test", "aud": "shoal", "exp": time.Now().Add(3 * time.Second).Unix()})
@@ -160,7 +160,10 @@ func TestKcatOAuthBearerUnsecured(t *testing.T) {
 	ctx := testContext(t)
 	for _, unsecured := range []bool{true, false} {
 		e, _ := startOAuthBroker(t, func(c *broker.Config) {
-			c.Security["shoal.sasl.oauthbearer.unsecured.enable"] = fmt.Sprint(unsecured)
+			if unsecured {
+				c.Security["shoal.sasl.oauthbearer.unsecured.enable"] = "true"
+				delete(c.Security, "sasl.oauthbearer.jwks.endpoint.url")
+			}
 		})
 		caFile := filepath.Join(e.dir, "ca.pem")
 		args := []string{"-b", e.saslS, "-X", "security.protocol=sasl_ssl", "-X", "ssl.ca.location=" + caFile,

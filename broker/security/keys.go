@@ -48,7 +48,16 @@ var Keys = func() []Key {
 		{Name: "sasl.enabled.mechanisms", Def: "SCRAM-SHA-256,SCRAM-SHA-512", Doc: "The SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener accepts: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER (Kafka's default, GSSAPI, is not served)."},
 		{Name: "sasl.oauthbearer.jwks.endpoint.url", Doc: "OAUTHBEARER: the JWKS whose keys sign valid tokens: an https URL, or a file (path or file:// URL) read again when it changes."},
 		{Name: "sasl.oauthbearer.jwks.endpoint.refresh.ms", Def: "3600000", Doc: "OAUTHBEARER: how often an https JWKS is fetched again (also when a token names an unknown key, at most every 10 s).", Check: nonNegativeInt},
-		{Name: "sasl.oauthbearer.clock.skew.seconds", Def: "30", Doc: "OAUTHBEARER: the clock difference allowed when checking exp and nbf.", Check: nonNegativeInt},
+		{Name: "sasl.oauthbearer.clock.skew.seconds", Def: "30", Doc: "OAUTHBEARER: the clock difference allowed when checking exp and nbf (at most a day).",
+			Check: func(v string) error {
+				if err := nonNegativeInt(v); err != nil {
+					return err
+				}
+				if n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64); n > 86400 {
+					return fmt.Errorf("%s seconds is more than a day", v)
+				}
+				return nil
+			}},
 		{Name: "sasl.oauthbearer.expected.audience", Doc: "OAUTHBEARER: comma-separated audiences; a token's aud must hold one of them. Empty: not checked."},
 		{Name: "sasl.oauthbearer.expected.issuer", Doc: "OAUTHBEARER: the iss a token must have. Empty: not checked."},
 		{Name: "sasl.oauthbearer.sub.claim.name", Def: "sub", Doc: "OAUTHBEARER: the claim whose value is the principal's name (User:<value>)."},

@@ -2,7 +2,6 @@ package security
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -38,26 +38,44 @@ type OAuthBearer struct {
 	subClaim  string
 	unsecured bool
 	warn      func(string, error)
-	client    *http.Client
 
 	mu struct {
 		sync.Mutex
 		kf        keyfunc.Keyfunc
 		stamp     fileStamp
 		fetchedAt time.Time
-		lastTry   time.Time
-		// lastForced is the last refresh for an unknown key id: at most
-		// one every 10 s, so tokens with made-up kids cannot make the
-		// broker hammer the endpoint.
-		lastForced time.Time
+		// lastTry is the last fetch or file check that failed (errors
+		// are retried and reported at most every 10 s); lastForced the
+		// last fetch for an unknown key id (at most one every 10 s, so
+		// tokens with made-up kids cannot make the broker hammer the
+		// endpoint).
+		lastTry, lastForced time.Time
+		// inflight is closed when the fetch running now ends; no lock
+		// is held during a fetch.
+		inflight chan struct{}
 	}
 }
 
-// jwksClient fetches https JWKS (tests replace it to trust their server).
-var jwksClient = &http.Client{Timeout: 10 * time.Second}
+// jwksClient fetches https JWKS (tests replace it to trust their
+// server). It follows no redirect off https.
+var jwksClient = &http.Client{
+	Timeout: 10 * time.Second,
+	CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != "https" || len(via) > 3 {
+			return fmt.Errorf("JWKS redirect to %s refused", req.URL.Redacted())
+		}
+		return nil
+	},
+}
 
-// NewOAuthBearer builds listener's validator from its settings.
-func NewOAuthBearer(s Settings, listener string, warn func(string, error)) (*OAuthBearer, error) {
+// CheckOAuthBearer checks listener's OAUTHBEARER settings without
+// reading the JWKS (config validation does no I/O).
+func CheckOAuthBearer(s Settings, listener string) error {
+	_, err := oauthConfig(s, listener)
+	return err
+}
+
+func oauthConfig(s Settings, listener string) (*OAuthBearer, error) {
 	get := func(k string) string { return s.For(listener, k) }
 	o := &OAuthBearer{
 		source:    get("sasl.oauthbearer.jwks.endpoint.url"),
@@ -66,8 +84,6 @@ func NewOAuthBearer(s Settings, listener string, warn func(string, error)) (*OAu
 		issuer:    get("sasl.oauthbearer.expected.issuer"),
 		subClaim:  get("sasl.oauthbearer.sub.claim.name"),
 		unsecured: strings.EqualFold(get("shoal.sasl.oauthbearer.unsecured.enable"), "true"),
-		warn:      warn,
-		client:    jwksClient,
 	}
 	for _, a := range strings.Split(get("sasl.oauthbearer.expected.audience"), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -75,96 +91,174 @@ func NewOAuthBearer(s Settings, listener string, warn func(string, error)) (*OAu
 		}
 	}
 	switch {
+	case o.source != "" && o.unsecured:
+		// As in Kafka, the unsecured validator is another validator, not
+		// an addition: with both, an unsigned token would pass for any
+		// principal on a listener meant to check signatures.
+		return nil, fmt.Errorf("listener %s: shoal.sasl.oauthbearer.unsecured.enable and sasl.oauthbearer.jwks.endpoint.url exclude each other", listener)
 	case o.source == "" && !o.unsecured:
 		return nil, fmt.Errorf("listener %s: OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (or shoal.sasl.oauthbearer.unsecured.enable=true for development)", listener)
 	case o.source == "":
 		return o, nil
 	}
-	if u, err := url.Parse(o.source); err == nil && (u.Scheme == "https" || u.Scheme == "http" || u.Scheme == "file") {
-		switch u.Scheme {
-		case "file":
-			o.source = u.Path
-		case "http":
-			// Keys over plain HTTP can be swapped by anyone on the path.
-			return nil, fmt.Errorf("listener %s: sasl.oauthbearer.jwks.endpoint.url must be https or a file, not %q", listener, o.source)
-		default:
-			o.isURL = true
-		}
+	u, err := url.Parse(o.source)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: sasl.oauthbearer.jwks.endpoint.url: %w", listener, err)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if err := o.loadLocked(context.Background(), true); err != nil {
-		return nil, fmt.Errorf("listener %s: JWKS: %w", listener, err)
+	switch u.Scheme {
+	case "":
+		// A file path.
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("listener %s: sasl.oauthbearer.jwks.endpoint.url %q: a file URL names no host (file:///path)", listener, o.source)
+		}
+		o.source = u.Path
+	case "https":
+		o.isURL = true
+	default:
+		// Keys over plain HTTP can be swapped by anyone on the path.
+		return nil, fmt.Errorf("listener %s: sasl.oauthbearer.jwks.endpoint.url must be https or a file, not %q", listener, o.source)
 	}
 	return o, nil
 }
 
-// loadLocked (re)reads the JWKS if it is due (or force).
-func (o *OAuthBearer) loadLocked(ctx context.Context, force bool) error {
-	var raw []byte
-	if o.isURL {
-		if !force && time.Since(o.mu.fetchedAt) < o.refresh {
-			return nil
-		}
-		if !force && time.Since(o.mu.lastTry) < 10*time.Second {
-			return nil // a failing endpoint is not hammered
-		}
-		o.mu.lastTry = time.Now()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.source, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := o.client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", o.source, resp.Status)
-		}
-		if raw, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
-			return err
-		}
-	} else {
-		st, err := stamp(o.source)
-		if err != nil {
-			return err
-		}
-		if !force && st == o.mu.stamp {
-			return nil
-		}
-		if raw, err = os.ReadFile(o.source); err != nil {
-			return err
-		}
-		o.mu.stamp = st
+// NewOAuthBearer builds listener's validator from its settings and
+// reads its JWKS. warn reports failed refreshes (at most every 10 s).
+func NewOAuthBearer(s Settings, listener string, warn func(string, error)) (*OAuthBearer, error) {
+	o, err := oauthConfig(s, listener)
+	if err != nil {
+		return nil, err
 	}
-	kf, err := keyfunc.NewJWKSetJSON(json.RawMessage(raw))
+	o.warn = warn
+	if o.source == "" {
+		return o, nil
+	}
+	var kf keyfunc.Keyfunc
+	if o.isURL {
+		kf, err = o.fetch()
+	} else {
+		o.mu.Lock()
+		err = o.loadFileLocked()
+		kf = o.mu.kf
+		o.mu.Unlock()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: JWKS: %w", listener, err)
+	}
+	o.mu.kf, o.mu.fetchedAt = kf, time.Now()
+	return o, nil
+}
+
+// parseJWKS makes a key function of a JWKS that takes only signing
+// keys (use "sig" or no use), as Kafka's verification key selector.
+func parseJWKS(raw []byte) (keyfunc.Keyfunc, error) {
+	var set jwkset.JWKSMarshal
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return nil, err
+	}
+	st, err := set.ToStorage()
+	if err != nil {
+		return nil, err
+	}
+	return keyfunc.New(keyfunc.Options{Storage: st, UseWhitelist: []jwkset.USE{jwkset.UseSig, ""}})
+}
+
+// fetch GETs the https JWKS (no lock held).
+func (o *OAuthBearer) fetch() (keyfunc.Keyfunc, error) {
+	resp, err := jwksClient.Get(o.source)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", o.source, resp.Status)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	return parseJWKS(raw)
+}
+
+// loadFileLocked reads the JWKS file again if it changed.
+func (o *OAuthBearer) loadFileLocked() error {
+	st, err := stamp(o.source)
+	if err == nil && st == o.mu.stamp && o.mu.kf != nil {
+		return nil
+	}
+	var raw []byte
+	if err == nil {
+		raw, err = os.ReadFile(o.source)
+	}
+	var kf keyfunc.Keyfunc
+	if err == nil {
+		kf, err = parseJWKS(raw)
+	}
 	if err != nil {
 		return err
 	}
-	o.mu.kf, o.mu.fetchedAt = kf, time.Now()
+	o.mu.kf, o.mu.stamp = kf, st
 	return nil
 }
 
-// keys returns the current key function, refreshing it if due; a
-// failed refresh keeps the last good keys.
+// startFetchLocked starts a fetch unless one runs and returns the
+// channel closed when it ends.
+func (o *OAuthBearer) startFetchLocked() chan struct{} {
+	if o.mu.inflight != nil {
+		return o.mu.inflight
+	}
+	done := make(chan struct{})
+	o.mu.inflight = done
+	go func() {
+		kf, err := o.fetch()
+		o.mu.Lock()
+		if err == nil {
+			o.mu.kf, o.mu.fetchedAt = kf, time.Now()
+		} else {
+			o.mu.lastTry = time.Now()
+		}
+		o.mu.inflight = nil
+		o.mu.Unlock()
+		close(done)
+		if err != nil && o.warn != nil {
+			o.warn("OAUTHBEARER JWKS refresh failed; using the last keys", err)
+		}
+	}()
+	return done
+}
+
+// keys returns the current key function. A due https refresh runs in
+// the background (the last keys answer meanwhile); force, for an
+// unknown key id, waits for a fetch (at most one every 10 s). A file
+// is checked at each call, a failing one at most every 10 s.
 func (o *OAuthBearer) keys(force bool) keyfunc.Keyfunc {
 	o.mu.Lock()
+	var wait chan struct{}
 	var err error
 	switch {
 	case o.source == "":
-	case force && o.isURL:
-		if time.Since(o.mu.lastForced) > 10*time.Second {
-			o.mu.lastForced = time.Now()
-			err = o.loadLocked(context.Background(), true)
+	case !o.isURL:
+		if time.Since(o.mu.lastTry) > 10*time.Second {
+			if err = o.loadFileLocked(); err != nil {
+				o.mu.lastTry = time.Now()
+			}
 		}
-	default:
-		err = o.loadLocked(context.Background(), false)
+	case force && time.Since(o.mu.lastForced) > 10*time.Second:
+		o.mu.lastForced = time.Now()
+		wait = o.startFetchLocked()
+	case time.Since(o.mu.fetchedAt) > o.refresh && time.Since(o.mu.lastTry) > 10*time.Second:
+		o.startFetchLocked()
 	}
 	kf := o.mu.kf
 	o.mu.Unlock()
 	if err != nil && o.warn != nil {
-		o.warn("OAUTHBEARER JWKS refresh failed; using the last keys", err)
+		o.warn("OAUTHBEARER JWKS file does not load; using the last keys", err)
+	}
+	if wait != nil {
+		<-wait
+		o.mu.Lock()
+		kf = o.mu.kf
+		o.mu.Unlock()
 	}
 	return kf
 }
@@ -217,10 +311,8 @@ func isNoneAlg(header string) bool {
 	if err != nil {
 		return false
 	}
-	var h struct {
-		Alg string `json:"alg"`
-	}
-	return json.Unmarshal(raw, &h) == nil && strings.EqualFold(h.Alg, "none")
+	var h map[string]any
+	return json.Unmarshal(raw, &h) == nil && h["alg"] == "none" // exactly as jwt routes it
 }
 
 // oauthExchange is one OAUTHBEARER authentication: the client's
@@ -230,7 +322,12 @@ type oauthExchange struct {
 	user    string
 	expires time.Time
 	failed  bool
+	reason  error // why the token was refused
 }
+
+// Refusal is why the token was refused (nil if it was not), for the
+// broker's log: the client only sees invalid_token.
+func (e *oauthExchange) Refusal() error { return e.reason }
 
 // Step reads RFC 7628's initial response: gs2-header %x01 auth=Bearer
 // token %x01 [key=value %x01]* %x01. A refused token is answered with
@@ -245,8 +342,11 @@ func (e *oauthExchange) Step(in []byte) ([]byte, bool, error) {
 		return nil, false, ErrAuthFailed
 	}
 	user, exp, err := e.o.validate(token)
-	if err != nil || authz != "" && authz != user {
-		e.failed = true
+	if err == nil && authz != "" && authz != user {
+		err = fmt.Errorf("authorization id %q is not the token's subject", authz)
+	}
+	if err != nil {
+		e.failed, e.reason = true, err
 		return []byte(`{"status":"invalid_token"}`), false, nil
 	}
 	e.user, e.expires = user, exp

@@ -9,6 +9,8 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,4 +84,61 @@ func TestParseOAuthMessage(t *testing.T) {
 		_, _, ok := parseOAuthMessage([]byte(bad))
 		require.False(t, ok, "%q", bad)
 	}
+}
+
+// TestOAuthRefusals (review findings): the unsecured mode and a JWKS
+// exclude each other; keys for encryption do not verify; HS256, "NONE"
+// and unsigned tokens are refused; a redirect off https is not followed.
+func TestOAuthRefusals(t *testing.T) {
+	dir := t.TempDir()
+	sig, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	enc, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	b64 := func(n *big.Int) string { return base64.RawURLEncoding.EncodeToString(n.FillBytes(make([]byte, 32))) }
+	raw, _ := json.Marshal(map[string]any{"keys": []map[string]string{
+		{"kty": "EC", "crv": "P-256", "kid": "sig", "use": "sig", "x": b64(sig.X), "y": b64(sig.Y)},
+		{"kty": "EC", "crv": "P-256", "kid": "enc", "use": "enc", "x": b64(enc.X), "y": b64(enc.Y)},
+	}})
+	path := dir + "/jwks.json"
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	_, err := NewOAuthBearer(Settings{"sasl.oauthbearer.jwks.endpoint.url": path, "shoal.sasl.oauthbearer.unsecured.enable": "true"}, "L", nil)
+	require.ErrorContains(t, err, "exclude each other")
+	_, err = NewOAuthBearer(Settings{"sasl.oauthbearer.jwks.endpoint.url": "file://etc/jwks.json"}, "L", nil)
+	require.ErrorContains(t, err, "names no host")
+
+	o, err := NewOAuthBearer(Settings{"sasl.oauthbearer.jwks.endpoint.url": "file://" + path}, "L", nil)
+	require.NoError(t, err)
+	_, _, err = o.validate(signed(t, "sig", sig, "alice"))
+	require.NoError(t, err)
+	_, _, err = o.validate(signed(t, "enc", enc, "alice"))
+	require.Error(t, err, "a use=enc key does not verify")
+	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "x", "exp": time.Now().Add(time.Hour).Unix()})
+	hsTok, _ := hs.SignedString([]byte("secret"))
+	_, _, err = o.validate(hsTok)
+	require.Error(t, err, "HS256")
+	none := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "x", "exp": time.Now().Add(time.Hour).Unix()})
+	noneTok, _ := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
+	_, _, err = o.validate(noneTok)
+	require.Error(t, err, "unsigned without the development mode")
+	upper := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"NONE","typ":"JWT"}`)) + noneTok[strings.Index(noneTok, "."):]
+	dev, err := NewOAuthBearer(Settings{"shoal.sasl.oauthbearer.unsecured.enable": "true"}, "L", nil)
+	require.NoError(t, err)
+	_, _, err = dev.validate(upper)
+	require.Error(t, err, "NONE is not none")
+	_, _, err = dev.validate(noneTok)
+	require.NoError(t, err)
+
+	// A redirect from https to http is refused.
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(raw) }))
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL, http.StatusFound)
+	}))
+	defer tlsSrv.Close()
+	old := jwksClient
+	c := *tlsSrv.Client()
+	c.CheckRedirect = old.CheckRedirect
+	jwksClient = &c
+	defer func() { jwksClient = old }()
+	_, err = NewOAuthBearer(Settings{"sasl.oauthbearer.jwks.endpoint.url": tlsSrv.URL}, "L", nil)
+	require.ErrorContains(t, err, "redirect")
 }
