@@ -45,7 +45,11 @@
 //     certificates, and a connection's principal (a client
 //     certificate's subject through ssl.principal.mapping.rules).
 //     The root binds the listeners and runs the handshakes
-//     (listeners.go).
+//     (listeners.go). It also holds the SCRAM credentials and the SASL
+//     exchanges (SCRAM, PLAIN, OAUTHBEARER); the root keeps each
+//     connection's SASL state (sasl.go).
+//   - acl: Kafka's authorization model (bindings, filters, Authorize),
+//     durable in the metadata store; not yet called by the handlers.
 //
 // None of the packages above imports this one or a sibling it has no
 // rule for. What stays here is the server: the listener, connections,
