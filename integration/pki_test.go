@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +29,9 @@ type testCA struct {
 	pem  []byte
 }
 
-var serials = big.NewInt(1000)
+var serials atomic.Int64 // parallel tests issue certificates at once
 
-func nextSerial() *big.Int { return serials.Add(serials, big.NewInt(1)) }
+func nextSerial() *big.Int { return big.NewInt(1000 + serials.Add(1)) }
 
 func newTestCA(t *testing.T, cn string) *testCA {
 	t.Helper()
