@@ -109,9 +109,7 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 			}
 		}
 		if p.TLS() {
-			// Read the key and trust stores now, so that a bad one
-			// stops startup naming its key.
-			if _, err := security.NewServerTLS(c.Security, ep.Name, nil); err != nil {
+			if err := security.CheckServerTLS(c.Security, ep.Name); err != nil {
 				return nil, fmt.Errorf("broker: %w", err)
 			}
 		}
@@ -140,8 +138,8 @@ func (b *Broker) listen() error {
 	}
 	for _, s := range specs {
 		l := &listener{name: s.ep.Name, proto: s.proto, advertised: s.advertised}
+		warn := func(msg string, err error) { b.lg.Warn(msg, zap.String("listener", l.name), zap.Error(err)) }
 		if s.proto.TLS() {
-			warn := func(msg string, err error) { b.lg.Warn(msg, zap.String("listener", l.name), zap.Error(err)) }
 			if l.tls, err = security.NewServerTLS(b.cfg.Security, l.name, warn); err != nil {
 				b.closeListeners()
 				return fmt.Errorf("broker: %w", err)
@@ -153,7 +151,6 @@ func (b *Broker) listen() error {
 			l.reauth = time.Duration(sec.Millis(l.name, "connections.max.reauth.ms")) * time.Millisecond
 			l.failDelay = time.Duration(sec.Millis(l.name, "connection.failed.authentication.delay.ms")) * time.Millisecond
 			if slices.Contains(l.mechanisms, security.OAuthBearerMechanism) {
-				warn := func(msg string, err error) { b.lg.Warn(msg, zap.String("listener", l.name), zap.Error(err)) }
 				if l.oauth, err = security.NewOAuthBearer(sec, l.name, warn); err != nil {
 					b.closeListeners()
 					return fmt.Errorf("broker: %w", err)

@@ -76,8 +76,7 @@ const (
 // restart. A file that does not parse after a change keeps the last
 // good configuration (Warn says so) until it is fixed.
 type ServerTLS struct {
-	listener string
-	warn     func(msg string, err error)
+	warn func(msg string, err error)
 
 	keystore, truststore string // file paths, or "" when inline (no reload)
 	certPEM, keyPEM      []byte // inline
@@ -112,11 +111,35 @@ func stamp(path string) (fileStamp, error) {
 	return fileStamp{fi.ModTime(), fi.Size()}, nil
 }
 
+// CheckServerTLS checks listener's TLS settings without reading its
+// key and trust stores (config validation does no I/O; NewServerTLS
+// reads them at start and names a bad one).
+func CheckServerTLS(s Settings, listener string) error {
+	_, err := tlsConfig(s, listener)
+	return err
+}
+
 // NewServerTLS builds listener's TLS from its settings (ssl.* with
-// listener.name.<name>. overrides). warn reports a failed reload.
+// listener.name.<name>. overrides) and reads its stores. warn reports a
+// failed reload.
 func NewServerTLS(s Settings, listener string, warn func(string, error)) (*ServerTLS, error) {
+	t, err := tlsConfig(s, listener)
+	if err != nil {
+		return nil, err
+	}
+	t.warn = warn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.reloadLocked(true); err != nil {
+		return nil, fmt.Errorf("listener %s: %w", listener, err)
+	}
+	return t, nil
+}
+
+// tlsConfig parses listener's TLS settings.
+func tlsConfig(s Settings, listener string) (*ServerTLS, error) {
 	get := func(k string) string { return s.For(listener, k) }
-	t := &ServerTLS{listener: listener, warn: warn, auth: ClientAuth(strings.ToLower(get("ssl.client.auth")))}
+	t := &ServerTLS{auth: ClientAuth(strings.ToLower(get("ssl.client.auth")))}
 	var err error
 	if t.minVer, t.maxVer, err = tlsVersions(get("ssl.enabled.protocols")); err != nil {
 		return nil, fmt.Errorf("ssl.enabled.protocols: %w", err)
@@ -143,11 +166,6 @@ func NewServerTLS(s Settings, listener string, warn func(string, error)) (*Serve
 	}
 	if t.auth != ClientAuthNone && t.truststore == "" && len(t.trustPEM) == 0 {
 		return nil, fmt.Errorf("listener %s: ssl.client.auth=%s needs a truststore (ssl.truststore.location)", listener, t.auth)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.reloadLocked(true); err != nil {
-		return nil, fmt.Errorf("listener %s: %w", listener, err)
 	}
 	return t, nil
 }
