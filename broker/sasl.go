@@ -47,10 +47,7 @@ func (c *conn) handleRawSASL(token []byte) (*pending, bool) {
 		time.Sleep(c.ln.failDelay)
 		return nil, false
 	}
-	p := &pending{raw: out}
-	if p.raw == nil {
-		p.raw = []byte{}
-	}
+	p := &pending{raw: out} // a nil resp: writeLoop sends raw as a bare frame, even empty
 	if done {
 		if err := c.authenticated(); err != nil {
 			c.lg.Info("closing connection: "+err.Error(), zap.String("listener", c.ln.name))

@@ -131,15 +131,21 @@ func LoadCredentials(store *meta.Store) (*Credentials, error) {
 // deriveRecord computes the stored record from a salted password.
 func deriveRecord(mech string, salt, salted []byte, iterations int) scramRecord {
 	h, _, _ := scramHash(mech)
-	mac := func(key []byte, s string) []byte {
-		m := hmac.New(h, key)
-		m.Write([]byte(s))
-		return m.Sum(nil)
-	}
-	clientKey := mac(salted, "Client Key")
+	return scramRecord{Salt: salt, Iterations: iterations,
+		StoredKey: hashOf(h, hmacOf(h, salted, "Client Key")), ServerKey: hmacOf(h, salted, "Server Key")}
+}
+
+// hmacOf is RFC 5802's HMAC(key, s); hashOf its H(b).
+func hmacOf(h func() hash.Hash, key []byte, s string) []byte {
+	m := hmac.New(h, key)
+	m.Write([]byte(s))
+	return m.Sum(nil)
+}
+
+func hashOf(h func() hash.Hash, b []byte) []byte {
 	sum := h()
-	sum.Write(clientKey)
-	return scramRecord{Salt: salt, Iterations: iterations, StoredKey: sum.Sum(nil), ServerKey: mac(salted, "Server Key")}
+	sum.Write(b)
+	return sum.Sum(nil)
 }
 
 // SaltedPassword is RFC 5802's Hi(password, salt, i) over the
@@ -281,9 +287,7 @@ func (c *Credentials) lookup(mech, user string) scram.StoredCredentials {
 	c.mu.RUnlock()
 	if !ok {
 		h, _, _ := scramHash(mech)
-		m := hmac.New(h, c.fakeKey)
-		m.Write([]byte(mech + "\x00" + user))
-		sum := m.Sum(nil)
+		sum := hmacOf(h, c.fakeKey, mech+"\x00"+user)
 		// A 32-byte salt, as `shoal scram add` and kadm make them, and
 		// a random-looking StoredKey no client proof can match.
 		salt := sum

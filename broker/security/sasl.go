@@ -185,13 +185,8 @@ func (e *scramExchange) librdkafkaFinal(msg string) (out []byte, ok, handled boo
 	user, _ := decodeSaslName(e.conv.Username()) // checked at the first message
 	cred := e.creds.lookup(e.mech, user)
 	h, _, _ := scramHash(e.mech)
-	mac := func(key []byte, s string) []byte {
-		m := hmac.New(h, key)
-		m.Write([]byte(s))
-		return m.Sum(nil)
-	}
 	authMsg := e.first + "," + e.serverFirst + "," + strings.TrimSuffix(msg, ","+proofAttr)
-	sig := mac(cred.StoredKey, authMsg)
+	sig := hmacOf(h, cred.StoredKey, authMsg)
 	if len(proof) != len(sig) {
 		return nil, false, true
 	}
@@ -199,13 +194,11 @@ func (e *scramExchange) librdkafkaFinal(msg string) (out []byte, ok, handled boo
 	for i := range sig {
 		clientKey[i] = proof[i] ^ sig[i]
 	}
-	sum := h()
-	sum.Write(clientKey)
-	if !hmac.Equal(sum.Sum(nil), cred.StoredKey) {
+	if !hmac.Equal(hashOf(h, clientKey), cred.StoredKey) {
 		return nil, false, true
 	}
 	e.user = user
-	return []byte("v=" + base64.StdEncoding.EncodeToString(mac(cred.ServerKey, authMsg))), true, true
+	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacOf(h, cred.ServerKey, authMsg))), true, true
 }
 
 func (e *scramExchange) User() string { return e.user }
