@@ -31,31 +31,24 @@ import (
 
 func init() { registerSimple(51, 0, 0, handleAlterUserScramCredentials) }
 
-type scramChange struct {
-	mech       string
-	del        bool
-	iterations int
-	salt       []byte
-	salted     []byte
+// refusal is a user's error in AlterUserScramCredentials.
+type refusal struct {
+	code int16
+	msg  string
 }
 
 func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	var order []string
-	changes := map[string][]scramChange{}
-	bad := map[string]struct {
-		code int16
-		msg  string
-	}{}
+	changes := map[string][]security.Change{}
+	bad := map[string]refusal{}
 	setBad := func(user string, code int16, msg string) {
 		if _, ok := bad[user]; !ok {
-			bad[user] = struct {
-				code int16
-				msg  string
-			}{code, msg}
+			bad[user] = refusal{code, msg}
 		}
 	}
-	add := func(user string, ch scramChange) {
+	add := func(ch security.Change) {
+		user := ch.User
 		if _, seen := changes[user]; !seen {
 			order = append(order, user)
 		}
@@ -63,23 +56,23 @@ func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredential
 		switch {
 		case user == "":
 			setBad(user, kerr.UnacceptableCredential.Code, "Username must not be empty")
-		case ch.mech == "":
+		case ch.Mechanism == "":
 			setBad(user, kerr.UnsupportedSaslMechanism.Code, "Unknown SCRAM mechanism")
 		}
 		for _, o := range changes[user][:len(changes[user])-1] {
-			if o.mech == ch.mech && ch.mech != "" {
+			if o.Mechanism == ch.Mechanism && ch.Mechanism != "" {
 				setBad(user, kerr.DuplicateResource.Code, "A user credential cannot be altered twice in the same request")
 			}
 		}
 	}
 	for _, d := range req.Deletions {
-		add(d.Name, scramChange{mech: security.ScramMechanisms[d.Mechanism], del: true})
+		add(security.Change{Mechanism: security.ScramMechanisms[d.Mechanism], User: d.Name, Delete: true})
 	}
 	for _, u := range req.Upsertions {
-		ch := scramChange{mech: security.ScramMechanisms[u.Mechanism], iterations: int(u.Iterations), salt: u.Salt, salted: u.SaltedPassword}
-		add(u.Name, ch)
+		add(security.Change{Mechanism: security.ScramMechanisms[u.Mechanism], User: u.Name,
+			Salt: u.Salt, Salted: u.SaltedPassword, Iterations: int(u.Iterations)})
 		switch {
-		case ch.iterations < security.MinScramIterations || ch.iterations > security.MaxScramIterations:
+		case u.Iterations < security.MinScramIterations || u.Iterations > security.MaxScramIterations:
 			setBad(u.Name, kerr.UnacceptableCredential.Code, security.ErrIterations.Error())
 		case len(u.Salt) == 0 || len(u.SaltedPassword) == 0:
 			setBad(u.Name, kerr.UnacceptableCredential.Code, "Salt and salted password must not be empty")
@@ -99,20 +92,14 @@ func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredential
 			resp.Results = append(resp.Results, r)
 			continue
 		}
-		// A user's changes are written at once, or none of them.
-		var batch []security.Change
-		for _, ch := range changes[user] {
-			batch = append(batch, security.Change{Mechanism: ch.mech, User: user, Delete: ch.del,
-				Salt: ch.salt, Salted: ch.salted, Iterations: ch.iterations})
-		}
+		// A user's changes are written at once, or none of them (they
+		// were checked above; what Apply refuses now is a deletion of
+		// nothing, or a failed write).
+		batch := changes[user]
 		if err := c.b.creds.Apply(batch); err != nil {
-			code := kafkaerr.Code(err)
-			msg := err.Error()
-			switch {
-			case errors.Is(err, security.ErrNoCredential):
+			code, msg := kafkaerr.Code(err), err.Error()
+			if errors.Is(err, security.ErrNoCredential) {
 				code, msg = kerr.ResourceNotFound.Code, "Attempt to delete a user credential that does not exist"
-			case errors.Is(err, security.ErrIterations):
-				code = kerr.UnacceptableCredential.Code
 			}
 			r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(msg)
 		} else {
