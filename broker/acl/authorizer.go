@@ -233,7 +233,18 @@ type index struct {
 }
 
 func buildIndex(all []Binding) *index {
-	sort.Slice(all, func(i, j int) bool { return bindingKeyLess(all[i], all[j]) })
+	// In key order (Bindings' stable order), each key made once.
+	keyed := make([]struct {
+		key string
+		b   Binding
+	}, len(all))
+	for i, b := range all {
+		keyed[i].key, keyed[i].b = string(bindingKey(b)), b
+	}
+	sort.Slice(keyed, func(i, j int) bool { return keyed[i].key < keyed[j].key })
+	for i := range keyed {
+		all[i] = keyed[i].b
+	}
 	ix := &index{all: all, has: map[Binding]bool{}, byType: map[ResourceType]*typeIndex{}}
 	for _, b := range all {
 		ix.has[b] = true
@@ -271,5 +282,3 @@ func uniqInts(s []int) []int {
 	}
 	return out
 }
-
-func bindingKeyLess(a, b Binding) bool { return string(bindingKey(a)) < string(bindingKey(b)) }
