@@ -176,6 +176,18 @@ func TestAuthorizeSemantics(t *testing.T) {
 	require.False(t, open.Authorize(req), "an ACL exists on it: the rules apply")
 }
 
+// TestCreateKeepsOneCopy: a binding named twice in one CreateAcls, or
+// again later, is kept once (found reading the change).
+func TestCreateKeepsOneCopy(t *testing.T) {
+	a, err := New(Options{})
+	require.NoError(t, err)
+	b := Binding{Topic, "t", Literal, "User:a", "*", Read, Allow}
+	require.NoError(t, a.Create([]Binding{b, b}))
+	require.NoError(t, a.Create([]Binding{b}))
+	all := Filter{ResourceType: AnyResource, PatternType: AnyPattern, Operation: AnyOperation, Permission: AnyPermission}
+	require.Equal(t, []Binding{b}, a.Bindings(all))
+}
+
 func TestValidate(t *testing.T) {
 	ok := Binding{Topic, "t", Literal, "User:a", "*", Read, Allow}
 	require.NoError(t, ok.Validate())

@@ -140,10 +140,12 @@ func (a *Authorizer) Create(bs []Binding) error {
 	cur := a.idx.Load()
 	var ops []meta.Op
 	next := append([]Binding(nil), cur.all...)
+	added := map[Binding]bool{}
 	for _, b := range bs {
-		if cur.has[b] {
+		if cur.has[b] || added[b] { // a binding is kept once, even if one request names it twice
 			continue
 		}
+		added[b] = true
 		v, err := json.Marshal(b)
 		if err != nil {
 			return err
