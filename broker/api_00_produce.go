@@ -23,6 +23,10 @@ package broker
 // transactional batch adds its partition to the transaction itself (no
 // AddPartitionsToTxn). v13 (topic ids) is not served yet.
 //
+// Authorization: Write on each topic (TOPIC_AUTHORIZATION_FAILED per
+// partition, before existence); with a transactional id, Write on it
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition).
+//
 // Transactions: transactional batches need a TransactionalID
 // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, as Kafka). With one,
 // the transaction is held locked for the whole request so an EndTxn
@@ -42,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
@@ -64,15 +69,18 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	var waits []waitFor
 	ackErr := int16(0)
 	var ackMsg *string
-	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		ackErr = kerr.InvalidRequiredAcks.Code
-	} else {
+	case req.TransactionID != nil && !c.mayTxn(acl.Write, *req.TransactionID):
+		ackErr = kerr.TransactionalIDAuthorizationFailed.Code
+	default:
 		// Client quotas (quota_conn.go): charged, or refused at once in
 		// reject mode before anything is appended.
 		ackErr, ackMsg = c.produceQuota(req, resp)
 	}
 	var tx *txn.Txn // a transactional produce holds its txn locked (package txn)
-	if req.TransactionID != nil {
+	if req.TransactionID != nil && ackErr == 0 {
 		if tx = b.txns.Lock(*req.TransactionID); tx != nil {
 			defer tx.Unlock()
 		}
@@ -83,6 +91,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		st.Topic = rt.Topic
 		// Preallocated so pointers into it stay valid for waitFn.
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
+		denied := !c.mayTopic(acl.Write, rt.Topic)
 		t := b.topics.Get(rt.Topic)
 		minISR := int64(1)
 		var dd dedup.Settings // window 0: off
@@ -106,6 +115,8 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			switch {
 			case ackErr != 0:
 				sp.ErrorCode, sp.ErrorMessage = ackErr, ackMsg
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case req.Acks == -1 && minISR > 1:

@@ -21,6 +21,10 @@ package broker
 // they hold and throttle; spent, they make the fetch return no records
 // at once.
 //
+// Authorization: Read on each topic, or ClusterAction on the cluster
+// for a fetch with a replica id; TOPIC_AUTHORIZATION_FAILED per
+// partition otherwise.
+//
 // Version notes: v4 is the first that can carry RecordBatch v2 and the
 // oldest Kafka 4 serves; v5 log start offset; v7 sessions; v9 current
 // leader epoch (we are always epoch 0; a newer epoch gets
@@ -34,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/broker/topics"
@@ -181,9 +186,30 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		sess.epoch = nextEpoch(sess.epoch)
 	}
 
-	// Resolve partitions once.
+	// Authorize, then resolve partitions once. A follower's fetch (a
+	// replica id) needs ClusterAction on the cluster, a consumer's Read
+	// on each topic; a denied partition is TOPIC_AUTHORIZATION_FAILED
+	// whether or not it exists (an unknown topic id has no name to ask
+	// about, and stays UNKNOWN_TOPIC_ID, as in Kafka).
 	parts := make([]*topics.Partition, len(items))
+	follower := req.ReplicaID >= 0
+	followerOK := follower && c.mayCluster(acl.ClusterAction)
+	var readable map[string]bool // per topic, when the authorizer is on
 	for i, it := range items {
+		if b.authz != nil && it.err != kerr.UnknownTopicID.Code {
+			ok, seen := readable[it.topic]
+			if !seen {
+				ok = followerOK || !follower && c.mayTopic(acl.Read, it.topic)
+				if readable == nil {
+					readable = map[string]bool{}
+				}
+				readable[it.topic] = ok
+			}
+			if !ok {
+				it.err = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
+		}
 		if it.err != 0 {
 			continue
 		}

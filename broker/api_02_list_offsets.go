@@ -28,6 +28,8 @@ package broker
 // CurrentLeaderEpoch (v4+) other than -1 or 0 (our only epoch) gets
 // UNKNOWN_LEADER_EPOCH when newer and FENCED_LEADER_EPOCH when older, as
 // in Fetch. Answers carry leader epoch 0, or -1 with no offset.
+// Authorization: Describe on each topic (TOPIC_AUTHORIZATION_FAILED per
+// partition, before any other check).
 //
 // Version notes: v0 (OldStyleOffsets) is gone from Kafka 4 and not
 // served; v1 returns one offset and its timestamp; v2 adds
@@ -41,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
 
@@ -62,6 +65,7 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		denied := !c.mayTopic(acl.Describe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -69,6 +73,8 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 			minVersion, special := listOffsetsMinVersion[rp.Timestamp]
 			var p *topics.Partition
 			switch {
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case seen[tpKey{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case rp.Timestamp < 0 && (!special || req.Version < minVersion):

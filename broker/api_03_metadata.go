@@ -22,16 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 func init() { registerSimple(3, 0, 12, handleMetadata) }
-
-// allTopicOperations is the AuthorizedOperations bit set for READ, WRITE,
-// CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
-// (ACL operation codes 3-8, 10, 11).
-const allTopicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
 
 func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	b := c.b
@@ -42,14 +38,17 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	cid := b.clusterID
 	resp.ClusterID = &cid
 	resp.ControllerID = b.cfg.NodeID
-	resp.AuthorizedOperations = -2147483648
+	resp.AuthorizedOperations = c.authorizedOps(req.IncludeClusterAuthorizedOperations && req.Version <= 10, acl.Cluster, acl.ClusterName)
+	withOps := req.IncludeTopicAuthorizedOperations
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		ts := b.topics.All()
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 		for _, t := range ts {
-			resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+			if c.visible(acl.Describe, acl.Topic, t.Name) {
+				resp.Topics = append(resp.Topics, c.metadataTopic(t, withOps))
+			}
 		}
 		return resp
 	}
@@ -71,10 +70,24 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+			if !c.mayTopic(acl.Describe, t.Name) {
+				st := kmsg.NewMetadataResponseTopic()
+				st.TopicID = rt.TopicID
+				st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			resp.Topics = append(resp.Topics, c.metadataTopic(t, withOps))
 			continue
 		}
 		name := *rt.Topic
+		if !c.mayTopic(acl.Describe, name) {
+			st := kmsg.NewMetadataResponseTopic()
+			st.Topic = &name
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t = b.topics.Get(name)
 		if t == nil {
 			st := kmsg.NewMetadataResponseTopic()
@@ -86,6 +99,11 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			if !autoCreate {
 				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			if !c.visible(acl.Create, acl.Cluster, acl.ClusterName) && !c.mayTopic(acl.Create, name) {
+				st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
@@ -103,20 +121,18 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				continue
 			}
 		}
-		resp.Topics = append(resp.Topics, b.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+		resp.Topics = append(resp.Topics, c.metadataTopic(t, withOps))
 	}
 	return resp
 }
 
-func (b *Broker) metadataTopic(t *topics.Topic, withOps bool) kmsg.MetadataResponseTopic {
+func (c *conn) metadataTopic(t *topics.Topic, withOps bool) kmsg.MetadataResponseTopic {
+	b := c.b
 	st := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	st.Topic = &name
 	st.TopicID = t.ID
-	st.AuthorizedOperations = -2147483648
-	if withOps {
-		st.AuthorizedOperations = allTopicOperations
-	}
+	st.AuthorizedOperations = c.authorizedOps(withOps, acl.Topic, t.Name)
 	parts, _ := b.topics.Snapshot(t)
 	for _, p := range parts {
 		sp := kmsg.NewMetadataResponseTopicPartition()

@@ -28,7 +28,12 @@ package broker
 //
 // A member's commit also counts as a heartbeat while the group is Stable
 // or rebalancing. A failed write changes nothing and answers
-// NOT_COORDINATOR. Answers list topics and partitions in request order.
+// NOT_COORDINATOR. Answers list topics and partitions in request order
+// (topics refused by authorization last).
+//
+// Authorization: Read on the group (GROUP_AUTHORIZATION_FAILED for every
+// partition), then Read on each topic (TOPIC_AUTHORIZATION_FAILED for
+// its partitions, which are not committed).
 //
 // Version notes: v1 member id and generation, and a commit timestamp we
 // ignore (Kafka dropped it); v2-v4 a retention time (-1: the broker's
@@ -38,12 +43,36 @@ package broker
 // member epochs; v10 topic ids instead of names. v0 and v1 are not
 // served (Kafka 4 removed them; v0 committed to ZooKeeper).
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
+)
 
 func init() { registerSimple(8, 2, 10, handleOffsetCommit) }
 
 func handleOffsetCommit(c *conn, req *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	c.b.groups.Commit(req, resp)
+	gc := c.groupCode(acl.Read, req.Group)
+	kept, denied, codes := authzSplit(c, req.Topics, func(rt *kmsg.OffsetCommitRequestTopic) int16 {
+		return c.topicCheck(gc, acl.Read, rt.Topic, rt.TopicID, req.Version >= 10)
+	})
+	if len(denied) > 0 {
+		r := *req
+		r.Topics, req = kept, &r
+	}
+	if gc == 0 && (len(kept) > 0 || len(denied) == 0) {
+		c.b.groups.Commit(req, resp)
+	}
+	for i, rt := range denied {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, codes[i]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
 	return resp
 }

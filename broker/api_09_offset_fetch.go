@@ -25,8 +25,15 @@ package broker
 // id and epoch; v10 topic ids instead of names (an unknown id gets
 // UNKNOWN_TOPIC_ID; offsets of deleted topics are left out of a fetch of
 // all offsets).
+//
+// Authorization: Describe on the group, then on each topic
+// (fetchOffsets).
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
+)
 
 func init() { registerSimple(9, 1, 10, handleOffsetFetch) }
 
@@ -34,7 +41,7 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for i := range req.Groups {
-			resp.Groups = append(resp.Groups, c.b.groups.FetchOffsets(&req.Groups[i], req.Version, req.RequireStable))
+			resp.Groups = append(resp.Groups, c.fetchOffsets(&req.Groups[i], req.Version, req.RequireStable))
 		}
 		return resp
 	}
@@ -48,7 +55,7 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 			rg.Topics = append(rg.Topics, rt)
 		}
 	}
-	sg := c.b.groups.FetchOffsets(&rg, req.Version, req.RequireStable)
+	sg := c.fetchOffsets(&rg, req.Version, req.RequireStable)
 	resp.ErrorCode = sg.ErrorCode
 	for _, t := range sg.Topics {
 		st := kmsg.NewOffsetFetchResponseTopic()
@@ -64,4 +71,60 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// fetchOffsets answers one group, authorized: Describe on the group
+// (GROUP_AUTHORIZATION_FAILED for the group, and for each partition
+// asked for, so that v1, which has no group error, sees it), then
+// Describe on each topic: a named one is TOPIC_AUTHORIZATION_FAILED per
+// partition, and a fetch of all offsets leaves such topics out.
+func (c *conn) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
+	byID := version >= 10
+	deniedTopic := func(rt kmsg.OffsetFetchRequestGroupTopic, code int16) kmsg.OffsetFetchResponseGroupTopic {
+		st := kmsg.NewOffsetFetchResponseGroupTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			sp.Partition, sp.Offset, sp.LeaderEpoch, sp.ErrorCode = p, -1, -1, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		return st
+	}
+	if gc := c.groupCode(acl.Describe, rg.Group); gc != 0 {
+		sg := kmsg.NewOffsetFetchResponseGroup()
+		sg.Group, sg.ErrorCode = rg.Group, gc
+		for _, rt := range rg.Topics {
+			sg.Topics = append(sg.Topics, deniedTopic(rt, gc))
+		}
+		return sg
+	}
+	if rg.Topics == nil { // every committed offset: leave out what the caller may not see
+		sg := c.b.groups.FetchOffsets(rg, version, requireStable)
+		if c.b.authz != nil {
+			kept := sg.Topics[:0]
+			for _, st := range sg.Topics {
+				if name, known := c.topicName(st.Topic, st.TopicID, byID); !known || c.visible(acl.Describe, acl.Topic, name) {
+					kept = append(kept, st)
+				}
+			}
+			sg.Topics = kept
+		}
+		return sg
+	}
+	kept, denied, codes := authzSplit(c, rg.Topics, func(rt *kmsg.OffsetFetchRequestGroupTopic) int16 {
+		return c.topicCheck(0, acl.Describe, rt.Topic, rt.TopicID, byID)
+	})
+	var sg kmsg.OffsetFetchResponseGroup
+	if len(kept) > 0 || len(denied) == 0 {
+		r := *rg
+		r.Topics = kept
+		sg = c.b.groups.FetchOffsets(&r, version, requireStable)
+	} else {
+		sg = kmsg.NewOffsetFetchResponseGroup()
+		sg.Group = rg.Group
+	}
+	for i, rt := range denied {
+		sg.Topics = append(sg.Topics, deniedTopic(rt, codes[i]))
+	}
+	return sg
 }

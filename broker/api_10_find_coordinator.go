@@ -16,6 +16,11 @@ package broker
 // v4 batches keys (KIP-699: CoordinatorKeys in, one Coordinator entry per
 // key out, the single-key fields unused); v5 only signals that the client
 // handles TRANSACTION_ABORTABLE; v6 adds the share coordinator type.
+//
+// Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED) or
+// on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the
+// share coordinator type is for brokers, ClusterAction on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"strconv"
@@ -23,6 +28,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(10, 0, 6, handleFindCoordinator) }
@@ -40,12 +47,19 @@ func handleFindCoordinator(c *conn, req *kmsg.FindCoordinatorRequest) kmsg.Respo
 		var code int16
 		switch req.CoordinatorType {
 		case 0:
+			code = c.groupCode(acl.Describe, key)
 		case 1:
-			if key == "" {
+			switch {
+			case !c.mayTxn(acl.Describe, key):
+				code = kerr.TransactionalIDAuthorizationFailed.Code
+			case key == "":
 				code = kerr.InvalidRequest.Code
 			}
 		case 2:
-			if req.Version < 6 || !validSharePartitionKey(key) {
+			switch {
+			case !c.mayCluster(acl.ClusterAction):
+				code = kerr.ClusterAuthorizationFailed.Code
+			case req.Version < 6 || !validSharePartitionKey(key):
 				code = kerr.InvalidRequest.Code
 			}
 		default:

@@ -33,11 +33,14 @@ package broker
 // used, as Kafka did); v1 adds it; v2 throttling; v4 MEMBER_ID_REQUIRED;
 // v5 group.instance.id; v6 flexible; v7 protocol type in the response;
 // v8 a reason string (logged by nothing, accepted); v9 SkipAssignment.
+//
+// Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/groups"
 )
 
@@ -45,6 +48,9 @@ func init() { register(11, 0, 9, handleJoinGroup) }
 
 func handleJoinGroup(c *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode != 0 {
+		return resp, nil
+	}
 	ch := c.b.groups.Join(groups.Client{ID: c.clientID, Host: c.host}, req, resp)
 	if ch == nil {
 		return resp, nil

@@ -14,13 +14,21 @@ package broker
 // ILLEGAL_GENERATION for another generation.
 //
 // Version notes: v1 throttling; v3 group.instance.id; v4 flexible.
+//
+// Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
+)
 
 func init() { registerSimple(12, 0, 4, handleHeartbeat) }
 
 func handleHeartbeat(c *conn, req *kmsg.HeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	resp.ErrorCode = c.b.groups.Heartbeat(req)
+	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode == 0 {
+		resp.ErrorCode = c.b.groups.Heartbeat(req)
+	}
 	return resp
 }

@@ -18,8 +18,14 @@ package broker
 // Version notes: v1 throttling; v3 batches members (KIP-345) with
 // instance ids and per-member errors; v4 flexible; v5 a reason string
 // (accepted, unused).
+//
+// Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
+)
 
 func init() { registerSimple(13, 0, 5, handleLeaveGroup) }
 
@@ -28,6 +34,9 @@ func handleLeaveGroup(c *conn, req *kmsg.LeaveGroupRequest) kmsg.Response {
 	members := req.Members
 	if req.Version < 3 {
 		members = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
+	}
+	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode != 0 {
+		return resp
 	}
 	code, out := c.b.groups.Leave(req.Group, members)
 	resp.ErrorCode = code

@@ -23,16 +23,23 @@ package broker
 //
 // Version notes: v1 throttling; v3 group.instance.id; v4 flexible; v5
 // protocol type and name in request and response.
+//
+// Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { register(14, 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(c *conn, req *kmsg.SyncGroupRequest) (kmsg.Response, func()) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode != 0 {
+		return resp, nil
+	}
 	ch := c.b.groups.Sync(req, resp)
 	if ch == nil {
 		return resp, nil

@@ -15,11 +15,16 @@ package broker
 //
 // Version notes: v1 throttling; v3 flexible; v4 states filter and
 // GroupState (KIP-518); v5 types filter and GroupType (KIP-848).
+//
+// Authorization: Describe on the cluster lists every group; without it
+// only the groups the caller may Describe are listed.
 
 import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(16, 0, 5, handleListGroups) }
@@ -27,6 +32,15 @@ func init() { registerSimple(16, 0, 5, handleListGroups) }
 func handleListGroups(c *conn, req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	resp.Groups = append(c.b.groups.List(req.StatesFilter, req.TypesFilter), c.b.shares.ListGroups(req.StatesFilter, req.TypesFilter)...)
+	if !c.visible(acl.Describe, acl.Cluster, acl.ClusterName) {
+		kept := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if c.visible(acl.Describe, acl.Group, g.Group) {
+				kept = append(kept, g)
+			}
+		}
+		resp.Groups = kept
+	}
 	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
 	return resp
 }

@@ -38,6 +38,11 @@ package broker
 // allows -1 for NumPartitions and ReplicationFactor (we accept it from
 // v2, harmlessly); v5 is flexible and returns the configs; v6 is the
 // same as v5; v7 returns the topic id (zero for ValidateOnly).
+//
+// Authorization: Create on the cluster or on the topic
+// (TOPIC_AUTHORIZATION_FAILED); the configs in the answer need
+// DescribeConfigs on the topic (else ConfigErrorCode is
+// TOPIC_AUTHORIZATION_FAILED and no configs are listed).
 
 import (
 	"errors"
@@ -46,6 +51,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
@@ -75,6 +81,7 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		}
 	}
 	answered := map[string]bool{}
+	clusterCreate := c.visible(acl.Create, acl.Cluster, acl.ClusterName)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		if answered[rt.Topic] {
@@ -92,6 +99,10 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 		default:
 			var t *topics.Topic
 			var partitions int32
+			if !clusterCreate && !c.mayTopic(acl.Create, rt.Topic) {
+				err = kafkaerr.Refuse(kafkaerr.ErrTopicAuthorization, "Authorization failed.")
+				break
+			}
 			// controller_mutation_rate (quota_mutation.go): refused while
 			// over it in reject mode (v6+), else charged once created.
 			if err = c.mutationAllowed(req.Version >= 6, req.ValidateOnly); err != nil {
@@ -105,6 +116,10 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 				st.NumPartitions = partitions
 				st.ReplicationFactor = 1
 				st.TopicID = t.ID
+				if !c.visible(acl.DescribeConfigs, acl.Topic, rt.Topic) {
+					st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+					break
+				}
 				_, overrides := b.topics.Snapshot(t)
 				for _, e := range b.topicConfigEntries(overrides) {
 					st.Configs = append(st.Configs, e.CreateTopicsConfig())

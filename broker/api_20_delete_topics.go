@@ -17,11 +17,15 @@ package broker
 // throttle time; v2 and v3 are the same (v2: throttling after the
 // response); v4 is flexible; v5 adds per-topic error messages; v6 names
 // topics by name or by id and answers with both.
+//
+// Authorization: Delete on the topic (TOPIC_AUTHORIZATION_FAILED, for a
+// named topic whether or not it exists; by id, the name is not told).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
@@ -79,6 +83,12 @@ func handleDeleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 				}
 			} else if t = b.topics.GetID(rt.TopicID); t == nil {
 				err = kafkaerr.Refuse(kafkaerr.ErrUnknownTopicID, "This server does not host this topic ID.")
+			}
+			if rt.Topic != nil && !c.mayTopic(acl.Delete, *rt.Topic) || t != nil && rt.Topic == nil && !c.mayTopic(acl.Delete, t.Name) {
+				// By name, before existence; by id, without the name (Kafka
+				// leaks neither).
+				t, st.Topic = nil, rt.Topic
+				err = kafkaerr.Refuse(kafkaerr.ErrTopicAuthorization, "Authorization failed.")
 			}
 			if t != nil {
 				name := t.Name

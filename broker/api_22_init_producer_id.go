@@ -36,6 +36,11 @@ package broker
 // v2 is flexible; v3 adds ProducerID/ProducerEpoch for the epoch bump;
 // v4 adds PRODUCER_FENCED for transactional producers; v5 (KIP-890)
 // changes nothing for idempotent producers.
+//
+// Authorization: Write on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+// IdempotentWrite on the cluster or, as since Kafka 3.0 (KIP-679), Write
+// on some topic (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"time"
@@ -43,6 +48,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(22, 0, 5, handleInitProducerID) }
@@ -56,6 +63,10 @@ func handleInitProducerID(c *conn, req *kmsg.InitProducerIDRequest) kmsg.Respons
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.TransactionalID != nil && *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.TransactionalID != nil && !c.mayTxn(acl.Write, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID == nil && !c.mayCluster(acl.IdempotentWrite) && !c.mayAnyOf(acl.Write, acl.Topic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case req.TransactionalID != nil:
 		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.InitProducerID(req, time.Now())
 	default:

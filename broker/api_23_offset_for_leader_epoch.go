@@ -25,10 +25,15 @@ package broker
 // Version notes: v0 and v1 are gone from Kafka 4 and not served; v2 adds
 // CurrentLeaderEpoch and throttle time; v3 adds ReplicaID; v4 is
 // flexible.
+//
+// Authorization: Describe on the topic, or ClusterAction on the cluster
+// for a replica id (TOPIC_AUTHORIZATION_FAILED per partition).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(23, 2, 4, handleOffsetForLeaderEpoch) }
@@ -39,12 +44,18 @@ func handleOffsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) 
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		denied := !c.mayTopic(acl.Describe, rt.Topic)
+		if req.ReplicaID >= 0 {
+			denied = !c.mayCluster(acl.ClusterAction)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p := b.topics.Partition(rt.Topic, rp.Partition)
 			switch {
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.CurrentLeaderEpoch > 0:

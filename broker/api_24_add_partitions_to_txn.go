@@ -22,16 +22,23 @@ package broker
 // same id, producer and state checks, a partition in the transaction gets
 // NONE and one not in it TRANSACTION_ABORTABLE, as Kafka's
 // TransactionCoordinator.handleVerifyPartitionsInTransaction answers.
-// Kafka requires CLUSTER_ACTION for v4+; Shoal has no ACLs, so any client
-// may send it.
+// v4+ needs ClusterAction on the cluster (a top-level
+// CLUSTER_AUTHORIZATION_FAILED), as Kafka.
+//
+// Authorization: Write on the transactional id (every partition
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Write on each topic: a
+// denied topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others
+// UNKNOWN_TOPIC_OR_PARTITION or OPERATION_NOT_ATTEMPTED, nothing added.
 //
 // Version notes: v1 is v0; v2 allows PRODUCER_FENCED; v3 is flexible; v4
 // batches transactions and adds VerifyOnly; v5 allows
 // TRANSACTION_ABORTABLE.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/txn"
 )
 
@@ -44,7 +51,10 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		for i, rt := range req.Topics {
 			topics[i] = txn.TopicParts{Topic: rt.Topic, Partitions: rt.Partitions}
 		}
-		codes := c.b.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, req.Version, false)
+		codes := c.addPartitionsDenied(req.TransactionalID, topics)
+		if codes == nil {
+			codes = c.b.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, req.Version, false)
+		}
 		for i, rt := range req.Topics {
 			st := kmsg.NewAddPartitionsToTxnResponseTopic()
 			st.Topic = rt.Topic
@@ -57,12 +67,19 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		}
 		return resp
 	}
+	if !c.mayCluster(acl.ClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	for _, tx := range req.Transactions {
 		topics := make([]txn.TopicParts, len(tx.Topics))
 		for i, rt := range tx.Topics {
 			topics[i] = txn.TopicParts{Topic: rt.Topic, Partitions: rt.Partitions}
 		}
-		codes := c.b.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
+		codes := c.addPartitionsDenied(tx.TransactionalID, topics)
+		if codes == nil {
+			codes = c.b.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
+		}
 		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtx.TransactionalID = tx.TransactionalID
 		for i, rt := range tx.Topics {
@@ -78,4 +95,48 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		resp.Transactions = append(resp.Transactions, rtx)
 	}
 	return resp
+}
+
+// addPartitionsDenied is the answer to an AddPartitionsToTxn the caller
+// is not allowed (per topic, per partition), or nil when it is.
+func (c *conn) addPartitionsDenied(id string, topics []txn.TopicParts) [][]int16 {
+	if c.b.authz == nil {
+		return nil
+	}
+	codes := make([][]int16, len(topics))
+	fill := func(i int, code int16) {
+		codes[i] = make([]int16, len(topics[i].Partitions))
+		for j := range codes[i] {
+			codes[i][j] = code
+		}
+	}
+	if !c.mayTxn(acl.Write, id) {
+		for i := range topics {
+			fill(i, kerr.TransactionalIDAuthorizationFailed.Code)
+		}
+		return codes
+	}
+	denied := false
+	for i, t := range topics {
+		if !c.mayTopic(acl.Write, t.Topic) {
+			fill(i, kerr.TopicAuthorizationFailed.Code)
+			denied = true
+		}
+	}
+	if !denied {
+		return nil
+	}
+	for i, t := range topics {
+		if codes[i] != nil {
+			continue
+		}
+		codes[i] = make([]int16, len(t.Partitions))
+		for j, p := range t.Partitions {
+			codes[i][j] = kerr.OperationNotAttempted.Code
+			if c.b.topics.Partition(t.Topic, p) == nil {
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+	}
+	return codes
 }

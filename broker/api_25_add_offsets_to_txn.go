@@ -15,13 +15,29 @@ package broker
 // Version notes: v1 is v0; v2 allows PRODUCER_FENCED; v3 is flexible;
 // v4 only allows TRANSACTION_ABORTABLE (KIP-890 part 1), which we never
 // return.
+//
+// Authorization: Write on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the group
+// (GROUP_AUTHORIZATION_FAILED).
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(25, 0, 4, handleAddOffsetsToTxn) }
 
 func handleAddOffsetsToTxn(c *conn, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-	return c.b.txns.AddOffsets(req)
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	switch {
+	case !c.mayTxn(acl.Write, req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case !c.mayGroup(acl.Read, req.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	default:
+		return c.b.txns.AddOffsets(req)
+	}
+	return resp
 }

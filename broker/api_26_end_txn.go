@@ -32,11 +32,24 @@ package broker
 // transaction whose produces all failed). A v5 decision is answered once
 // it is durable; its markers and offsets follow in the background
 // (package txn).
+//
+// Authorization: Write on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(26, 0, 5, handleEndTxn) }
 
-func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response { return c.b.txns.EndTxn(req) }
+func handleEndTxn(c *conn, req *kmsg.EndTxnRequest) kmsg.Response {
+	if !c.mayTxn(acl.Write, req.TransactionalID) {
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp
+	}
+	return c.b.txns.EndTxn(req)
+}

@@ -47,13 +47,51 @@ package broker
 // AddOffsetsToTxn), starting the transaction if none is open, and
 // CONCURRENT_TRANSACTIONS while the previous one is being completed; the
 // addition is durable with the offsets. v6 (topic ids) is not served.
+//
+// Authorization: Write on the transactional id (every partition
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Read on the group (every
+// partition GROUP_AUTHORIZATION_FAILED), then Read on each topic
+// (TOPIC_AUTHORIZATION_FAILED for its partitions; the others are still
+// committed, as Kafka).
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(28, 0, 5, handleTxnOffsetCommit) }
 
 func handleTxnOffsetCommit(c *conn, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	return c.b.txns.TxnOffsetCommit(req)
+	code := int16(0)
+	switch {
+	case !c.mayTxn(acl.Write, req.TransactionalID):
+		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case !c.mayGroup(acl.Read, req.Group):
+		code = kerr.GroupAuthorizationFailed.Code
+	}
+	kept, denied, codes := authzSplit(c, req.Topics, func(rt *kmsg.TxnOffsetCommitRequestTopic) int16 {
+		return c.topicCheck(code, acl.Read, rt.Topic, [16]byte{}, false)
+	})
+	if len(denied) == 0 && code == 0 {
+		return c.b.txns.TxnOffsetCommit(req)
+	}
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	if len(kept) > 0 {
+		r := *req
+		r.Topics = kept
+		resp = c.b.txns.TxnOffsetCommit(&r).(*kmsg.TxnOffsetCommitResponse)
+	}
+	for i, rt := range denied {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, codes[i]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

@@ -26,11 +26,16 @@ package broker
 // from Kafka 4 and not served; v1 adds IncludeSynonyms and Source; v2
 // is the same as v1; v3 adds ConfigType and IncludeDocumentation; v4 is
 // flexible.
+//
+// Authorization: DescribeConfigs on the topic (TOPIC_AUTHORIZATION_FAILED),
+// the group (GROUP_AUTHORIZATION_FAILED) or, for a broker, broker logger
+// or client-metrics resource, the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
@@ -44,7 +49,11 @@ func handleDescribeConfigs(c *conn, req *kmsg.DescribeConfigsRequest) kmsg.Respo
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		entries, err := b.describeConfigResource(rr.ResourceType, rr.ResourceName)
+		err := c.configsDenied(acl.DescribeConfigs, rr.ResourceType, rr.ResourceName)
+		var entries []configs.Entry
+		if err == nil {
+			entries, err = b.describeConfigResource(rr.ResourceType, rr.ResourceName)
+		}
 		if err != nil {
 			sr.ErrorCode = kafkaerr.Code(err)
 			sr.ErrorMessage = kafkaerr.Message(err)

@@ -29,12 +29,16 @@ package broker
 //
 // Version notes: v0 and v1 are the same (v1 only means throttling after
 // the response); v2 is flexible.
+//
+// Authorization: AlterConfigs on the resource, with DescribeConfigs' rules
+// and errors.
 
 import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
@@ -49,6 +53,9 @@ func handleAlterConfigs(c *conn, req *kmsg.AlterConfigsRequest) kmsg.Response {
 	}
 	resp.Resources = make([]kmsg.AlterConfigsResponseResource, len(req.Resources))
 	b.alterResources("alter configs", keys, func(i int) error {
+		if err := c.configsDenied(acl.AlterConfigs, keys[i].typ, keys[i].name); err != nil {
+			return err
+		}
 		return b.alterConfigsResource(&req.Resources[i], req.ValidateOnly)
 	}, func(i int, code int16, msg *string) {
 		sr := kmsg.NewAlterConfigsResponseResource()

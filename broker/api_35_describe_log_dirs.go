@@ -14,12 +14,18 @@ package broker
 // v0 is gone from Kafka 4 and not served; v2 is flexible; v3 adds a
 // top-level error code; v4 adds the volume's TotalBytes and UsableBytes
 // (statfs; -1 where unknown). v5 (IsCordoned, KIP-1066) is not served.
+//
+// Authorization: Describe on the cluster (CLUSTER_AUTHORIZATION_FAILED and
+// no directories).
 
 import (
 	"path/filepath"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(35, 1, 4, handleDescribeLogDirs) }
@@ -27,6 +33,10 @@ func init() { registerSimple(35, 1, 4, handleDescribeLogDirs) }
 func handleDescribeLogDirs(c *conn, req *kmsg.DescribeLogDirsRequest) kmsg.Response {
 	b := c.b
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !c.mayCluster(acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; before it, just no directories
+		return resp
+	}
 	dir := filepath.Join(b.cfg.DataDir, "logs")
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs

@@ -24,6 +24,9 @@ package broker
 //
 // Version notes: v1 is the same as v0 (throttling after the response);
 // v2 is flexible; v3 is the same as v2.
+//
+// Authorization: Alter on the topic (TOPIC_AUTHORIZATION_FAILED, whether or
+// not it exists).
 
 import (
 	"fmt"
@@ -31,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
 
@@ -65,6 +69,8 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 			err = kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Duplicate topic name.")
 		case total > maxPartitionsPerRequest:
 			err = kafkaerr.Refuse(kafkaerr.ErrPolicyViolation, "Excessively large number of partitions per request.")
+		case !c.mayTopic(acl.Alter, rt.Topic):
+			err = kafkaerr.Refuse(kafkaerr.ErrTopicAuthorization, "Authorization failed.")
 		default:
 			// controller_mutation_rate (quota_mutation.go), v3+ may refuse.
 			if err = c.mutationAllowed(req.Version >= 3, req.ValidateOnly); err != nil {

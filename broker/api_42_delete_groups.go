@@ -11,8 +11,14 @@ package broker
 // (share/groups.go), as in Kafka.
 //
 // Version notes: v1 throttling; v2 flexible; v3 per-group error message.
+//
+// Authorization: Delete on each group (GROUP_AUTHORIZATION_FAILED).
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
+)
 
 func init() { registerSimple(42, 0, 3, handleDeleteGroups) }
 
@@ -21,6 +27,10 @@ func handleDeleteGroups(c *conn, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		sg := kmsg.NewDeleteGroupsResponseGroup()
 		sg.Group = name
+		if sg.ErrorCode = c.groupCode(acl.Delete, name); sg.ErrorCode != 0 {
+			resp.Groups = append(resp.Groups, sg)
+			continue
+		}
 		code, msg, isShare := c.b.shares.DeleteGroup(name)
 		if !isShare {
 			code, msg = c.b.groups.DeleteGroup(name)

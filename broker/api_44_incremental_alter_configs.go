@@ -26,10 +26,14 @@ package broker
 // AlterConfigs. ValidateOnly validates and changes nothing.
 //
 // Version notes: v1 is flexible.
+//
+// Authorization: AlterConfigs on the resource, with DescribeConfigs' rules
+// and errors.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 )
@@ -45,6 +49,9 @@ func handleIncrementalAlterConfigs(c *conn, req *kmsg.IncrementalAlterConfigsReq
 	}
 	resp.Resources = make([]kmsg.IncrementalAlterConfigsResponseResource, len(req.Resources))
 	b.alterResources("incremental alter configs", keys, func(i int) error {
+		if err := c.configsDenied(acl.AlterConfigs, keys[i].typ, keys[i].name); err != nil {
+			return err
+		}
 		return b.incrementalAlterResource(&req.Resources[i], req.ValidateOnly)
 	}, func(i int, code int16, msg *string) {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()

@@ -14,13 +14,43 @@ package broker
 // exist succeeds.
 //
 // Version notes: only v0.
+//
+// Authorization: Delete on the group (a top-level
+// GROUP_AUTHORIZATION_FAILED), then Read on each topic
+// (TOPIC_AUTHORIZATION_FAILED for its partitions, whose offsets stay).
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
+)
 
 func init() { registerSimple(47, 0, 0, handleOffsetDelete) }
 
 func handleOffsetDelete(c *conn, req *kmsg.OffsetDeleteRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	c.b.groups.DeleteOffsets(req, resp)
+	if resp.ErrorCode = c.groupCode(acl.Delete, req.Group); resp.ErrorCode != 0 {
+		return resp
+	}
+	kept, denied, codes := authzSplit(c, req.Topics, func(rt *kmsg.OffsetDeleteRequestTopic) int16 {
+		return c.topicCheck(0, acl.Read, rt.Topic, [16]byte{}, false)
+	})
+	if len(denied) > 0 {
+		r := *req
+		r.Topics, req = kept, &r
+	}
+	if len(kept) > 0 || len(denied) == 0 {
+		c.b.groups.DeleteOffsets(req, resp)
+	}
+	for i, rt := range denied {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, codes[i]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
 	return resp
 }

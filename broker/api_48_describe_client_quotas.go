@@ -14,12 +14,17 @@ package broker
 // UNSUPPORTED_VERSION ("Custom entity type ... not supported").
 //
 // Version notes: v1 is flexible.
+//
+// Authorization: DescribeConfigs on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/quota"
 )
@@ -28,6 +33,10 @@ func init() { registerSimple(48, 0, 1, handleDescribeClientQuotas) }
 
 func handleDescribeClientQuotas(c *conn, req *kmsg.DescribeClientQuotasRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if !c.mayCluster(acl.DescribeConfigs) {
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Authorization failed.")
+		return resp
+	}
 	in := make([]quota.FilterIn, len(req.Components))
 	for i, rc := range req.Components {
 		in[i] = quota.FilterIn{Type: rc.EntityType, Match: int8(rc.MatchType), Name: rc.Match}

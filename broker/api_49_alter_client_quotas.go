@@ -17,11 +17,15 @@ package broker
 // changes nothing.
 //
 // Version notes: v1 is flexible.
+//
+// Authorization: AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED
+// for every entry).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/quota"
 )
@@ -30,6 +34,7 @@ func init() { registerSimple(49, 0, 1, handleAlterClientQuotas) }
 
 func handleAlterClientQuotas(c *conn, req *kmsg.AlterClientQuotasRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	allowed := c.mayCluster(acl.AlterConfigs)
 	for _, re := range req.Entries {
 		out := kmsg.NewAlterClientQuotasResponseEntry()
 		comps := make([]quota.Component, len(re.Entity))
@@ -43,7 +48,12 @@ func handleAlterClientQuotas(c *conn, req *kmsg.AlterClientQuotasRequest) kmsg.R
 		for i, op := range re.Ops {
 			ops[i] = quota.Op{Key: op.Key, Value: op.Value, Remove: op.Remove}
 		}
-		err := c.b.quotas.Alter(comps, ops, req.ValidateOnly)
+		var err error
+		if !allowed {
+			err = kafkaerr.Refuse(kafkaerr.ErrClusterAuthorization, "Authorization failed.")
+		} else {
+			err = c.b.quotas.Alter(comps, ops, req.ValidateOnly)
+		}
 		if err != nil {
 			if _, refused := err.(*kafkaerr.RequestError); !refused {
 				c.lg.Error("altering client quota failed", zap.Error(err))

@@ -6,8 +6,9 @@ package broker
 // one when the list is null or empty, as in Kafka): each mechanism and its iterations, never
 // the salt or keys. A user without credentials is RESOURCE_NOT_FOUND, a
 // user named twice DUPLICATE_RESOURCE, as in Kafka.
-// With super.users set only they may call it (CLUSTER_AUTHORIZATION_FAILED
-// otherwise); Kafka's rule, Describe on the cluster, comes with ACLs.
+// It needs Describe on the cluster (CLUSTER_AUTHORIZATION_FAILED
+// otherwise); with the authorizer off and super.users set, only they
+// may call it (sasl.go, mayManageCredentials).
 //
 // Version notes: v0 only (flexible).
 
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/security"
 )
 
@@ -22,9 +24,9 @@ func init() { registerSimple(50, 0, 0, handleDescribeUserScramCredentials) }
 
 func handleDescribeUserScramCredentials(c *conn, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if !c.mayManageCredentials() {
+	if !c.mayManageCredentials(acl.Describe) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr("Only super.users may describe SCRAM credentials.")
+		resp.ErrorMessage = kmsg.StringPtr("Describing SCRAM credentials needs Describe on the cluster.")
 		return resp
 	}
 	var users []string

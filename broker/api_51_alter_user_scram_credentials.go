@@ -12,8 +12,9 @@ package broker
 // password UNACCEPTABLE_CREDENTIAL, a user with two changes for one
 // mechanism DUPLICATE_RESOURCE, a deletion of nothing RESOURCE_NOT_FOUND;
 // a user with any bad change gets that error and none of its changes.
-// With super.users set only they may call it (CLUSTER_AUTHORIZATION_FAILED
-// per user otherwise); Kafka's rule, Alter on the cluster, comes with ACLs.
+// It needs Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED per user
+// otherwise); with the authorizer off and super.users set, only they
+// may call it (sasl.go, mayManageCredentials).
 // Every change is logged with the principal that made it.
 //
 // Version notes: v0 only (flexible).
@@ -25,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/security"
 )
@@ -78,12 +80,12 @@ func handleAlterUserScramCredentials(c *conn, req *kmsg.AlterUserSCRAMCredential
 			setBad(u.Name, kerr.UnacceptableCredential.Code, "Salt and salted password must not be empty")
 		}
 	}
-	allowed := c.mayManageCredentials()
+	allowed := c.mayManageCredentials(acl.Alter)
 	for _, user := range order {
 		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
 		r.User = user
 		if !allowed {
-			r.ErrorCode, r.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Only super.users may alter SCRAM credentials.")
+			r.ErrorCode, r.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Altering SCRAM credentials needs Alter on the cluster.")
 			resp.Results = append(resp.Results, r)
 			continue
 		}

@@ -5,8 +5,9 @@ package broker
 // Behavior: the cluster is this one broker, with its advertised address
 // and no rack, and it is also the controller. The cluster id is the one
 // kept in the metadata store. ClusterAuthorizedOperations is INT32_MIN
-// ("not requested") unless the client asks, and then every cluster
-// operation, since we have no ACLs.
+// ("not requested") unless the client asks, and then KIP-430's set of
+// the cluster operations the caller may do (every one with the
+// authorizer off), or 0 if it may not Describe the cluster, as Kafka.
 //
 // Version notes: v1 adds EndpointType (KIP-919): we serve the broker
 // endpoint (1) only; asking for controllers (2) or anything else gets
@@ -14,19 +15,13 @@ package broker
 // IncludeFencedBrokers and IsFenced; we are never fenced.
 
 import (
-	"math"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(60, 0, 2, handleDescribeCluster) }
-
-// allClusterOperations is the AuthorizedOperations bit set for CREATE,
-// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and
-// IDEMPOTENT_WRITE (ACL operation codes 5, 7-12), the operations Kafka
-// defines on the cluster resource.
-const allClusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 
 func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Response {
 	b := c.b
@@ -43,9 +38,9 @@ func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Respo
 	br := kmsg.NewDescribeClusterResponseBroker()
 	br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
 	resp.Brokers = append(resp.Brokers, br)
-	resp.ClusterAuthorizedOperations = math.MinInt32
-	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = allClusterOperations
+	resp.ClusterAuthorizedOperations = c.authorizedOps(req.IncludeClusterAuthorizedOperations, acl.Cluster, acl.ClusterName)
+	if req.IncludeClusterAuthorizedOperations && !c.visible(acl.Describe, acl.Cluster, acl.ClusterName) {
+		resp.ClusterAuthorizedOperations = 0
 	}
 	return resp
 }

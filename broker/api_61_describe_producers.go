@@ -11,10 +11,15 @@ package broker
 // UNKNOWN_TOPIC_OR_PARTITION.
 //
 // Version notes: v0 is the only version; it is flexible.
+//
+// Authorization: Read on the topic (TOPIC_AUTHORIZATION_FAILED per
+// partition), as Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(61, 0, 0, handleDescribeProducers) }
@@ -25,9 +30,15 @@ func handleDescribeProducers(c *conn, req *kmsg.DescribeProducersRequest) kmsg.R
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		denied := !c.mayTopic(acl.Read, rt.Topic)
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
+			if denied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p := b.topics.Partition(rt.Topic, idx)
 			if p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -12,13 +12,28 @@ package broker
 // that only ever got as far as a failed InitProducerId are not listed.
 //
 // Version notes: v0; v1 adds the duration filter; v2 the id pattern.
+//
+// Authorization: only the transactional ids the caller may Describe are
+// listed.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(66, 0, 2, handleListTransactions) }
 
 func handleListTransactions(c *conn, req *kmsg.ListTransactionsRequest) kmsg.Response {
-	return c.b.txns.List(req)
+	resp := c.b.txns.List(req).(*kmsg.ListTransactionsResponse)
+	if c.b.authz != nil {
+		kept := resp.TransactionStates[:0]
+		for _, ts := range resp.TransactionStates {
+			if c.visible(acl.Describe, acl.TransactionalID, ts.TransactionalID) {
+				kept = append(kept, ts)
+			}
+		}
+		resp.TransactionStates = kept
+	}
+	return resp
 }

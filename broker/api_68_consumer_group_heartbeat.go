@@ -26,10 +26,18 @@ package broker
 // empty member id; v1 (KIP-1082) requires the client to name itself and
 // adds SubscribedTopicRegex (RE2 syntax, matched against whole topic
 // names, re-evaluated as topics come and go).
+//
+// Authorization: Read on the group (GROUP_AUTHORIZATION_FAILED); a
+// subscription naming a topic the member may not Describe is
+// TOPIC_AUTHORIZATION_FAILED, as Kafka 4. Topics a regex subscription
+// matches are not filtered by ACLs yet (docs/SECURITY.md); fetching them
+// still needs Read.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/groups"
 )
 
@@ -37,6 +45,14 @@ func init() { registerSimple(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode != 0 {
+		return resp
+	}
+	if t := c.undescribable(req.SubscribedTopicNames); t != "" {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("The member is not authorized to describe topic " + t + ".")
+		return resp
+	}
 	c.b.groups.ConsumerHeartbeat(groups.Client{ID: c.clientID, Host: c.host}, req, resp)
 	return resp
 }

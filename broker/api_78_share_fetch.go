@@ -60,15 +60,28 @@ package broker
 // (PartitionMaxBytes is v0-only and ignored); v1 adds MaxRecords,
 // BatchSize and AcquisitionLockTimeoutMillis; v2 adds ShareAcquireMode
 // (KIP-1206) and IsRenewAck (KIP-1222).
+//
+// Authorization: Read on the group (the whole response
+// GROUP_AUTHORIZATION_FAILED, nothing fetched nor acknowledged), then Read
+// on each topic (TOPIC_AUTHORIZATION_FAILED per partition, for its records
+// and its acknowledgements, which are not applied).
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/share"
 )
 
 func init() { registerSimple(78, 1, 2, handleShareFetch) }
 
 func handleShareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
-	return c.b.shares.ServeFetch(c.shareClient(), req, share.FetchIO{Arena: c.recordBuf, Parked: c.quota.parkedSince, Charge: c.shareFetchQuotaCharge})
+	if !c.mayGroup(acl.Read, nameOf(req.GroupID)) {
+		resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode, resp.ErrorMessage = kerr.GroupAuthorizationFailed.Code, kmsg.StringPtr("Authorization failed.")
+		return resp
+	}
+	return c.b.shares.ServeFetch(c.shareClient(), req, share.FetchIO{Arena: c.recordBuf, Parked: c.quota.parkedSince,
+		Charge: c.shareFetchQuotaCharge, MayRead: c.topicReader()})
 }

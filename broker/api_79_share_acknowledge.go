@@ -22,13 +22,23 @@ package broker
 // IsRenewAck with ack type 4 (RENEW, KIP-1222: a fresh acquisition lock,
 // refused with INVALID_RECORD_STATE when the group disables
 // share.renew.acknowledge.enable) and AcquisitionLockTimeoutMillis.
+//
+// Authorization: as ShareFetch's: Read on the group, then on each topic.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(79, 1, 2, handleShareAcknowledge) }
 
 func handleShareAcknowledge(c *conn, req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
-	return c.b.shares.ServeAcknowledge(req)
+	if !c.mayGroup(acl.Read, nameOf(req.GroupID)) {
+		resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+		resp.ErrorCode, resp.ErrorMessage = kerr.GroupAuthorizationFailed.Code, kmsg.StringPtr("Authorization failed.")
+		return resp
+	}
+	return c.b.shares.ServeAcknowledge(req, c.topicReader())
 }

@@ -10,13 +10,41 @@ package broker
 // Deletions are durable before the answer.
 //
 // Version notes: v0 only.
+//
+// Authorization: Delete on the group (a top-level GROUP_AUTHORIZATION_FAILED),
+// then Read on each topic (TOPIC_AUTHORIZATION_FAILED for it; the others
+// are still deleted), as Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(92, 0, 0, handleDeleteShareGroupOffsets) }
 
 func handleDeleteShareGroupOffsets(c *conn, req *kmsg.DeleteShareGroupOffsetsRequest) kmsg.Response {
-	return c.b.shares.DeleteOffsets(req)
+	if code := c.groupCode(acl.Delete, req.GroupID); code != 0 {
+		resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr("Authorization failed.")
+		return resp
+	}
+	kept, denied, codes := authzSplit(c, req.Topics, func(t *kmsg.DeleteShareGroupOffsetsRequestTopic) int16 {
+		return c.topicCheck(0, acl.Read, t.Topic, [16]byte{}, false)
+	})
+	if len(denied) == 0 {
+		return c.b.shares.DeleteOffsets(req)
+	}
+	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	if len(kept) > 0 {
+		r := *req
+		r.Topics = kept
+		resp = c.b.shares.DeleteOffsets(&r).(*kmsg.DeleteShareGroupOffsetsResponse)
+	}
+	for i, t := range denied {
+		st := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		st.Topic, st.ErrorCode, st.ErrorMessage = t.Topic, codes[i], kmsg.StringPtr("Authorization failed.")
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

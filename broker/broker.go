@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/groups"
@@ -67,11 +69,14 @@ type Broker struct {
 	creds     *security.Credentials // SCRAM credentials (SASL, security/credentials.go)
 	// superUsers is super.users (read-only after Start).
 	superUsers map[string]bool
-	connIDs    atomic.Uint64   // the last conn.id given
-	ctx        context.Context // cancelled when Close begins
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup // every background goroutine, see goroutine
-	connWG     sync.WaitGroup // connection goroutines, see connGoroutine
+	// authz is the ACL authorizer (authorizer.class.name); nil when off,
+	// and then every request is allowed (authz.go).
+	authz   *acl.Authorizer
+	connIDs atomic.Uint64   // the last conn.id given
+	ctx     context.Context // cancelled when Close begins
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // every background goroutine, see goroutine
+	connWG  sync.WaitGroup // connection goroutines, see connGoroutine
 	// syncStop stops the syncer. It is closed only after every connection
 	// has finished, so no produce waits for an fsync that never comes.
 	syncStop  chan struct{}
@@ -210,6 +215,13 @@ func Start(cfg Config) (*Broker, error) {
 	if b.creds, err = security.LoadCredentials(b.meta); err != nil {
 		return fail(fmt.Errorf("broker: SCRAM credentials: %w", err))
 	}
+	if sec := security.Settings(cfg.Security); sec.For("", "authorizer.class.name") != "" {
+		b.authz, err = acl.New(acl.Options{Store: b.meta, SuperUsers: b.superUsers,
+			AllowEveryoneIfNoACLFound: strings.EqualFold(sec.For("", "allow.everyone.if.no.acl.found"), "true")})
+		if err != nil {
+			return fail(fmt.Errorf("broker: ACLs: %w", err))
+		}
+	}
 	if err := b.topicAdmin.FinishDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))
 	}
@@ -226,7 +238,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.goroutine(b.shares.ResumeDLQ) // dead-letter writes pending at a crash (share/dlq.go)
 	b.ready.Store(true)
 	for _, l := range b.listeners {
-		if l.mechanisms != nil && len(b.superUsers) == 0 {
+		if l.mechanisms != nil && len(b.superUsers) == 0 && b.authz == nil {
 			lg.Warn("super.users is unset: any client may create and delete SCRAM credentials (as in Kafka without an authorizer); set super.users", zap.String("listener", l.name))
 			break
 		}

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/security"
 )
 
@@ -79,9 +80,14 @@ func (c *conn) authenticated() error {
 }
 
 // mayManageCredentials reports whether c may call the SCRAM credential
-// APIs: any client when super.users is unset (Kafka without an
-// authorizer), else only a super user, until ACLs decide.
-func (c *conn) mayManageCredentials() bool {
+// APIs: with the authorizer on, op (Describe or Alter) on the cluster,
+// as Kafka; with it off, any client when super.users is unset (Kafka
+// without an authorizer), else only a super user, so that setting
+// super.users alone already keeps strangers from adding themselves.
+func (c *conn) mayManageCredentials(op acl.Operation) bool {
+	if c.b.authz != nil {
+		return c.mayCluster(op)
+	}
 	return len(c.b.superUsers) == 0 || c.b.superUsers[c.principal]
 }
 

@@ -203,3 +203,45 @@ func grants(has, op Operation, perm Permission) bool {
 	}
 	return false
 }
+
+var resourceNames = map[ResourceType]string{
+	AnyResource: "ANY", Topic: "TOPIC", Group: "GROUP", Cluster: "CLUSTER",
+	TransactionalID: "TRANSACTIONAL_ID", DelegationToken: "DELEGATION_TOKEN", User: "USER",
+}
+
+// String is Kafka's name of the resource type (TOPIC, GROUP, ...).
+func (t ResourceType) String() string {
+	if s, ok := resourceNames[t]; ok {
+		return s
+	}
+	return fmt.Sprintf("UNKNOWN(%d)", int8(t))
+}
+
+var operationNames = map[Operation]string{
+	AnyOperation: "ANY", All: "ALL", Read: "READ", Write: "WRITE", Create: "CREATE", Delete: "DELETE",
+	Alter: "ALTER", Describe: "DESCRIBE", ClusterAction: "CLUSTER_ACTION", DescribeConfigs: "DESCRIBE_CONFIGS",
+	AlterConfigs: "ALTER_CONFIGS", IdempotentWrite: "IDEMPOTENT_WRITE", CreateTokens: "CREATE_TOKENS",
+	DescribeTokens: "DESCRIBE_TOKENS",
+}
+
+// String is Kafka's name of the operation (READ, WRITE, ...).
+func (o Operation) String() string {
+	if s, ok := operationNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("UNKNOWN(%d)", int8(o))
+}
+
+// supported is, per resource type, the operations Kafka reports in
+// KIP-430 authorized-operation sets (AclEntry.supportedOperations).
+var supported = map[ResourceType][]Operation{
+	Topic:           {Read, Write, Create, Describe, Delete, Alter, DescribeConfigs, AlterConfigs},
+	Group:           {Read, Describe, Delete, DescribeConfigs, AlterConfigs},
+	Cluster:         {Create, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, Alter, Describe},
+	TransactionalID: {Describe, Write},
+	DelegationToken: {Describe},
+	User:            {CreateTokens, DescribeTokens},
+}
+
+// Supported is the operations that apply to resources of type t.
+func Supported(t ResourceType) []Operation { return supported[t] }

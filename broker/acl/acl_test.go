@@ -254,3 +254,55 @@ func BenchmarkAuthorize10k(b *testing.B) {
 		a.Authorize(reqs[i&1023])
 	}
 }
+
+// TestAuthorizeAny: Kafka's authorizeByResourceType (what InitProducerId
+// uses to let Write on any topic stand in for IdempotentWrite): an ALLOW
+// on some pattern counts unless a DENY covers it.
+func TestAuthorizeAny(t *testing.T) {
+	cases := []struct {
+		name string
+		acls []Binding
+		want bool
+	}{
+		{"none", nil, false},
+		{"literal allow", []Binding{{Topic, "t", Literal, "User:alice", "*", Write, Allow}}, true},
+		{"All counts", []Binding{{Topic, "t", Literal, "User:alice", "*", All, Allow}}, true},
+		{"implied operations do not", []Binding{{Topic, "t", Literal, "User:alice", "*", Read, Allow}}, false},
+		{"another principal's", []Binding{{Topic, "t", Literal, "User:bob", "*", Write, Allow}}, false},
+		{"wildcard principal", []Binding{{Topic, "t", Literal, "User:*", "*", Write, Allow}}, true},
+		{"another host", []Binding{{Topic, "t", Literal, "User:alice", "10.9.9.9", Write, Allow}}, false},
+		{"denied by the same literal", []Binding{
+			{Topic, "t", Literal, "User:alice", "*", Write, Allow},
+			{Topic, "t", Literal, "User:alice", "*", Write, Deny}}, false},
+		{"a literal deny of another name", []Binding{
+			{Topic, "t", Literal, "User:alice", "*", Write, Allow},
+			{Topic, "u", Literal, "User:alice", "*", Write, Deny}}, true},
+		{"denied by a covering prefix", []Binding{
+			{Topic, "pay-1", Literal, "User:alice", "*", Write, Allow},
+			{Topic, "pay", Prefixed, "User:alice", "*", Write, Deny}}, false},
+		{"a prefixed allow under a shorter deny", []Binding{
+			{Topic, "pay-eu", Prefixed, "User:alice", "*", Write, Allow},
+			{Topic, "pay", Prefixed, "User:*", "*", All, Deny}}, false},
+		{"a deny of a longer prefix leaves the allow", []Binding{
+			{Topic, "pay", Prefixed, "User:alice", "*", Write, Allow},
+			{Topic, "pay-eu", Prefixed, "User:alice", "*", Write, Deny}}, true},
+		{"a wildcard deny", []Binding{
+			{Topic, "t", Literal, "User:alice", "*", Write, Allow},
+			{Topic, "*", Literal, "User:alice", "*", Write, Deny}}, false},
+		{"a wildcard allow", []Binding{{Topic, "*", Literal, "User:alice", "*", Write, Allow}}, true},
+		{"other resource types", []Binding{{Group, "t", Literal, "User:alice", "*", Write, Allow}}, false},
+	}
+	for _, tc := range cases {
+		a, err := New(Options{})
+		require.NoError(t, err)
+		require.NoError(t, a.Create(tc.acls))
+		require.Equal(t, tc.want, a.AuthorizeAny("User:alice", "10.0.0.1", Write, Topic), tc.name)
+	}
+	su, err := New(Options{SuperUsers: map[string]bool{"User:alice": true}})
+	require.NoError(t, err)
+	require.NoError(t, su.Create([]Binding{{Topic, "*", Literal, "User:alice", "*", Write, Deny}}))
+	require.True(t, su.AuthorizeAny("User:alice", "h", Write, Topic), "a super user, whatever the DENYs")
+	open, err := New(Options{AllowEveryoneIfNoACLFound: true})
+	require.NoError(t, err)
+	require.True(t, open.AuthorizeAny("User:alice", "h", Write, Topic), "allow.everyone.if.no.acl.found with no ACLs")
+}

@@ -284,3 +284,58 @@ func uniqInts(s []int) []int {
 	}
 	return out
 }
+
+// anyProbe is the resource name AuthorizeAny asks about first, as
+// Kafka's authorizeByResourceType does ("hardcode"): a super user, or a
+// caller allowed by a wildcard or allow.everyone.if.no.acl.found, is
+// allowed whatever the other ACLs say.
+const anyProbe = "hardcode"
+
+// AuthorizeAny reports whether principal, from host, may do op on at
+// least one resource of type typ, with Kafka's authorizeByResourceType
+// rules: allowed if an ALLOW for op (or All; implied operations do not
+// count here) on some pattern is not covered by a DENY: a LITERAL "*"
+// DENY covers everything, a LITERAL DENY its own name, a PREFIXED DENY
+// every pattern that starts with its prefix.
+func (a *Authorizer) AuthorizeAny(principal, host string, op Operation, typ ResourceType) bool {
+	if a.Authorize(Request{Principal: principal, Host: host, Operation: op, Type: typ, Name: anyProbe}) {
+		return true
+	}
+	denyLit, denyPre := map[string]bool{}, map[string]bool{}
+	var allows []Binding
+	for _, b := range a.idx.Load().all {
+		if b.ResourceType != typ || b.Principal != principal && b.Principal != WildcardPrincipal ||
+			b.Host != host && b.Host != Wildcard || b.Operation != op && b.Operation != All {
+			continue
+		}
+		switch {
+		case b.Permission == Deny && b.PatternType == Literal:
+			denyLit[b.ResourceName] = true
+		case b.Permission == Deny && b.PatternType == Prefixed:
+			denyPre[b.ResourceName] = true
+		case b.Permission == Allow:
+			allows = append(allows, b)
+		}
+	}
+	if denyLit[Wildcard] {
+		return false
+	}
+	for _, b := range allows {
+		if b.PatternType == Literal && b.ResourceName == Wildcard {
+			return true
+		}
+	}
+next:
+	for _, b := range allows {
+		if b.PatternType == Literal && denyLit[b.ResourceName] {
+			continue
+		}
+		for n := 1; n <= len(b.ResourceName); n++ {
+			if denyPre[b.ResourceName[:n]] {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
+}

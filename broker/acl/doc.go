@@ -6,8 +6,9 @@
 // comment has the rules. Bindings are stored in the metadata store
 // (meta/acl/...) and are durable before they apply.
 //
-// The root will call Authorize from each handler (issue 28, step 3);
-// this package knows nothing of requests or connections.
+// The root asks Authorize (and AuthorizeAny, Kafka's
+// authorizeByResourceType) from each handler (broker/authz.go); this
+// package knows nothing of requests or connections.
 //
 // # Locks
 //

@@ -44,6 +44,12 @@ func Code(err error) int16 {
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, ErrInvalidRequest):
 		return kerr.InvalidRequest.Code
+	case errors.Is(err, ErrTopicAuthorization):
+		return kerr.TopicAuthorizationFailed.Code
+	case errors.Is(err, ErrGroupAuthorization):
+		return kerr.GroupAuthorizationFailed.Code
+	case errors.Is(err, ErrClusterAuthorization):
+		return kerr.ClusterAuthorizationFailed.Code
 	case errors.Is(err, ErrThrottlingQuota):
 		return kerr.ThrottlingQuotaExceeded.Code
 	case errors.Is(err, ErrQuotaEntityType):

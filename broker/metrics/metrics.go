@@ -58,6 +58,10 @@ type Metrics struct {
 	// AuthFailures (shoal_authentication_failures_total): failed SASL
 	// authentications and refused TLS client certificates.
 	AuthFailures prometheus.Counter
+	// AuthzDenied (shoal_authorization_denied_total): authorization
+	// checks that denied a request's operation on a resource (one per
+	// resource refused, not per request).
+	AuthzDenied prometheus.Counter
 
 	// FsyncSeconds (shoal_fsync_duration_seconds) observes each
 	// partition log fsync.
@@ -127,6 +131,10 @@ func New(apis []API, state ...prometheus.Collector) *Metrics {
 		Name: "shoal_authentication_failures_total",
 		Help: "Failed SASL authentications and refused TLS client certificates.",
 	})
+	m.AuthzDenied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shoal_authorization_denied_total",
+		Help: "Authorization checks that denied an operation on a resource (ACLs).",
+	})
 	m.FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "shoal_fsync_duration_seconds",
 		Help: "Duration of one partition log fsync (segment, indexes and checkpoint as needed).",
@@ -153,7 +161,7 @@ func New(apis []API, state ...prometheus.Collector) *Metrics {
 	m.reg.MustRegister(
 		m.requests, m.requestSeconds,
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
-		m.Connections, m.ConnectionsAccepted, m.AuthFailures,
+		m.Connections, m.ConnectionsAccepted, m.AuthFailures, m.AuthzDenied,
 		m.FsyncSeconds,
 		m.lockExpiries, m.archived, m.DLQRecords, m.QuotaThrottle,
 		collectors.NewGoCollector(),

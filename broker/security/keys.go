@@ -21,6 +21,9 @@ type Key struct {
 	Sensitive bool
 }
 
+// StandardAuthorizer is Kafka's (KRaft) authorizer class name.
+const StandardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 // Keys is every security config, sorted by name.
 var Keys = func() []Key {
 	ks := []Key{
@@ -64,8 +67,12 @@ var Keys = func() []Key {
 		{Name: "sasl.oauthbearer.scope.claim.name", Def: "scope", Doc: "OAUTHBEARER: accepted for compatibility; scopes are not checked."},
 		{Name: "shoal.sasl.oauthbearer.unsecured.enable", Def: "false", Doc: "OAUTHBEARER: also accept unsigned tokens (alg none), as Kafka's development validator does. Never in production.",
 			Check: oneOf("true", "false")},
-		{Name: "super.users", Doc: "Principals allowed everything, semicolon-separated (User:admin;User:CN=ops). Until ACLs land they are the only ones who may call DescribeUserScramCredentials and AlterUserScramCredentials when set; unset, every client may (as in Kafka without an authorizer).",
+		{Name: "super.users", Doc: "Principals allowed everything, semicolon-separated (User:admin;User:CN=ops). With the authorizer off, when set, they are also the only ones who may call DescribeUserScramCredentials and AlterUserScramCredentials (Kafka without an authorizer lets anyone).",
 			Check: func(v string) error { _, err := ParseSuperUsers(v); return err }},
+		{Name: "authorizer.class.name", Doc: "Turns on ACL authorization: acl, or Kafka's names for its authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer), which all mean Shoal's implementation of StandardAuthorizer's semantics. Empty (the default, as in Kafka): every client may do everything.",
+			Check: oneOf("", "acl", StandardAuthorizer, "kafka.security.authorizer.AclAuthorizer")},
+		{Name: "allow.everyone.if.no.acl.found", Def: "false", Doc: "With the authorizer on, allow a request on a resource no ACL at all covers (Kafka's opt-in); off, no matching ACL denies.",
+			Check: oneOf("true", "false")},
 		{Name: "shoal.sasl.plain.allow.plaintext", Def: "false", Doc: "Allow PLAIN on a SASL_PLAINTEXT listener (passwords in the clear); off, PLAIN there stops startup.",
 			Check: oneOf("true", "false")},
 		{Name: "connections.max.reauth.ms", Def: "0", Doc: "KIP-368: a SASL session's lifetime, told to the client in SaslAuthenticate; it must re-authenticate before then, or its next request closes the connection. 0: sessions do not expire.",

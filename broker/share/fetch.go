@@ -32,6 +32,11 @@ type FetchIO struct {
 	Parked func(since time.Time)
 	// Charge charges the finished response to the consumer byte quotas.
 	Charge func(*kmsg.ShareFetchResponse)
+	// MayRead, if set, reports whether the caller may Read a topic
+	// (ACLs, in the root); a partition of a topic it may not is
+	// TOPIC_AUTHORIZATION_FAILED, for its records and its
+	// acknowledgements, which are not applied.
+	MayRead func(topic string) bool
 }
 
 // ServeFetch serves ShareFetch (api_78_share_fetch.go has its rules) for
@@ -59,6 +64,7 @@ func (sc *Coordinator) ServeFetch(cl Client, req *kmsg.ShareFetchRequest, io Fet
 	st := sc.shareSettings(group)
 	resp.AcquisitionLockTimeoutMillis = int32(st.lockDuration.Milliseconds())
 	acks := shareAcksFromFetch(req.Topics, renew)
+	sc.refuseUnreadable(acks, io.MayRead)
 
 	key := shareSessionKey{group, member}
 	var sess *shareSession
@@ -160,8 +166,10 @@ func (sc *Coordinator) ServeFetch(cl Client, req *kmsg.ShareFetchRequest, io Fet
 	}
 	for i := range parts {
 		tp := parts[(first+i)%len(parts)].tp
-		if _, lp, code := sc.o.Topics.PartitionByID(tp.topicID, tp.partition); code != 0 {
+		if t, lp, code := sc.o.Topics.PartitionByID(tp.topicID, tp.partition); code != 0 {
 			errs[tp] = code
+		} else if io.MayRead != nil && !io.MayRead(t.Name) {
+			errs[tp] = kerr.TopicAuthorizationFailed.Code
 		} else {
 			targets = append(targets, target{tp, sc.part(shareKey(group, tp)), lp})
 		}
@@ -353,6 +361,24 @@ func (o *shareFetchOut) build(resp *kmsg.ShareFetchResponse) {
 	}
 }
 
+// refuseUnreadable refuses, with TOPIC_AUTHORIZATION_FAILED, the
+// acknowledgements of topics mayRead (nil: every topic readable) says
+// the caller may not Read; they are then left alone. An unknown topic
+// id is left to the usual checks.
+func (sc *Coordinator) refuseUnreadable(acks []*shareAck, mayRead func(topic string) bool) {
+	if mayRead == nil {
+		return
+	}
+	for _, a := range acks {
+		if a.code != 0 {
+			continue
+		}
+		if t := sc.o.Topics.GetID(a.tp.topicID); t != nil && !mayRead(t.Name) {
+			a.code, a.msg = kerr.TopicAuthorizationFailed.Code, "Authorization failed."
+		}
+	}
+}
+
 // shareAcksFromFetch extracts the acknowledgements of a ShareFetch.
 func shareAcksFromFetch(topics []kmsg.ShareFetchRequestTopic, renew bool) []*shareAck {
 	var c shareAckCollector
@@ -422,7 +448,7 @@ func derefString(s *string) string {
 
 // ServeAcknowledge serves ShareAcknowledge (api_79_share_acknowledge.go
 // has its rules).
-func (sc *Coordinator) ServeAcknowledge(req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
+func (sc *Coordinator) ServeAcknowledge(req *kmsg.ShareAcknowledgeRequest, mayRead func(topic string) bool) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	fail := func(code int16, msg string) kmsg.Response {
 		resp.ErrorCode = code
@@ -466,6 +492,7 @@ func (sc *Coordinator) ServeAcknowledge(req *kmsg.ShareAcknowledgeRequest) kmsg.
 			}
 		}
 	}
+	sc.refuseUnreadable(col.acks, mayRead)
 	sess.spreadHeads(time.Now(), len(col.acks) > 0)
 	sc.acknowledge(time.Now(), group, st, member, col.acks)
 	sess.ackedLocked()
