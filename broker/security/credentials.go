@@ -1,6 +1,7 @@
 package security
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -128,10 +129,12 @@ func LoadCredentials(store *meta.Store) (*Credentials, error) {
 	return c, nil
 }
 
-// deriveRecord computes the stored record from a salted password.
+// deriveRecord computes the stored record from a salted password. The
+// salt is copied: a request's byte fields alias the connection's frame
+// buffer, which the next request overwrites.
 func deriveRecord(mech string, salt, salted []byte, iterations int) scramRecord {
 	h, _, _ := scramHash(mech)
-	return scramRecord{Salt: salt, Iterations: iterations,
+	return scramRecord{Salt: bytes.Clone(salt), Iterations: iterations,
 		StoredKey: hashOf(h, hmacOf(h, salted, "Client Key")), ServerKey: hmacOf(h, salted, "Server Key")}
 }
 
