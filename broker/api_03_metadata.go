@@ -38,7 +38,7 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	cid := b.clusterID
 	resp.ClusterID = &cid
 	resp.ControllerID = b.cfg.NodeID
-	resp.AuthorizedOperations = c.authorizedOps(req.IncludeClusterAuthorizedOperations && req.Version <= 10, acl.Cluster, acl.ClusterName)
+	resp.AuthorizedOperations = c.clusterOps(req.IncludeClusterAuthorizedOperations && req.Version <= 10)
 	withOps := req.IncludeTopicAuthorizedOperations
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)

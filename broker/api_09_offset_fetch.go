@@ -74,8 +74,9 @@ func handleOffsetFetch(c *conn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 }
 
 // fetchOffsets answers one group, authorized: Describe on the group
-// (GROUP_AUTHORIZATION_FAILED for the group, and for each partition
-// asked for, so that v1, which has no group error, sees it), then
+// (GROUP_AUTHORIZATION_FAILED for the group and no partitions, as
+// Kafka; v1, which has no group error, gets it on each partition asked
+// for), then
 // Describe on each topic: a named one is TOPIC_AUTHORIZATION_FAILED per
 // partition, and a fetch of all offsets leaves such topics out.
 func (c *conn) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
@@ -93,8 +94,10 @@ func (c *conn) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, req
 	if gc := c.groupCode(acl.Describe, rg.Group); gc != 0 {
 		sg := kmsg.NewOffsetFetchResponseGroup()
 		sg.Group, sg.ErrorCode = rg.Group, gc
-		for _, rt := range rg.Topics {
-			sg.Topics = append(sg.Topics, deniedTopic(rt, gc))
+		if version < 2 { // no group error to carry it: each partition does
+			for _, rt := range rg.Topics {
+				sg.Topics = append(sg.Topics, deniedTopic(rt, gc))
+			}
 		}
 		return sg
 	}
@@ -103,7 +106,11 @@ func (c *conn) fetchOffsets(rg *kmsg.OffsetFetchRequestGroup, version int16, req
 		if c.b.authz != nil {
 			kept := sg.Topics[:0]
 			for _, st := range sg.Topics {
-				if name, known := c.topicName(st.Topic, st.TopicID, byID); !known || c.visible(acl.Describe, acl.Topic, name) {
+				name, known := st.Topic, true
+				if name == "" {
+					name, known = c.topicName(st.Topic, st.TopicID, byID)
+				}
+				if !known || c.visible(acl.Describe, acl.Topic, name) {
 					kept = append(kept, st)
 				}
 			}

@@ -39,7 +39,7 @@ func handleDescribeGroups(c *conn, req *kmsg.DescribeGroupsRequest) kmsg.Respons
 			continue
 		}
 		g := c.b.groups.Describe(name, req.Version, req.IncludeAuthorizedOperations)
-		if req.IncludeAuthorizedOperations {
+		if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
 			g.AuthorizedOperations = c.authorizedOps(true, acl.Group, name)
 		}
 		resp.Groups = append(resp.Groups, g)

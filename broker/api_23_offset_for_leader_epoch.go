@@ -26,8 +26,8 @@ package broker
 // CurrentLeaderEpoch and throttle time; v3 adds ReplicaID; v4 is
 // flexible.
 //
-// Authorization: Describe on the topic, or ClusterAction on the cluster
-// for a replica id (TOPIC_AUTHORIZATION_FAILED per partition).
+// Authorization: ClusterAction on the cluster, or else Describe on the
+// topic (TOPIC_AUTHORIZATION_FAILED per partition), as Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,13 +41,11 @@ func init() { registerSimple(23, 2, 4, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	b := c.b
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	clusterAction := c.visible(acl.ClusterAction, acl.Cluster, acl.ClusterName) // a replica's, for every topic
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
-		denied := !c.mayTopic(acl.Describe, rt.Topic)
-		if req.ReplicaID >= 0 {
-			denied = !c.mayCluster(acl.ClusterAction)
-		}
+		denied := !clusterAction && !c.mayTopic(acl.Describe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -23,9 +23,10 @@ package broker
 // NONE and one not in it TRANSACTION_ABORTABLE, as Kafka's
 // TransactionCoordinator.handleVerifyPartitionsInTransaction answers.
 // v4+ needs ClusterAction on the cluster (a top-level
-// CLUSTER_AUTHORIZATION_FAILED), as Kafka.
+// CLUSTER_AUTHORIZATION_FAILED), and nothing else: it is a broker's
+// request, as in Kafka.
 //
-// Authorization: Write on the transactional id (every partition
+// Authorization (v0-v3): Write on the transactional id (every partition
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Write on each topic: a
 // denied topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others
 // UNKNOWN_TOPIC_OR_PARTITION or OPERATION_NOT_ATTEMPTED, nothing added.
@@ -76,10 +77,7 @@ func handleAddPartitionsToTxn(c *conn, req *kmsg.AddPartitionsToTxnRequest) kmsg
 		for i, rt := range tx.Topics {
 			topics[i] = txn.TopicParts{Topic: rt.Topic, Partitions: rt.Partitions}
 		}
-		codes := c.addPartitionsDenied(tx.TransactionalID, topics)
-		if codes == nil {
-			codes = c.b.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
-		}
+		codes := c.b.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, req.Version, tx.VerifyOnly)
 		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtx.TransactionalID = tx.TransactionalID
 		for i, rt := range tx.Topics {

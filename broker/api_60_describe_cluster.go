@@ -17,8 +17,6 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() { registerSimple(60, 0, 2, handleDescribeCluster) }
@@ -38,9 +36,6 @@ func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Respo
 	br := kmsg.NewDescribeClusterResponseBroker()
 	br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
 	resp.Brokers = append(resp.Brokers, br)
-	resp.ClusterAuthorizedOperations = c.authorizedOps(req.IncludeClusterAuthorizedOperations, acl.Cluster, acl.ClusterName)
-	if req.IncludeClusterAuthorizedOperations && !c.visible(acl.Describe, acl.Cluster, acl.ClusterName) {
-		resp.ClusterAuthorizedOperations = 0
-	}
+	resp.ClusterAuthorizedOperations = c.clusterOps(req.IncludeClusterAuthorizedOperations)
 	return resp
 }

@@ -48,7 +48,7 @@ func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatReque
 	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode != 0 {
 		return resp
 	}
-	if t := c.undescribable(req.SubscribedTopicNames); t != "" {
+	if t, denied := c.undescribable(req.SubscribedTopicNames); denied {
 		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		resp.ErrorMessage = kmsg.StringPtr("The member is not authorized to describe topic " + t + ".")
 		return resp

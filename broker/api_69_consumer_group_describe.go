@@ -41,6 +41,9 @@ func handleConsumerGroupDescribe(c *conn, req *kmsg.ConsumerGroupDescribeRequest
 		g := c.b.groups.ConsumerDescribe(name, req.Version, req.IncludeAuthorizedOperations)
 		var ts []string
 		for _, m := range g.Members {
+			if c.b.authz == nil {
+				break
+			}
 			ts = append(ts, m.SubscribedTopics...)
 			for _, a := range [][]kmsg.AssignmentTopicPartition{m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions} {
 				for _, tp := range a {
@@ -48,12 +51,12 @@ func handleConsumerGroupDescribe(c *conn, req *kmsg.ConsumerGroupDescribeRequest
 				}
 			}
 		}
-		if t := c.undescribable(ts); t != "" {
+		if _, denied := c.undescribable(ts); denied {
 			d := kmsg.NewConsumerGroupDescribeResponseGroup()
 			d.Group, d.ErrorCode, d.AuthorizedOperations = name, kerr.TopicAuthorizationFailed.Code, math.MinInt32
 			d.ErrorMessage = kmsg.StringPtr("The described group uses topics that the client is not authorized to describe.")
 			g = d
-		} else if req.IncludeAuthorizedOperations {
+		} else if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
 			g.AuthorizedOperations = c.authorizedOps(true, acl.Group, name)
 		}
 		resp.Groups = append(resp.Groups, g)

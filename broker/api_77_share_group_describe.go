@@ -40,17 +40,20 @@ func handleShareGroupDescribe(c *conn, req *kmsg.ShareGroupDescribeRequest) kmsg
 		g := c.b.shares.Describe(name, req.IncludeAuthorizedOperations)
 		var ts []string
 		for _, m := range g.Members {
+			if c.b.authz == nil {
+				break
+			}
 			ts = append(ts, m.SubscribedTopicNames...)
 			for _, tp := range m.Assignment.TopicPartitions {
 				ts = append(ts, tp.Topic)
 			}
 		}
-		if t := c.undescribable(ts); t != "" {
+		if _, denied := c.undescribable(ts); denied {
 			d := kmsg.NewShareGroupDescribeResponseGroup()
 			d.GroupID, d.ErrorCode, d.AuthorizedOperations = name, kerr.TopicAuthorizationFailed.Code, math.MinInt32
 			d.ErrorMessage = kmsg.StringPtr("The described group uses topics that the client is not authorized to describe.")
 			g = d
-		} else if req.IncludeAuthorizedOperations {
+		} else if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
 			g.AuthorizedOperations = c.authorizedOps(true, acl.Group, name)
 		}
 		resp.Groups = append(resp.Groups, g)

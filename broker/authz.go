@@ -87,6 +87,16 @@ func (c *conn) authorizedOps(include bool, typ acl.ResourceType, name string) in
 	return bits
 }
 
+// clusterOps is the cluster's KIP-430 set for Metadata and
+// DescribeCluster: 0 for a caller who may not Describe the cluster, as
+// Kafka.
+func (c *conn) clusterOps(include bool) int32 {
+	if include && !c.visible(acl.Describe, acl.Cluster, acl.ClusterName) {
+		return 0
+	}
+	return c.authorizedOps(include, acl.Cluster, acl.ClusterName)
+}
+
 // authzSplit sorts items into those check allows (code 0) and the
 // denied ones with their error codes. With the authorizer off it
 // returns items whole.
@@ -180,21 +190,20 @@ func (c *conn) topicReader() func(topic string) bool {
 	}
 }
 
-// undescribable is the first of topics the caller may not Describe, or
-// "" (consumer and share group heartbeats and describes refuse a
-// subscription or assignment naming one, as Kafka 4).
-func (c *conn) undescribable(topics ...[]string) string {
+// undescribable reports the first of topics the caller may not
+// Describe (consumer and share group heartbeats and describes refuse a
+// subscription or assignment naming one, as Kafka 4). An empty name is
+// a name like any other: no ACL covers it.
+func (c *conn) undescribable(topics []string) (string, bool) {
 	if c.b.authz == nil {
-		return ""
+		return "", false
 	}
-	for _, ts := range topics {
-		for _, t := range ts {
-			if !c.mayTopic(acl.Describe, t) {
-				return t
-			}
+	for _, t := range topics {
+		if !c.mayTopic(acl.Describe, t) {
+			return t, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // nameOf is a nullable id as the resource name it authorizes ("" for

@@ -306,3 +306,25 @@ func TestAuthorizeAny(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, open.AuthorizeAny("User:alice", "h", Write, Topic), "allow.everyone.if.no.acl.found with no ACLs")
 }
+
+// TestHostSpellings: an IPv6 ACL host matches the client whether it is
+// written in Java's long form (as Kafka's ACLs spell it) or Go's short
+// one; a DENY written either way applies.
+func TestHostSpellings(t *testing.T) {
+	a, err := New(Options{})
+	require.NoError(t, err)
+	require.NoError(t, a.Create([]Binding{
+		{Topic, "t", Literal, "User:alice", "*", Read, Allow},
+		{Topic, "t", Literal, "User:alice", "0:0:0:0:0:0:0:1", Read, Deny},
+		{Topic, "u", Literal, "User:alice", "2001:db8::7", Read, Allow},
+	}))
+	req := func(host, name string) Request {
+		return Request{Principal: "User:alice", Host: CanonicalHost(host), Operation: Read, Type: Topic, Name: name}
+	}
+	require.False(t, a.Authorize(req("::1", "t")), "the long-form DENY covers ::1")
+	require.True(t, a.Authorize(req("127.0.0.1", "t")))
+	require.True(t, a.Authorize(req("2001:0db8:0:0:0:0:0:7", "u")))
+	require.False(t, a.Authorize(req("2001:db8::8", "u")))
+	require.False(t, a.AuthorizeAny("User:alice", "::1", Read, Topic), "from ::1 the only ALLOW that applies is denied")
+	require.True(t, a.AuthorizeAny("User:alice", "127.0.0.1", Read, Topic))
+}

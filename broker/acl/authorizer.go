@@ -3,6 +3,7 @@ package acl
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -12,7 +13,8 @@ import (
 )
 
 // Request is one authorization question: may Principal, connected from
-// Host, do Operation on the resource (Type, Name)?
+// Host, do Operation on the resource (Type, Name)? Host is the client's
+// IP address in CanonicalHost's form.
 type Request struct {
 	Principal string
 	Host      string
@@ -255,7 +257,7 @@ func buildIndex(all []Binding) *index {
 			t = &typeIndex{literal: map[string][]entry{}, prefixed: map[string][]entry{}}
 			ix.byType[b.ResourceType] = t
 		}
-		e := entry{principal: b.Principal, host: b.Host, op: b.Operation, perm: b.Permission}
+		e := entry{principal: b.Principal, host: CanonicalHost(b.Host), op: b.Operation, perm: b.Permission}
 		switch {
 		case b.PatternType == Literal && b.ResourceName == Wildcard:
 			t.wildcard = append(t.wildcard, e)
@@ -305,7 +307,7 @@ func (a *Authorizer) AuthorizeAny(principal, host string, op Operation, typ Reso
 	var allows []Binding
 	for _, b := range a.idx.Load().all {
 		if b.ResourceType != typ || b.Principal != principal && b.Principal != WildcardPrincipal ||
-			b.Host != host && b.Host != Wildcard || b.Operation != op && b.Operation != All {
+			CanonicalHost(b.Host) != host && b.Host != Wildcard || b.Operation != op && b.Operation != All {
 			continue
 		}
 		switch {
@@ -338,4 +340,16 @@ next:
 		return true
 	}
 	return false
+}
+
+// CanonicalHost is one spelling of an IP address, so that an ACL's host
+// matches however it was written: an IPv6 address in Java's long form
+// (0:0:0:0:0:0:0:1, as Kafka's ACLs must spell it) or Go's short one
+// (::1) is the same host. Anything that is not an IP ("*", a name) is
+// left as it is.
+func CanonicalHost(h string) string {
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String()
+	}
+	return h
 }
