@@ -399,7 +399,9 @@ func runAuthzMatrix(t *testing.T, e *saslEnv, cases []*azCase) {
 		cells = append(cells, cs.cells(next)...)
 	}
 
-	// Users, in one AlterUserScramCredentials.
+	// Users, in one AlterUserScramCredentials. (The ACLs follow on the
+	// same connection: the broker once kept the salts aliased to the
+	// connection's frame buffer, and the next request overwrote them.)
 	adm := kadm.NewClient(a.admin)
 	var ups []kadm.UpsertSCRAM
 	for _, c := range cells {
