@@ -65,12 +65,14 @@ func (p azPat) String() string { return [...]string{"LITERAL", "PREFIXED", "LITE
 
 var azAllPats = []azPat{azLit, azPre, azAny}
 
-// azACL is one binding for the cell's principal, host "*".
+// azACL is one binding for the cell's principal, on host "*" unless
+// host is set.
 type azACL struct {
 	res  azRes
 	op   kmsg.ACLOperation
 	pat  azPat
 	deny bool
+	host string
 }
 
 func azAllow(res azRes, op kmsg.ACLOperation, pat azPat) azACL {
@@ -86,10 +88,14 @@ func (a azACL) String() string {
 	if a.deny {
 		perm = "DENY"
 	}
-	if a.res == azCluster {
-		return fmt.Sprintf("%s %s Cluster", perm, a.op)
+	on := ""
+	if a.host != "" {
+		on = " on " + a.host
 	}
-	return fmt.Sprintf("%s %s %s(%s)", perm, a.op, a.res, a.pat)
+	if a.res == azCluster {
+		return fmt.Sprintf("%s %s Cluster%s", perm, a.op, on)
+	}
+	return fmt.Sprintf("%s %s %s(%s)%s", perm, a.op, a.res, a.pat, on)
 }
 
 // azNeed is one ACL an API needs: missing or denied, the cell observes
@@ -139,6 +145,10 @@ type azCase struct {
 	// cancels it; denial cells use the ALLOW's own pattern.
 	byType bool
 	extra  []azVariant
+	// anonymous cells connect to the PLAINTEXT listener, as
+	// User:ANONYMOUS, which every such cell shares: their variants hold
+	// no ACLs.
+	anonymous bool
 }
 
 // azCell is one principal with its ACLs, one request, one expectation.
@@ -156,7 +166,12 @@ type azCell struct {
 
 func (c *azCell) user() string { return fmt.Sprintf("az%03d", c.n) }
 
-func (c *azCell) principal() string { return "User:" + c.user() }
+func (c *azCell) principal() string {
+	if c.c.anonymous {
+		return "User:ANONYMOUS"
+	}
+	return "User:" + c.user()
+}
 
 func (c *azCell) password() string { return "pw-" + c.user() }
 
@@ -204,6 +219,9 @@ func (c *azCell) creation(a azACL) kmsg.CreateACLsRequestCreation {
 		cr.ResourceName = c.name(a.res)
 	}
 	cr.Principal, cr.Host, cr.Operation = c.principal(), "*", a.op
+	if a.host != "" {
+		cr.Host = a.host
+	}
 	cr.PermissionType = kmsg.ACLPermissionTypeAllow
 	if a.deny {
 		cr.PermissionType = kmsg.ACLPermissionTypeDeny
@@ -232,7 +250,7 @@ func (c *azCell) allowed(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperat
 	}
 	ok := false
 	for _, a := range c.acls {
-		if !match(a) {
+		if !match(a) || (a.host != "" && a.host != "127.0.0.1") {
 			continue
 		}
 		if a.deny && (a.op == op || a.op == kmsg.ACLOperationAll) {
@@ -433,6 +451,7 @@ func runAuthzMatrix(t *testing.T, e *saslEnv, cases []*azCase) {
 	// ACLs, in one CreateAcls.
 	creq := kmsg.NewPtrCreateACLsRequest()
 	for _, c := range cells {
+		require.False(t, c.c.anonymous && len(c.acls) > 0, "%s: User:ANONYMOUS is shared, its cells hold no ACLs", c.c.api)
 		for _, acl := range c.acls {
 			creq.Creations = append(creq.Creations, c.creation(acl))
 		}
@@ -471,8 +490,12 @@ func runAuthzMatrix(t *testing.T, e *saslEnv, cases []*azCase) {
 	}
 	got := make([]string, len(cells))
 	errs = parallel(func(c *azCell) error {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(e.sasl), kgo.SASL(scram512(c.user(), c.password())),
-			kgo.MaxVersions(azCaps(c.c.caps)), kgo.RequestRetries(0))
+		opts := []kgo.Opt{kgo.SeedBrokers(e.sasl), kgo.SASL(scram512(c.user(), c.password())),
+			kgo.MaxVersions(azCaps(c.c.caps)), kgo.RequestRetries(0)}
+		if c.c.anonymous {
+			opts = []kgo.Opt{kgo.SeedBrokers(e.plain), kgo.MaxVersions(azCaps(c.c.caps)), kgo.RequestRetries(0)}
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return err
 		}

@@ -495,6 +495,56 @@ func authzCases() []*azCase {
 			},
 			needs: []azNeed{{res: T, op: opWrite, denied: "29"}},
 			ok:    "0",
+			// Hosts: an ACL applies from its host or "*" only (the
+			// client is 127.0.0.1).
+			extra: []azVariant{
+				{"ALLOW from 127.0.0.1", []azACL{{res: T, op: opWrite, pat: azLit, host: "127.0.0.1"}}, "0"},
+				{"ALLOW from another host", []azACL{{res: T, op: opWrite, pat: azPre, host: "10.9.9.9"}}, "29"},
+				{"DENY from another host does not apply", []azACL{allow(T, opWrite, azLit), {res: T, op: opAll, pat: azAny, deny: true, host: "10.9.9.9"}}, "0"},
+				{"DENY from 127.0.0.1 applies", []azACL{allow(T, opWrite, azAny), {res: T, op: opWrite, pat: azLit, deny: true, host: "127.0.0.1"}}, "29"},
+			},
+		},
+		{
+			// User:ANONYMOUS (PLAINTEXT, no ACL): refused like anyone.
+			api: "0 Produce anonymous", topics: 1, anonymous: true,
+			probe: func(x *azCtx) (string, error) {
+				c := x.c
+				resp, err := x.do(produceRequest(c.T(), x.a.id(c.T()), 0, -1, plainBatch(time.Now().UnixMilli(), testRecord{Value: []byte("v")}).encode()))
+				if err != nil {
+					return "", err
+				}
+				return codes(resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode), nil
+			},
+			extra: []azVariant{{"no ACL", nil, "29"}},
+		},
+		{
+			api: "3 Metadata all topics anonymous", topics: 1, anonymous: true,
+			probe: func(x *azCtx) (string, error) {
+				resp, err := x.do(kmsg.NewPtrMetadataRequest())
+				if err != nil {
+					return "", err
+				}
+				var names []string
+				for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+					names = append(names, *t.Topic)
+				}
+				return listed(x, kmsg.ACLResourceTypeTopic, x.c.T(), names), nil
+			},
+			extra: []azVariant{{"no ACL", nil, "hidden"}},
+		},
+		{
+			api: "30 CreateAcls anonymous", anonymous: true,
+			probe: func(x *azCtx) (string, error) {
+				req := kmsg.NewPtrCreateACLsRequest()
+				cr := x.c.creation(azAllow(azCluster, opAll, azLit))
+				req.Creations = append(req.Creations, cr)
+				resp, err := x.do(req)
+				if err != nil {
+					return "", err
+				}
+				return codes(resp.(*kmsg.CreateACLsResponse).Results[0].ErrorCode), nil
+			},
+			extra: []azVariant{{"no ACL: may not grant itself All", nil, "31"}},
 		},
 		{
 			// A transactional batch of a transaction the admin began
