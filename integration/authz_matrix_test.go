@@ -951,10 +951,14 @@ func authzCases() []*azCase {
 			},
 		},
 		{
+			// Kafka (KafkaApis.handleOffsetForLeaderEpochRequest, KIP-320)
+			// lets ClusterAction stand for Describe on every topic,
+			// whatever the replica id; the table does not say so.
 			api: "23 OffsetForLeaderEpoch", topics: 1,
 			probe: offsetForLeaderEpochProbe(-1),
 			needs: []azNeed{{res: T, op: opDescribe, denied: "29"}},
 			ok:    "0",
+			extra: []azVariant{{"ClusterAction instead of Describe", []azACL{allow(C, opCluster, azLit)}, "0"}},
 		},
 		{
 			// From a replica: ClusterAction suffices (Kafka:
@@ -997,21 +1001,19 @@ func authzCases() []*azCase {
 			// v4+ (brokers verifying a transaction): ClusterAction,
 			// else top-level 31.
 			api: "24 AddPartitionsToTxn v5 verify-only", topics: 1, setup: txnWithPartition,
-			probe: func(x *azCtx) (string, error) {
-				c := x.c
-				req := kmsg.NewPtrAddPartitionsToTxnRequest()
-				tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-				tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = c.X(), c.pid, c.epoch, true
-				tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-				tt.Topic, tt.Partitions = c.T(), []int32{0}
-				tx.Topics = append(tx.Topics, tt)
-				req.Transactions = append(req.Transactions, tx)
-				resp, err := x.do(req)
-				if err != nil {
-					return "", err
-				}
-				return codes(resp.(*kmsg.AddPartitionsToTxnResponse).ErrorCode), nil
-			},
+			probe: addPartitionsV5Probe(true),
+			needs: []azNeed{{res: C, op: opCluster, denied: "31"}},
+			ok:    "0",
+			extra: []azVariant{{"Write on the transactional id and topic is not enough",
+				[]azACL{allow(X, opWrite, azLit), allow(T, opWrite, azLit)}, "31"}},
+		},
+		{
+			// Not verify-only: Kafka (handleAddPartitionsToTxnRequest)
+			// checks ClusterAction for any v4+ request ("newer
+			// versions of the request should only come from other
+			// brokers"), before the batch's flags.
+			api: "24 AddPartitionsToTxn v5", topics: 1, setup: initPID,
+			probe: addPartitionsV5Probe(false),
 			needs: []azNeed{{res: C, op: opCluster, denied: "31"}},
 			ok:    "0",
 			extra: []azVariant{{"Write on the transactional id and topic is not enough",
@@ -1595,6 +1597,26 @@ func fetchProbe(replica int32) func(x *azCtx) (string, error) {
 			return "top " + codes(r.ErrorCode), nil
 		}
 		return codes(r.Topics[0].Partitions[0].ErrorCode), nil
+	}
+}
+
+// addPartitionsV5Probe adds partition 0 of the cell's topic to its
+// transaction in a v5 batch and reports the top-level code.
+func addPartitionsV5Probe(verifyOnly bool) func(x *azCtx) (string, error) {
+	return func(x *azCtx) (string, error) {
+		c := x.c
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = c.X(), c.pid, c.epoch, verifyOnly
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = c.T(), []int32{0}
+		tx.Topics = append(tx.Topics, tt)
+		req.Transactions = append(req.Transactions, tx)
+		resp, err := x.do(req)
+		if err != nil {
+			return "", err
+		}
+		return codes(resp.(*kmsg.AddPartitionsToTxnResponse).ErrorCode), nil
 	}
 }
 
