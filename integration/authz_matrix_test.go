@@ -1,8 +1,8 @@
 package integration
 
 // T13 authorization matrix: every served API, issued raw (kmsg) by a
-// principal of its own holding exactly the ACLs /tmp/authz/table.md
-// documents for it, by one missing each of them, and by one holding
+// principal of its own holding exactly the ACLs docs/SECURITY.md's
+// authorization table gives it, by one missing each of them, and by one holding
 // them with a matching DENY as well, over LITERAL, PREFIXED and "*"
 // patterns for topics, groups and transactional ids. A cell observes
 // the codes the table speaks of; the test fails with the list of every

@@ -429,7 +429,7 @@ func TestSASLv0AndNames(t *testing.T) {
 }
 
 // TestSuperUsersGuardScramAPIs: with super.users set, only they may
-// describe or alter SCRAM credentials (until ACLs); without it anyone
+// describe or alter SCRAM credentials with the authorizer off; without it anyone
 // may, as in Kafka without an authorizer.
 func TestSuperUsersGuardScramAPIs(t *testing.T) {
 	t.Parallel()
