@@ -69,7 +69,7 @@ func New(o Options) (*Authorizer, error) {
 			return nil, err
 		}
 	}
-	a.idx.Store(buildIndex(all))
+	a.idx.Store(buildIndex(all, nil))
 	return a, nil
 }
 
@@ -144,7 +144,7 @@ func (a *Authorizer) Create(bs []Binding) error {
 	next := append([]Binding(nil), cur.all...)
 	added := map[Binding]bool{}
 	for _, b := range bs {
-		if cur.has[b] || added[b] { // a binding is kept once, even if one request names it twice
+		if _, has := cur.key[b]; has || added[b] { // a binding is kept once, even if one request names it twice
 			continue
 		}
 		added[b] = true
@@ -161,7 +161,7 @@ func (a *Authorizer) Create(bs []Binding) error {
 	if err := a.write(ops); err != nil {
 		return err
 	}
-	a.idx.Store(buildIndex(next))
+	a.idx.Store(buildIndex(next, cur.key))
 	return nil
 }
 
@@ -180,7 +180,7 @@ func (a *Authorizer) Delete(filters []Filter) ([][]Binding, error) {
 				out[i] = append(out[i], b)
 				if !gone[b] {
 					gone[b] = true
-					ops = append(ops, meta.Op{Key: bindingKey(b), Del: true})
+					ops = append(ops, meta.Op{Key: []byte(cur.key[b]), Del: true})
 				}
 			}
 		}
@@ -197,7 +197,7 @@ func (a *Authorizer) Delete(filters []Filter) ([][]Binding, error) {
 			next = append(next, b)
 		}
 	}
-	a.idx.Store(buildIndex(next))
+	a.idx.Store(buildIndex(next, cur.key))
 	return out, nil
 }
 
@@ -208,10 +208,13 @@ func (a *Authorizer) write(ops []meta.Op) error {
 	return a.store.Committer().Write(ops...)
 }
 
+// keyEscaper escapes a key's fields ("/" separates them).
+var keyEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
+
 // bindingKey is a binding's key: every field, escaped, so that equal
 // bindings share one key.
 func bindingKey(b Binding) []byte {
-	esc := func(s string) string { return strings.NewReplacer("%", "%25", "/", "%2F").Replace(s) }
+	esc := keyEscaper.Replace
 	return fmt.Appendf(nil, "%s%d/%d/%s/%s/%s/%d/%d", meta.PrefixACL, b.ResourceType, b.PatternType,
 		esc(b.ResourceName), esc(b.Principal), esc(b.Host), b.Operation, b.Permission)
 }
@@ -232,26 +235,32 @@ type typeIndex struct {
 
 type index struct {
 	all    []Binding
-	has    map[Binding]bool
+	key    map[Binding]string // each binding's store key
 	byType map[ResourceType]*typeIndex
 }
 
-func buildIndex(all []Binding) *index {
-	// In key order (Bindings' stable order), each key made once.
+// buildIndex indexes all, in key order (Bindings' stable order). known
+// holds keys already made (the previous index's), so a change costs
+// one key per new binding, not one per binding.
+func buildIndex(all []Binding, known map[Binding]string) *index {
 	keyed := make([]struct {
 		key string
 		b   Binding
 	}, len(all))
 	for i, b := range all {
-		keyed[i].key, keyed[i].b = string(bindingKey(b)), b
+		k, ok := known[b]
+		if !ok {
+			k = string(bindingKey(b))
+		}
+		keyed[i].key, keyed[i].b = k, b
 	}
 	sort.Slice(keyed, func(i, j int) bool { return keyed[i].key < keyed[j].key })
 	for i := range keyed {
 		all[i] = keyed[i].b
 	}
-	ix := &index{all: all, has: map[Binding]bool{}, byType: map[ResourceType]*typeIndex{}}
-	for _, b := range all {
-		ix.has[b] = true
+	ix := &index{all: all, key: make(map[Binding]string, len(all)), byType: map[ResourceType]*typeIndex{}}
+	for i, b := range all {
+		ix.key[b] = keyed[i].key
 		t := ix.byType[b.ResourceType]
 		if t == nil {
 			t = &typeIndex{literal: map[string][]entry{}, prefixed: map[string][]entry{}}

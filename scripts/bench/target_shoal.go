@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,13 +9,16 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/zap"
 
@@ -42,8 +46,10 @@ func startShoal(o *options, dir string, logger *zap.Logger) ([]string, func() er
 // startShoalSASLSSL starts Shoal with one SASL_SSL listener: a
 // certificate made here (ECDSA P-256, TLS 1.3 negotiated by kgo), a
 // SCRAM-SHA-512 user added before start (as `shoal scram add` does),
-// and sets the clients' TLS and SASL options. Compared with startShoal
-// it measures what TLS and authentication cost.
+// the authorizer on with the bench user's ACLs among 10,000 others
+// (benchACLs), and sets the clients' TLS and SASL options. Compared
+// with startShoal it measures what TLS, authentication and
+// authorization cost.
 func startShoalSASLSSL(o *options, dir string, logger *zap.Logger) ([]string, func() error, error) {
 	certPEM, keyPEM, pool, err := selfSigned()
 	if err != nil {
@@ -57,13 +63,17 @@ func startShoalSASLSSL(o *options, dir string, logger *zap.Logger) ([]string, fu
 		return nil, nil, err
 	}
 	const user, pass = "bench", "bench-secret"
+	const admin, adminPass = "bench-admin", "bench-admin-secret"
 	dataDir := filepath.Join(dir, "data")
-	if err := broker.ScramAdd(dataDir, "SCRAM-SHA-512", user, pass, 4096); err != nil {
-		return nil, nil, err
+	for u, p := range map[string]string{user: pass, admin: adminPass} {
+		if err := broker.ScramAdd(dataDir, "SCRAM-SHA-512", u, p, 4096); err != nil {
+			return nil, nil, err
+		}
 	}
 	cfg := broker.DefaultConfig()
 	cfg.Listeners = "SASL_SSL://127.0.0.1:0"
-	cfg.Security = map[string]string{"ssl.keystore.location": keystore, "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+	cfg.Security = map[string]string{"ssl.keystore.location": keystore, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+		"authorizer.class.name": "acl", "super.users": "User:" + admin}
 	cfg.DataDir = dataDir
 	cfg.Fsync = broker.FsyncPolicy(o.shoalFsync)
 	cfg.Logger = logger
@@ -72,11 +82,65 @@ func startShoalSASLSSL(o *options, dir string, logger *zap.Logger) ([]string, fu
 	if err != nil {
 		return nil, nil, err
 	}
+	tlsCfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	if err := benchACLs(b.Addr(), tlsCfg, scram.Auth{User: admin, Pass: adminPass}.AsSha512Mechanism(), "User:"+user); err != nil {
+		b.Close()
+		return nil, nil, fmt.Errorf("bench ACLs: %w", err)
+	}
 	o.clientOpts = []kgo.Opt{
-		kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}),
+		kgo.DialTLSConfig(tlsCfg),
 		kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()),
 	}
 	return []string{b.Addr()}, b.Close, nil
+}
+
+// benchACLs gives principal what the bench's clients do (every topic,
+// group and transactional id; Create, IdempotentWrite and Describe on
+// the cluster) and adds 10,000 ACLs of other principals, literal and
+// prefixed, so that every check searches an index of a realistic size.
+func benchACLs(addr string, tlsCfg *tls.Config, m sasl.Mechanism, principal string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(tlsCfg), kgo.SASL(m))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	create := func(b *kadm.ACLBuilder) error {
+		res, err := adm.CreateACLs(ctx, b)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+		return nil
+	}
+	if err := create(kadm.NewACLs().Allow(principal).Topics("*").Groups("*").TransactionalIDs("*").Operations(kadm.OpAll)); err != nil {
+		return err
+	}
+	if err := create(kadm.NewACLs().Allow(principal).Clusters().Operations(kadm.OpCreate, kadm.OpIdempotentWrite, kadm.OpDescribe)); err != nil {
+		return err
+	}
+	for i := 0; i < 100; i++ { // 100 requests of 100: 5,000 literal and 5,000 prefixed
+		b := kadm.NewACLs().Allow(fmt.Sprintf("User:other-%d", i)).Operations(kadm.OpRead, kadm.OpWrite)
+		var lit, pre []string
+		for j := 0; j < 25; j++ {
+			lit = append(lit, fmt.Sprintf("team-%d-topic-%d", i, j))
+			pre = append(pre, fmt.Sprintf("team-%d-%d-", i, j))
+		}
+		if err := create(b.Topics(lit...)); err != nil {
+			return err
+		}
+		if err := create(kadm.NewACLs().Allow(fmt.Sprintf("User:other-%d", i)).Operations(kadm.OpRead, kadm.OpWrite).
+			Topics(pre...).ResourcePatternType(kadm.ACLPatternPrefixed)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // selfSigned makes a self-signed server certificate for 127.0.0.1.
