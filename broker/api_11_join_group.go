@@ -51,7 +51,7 @@ func handleJoinGroup(c *conn, req *kmsg.JoinGroupRequest) (kmsg.Response, func()
 	if resp.ErrorCode = c.groupCode(acl.Read, req.Group); resp.ErrorCode != 0 {
 		return resp, nil
 	}
-	ch := c.b.groups.Join(groups.Client{ID: c.clientID, Host: c.host}, req, resp)
+	ch := c.b.groups.Join(groups.Client{ID: c.clientID, Host: c.host, Principal: c.principal, IP: c.quota.ip}, req, resp)
 	if ch == nil {
 		return resp, nil
 	}

@@ -29,9 +29,9 @@ package broker
 //
 // Authorization: Read on the group (GROUP_AUTHORIZATION_FAILED); a
 // subscription naming a topic the member may not Describe is
-// TOPIC_AUTHORIZATION_FAILED, as Kafka 4. Topics a regex subscription
-// matches are not filtered by ACLs yet (docs/SECURITY.md); fetching them
-// still needs Read.
+// TOPIC_AUTHORIZATION_FAILED, as Kafka 4; a regex subscription reaches
+// only the topics the member may Describe (package groups asks the ACLs
+// as it resolves it).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,6 +53,6 @@ func handleConsumerGroupHeartbeat(c *conn, req *kmsg.ConsumerGroupHeartbeatReque
 		resp.ErrorMessage = kmsg.StringPtr("The member is not authorized to describe topic " + t + ".")
 		return resp
 	}
-	c.b.groups.ConsumerHeartbeat(groups.Client{ID: c.clientID, Host: c.host}, req, resp)
+	c.b.groups.ConsumerHeartbeat(groups.Client{ID: c.clientID, Host: c.host, Principal: c.principal, IP: c.quota.ip}, req, resp)
 	return resp
 }

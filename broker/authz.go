@@ -63,6 +63,14 @@ func (c *conn) mayTxn(op acl.Operation, id string) bool {
 	return c.authorize(op, acl.TransactionalID, id)
 }
 
+// mayDescribeTopic is the groups' question for a member's regex
+// subscription (groups.Options.MayDescribe): may principal, from ip,
+// Describe topic? Not counted as a denial: leaving a topic out of what a
+// regex reaches is filtering.
+func (b *Broker) mayDescribeTopic(principal, ip, topic string) bool {
+	return b.authz == nil || b.authz.Authorize(acl.Request{Principal: principal, Host: ip, Operation: acl.Describe, Type: acl.Topic, Name: topic})
+}
+
 // mayAnyOf reports whether c may do op on some resource of typ (Kafka's
 // authorizeByResourceType, used where Write on any topic stands in for
 // IdempotentWrite on the cluster, KIP-679).

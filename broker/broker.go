@@ -172,6 +172,16 @@ func Start(cfg Config) (*Broker, error) {
 		return fail(err)
 	}
 	lg.Info("recovered logs", zap.Int("topics", len(b.topics.All())), zap.Duration("took", time.Since(began)))
+	b.superUsers, _ = security.ParseSuperUsers(security.Settings(cfg.Security).For("", "super.users")) // checked by Validate
+	// The ACLs come before the coordinators, which ask them (a regex
+	// subscription's reach).
+	if sec := security.Settings(cfg.Security); sec.For("", "authorizer.class.name") != "" {
+		b.authz, err = acl.New(acl.Options{Store: b.meta, SuperUsers: b.superUsers,
+			AllowEveryoneIfNoACLFound: strings.EqualFold(sec.For("", "allow.everyone.if.no.acl.found"), "true")})
+		if err != nil {
+			return fail(fmt.Errorf("broker: ACLs: %w", err))
+		}
+	}
 	b.groups = groups.New(groups.Options{
 		Topics: b.topics, Store: b.meta, Logger: lg, Done: b.ctx.Done(),
 		IsShareGroup: func(name string) bool { return b.shares.IsShareGroup(name) }, // nil-safe
@@ -181,6 +191,7 @@ func Start(cfg Config) (*Broker, error) {
 		GroupConfigInt:         func(group, name string) int64 { return b.shares.GroupConfigInt(group, name) },
 		GroupBrokerInt:         func(name string) int64 { return b.shares.GroupBrokerInt(name) },
 		OffsetFetchAfterStable: cfg.offsetFetchAfterStable, ExpiryBeforeDelete: cfg.expiryBeforeDelete,
+		MayDescribe: b.mayDescribeTopic,
 	})
 	// The share coordinator holds the group configs, which the loaded
 	// KIP-848 groups read (consumerSettings): it comes first.
@@ -210,17 +221,9 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.txns.Load(); err != nil {
 		return fail(err)
 	}
-	b.txns.Recover()                                                                                   // complete transactions decided before a crash
-	b.superUsers, _ = security.ParseSuperUsers(security.Settings(cfg.Security).For("", "super.users")) // checked by Validate
+	b.txns.Recover() // complete transactions decided before a crash
 	if b.creds, err = security.LoadCredentials(b.meta); err != nil {
 		return fail(fmt.Errorf("broker: SCRAM credentials: %w", err))
-	}
-	if sec := security.Settings(cfg.Security); sec.For("", "authorizer.class.name") != "" {
-		b.authz, err = acl.New(acl.Options{Store: b.meta, SuperUsers: b.superUsers,
-			AllowEveryoneIfNoACLFound: strings.EqualFold(sec.For("", "allow.everyone.if.no.acl.found"), "true")})
-		if err != nil {
-			return fail(fmt.Errorf("broker: ACLs: %w", err))
-		}
 	}
 	if err := b.topicAdmin.FinishDeletions(""); err != nil {
 		return fail(fmt.Errorf("broker: finishing interrupted topic deletions: %w", err))

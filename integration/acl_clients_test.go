@@ -209,3 +209,62 @@ func TestACLKcat(t *testing.T) {
 	require.Error(t, err, "kcat without ACLs:\n%s", out)
 	require.Contains(t, out, "authoriz", "kcat reports the authorization failure:\n%s", out)
 }
+
+// TestACLRegexSubscription: a KIP-848 regex subscription reaches only
+// the topics the member may Describe, as Kafka 4 resolves it; an ACL
+// granted later widens it at the next metadata check.
+func TestACLRegexSubscription(t *testing.T) {
+	t.Parallel()
+	e := startSASLBroker(t, aclcAuthorizer)
+	ctx := testContext(t)
+	adm := kadm.NewClient(e.client(t, e.sasl, nil, scram512("admin", adminPassword)))
+	aclcUser(t, ctx, adm, "rx", "rx-secret")
+	for _, tp := range []string{"rx-seen", "rx-hidden"} {
+		_, err := adm.CreateTopic(ctx, 2, 1, nil, tp)
+		require.NoError(t, err)
+	}
+	aclcCreate(t, ctx, adm, kadm.NewACLs().Allow("User:rx").Topics("rx-seen").Groups("rx-group").Operations(kadm.OpRead))
+	tds, err := adm.ListTopics(ctx, "rx-seen", "rx-hidden")
+	require.NoError(t, err)
+	seen, hidden := tds["rx-seen"].ID, tds["rx-hidden"].ID
+
+	cl := e.client(t, e.sasl, nil, scram512("rx", "rx-secret"))
+	regex := "rx-.*"
+	hb := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch = "rx-group", "rx-member", epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 5000
+			req.SubscribedTopicRegex = &regex
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		require.Zero(t, resp.ErrorCode, "%v", resp.ErrorMessage)
+		return resp
+	}
+	topicsOf := func(r *kmsg.ConsumerGroupHeartbeatResponse) map[[16]byte]int {
+		out := map[[16]byte]int{}
+		if r.Assignment != nil {
+			for _, tp := range r.Assignment.Topics {
+				out[tp.TopicID] += len(tp.Partitions)
+			}
+		}
+		return out
+	}
+	r := hb(0)
+	require.Equal(t, map[[16]byte]int{seen: 2}, topicsOf(r), "the regex reaches only rx-seen")
+
+	aclcCreate(t, ctx, adm, kadm.NewACLs().Allow("User:rx").Topics("rx-hidden").Operations(kadm.OpDescribe))
+	epoch := r.MemberEpoch
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		time.Sleep(200 * time.Millisecond)
+		r = hb(epoch)
+		epoch = r.MemberEpoch
+		if r.Assignment != nil && topicsOf(r)[hidden] == 2 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "rx-hidden never joined the assignment once describable")
+	}
+}

@@ -110,13 +110,31 @@ type consumerMember struct {
 	target               partSet // where it is going
 	lastHeartbeat        time.Time
 	revokeDeadline       time.Time // while memberUnrevoked
+	// principal and ip are the member's last heartbeat's (ACLs);
+	// describable, bound by Coordinator.bindDescribe, asks whether they
+	// may Describe a topic (nil: any).
+	principal, ip string
+	describable   func(topic string) bool
 }
 
+// subscribes reports whether the member subscribes to topic: by name, or
+// by its regex if it may describe the topic (a regex never reaches a
+// topic the member could not see, as Kafka 4 resolves them). A name it
+// may not describe never gets here: the heartbeat refuses it.
 func (m *consumerMember) subscribes(topic string) bool {
 	if _, ok := slices.BinarySearch(m.topics, topic); ok {
 		return true
 	}
-	return m.re != nil && m.re.MatchString(topic)
+	return m.re != nil && m.re.MatchString(topic) && (m.describable == nil || m.describable(topic))
+}
+
+// bindDescribe binds m's describable to the coordinator's MayDescribe
+// and m's principal, read at each call.
+func (c *Coordinator) bindDescribe(m *consumerMember) {
+	if c.o.MayDescribe == nil {
+		return
+	}
+	m.describable = func(topic string) bool { return c.o.MayDescribe(m.principal, m.ip, topic) }
 }
 
 // consumerGroup is the KIP-848 state of a group; guarded by the group's
@@ -391,6 +409,7 @@ func (c *Coordinator) ConsumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 				return
 			}
 			m = &consumerMember{id: id, assigned: partSet{}, pendingRevoke: partSet{}, target: partSet{}}
+			c.bindDescribe(m)
 			cg.members[id] = m
 			if req.InstanceID != nil {
 				cg.static[*req.InstanceID] = id
@@ -441,6 +460,10 @@ func (c *Coordinator) ConsumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		bump = true
 	}
 	m.clientID, m.clientHost = cl.ID, cl.Host
+	if cl.Principal != m.principal || cl.IP != m.ip {
+		m.principal, m.ip = cl.Principal, cl.IP
+		bump = bump || m.re != nil // what its regex may reach changed
+	}
 	m.lastHeartbeat = now
 
 	// The subscribed topics are looked at again at most once a second
@@ -590,7 +613,7 @@ func (g *Group) refreshConsumerMetadataLocked(now time.Time) bool {
 				continue
 			}
 			for _, m := range cg.members {
-				if m.re != nil && m.re.MatchString(t.Name) {
+				if m.re != nil && m.subscribes(t.Name) {
 					parts, _ := g.c.o.Topics.Snapshot(t)
 					resolved[t.Name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
 					break

@@ -196,6 +196,10 @@ type Group struct {
 // members: the client id and the host ("/127.0.0.1", clientHost).
 type Client struct {
 	ID, Host string
+	// Principal and IP are who the client authenticated as and its
+	// address, as the ACLs name them: a regex subscription matches only
+	// topics the member may describe (Options.MayDescribe).
+	Principal, IP string
 }
 
 // Options are what the group coordinator needs, given once
@@ -224,6 +228,11 @@ type Options struct {
 	// run at those points of an OffsetFetch and of offset expiry.
 	OffsetFetchAfterStable func(group string)
 	ExpiryBeforeDelete     func(group string)
+	// MayDescribe reports whether principal, from ip, may Describe a
+	// topic (the ACLs, decided in the root); a KIP-848 regex
+	// subscription matches only such topics, as in Kafka 4. Nil: every
+	// topic.
+	MayDescribe func(principal, ip, topic string) bool
 }
 
 // Coordinator is the group coordinator: it owns the map of groups.

@@ -115,6 +115,11 @@ type consumerMemberRecord struct {
 	Assigned           []partsRecord `json:"assigned,omitempty"`
 	PendingRevoke      []partsRecord `json:"pending_revoke,omitempty"`
 	Target             []partsRecord `json:"target,omitempty"`
+	// Principal and IP are the last heartbeat's, for the ACLs a regex
+	// subscription is resolved with (empty in records from before them:
+	// User:ANONYMOUS until the member's next heartbeat).
+	Principal string `json:"principal,omitempty"`
+	IP        string `json:"ip,omitempty"`
 }
 
 // partsRecord is one topic of a partSet; Epochs parallels Partitions.
@@ -164,6 +169,7 @@ func (cg *consumerGroup) record() *consumerRecord {
 			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state,
 			Assigned: partsToRecord(m.assigned), PendingRevoke: partsToRecord(m.pendingRevoke), Target: partsToRecord(m.target),
+			Principal: m.principal, IP: m.ip,
 		})
 	}
 	return rec
@@ -181,7 +187,10 @@ func consumerGroupFromRecord(rec *consumerRecord, now time.Time) *consumerGroup 
 			topics:           mr.Topics, regex: mr.Regex, re: compileSubscription(mr.Regex), assignor: mr.Assignor,
 			epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, state: mr.State,
 			assigned: partsFromRecord(mr.Assigned), pendingRevoke: partsFromRecord(mr.PendingRevoke), target: partsFromRecord(mr.Target),
-			lastHeartbeat: now,
+			lastHeartbeat: now, principal: mr.Principal, ip: mr.IP,
+		}
+		if m.principal == "" {
+			m.principal = "User:ANONYMOUS"
 		}
 		if m.state == memberUnrevoked {
 			m.revokeDeadline = now.Add(m.rebalanceTimeout)
@@ -620,6 +629,9 @@ func (c *Coordinator) Load() error {
 		}
 		if rec.Consumer != nil {
 			g.mu.cg = consumerGroupFromRecord(rec.Consumer, now)
+			for _, m := range g.mu.cg.members {
+				c.bindDescribe(m)
+			}
 			// Topics were loaded first: resolve the subscriptions as
 			// they are now, without a new epoch; a topic that changed
 			// while we were down bumps it on the next check.
