@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 	kgoscram "github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/stretchr/testify/require"
 	"github.com/xdg-go/scram"
@@ -119,27 +120,29 @@ func (h *countHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Cons
 }
 
 // TestSASLAndMTLSKafkaGo: kafka-go writes and reads in a consumer group
-// with SCRAM-SHA-512 over SASL_SSL and with a client certificate over
-// mTLS.
+// with SCRAM-SHA-256 and SCRAM-SHA-512 over SASL_SSL and with a client
+// certificate over mTLS.
 func TestSASLAndMTLSKafkaGo(t *testing.T) {
 	t.Parallel()
 	e := startSASLBroker(t)
 	ctx := testContext(t)
 	e.addAlice(t, ctx)
 	alice := e.ca.issue(t, pkix.Name{CommonName: "alice"}, false)
-	mech, err := kgoscram.Mechanism(kgoscram.SHA512, "alice", alicePassword)
+	mech256, err := kgoscram.Mechanism(kgoscram.SHA256, "alice", alicePassword)
+	require.NoError(t, err)
+	mech512, err := kgoscram.Mechanism(kgoscram.SHA512, "alice", alicePassword)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		name string
 		addr string
-		sasl bool
-	}{{"scram512", e.saslS, true}, {"mtls", e.mtls, false}} {
+		mech sasl.Mechanism
+	}{{"scram256", e.saslS, mech256}, {"scram512", e.saslS, mech512}, {"mtls", e.mtls, nil}} {
 		t.Run(c.name, func(t *testing.T) {
 			tc := clientTLS(e.ca, alice.tlsCert(t))
 			tr := &kafka.Transport{TLS: tc}
 			d := &kafka.Dialer{Timeout: 5 * time.Second, TLS: tc, DualStack: true}
-			if c.sasl {
-				tr.SASL, d.SASLMechanism = mech, mech
+			if c.mech != nil {
+				tr.SASL, d.SASLMechanism = c.mech, c.mech
 			}
 			topic := "kafkago-sec-" + c.name
 			w := &kafka.Writer{Addr: kafka.TCP(c.addr), Topic: topic, Transport: tr, AllowAutoTopicCreation: true,
@@ -173,9 +176,9 @@ func TestSASLAndMTLSKafkaGo(t *testing.T) {
 }
 
 // TestSASLAndMTLSKafkaPython: kafka-python (Debian's 2.0) produces and
-// consumes in a group with SCRAM-SHA-256 over SASL_SSL (its handshake is
-// SaslHandshake v0 with bare tokens) and with a client certificate over
-// mTLS.
+// consumes in a group with SCRAM-SHA-256 and SCRAM-SHA-512 over SASL_SSL
+// (its handshake is SaslHandshake v0 with bare tokens) and with a client
+// certificate over mTLS.
 func TestSASLAndMTLSKafkaPython(t *testing.T) {
 	t.Parallel()
 	if err := exec.Command(pythonPath, "-c", "import kafka").Run(); err != nil {
@@ -192,8 +195,8 @@ import json, sys
 from kafka import KafkaProducer, KafkaConsumer
 addr, topic, mode, ca, crt, key, pw = sys.argv[1:8]
 sec = dict(ssl_cafile=ca, ssl_check_hostname=False)
-if mode == "sasl":
-    sec.update(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice", sasl_plain_password=pw)
+if mode.startswith("SCRAM"):
+    sec.update(security_protocol="SASL_SSL", sasl_mechanism=mode, sasl_plain_username="alice", sasl_plain_password=pw)
 else:
     sec.update(security_protocol="SSL", ssl_certfile=crt, ssl_keyfile=key)
 p = KafkaProducer(bootstrap_servers=addr, acks="all", **sec)
@@ -209,12 +212,12 @@ for m in c:
 c.commit()
 print(json.dumps(got))
 `
-	for _, mode := range []string{"sasl", "mtls"} {
+	for _, mode := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512", "mtls"} {
 		addr := e.saslS
 		if mode == "mtls" {
 			addr = e.mtls
 		}
-		topic := "py-sec-" + mode
+		topic := "py-sec-" + strings.ToLower(mode)
 		out := run(t, ctx, "", pythonPath, "-c", script, addr, topic, mode, caFile, crt, key, alicePassword)
 		want := `["py0", "py1", "py2", "py3", "py4", "py5", "py6", "py7", "py8", "py9"]`
 		require.Equal(t, want, strings.TrimSpace(out), mode)
