@@ -83,7 +83,10 @@ const (
 	phaseTxn     = "txn"
 
 	targetShoal    = "shoal"
-	targetShoalSec = "shoal-sasl-ssl" // Shoal on a SASL_SSL listener (SCRAM-SHA-512, TLS 1.3)
+	targetShoalSec = "shoal-sasl-ssl" // Shoal on a SASL_SSL listener (SCRAM-SHA-512, TLS 1.3), ACLs on
+	// targetShoalSecNoACL is shoal-sasl-ssl with the authorizer off:
+	// against it, what the ACL checks cost.
+	targetShoalSecNoACL = "shoal-sasl-ssl-noacl"
 	targetKfake    = "kfake"
 	targetCeiling  = "ceiling"
 	targetExternal = "external"
@@ -97,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var targets, seeds, phases string
-	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, shoal-sasl-ssl (Shoal over SASL_SSL with SCRAM-SHA-512: what TLS and authentication cost), kfake, ceiling (kfake storing nothing: the client-side limit)")
+	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, shoal-sasl-ssl (Shoal over SASL_SSL with SCRAM-SHA-512 and ACLs: what TLS, authentication and authorization cost), shoal-sasl-ssl-noacl (the same without the authorizer), kfake, ceiling (kfake storing nothing: the client-side limit)")
 	fs.StringVar(&seeds, "seeds", "", "comma-separated host:port of an external broker to bench (target \"external\"); alone it replaces --target's default")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; targets alternate order each round and the summary reports medians")
 	fs.Int64Var(&o.records, "records", 1_000_000, "records produced (and then consumed) per round and target")
@@ -152,8 +155,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	for _, t := range splitList(targets) {
-		if t != targetShoal && t != targetShoalSec && t != targetKfake && t != targetCeiling {
-			return nil, fmt.Errorf("--target: unknown target %q (want shoal, shoal-sasl-ssl, kfake, ceiling)", t)
+		if t != targetShoal && t != targetShoalSec && t != targetShoalSecNoACL && t != targetKfake && t != targetCeiling {
+			return nil, fmt.Errorf("--target: unknown target %q (want shoal, shoal-sasl-ssl, shoal-sasl-ssl-noacl, kfake, ceiling)", t)
 		}
 		o.targets = append(o.targets, t)
 	}

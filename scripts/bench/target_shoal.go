@@ -46,11 +46,11 @@ func startShoal(o *options, dir string, logger *zap.Logger) ([]string, func() er
 // startShoalSASLSSL starts Shoal with one SASL_SSL listener: a
 // certificate made here (ECDSA P-256, TLS 1.3 negotiated by kgo), a
 // SCRAM-SHA-512 user added before start (as `shoal scram add` does),
-// the authorizer on with the bench user's ACLs among 10,000 others
-// (benchACLs), and sets the clients' TLS and SASL options. Compared
+// with acls the authorizer on and the bench user's ACLs among 10,000
+// others (benchACLs), and sets the clients' TLS and SASL options. Compared
 // with startShoal it measures what TLS, authentication and
 // authorization cost.
-func startShoalSASLSSL(o *options, dir string, logger *zap.Logger) ([]string, func() error, error) {
+func startShoalSASLSSL(o *options, dir string, logger *zap.Logger, acls bool) ([]string, func() error, error) {
 	certPEM, keyPEM, pool, err := selfSigned()
 	if err != nil {
 		return nil, nil, err
@@ -72,8 +72,10 @@ func startShoalSASLSSL(o *options, dir string, logger *zap.Logger) ([]string, fu
 	}
 	cfg := broker.DefaultConfig()
 	cfg.Listeners = "SASL_SSL://127.0.0.1:0"
-	cfg.Security = map[string]string{"ssl.keystore.location": keystore, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-		"authorizer.class.name": "acl", "super.users": "User:" + admin}
+	cfg.Security = map[string]string{"ssl.keystore.location": keystore, "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+	if acls {
+		cfg.Security["authorizer.class.name"], cfg.Security["super.users"] = "acl", "User:"+admin
+	}
 	cfg.DataDir = dataDir
 	cfg.Fsync = broker.FsyncPolicy(o.shoalFsync)
 	cfg.Logger = logger
@@ -83,9 +85,11 @@ func startShoalSASLSSL(o *options, dir string, logger *zap.Logger) ([]string, fu
 		return nil, nil, err
 	}
 	tlsCfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
-	if err := benchACLs(b.Addr(), tlsCfg, scram.Auth{User: admin, Pass: adminPass}.AsSha512Mechanism(), "User:"+user); err != nil {
-		b.Close()
-		return nil, nil, fmt.Errorf("bench ACLs: %w", err)
+	if acls {
+		if err := benchACLs(b.Addr(), tlsCfg, scram.Auth{User: admin, Pass: adminPass}.AsSha512Mechanism(), "User:"+user); err != nil {
+			b.Close()
+			return nil, nil, fmt.Errorf("bench ACLs: %w", err)
+		}
 	}
 	o.clientOpts = []kgo.Opt{
 		kgo.DialTLSConfig(tlsCfg),

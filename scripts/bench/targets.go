@@ -31,8 +31,8 @@ func startTarget(o *options, name, dir string, stderr io.Writer) ([]string, func
 	switch name {
 	case targetShoal:
 		return startShoal(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
-	case targetShoalSec:
-		return startShoalSASLSSL(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
+	case targetShoalSec, targetShoalSecNoACL:
+		return startShoalSASLSSL(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"), name == targetShoalSec)
 	case targetKfake:
 		return startKfake(o, dir, stderr)
 	case targetCeiling:
