@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/security"
 )
 
 // adminEnv is a broker on a free port plus clients talking to it.
@@ -408,8 +410,8 @@ func TestAdminBrokerConfigs(t *testing.T) {
 	if c := configOf(t, rcs[0], "log.retention.ms"); *c.Value != "604800000" || c.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Errorf("log.retention.ms: %+v", c)
 	}
-	if len(rcs[0].Configs) != len(brokerConfigDefs) {
-		t.Errorf("%d broker configs described, want %d", len(rcs[0].Configs), len(brokerConfigDefs))
+	if len(rcs[0].Configs) != len(brokerConfigDefs)+len(security.Keys) {
+		t.Errorf("%d broker configs described, want %d and the %d security keys", len(rcs[0].Configs), len(brokerConfigDefs), len(security.Keys))
 	}
 
 	// A dynamic broker default reaches every topic without an override.

@@ -36,12 +36,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/security"
 	"github.com/shoal-mq/shoal/broker/share"
 )
 
@@ -261,6 +263,48 @@ func (b *Broker) brokerConfigEntries(all bool) []configs.Entry {
 			}
 			e.Synonyms = append(e.Synonyms, configs.Synonym{Name: d.name, Value: v, Source: e.Source})
 		}
+		out = append(out, e)
+	}
+	if all {
+		out = append(out, b.securityConfigEntries()...)
+	}
+	return out
+}
+
+// securityConfigEntries describes the security configs (read-only, as
+// they are set at start): every key with its value or default, and the
+// listener.name.<listener>. overrides set; keys and passwords as Kafka
+// describes sensitive configs, without their values.
+func (b *Broker) securityConfigEntries() []configs.Entry {
+	sec := security.Settings(b.cfg.Security)
+	var out []configs.Entry
+	for _, k := range security.Keys {
+		e := configs.Entry{Name: k.Name, Type: kmsg.ConfigTypeString, Doc: k.Doc, ReadOnly: true, Sensitive: k.Sensitive}
+		v := sec.For("", k.Name)
+		e.Value, e.Source = &v, kmsg.ConfigSourceDefaultConfig
+		if _, set := b.cfg.Security[k.Name]; set {
+			e.Source = kmsg.ConfigSourceStaticBrokerConfig
+		}
+		e.Synonyms = []configs.Synonym{{Name: k.Name, Value: e.Value, Source: e.Source}}
+		out = append(out, e)
+	}
+	names := make([]string, 0, len(b.cfg.Security))
+	for name := range b.cfg.Security {
+		if strings.HasPrefix(name, "listener.name.") {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := strings.TrimSpace(b.cfg.Security[name])
+		_, key, _ := strings.Cut(strings.TrimPrefix(name, "listener.name."), ".")
+		k := security.KeyNamed(key)
+		e := configs.Entry{Name: name, Type: kmsg.ConfigTypeString, Value: &v, Source: kmsg.ConfigSourceStaticBrokerConfig,
+			ReadOnly: true, Sensitive: k == nil || k.Sensitive}
+		if k != nil {
+			e.Doc = k.Doc
+		}
+		e.Synonyms = []configs.Synonym{{Name: name, Value: &v, Source: e.Source}}
 		out = append(out, e)
 	}
 	return out

@@ -601,3 +601,44 @@ func TestKcatSASL(t *testing.T) {
 		"-X", "sasl.username=alice", "-X", "sasl.password=wrong", "-L", "-m", "5")
 	require.Error(t, err, "kcat with a wrong password:\n%s", out)
 }
+
+// TestSecurityConfigsDescribed: DescribeConfigs of the broker lists the
+// security configs, read-only, with their sources, the listener
+// overrides by their full names, and keys without their values (Kafka's
+// sensitive configs).
+func TestSecurityConfigsDescribed(t *testing.T) {
+	t.Parallel()
+	e := startSASLBroker(t, func(c *broker.Config) {
+		// The MTLS listener's key and chain inline (the keystore file
+		// holds the key, then the chain).
+		pemData, err := os.ReadFile(c.Security["ssl.keystore.location"])
+		require.NoError(t, err)
+		i := strings.Index(string(pemData), "-----BEGIN CERTIFICATE-----")
+		require.Positive(t, i)
+		c.Security["listener.name.mtls.ssl.keystore.location"] = ""
+		c.Security["listener.name.mtls.ssl.keystore.key"] = string(pemData[:i])
+		c.Security["listener.name.mtls.ssl.keystore.certificate.chain"] = string(pemData[i:])
+	})
+	ctx := testContext(t)
+	rcs, err := kadm.NewClient(e.client(t, e.plain, nil, nil)).DescribeBrokerConfigs(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, rcs, 1)
+	got := map[string]kadm.Config{}
+	for _, c := range rcs[0].Configs {
+		got[c.Key] = c
+	}
+	loc := got["ssl.keystore.location"]
+	require.NotNil(t, loc.Value)
+	require.True(t, strings.HasSuffix(*loc.Value, ".pem"), *loc.Value)
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, loc.Source)
+	require.False(t, loc.Sensitive)
+	mech := got["listener.name.sasl_ssl.sasl.enabled.mechanisms"]
+	require.NotNil(t, mech.Value)
+	require.Equal(t, "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", *mech.Value)
+	def := got["sasl.enabled.mechanisms"]
+	require.Equal(t, kmsg.ConfigSourceDefaultConfig, def.Source)
+	key := got["listener.name.mtls.ssl.keystore.key"]
+	require.True(t, key.Sensitive)
+	require.Nil(t, key.Value, "a key is never described")
+	require.Contains(t, got, "authorizer.class.name")
+}

@@ -16,6 +16,9 @@ type Entry struct {
 	Type     kmsg.ConfigType
 	Doc      string
 	Synonyms []Synonym // most specific first, as Kafka orders them
+	// Sensitive entries (keys, passwords) are described with a null
+	// value and IsSensitive, as Kafka does.
+	Sensitive bool
 }
 
 // Synonym is one source of an entry's value (the topic override, the
@@ -53,10 +56,16 @@ func (e *Entry) DescribeConfig(synonyms, docs bool) kmsg.DescribeConfigsResponse
 	c.Name, c.Value, c.ReadOnly, c.Source = e.Name, e.Value, e.ReadOnly, e.Source
 	c.IsDefault = e.Source == kmsg.ConfigSourceDefaultConfig
 	c.ConfigType = e.Type
+	if e.Sensitive {
+		c.Value, c.IsSensitive = nil, true
+	}
 	if synonyms {
 		for _, s := range e.Synonyms {
 			cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 			cs.Name, cs.Value, cs.Source = s.Name, s.Value, s.Source
+			if e.Sensitive {
+				cs.Value = nil
+			}
 			c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
 		}
 	}

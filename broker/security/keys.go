@@ -93,6 +93,9 @@ var keyByName = func() map[string]*Key {
 	return m
 }()
 
+// KeyNamed is the security config called name, or nil.
+func KeyNamed(name string) *Key { return keyByName[name] }
+
 func nonNegativeInt(v string) error {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 {
