@@ -37,41 +37,44 @@ import (
 type options struct {
 	// clientOpts are added to every client of the target being run
 	// (TLS and SASL for shoal-sasl-ssl); set by startTarget.
-	clientOpts        []kgo.Opt
-	targets           []string
-	seeds             []string
-	rounds            int
-	records           int64
-	valueSize         int
-	partitions        int32
-	replicationFactor int16
-	producers         int
-	linger            time.Duration
-	maxBuffered       int
-	batchMaxBytes     int32
-	compression       string
-	fetchMaxBytes     int32
-	fetchMaxPartBytes int32
-	e2eRate           int
-	e2eDuration       time.Duration
-	groupMembers      int
-	groupBalancer     string
-	groupCommit       string
-	shareMembers      int
-	shareMaxRecords   int32
-	txnRecords        int
-	phases            map[string]bool
-	dir               string
-	out               string
-	jsonPath          string
-	shoalFsync        string
-	timeout           time.Duration
-	cooldown          time.Duration
-	brokerLog         string
-	clientLog         string
-	profileDir        string
-	fromJSON          string
-	plots             string
+	clientOpts []kgo.Opt
+	targets    []string
+	seeds      []string
+	// seedTLSCA and seedSCRAM512 ("user:password") make the clients of
+	// the external target speak TLS (trusting that CA) and SCRAM-SHA-512.
+	seedTLSCA, seedSCRAM512 string
+	rounds                  int
+	records                 int64
+	valueSize               int
+	partitions              int32
+	replicationFactor       int16
+	producers               int
+	linger                  time.Duration
+	maxBuffered             int
+	batchMaxBytes           int32
+	compression             string
+	fetchMaxBytes           int32
+	fetchMaxPartBytes       int32
+	e2eRate                 int
+	e2eDuration             time.Duration
+	groupMembers            int
+	groupBalancer           string
+	groupCommit             string
+	shareMembers            int
+	shareMaxRecords         int32
+	txnRecords              int
+	phases                  map[string]bool
+	dir                     string
+	out                     string
+	jsonPath                string
+	shoalFsync              string
+	timeout                 time.Duration
+	cooldown                time.Duration
+	brokerLog               string
+	clientLog               string
+	profileDir              string
+	fromJSON                string
+	plots                   string
 }
 
 const (
@@ -87,9 +90,9 @@ const (
 	// targetShoalSecNoACL is shoal-sasl-ssl with the authorizer off:
 	// against it, what the ACL checks cost.
 	targetShoalSecNoACL = "shoal-sasl-ssl-noacl"
-	targetKfake    = "kfake"
-	targetCeiling  = "ceiling"
-	targetExternal = "external"
+	targetKfake         = "kfake"
+	targetCeiling       = "ceiling"
+	targetExternal      = "external"
 )
 
 // allPhases are the phases in the order a round runs them.
@@ -102,6 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var targets, seeds, phases string
 	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, shoal-sasl-ssl (Shoal over SASL_SSL with SCRAM-SHA-512 and ACLs: what TLS, authentication and authorization cost), shoal-sasl-ssl-noacl (the same without the authorizer), kfake, ceiling (kfake storing nothing: the client-side limit)")
 	fs.StringVar(&seeds, "seeds", "", "comma-separated host:port of an external broker to bench (target \"external\"); alone it replaces --target's default")
+	fs.StringVar(&o.seedTLSCA, "seeds-tls-ca", "", "with --seeds: connect with TLS, trusting the CA certificates in this PEM file")
+	fs.StringVar(&o.seedSCRAM512, "seeds-scram-sha-512", "", "with --seeds: authenticate with SCRAM-SHA-512 as user:password")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; targets alternate order each round and the summary reports medians")
 	fs.Int64Var(&o.records, "records", 1_000_000, "records produced (and then consumed) per round and target")
 	fs.IntVar(&o.valueSize, "value-size", 1024, "record value size in bytes (no key)")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -38,6 +41,11 @@ func startTarget(o *options, name, dir string, stderr io.Writer) ([]string, func
 	case targetCeiling:
 		return startCeiling(o, stderr)
 	case targetExternal:
+		opts, err := seedClientOpts(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.clientOpts = opts
 		return o.seeds, func() error { return nil }, nil
 	}
 	return nil, nil, fmt.Errorf("unknown target %q", name)
@@ -401,4 +409,29 @@ func procStatus(field string) int64 {
 // (options.clientOpts) added.
 func newKgoClient(o *options, opts ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append(opts, o.clientOpts...)...)
+}
+
+// seedClientOpts are the clients' TLS and SASL options for an external
+// broker (--seeds-tls-ca, --seeds-scram-sha-512).
+func seedClientOpts(o *options) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if o.seedTLSCA != "" {
+		pem, err := os.ReadFile(o.seedTLSCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--seeds-tls-ca %s: no certificate", o.seedTLSCA)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool}))
+	}
+	if o.seedSCRAM512 != "" {
+		user, pass, ok := strings.Cut(o.seedSCRAM512, ":")
+		if !ok {
+			return nil, fmt.Errorf("--seeds-scram-sha-512: want user:password")
+		}
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+	}
+	return opts, nil
 }
