@@ -268,3 +268,72 @@ func TestACLRegexSubscription(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "rx-hidden never joined the assignment once describable")
 	}
 }
+
+// TestACLRegexReachPerMember: two members of one group subscribe with
+// the same regex; when one loses Describe on a topic the other keeps,
+// the group's resolved topics do not change, yet that member's share of
+// the topic moves to the other at the next metadata check.
+func TestACLRegexReachPerMember(t *testing.T) {
+	t.Parallel()
+	e := startSASLBroker(t, aclcAuthorizer)
+	ctx := testContext(t)
+	adm := kadm.NewClient(e.client(t, e.sasl, nil, scram512("admin", adminPassword)))
+	_, err := adm.CreateTopic(ctx, 4, 1, nil, "rx2-t")
+	require.NoError(t, err)
+	tds, err := adm.ListTopics(ctx, "rx2-t")
+	require.NoError(t, err)
+	tid := tds["rx2-t"].ID
+	regex := "rx2-.*"
+	type member struct {
+		cl    *kgo.Client
+		id    string
+		epoch int32
+		parts int
+	}
+	var ms []*member
+	for _, u := range []string{"rxa", "rxb"} {
+		aclcUser(t, ctx, adm, u, u+"-secret")
+		aclcCreate(t, ctx, adm, kadm.NewACLs().Allow("User:"+u).Topics("rx2-t").Groups("rx2-group").Operations(kadm.OpRead))
+		ms = append(ms, &member{cl: e.client(t, e.sasl, nil, scram512(u, u+"-secret")), id: u + "-member"})
+	}
+	hb := func(m *member) {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch = "rx2-group", m.id, m.epoch
+		if m.epoch == 0 {
+			req.RebalanceTimeoutMillis = 5000
+			req.SubscribedTopicRegex = &regex
+		}
+		// Owned partitions: what the last assignment gave (the member
+		// gives up what it is no longer assigned at once).
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, err := req.RequestWith(ctx, m.cl)
+		require.NoError(t, err)
+		require.Zero(t, resp.ErrorCode, "%v", resp.ErrorMessage)
+		m.epoch = resp.MemberEpoch
+		if resp.Assignment != nil {
+			m.parts = 0
+			for _, tp := range resp.Assignment.Topics {
+				if tp.TopicID == tid {
+					m.parts += len(tp.Partitions)
+				}
+			}
+		}
+	}
+	settle := func(what string, want func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !want() {
+			require.True(t, time.Now().Before(deadline), "%s: rxa has %d partitions, rxb %d", what, ms[0].parts, ms[1].parts)
+			for _, m := range ms {
+				hb(m)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	settle("both share the topic", func() bool { return ms[0].parts == 2 && ms[1].parts == 2 })
+	del, err := adm.DeleteACLs(ctx, kadm.NewACLs().Allow("User:rxb").AllowHosts().Topics("rx2-t").Operations(kadm.OpRead))
+	require.NoError(t, err)
+	require.NoError(t, del[0].Err)
+	require.Len(t, del[0].Deleted, 1)
+	settle("rxb lost Describe on rx2-t", func() bool { return ms[0].parts == 4 && ms[1].parts == 0 })
+}

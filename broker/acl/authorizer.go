@@ -235,6 +235,7 @@ type typeIndex struct {
 
 type index struct {
 	all    []Binding
+	hosts  []string           // all[i]'s host, CanonicalHost'd
 	key    map[Binding]string // each binding's store key
 	byType map[ResourceType]*typeIndex
 }
@@ -258,15 +259,16 @@ func buildIndex(all []Binding, known map[Binding]string) *index {
 	for i := range keyed {
 		all[i] = keyed[i].b
 	}
-	ix := &index{all: all, key: make(map[Binding]string, len(all)), byType: map[ResourceType]*typeIndex{}}
+	ix := &index{all: all, hosts: make([]string, len(all)), key: make(map[Binding]string, len(all)), byType: map[ResourceType]*typeIndex{}}
 	for i, b := range all {
 		ix.key[b] = keyed[i].key
+		ix.hosts[i] = CanonicalHost(b.Host)
 		t := ix.byType[b.ResourceType]
 		if t == nil {
 			t = &typeIndex{literal: map[string][]entry{}, prefixed: map[string][]entry{}}
 			ix.byType[b.ResourceType] = t
 		}
-		e := entry{principal: b.Principal, host: CanonicalHost(b.Host), op: b.Operation, perm: b.Permission}
+		e := entry{principal: b.Principal, host: ix.hosts[i], op: b.Operation, perm: b.Permission}
 		switch {
 		case b.PatternType == Literal && b.ResourceName == Wildcard:
 			t.wildcard = append(t.wildcard, e)
@@ -314,9 +316,10 @@ func (a *Authorizer) AuthorizeAny(principal, host string, op Operation, typ Reso
 	}
 	denyLit, denyPre := map[string]bool{}, map[string]bool{}
 	var allows []Binding
-	for _, b := range a.idx.Load().all {
+	ix := a.idx.Load()
+	for i, b := range ix.all {
 		if b.ResourceType != typ || b.Principal != principal && b.Principal != WildcardPrincipal ||
-			CanonicalHost(b.Host) != host && b.Host != Wildcard || b.Operation != op && b.Operation != All {
+			ix.hosts[i] != host && b.Host != Wildcard || b.Operation != op && b.Operation != All {
 			continue
 		}
 		switch {

@@ -44,6 +44,7 @@ package groups
 // INCONSISTENT_GROUP_PROTOCOL; an empty group of either type converts.
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -149,6 +150,11 @@ type consumerGroup struct {
 	// pending revocation).
 	owners   map[topicPart]string
 	resolved map[string]resolvedTopic
+	// reach is, per regex member, the resolved topics its regex reaches
+	// (ACLs included), as of the last check; recheck makes the next check
+	// report a change (set after a restart found a target outside it).
+	reach   map[string]string
+	recheck bool
 	// nextMetadataCheck rate-limits re-resolving subscribed topics (and
 	// regexes) against the topic registry on plain heartbeats.
 	nextMetadataCheck time.Time
@@ -461,8 +467,11 @@ func (c *Coordinator) ConsumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	}
 	m.clientID, m.clientHost = cl.ID, cl.Host
 	if cl.Principal != m.principal || cl.IP != m.ip {
+		// What its regex may reach may change: looked at below, now.
 		m.principal, m.ip = cl.Principal, cl.IP
-		bump = bump || m.re != nil // what its regex may reach changed
+		if m.re != nil {
+			cg.nextMetadataCheck = time.Time{}
+		}
 	}
 	m.lastHeartbeat = now
 
@@ -628,7 +637,59 @@ func (g *Group) refreshConsumerMetadataLocked(now time.Time) bool {
 		}
 	}
 	cg.resolved = resolved
+	// A regex member's reach depends on its ACLs too: one that lost or
+	// gained Describe on a topic another member keeps resolved changes
+	// the assignment without changing the resolved set.
+	reach := map[string]string{}
+	if hasRegex {
+		names := make([]string, 0, len(resolved))
+		for name := range resolved {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for id, m := range cg.members {
+			if m.re == nil {
+				continue
+			}
+			var b strings.Builder
+			for _, name := range names {
+				if m.subscribes(name) {
+					b.WriteString(name)
+					b.WriteByte(0)
+				}
+			}
+			reach[id] = b.String()
+		}
+	}
+	if !maps.Equal(reach, cg.reach) {
+		same = false
+	}
+	cg.reach = reach
+	if cg.recheck {
+		cg.recheck, same = false, false
+	}
 	return !same
+}
+
+// targetsOutsideReach reports whether a member holds or is headed for a
+// topic it no longer subscribes to, or that is gone: after a restart,
+// what changed while the broker was down (a topic deleted, an ACL
+// revoked) must reach the assignment.
+func (cg *consumerGroup) targetsOutsideReach() bool {
+	nameOf := map[[16]byte]string{}
+	for n, rt := range cg.resolved {
+		nameOf[rt.id] = n
+	}
+	for _, m := range cg.members {
+		for _, s := range []partSet{m.target, m.assigned} {
+			for id := range s {
+				if name, ok := nameOf[id]; !ok || !m.subscribes(name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // bumpConsumerEpochLocked advances the group epoch and computes the new
@@ -774,7 +835,15 @@ func (c *Coordinator) ConsumerDescribe(name string, version int16, withOps bool)
 	toAssignment := func(s partSet) kmsg.Assignment {
 		var a kmsg.Assignment
 		for _, ip := range s.sorted() {
-			a.TopicPartitions = append(a.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: ip.id, Topic: nameOf[ip.id], Partitions: ip.parts})
+			name, ok := nameOf[ip.id]
+			if !ok { // still held, no longer resolved: named by id, left out if gone (as Kafka)
+				t := c.o.Topics.GetID(ip.id)
+				if t == nil {
+					continue
+				}
+				name = t.Name
+			}
+			a.TopicPartitions = append(a.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: ip.id, Topic: name, Partitions: ip.parts})
 		}
 		return a
 	}

@@ -633,9 +633,11 @@ func (c *Coordinator) Load() error {
 				c.bindDescribe(m)
 			}
 			// Topics were loaded first: resolve the subscriptions as
-			// they are now, without a new epoch; a topic that changed
-			// while we were down bumps it on the next check.
+			// they are now, without a new epoch; if a member's target
+			// reaches outside them (a topic deleted, an ACL revoked
+			// while we were down), the next check bumps the epoch.
 			g.refreshConsumerMetadataLocked(now)
+			g.mu.cg.recheck = g.mu.cg.targetsOutsideReach()
 		}
 		c.mu.groups[name] = g
 	}

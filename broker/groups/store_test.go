@@ -26,3 +26,21 @@ func TestOffsetValueStamp(t *testing.T) {
 	_, err := decodeOffset([]byte{2, 0, 0})
 	require.Error(t, err)
 }
+
+// TestTargetsOutsideReach: after a restart, a member whose target names
+// a topic that is gone, or that its regex may no longer reach (an ACL
+// revoked), makes the next metadata check bump the epoch.
+func TestTargetsOutsideReach(t *testing.T) {
+	tid := [16]byte{1}
+	allowed := true
+	m := &consumerMember{id: "m", regex: "t.*", re: compileSubscription("t.*"), target: partSet{}, assigned: partSet{},
+		describable: func(string) bool { return allowed }}
+	m.target.add(tid, 0, 0)
+	cg := newConsumerGroup()
+	cg.members["m"] = m
+	require.True(t, cg.targetsOutsideReach(), "the topic is not resolved (gone)")
+	cg.resolved["t1"] = resolvedTopic{id: tid, partitions: 1}
+	require.False(t, cg.targetsOutsideReach())
+	allowed = false
+	require.True(t, cg.targetsOutsideReach(), "the member may no longer describe it")
+}
