@@ -85,6 +85,17 @@ for d in broker/meta broker/metrics; do
   imps=$(go list -f '{{join .Imports "\n"}}' "./$d")
   if grep -q '^github.com/twmb/franz-go' <<<"$imps"; then echo "layering: $d must not import franz-go"; fail=1; fi
 done
+# Consensus comes from etcd raft, used by the replica storage (log/raftlog) and, when it
+# lands, the replica (broker/replica) only: nothing else votes or computes commit
+# (issue 29, criterion C14). Tests included.
+imps=$(go list -test -f '{{.ImportPath}}|{{join .Imports " "}}' ./...)
+rafts=$(awk -F'|' -v m="$mod" '{
+    p = $1; sub(/ \[.*/, "", p); sub(/(_test|\.test)$/, "", p)
+    if (p == m "/log/raftlog" || p == m "/broker/replica") next
+    n = split($2, imp, " ")
+    for (i = 1; i <= n; i++) if (index(imp[i], "go.etcd.io/raft/") == 1) print p " imports " imp[i]
+  }' <<<"$imps" | sort -u)
+if [ -n "$rafts" ]; then echo "layering: only log/raftlog and broker/replica may import go.etcd.io/raft/v3:"; echo "$rafts"; fail=1; fi
 # The share-group core (not its store/ adapter) imports the standard library only.
 extra=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./sharegroup | grep -vx "$mod/sharegroup" || true)
 if [ -n "$extra" ]; then echo "layering: sharegroup core must be stdlib-only, imports: $extra"; fail=1; fi

@@ -1,0 +1,35 @@
+// Package raftlog is the storage of one replica of a raft group
+// (issue 29; ../shared/docs/cluster.md §3.2 and docs/CLUSTER.md): etcd
+// raft's Storage over the partition's own log, so that a raft entry is
+// a record batch in the segment files, the raft term the batch's
+// partition leader epoch, and the commit index the high watermark.
+//
+// It lands in steps. This one holds what a replica persists beside its
+// log: raft's HardState (term, vote, commit) and ConfState (voters and
+// learners), in the partition directory's raft.state file. Written only
+// when the term or the vote changes (the commit index is allowed to go
+// back after a restart: raft re-learns it), atomically, and durable
+// before the write returns, because a vote forgotten by a crash could
+// be cast twice in one term.
+//
+// Only this package and the replica package may import
+// go.etcd.io/raft/v3 (scripts/check-layering.sh): consensus comes from
+// the library, and nothing else of Shoal votes or computes commit.
+//
+// # raft.state
+//
+//	offset size field
+//	     0    4 magic "SHRS"
+//	     4    1 version (1)
+//	     5    3 reserved, zero
+//	     8    4 length h of the HardState (protobuf, deterministic)
+//	    12    h HardState
+//	  12+h    4 length c of the ConfState (protobuf, deterministic)
+//	  16+h    c ConfState
+//	16+h+c    4 CRC-32C of every byte before it
+//
+// Written as raft.state.tmp, fsynced, renamed over raft.state, and the
+// directory fsynced. A leftover .tmp is an interrupted write: ignored,
+// and overwritten by the next write. A raft.state that fails its checks is
+// an error, never an empty state: starting over would forget the vote.
+package raftlog

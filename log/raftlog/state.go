@@ -1,0 +1,183 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoal-mq/shoal/log"
+)
+
+// StateFile is the name of the state file in a replica's directory.
+const StateFile = "raft.state"
+
+const (
+	stateMagic   = "SHRS"
+	stateVersion = 1
+	stateHeader  = 8
+	// maxStatePart bounds a part's length field, so that a corrupt one
+	// is refused before anything is allocated for it (a ConfState of
+	// any real cluster is a few hundred bytes).
+	maxStatePart = 1 << 20
+)
+
+// ErrCorruptState is a raft.state that fails its checks (magic, version,
+// lengths, CRC, protobuf). The replica must not start from it.
+var ErrCorruptState = errors.New("raftlog: corrupt raft.state")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// State is what a replica persists outside its log.
+type State struct {
+	Hard *raftpb.HardState
+	Conf *raftpb.ConfState
+}
+
+// ReadState reads dir's raft.state. found is false when there is none
+// (a replica never started); a file that fails its checks is
+// ErrCorruptState.
+func ReadState(fsys log.FS, dir string) (st State, found bool, err error) {
+	name := filepath.Join(dir, StateFile)
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{}, false, nil
+	}
+	if err != nil {
+		return State{}, false, fmt.Errorf("raftlog: open %s: %w", name, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return State{}, false, fmt.Errorf("raftlog: size of %s: %w", name, err)
+	}
+	if size < stateHeader+4+4+4 || size > stateHeader+2*(4+maxStatePart)+4 {
+		return State{}, false, fmt.Errorf("%w: %s is %d bytes", ErrCorruptState, name, size)
+	}
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		return State{}, false, fmt.Errorf("raftlog: read %s: %w", name, err)
+	}
+	st, err = decodeState(b)
+	if err != nil {
+		return State{}, false, fmt.Errorf("%w: %s: %v", ErrCorruptState, name, err)
+	}
+	return st, true, nil
+}
+
+// WriteState replaces dir's raft.state with st, durably: when it returns
+// nil, a crash at any later point finds st; a crash before finds st or
+// the previous state, never a mix.
+func WriteState(fsys log.FS, dir string, st State) error {
+	b, err := encodeState(st)
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(dir, StateFile)
+	tmp := name + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("raftlog: create %s: %w", tmp, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("raftlog: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("raftlog: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("raftlog: close %s: %w", tmp, err)
+	}
+	if err := fsys.Rename(tmp, name); err != nil {
+		return fmt.Errorf("raftlog: rename %s: %w", tmp, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("raftlog: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+func encodeState(st State) ([]byte, error) {
+	hard, conf := st.Hard, st.Conf
+	if hard == nil {
+		hard = &raftpb.HardState{}
+	}
+	if conf == nil {
+		conf = &raftpb.ConfState{}
+	}
+	hb, err := marshal.Marshal(hard)
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: encode HardState: %w", err)
+	}
+	cb, err := marshal.Marshal(conf)
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: encode ConfState: %w", err)
+	}
+	if len(hb) > maxStatePart || len(cb) > maxStatePart {
+		return nil, fmt.Errorf("raftlog: state of %d+%d bytes is too large", len(hb), len(cb))
+	}
+	b := make([]byte, 0, stateHeader+4+len(hb)+4+len(cb)+4)
+	b = append(b, stateMagic...)
+	b = append(b, stateVersion, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
+	b = append(b, hb...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(cb)))
+	b = append(b, cb...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+func decodeState(b []byte) (State, error) {
+	if len(b) < stateHeader+4+4+4 {
+		return State{}, fmt.Errorf("%d bytes", len(b))
+	}
+	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return State{}, errors.New("crc mismatch")
+	}
+	if string(body[:4]) != stateMagic || body[4] != stateVersion || body[5]|body[6]|body[7] != 0 {
+		return State{}, fmt.Errorf("header % x", body[:stateHeader])
+	}
+	rest := body[stateHeader:]
+	part := func() ([]byte, error) {
+		if len(rest) < 4 {
+			return nil, errors.New("truncated")
+		}
+		n := binary.BigEndian.Uint32(rest)
+		if n > maxStatePart || int64(n) > int64(len(rest)-4) {
+			return nil, fmt.Errorf("part of %d bytes with %d left", n, len(rest)-4)
+		}
+		p := rest[4 : 4+n]
+		rest = rest[4+n:]
+		return p, nil
+	}
+	hb, err := part()
+	if err != nil {
+		return State{}, err
+	}
+	cb, err := part()
+	if err != nil {
+		return State{}, err
+	}
+	if len(rest) != 0 {
+		return State{}, fmt.Errorf("%d bytes after the ConfState", len(rest))
+	}
+	st := State{Hard: &raftpb.HardState{}, Conf: &raftpb.ConfState{}}
+	if err := proto.Unmarshal(hb, st.Hard); err != nil {
+		return State{}, fmt.Errorf("HardState: %w", err)
+	}
+	if err := proto.Unmarshal(cb, st.Conf); err != nil {
+		return State{}, fmt.Errorf("ConfState: %w", err)
+	}
+	return st, nil
+}
