@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -46,27 +44,17 @@ type State struct {
 // ErrCorruptState.
 func ReadState(fsys log.FS, dir string) (st State, found bool, err error) {
 	name := filepath.Join(dir, StateFile)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	b, err := readSmallFile(fsys, name, stateHeader+2*(4+maxStatePart)+4)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, false, nil
 	}
+	if errors.Is(err, errTooLarge) {
+		return State{}, false, fmt.Errorf("%w: %v", ErrCorruptState, err)
+	}
 	if err != nil {
-		return State{}, false, fmt.Errorf("raftlog: open %s: %w", name, err)
+		return State{}, false, err
 	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return State{}, false, fmt.Errorf("raftlog: size of %s: %w", name, err)
-	}
-	if size < stateHeader+4+4+4 || size > stateHeader+2*(4+maxStatePart)+4 {
-		return State{}, false, fmt.Errorf("%w: %s is %d bytes", ErrCorruptState, name, size)
-	}
-	b := make([]byte, size)
-	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
-		return State{}, false, fmt.Errorf("raftlog: read %s: %w", name, err)
-	}
-	st, err = decodeState(b)
-	if err != nil {
+	if st, err = decodeState(b); err != nil {
 		return State{}, false, fmt.Errorf("%w: %s: %v", ErrCorruptState, name, err)
 	}
 	return st, true, nil
@@ -80,30 +68,7 @@ func WriteState(fsys log.FS, dir string, st State) error {
 	if err != nil {
 		return err
 	}
-	name := filepath.Join(dir, StateFile)
-	tmp := name + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("raftlog: create %s: %w", tmp, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("raftlog: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("raftlog: sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("raftlog: close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return fmt.Errorf("raftlog: rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("raftlog: sync dir %s: %w", dir, err)
-	}
-	return nil
+	return writeFileAtomic(fsys, dir, StateFile, b)
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
