@@ -28,7 +28,7 @@ func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, erro
 	}
 	p := &Partition{fs: fsys, dir: dir, logger: logger, cfg: cfg.normalized(), producers: newProducerState()}
 	p.firstUnstable.Store(math.MaxInt64)
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, storageErr("create", dir, err)
 	}
 	start := time.Now()
@@ -47,6 +47,36 @@ func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, erro
 		zap.Int64("log_start_offset", p.logStart.Load()), zap.Int64("log_end_offset", p.leo.Load()),
 		zap.Duration("took", time.Since(start)))
 	return p, nil
+}
+
+// mkdirDurable creates dir and its missing parents and makes their
+// entries durable (an fsync of each created directory's parent): a
+// partition directory whose creation a power loss undid would take its
+// fsynced segments with it, acknowledged records included.
+func mkdirDurable(fsys FS, dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		_, err := fsys.ReadDir(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readWholeFile reads a small file (checkpoint, snapshot).
