@@ -22,14 +22,23 @@
 //	     0    4 magic "SHRS"
 //	     4    1 version (1)
 //	     5    3 reserved, zero
-//	     8    4 length h of the HardState (protobuf, deterministic)
-//	    12    h HardState
-//	  12+h    4 length c of the ConfState (protobuf, deterministic)
-//	  16+h    c ConfState
-//	16+h+c    4 CRC-32C of every byte before it
+//	     8    8 ConfIndex: the entry whose apply produced the ConfState
+//	    16    4 length h of the HardState (protobuf, deterministic)
+//	    20    h HardState
+//	  20+h    4 length c of the ConfState (protobuf, deterministic)
+//	  24+h    c ConfState
+//	24+h+c    4 CRC-32C of every byte before it
 //
 // Written as raft.state.tmp, fsynced, renamed over raft.state, and the
 // directory fsynced. A leftover .tmp is an interrupted write: ignored,
 // and overwritten by the next write. A raft.state that fails its checks is
 // an error, never an empty state: starting over would forget the vote.
+// So is one with protobuf fields this version does not know.
+//
+// # raft.terms
+//
+// The term cache's checkpoint (terms.go has the layout). It must never
+// say more than the log holds: a truncation is checkpointed durably
+// before entries are written over the truncated ones, so a checkpoint
+// that survives a crash never names a term the log no longer has.
 package raftlog

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,7 +46,10 @@ var ErrTermOrder = errors.New("raftlog: entry out of term order")
 
 // Append records that the entry at ordinal i, starting at offset, has
 // term. Entries come in log order: i is after every recorded run's
-// first entry, and term is at least the last run's.
+// first entry, offset not before its offset, and term at least the last
+// run's. (The offset may equal it: after Compact the first run's offset
+// is the log start, where the log's first entry, after the run's first,
+// begins.)
 func (t *Terms) Append(term, i uint64, offset int64) error {
 	if n := len(t.runs); n > 0 {
 		last := t.runs[n-1]
@@ -63,9 +67,9 @@ func (t *Terms) Append(term, i uint64, offset int64) error {
 	return nil
 }
 
-// Term is the term of entry i, ok false when i is before the first run
-// (the caller, which knows the log's bounds, answers for entries past
-// the last one).
+// Term is the term of entry i, ok false when i is before the first run.
+// The caller knows the log's bounds: it answers ErrCompacted below
+// FirstIndex()-1 and ErrUnavailable past LastIndex() itself.
 func (t *Terms) Term(i uint64) (term uint64, ok bool) {
 	k := sort.Search(len(t.runs), func(k int) bool { return t.runs[k].first > i }) - 1
 	if k < 0 {
@@ -83,22 +87,35 @@ func (t *Terms) Last() uint64 {
 }
 
 // TruncateFrom forgets entries i and after (the log lost them: raft
-// overwrote them, or recovery cut a torn tail).
+// overwrote them, or recovery cut a torn tail). Before entries are
+// written over the truncated ones, the caller checkpoints the cache
+// durably (WriteTerms): a checkpoint a crash leaves must never name a
+// term the log no longer holds, since Term answers from it.
 func (t *Terms) TruncateFrom(i uint64) {
 	k := sort.Search(len(t.runs), func(k int) bool { return t.runs[k].first >= i })
 	t.runs = t.runs[:k]
 }
 
-// Compact forgets the runs wholly below entry i except the one that
-// covers i-1, which raft still asks about (Term(FirstIndex()-1)).
-func (t *Terms) Compact(i uint64) {
+// Compact forgets the entries below i-1, the log's first entry now
+// being i and its log start offset logStart: the runs wholly below go,
+// and the run covering i-1 (raft still asks Term(FirstIndex()-1)) now
+// starts there, at logStart, as Kafka's leader-epoch cache moves its
+// first entry up to the log start (truncateFromStart).
+func (t *Terms) Compact(i uint64, logStart int64) {
 	if i == 0 {
 		return
 	}
 	k := sort.Search(len(t.runs), func(k int) bool { return t.runs[k].first > i-1 }) - 1
-	if k > 0 {
-		t.runs = append(t.runs[:0], t.runs[k:]...)
+	if k < 0 {
+		return
 	}
+	t.runs = append(t.runs[:0], t.runs[k:]...)
+	t.runs[0].first = i - 1
+	bound := int64(math.MaxInt64) // offsets never go back from run to run
+	if len(t.runs) > 1 {
+		bound = t.runs[1].offset
+	}
+	t.runs[0].offset = max(t.runs[0].offset, min(logStart, bound))
 }
 
 // EndOffsetFor answers OffsetForLeaderEpoch for term, as Kafka's
@@ -106,8 +123,10 @@ func (t *Terms) Compact(i uint64) {
 // newest term, the log end offset leo; for an older one, the largest
 // known term not above it and the first offset of the next newer term;
 // for a term older than every run, that term itself and the first run's
-// offset; -1, -1 for a term newer than every run, or an empty cache.
-func (t *Terms) EndOffsetFor(term uint64, leo int64) (uint64, int64, bool) {
+// offset. ok is false for a term newer than every run, or an empty
+// cache: Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET (-1, -1),
+// which the caller answers.
+func (t *Terms) EndOffsetFor(term uint64, leo int64) (_ uint64, _ int64, ok bool) {
 	n := len(t.runs)
 	if n == 0 {
 		return 0, -1, false

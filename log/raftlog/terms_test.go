@@ -42,14 +42,22 @@ func TestTermsTruncateAndCompact(t *testing.T) {
 	c.TruncateFrom(20) // term 5's first entry: the run goes
 	require.Equal(t, uint64(2), c.Last())
 	require.NoError(t, c.Append(7, 20, 200), "the overwriting term")
-	c.Compact(15) // entry 14 is term 2's: that run stays, term 1's goes
+	c.Compact(15, 140) // entry 14 is term 2's: that run stays, from 14 at the log start; term 1's goes
 	term, ok := c.Term(14)
 	require.True(t, ok)
 	require.Equal(t, uint64(2), term)
-	_, ok = c.Term(9)
-	require.False(t, ok)
-	c.Compact(10) // entry 9 is gone already: nothing changes
+	_, ok = c.Term(13)
+	require.False(t, ok, "compacted")
+	require.Equal(t, termRun{2, 14, 140}, c.runs[0])
+	c.Compact(10, 90) // below what is kept already: nothing changes
 	require.Len(t, c.runs, 2)
+	require.Equal(t, termRun{2, 14, 140}, c.runs[0])
+	c.Compact(25, 250) // into term 7's run: term 2's goes, term 7's starts at 24, offset 250
+	require.Equal(t, []termRun{{7, 24, 250}}, c.runs)
+	term, off, ok := c.EndOffsetFor(3, 400)
+	require.True(t, ok)
+	require.Equal(t, uint64(3), term, "older than every run: itself")
+	require.Equal(t, int64(250), off, "the first run's offset, at the log start")
 }
 
 // TestTermsEndOffsetFor: OffsetForLeaderEpoch's answers, as Kafka's
@@ -106,7 +114,7 @@ func TestTermsMatchesModel(t *testing.T) {
 				term = max(term, c.Last())
 			case len(model) > 1:
 				k := uint64(rng.IntN(len(model)))
-				c.Compact(first + k)
+				c.Compact(first+k, offsetOf(first+k))
 				// entries below first+k-1 may be forgotten: the model
 				// keeps asking only from first+k-1 on
 				if k > 0 {
