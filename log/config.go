@@ -55,6 +55,13 @@ type Config struct {
 	// --fsync=always); otherwise the operating system's own write-back
 	// does better, without rewriting partly filled pages.
 	StartWriteback bool
+	// Replica marks the log of a raft replica (a cluster): Open leaves
+	// the high watermark at the log start, for the replica to raise from
+	// raft's commit, since the recovered tail may hold entries no
+	// majority has, which a later leader can truncate. A single node's
+	// Open sets it to the log end (everything recovered is all there
+	// is). Read by Open only.
+	Replica bool
 }
 
 // Defaults, as in Kafka.

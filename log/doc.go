@@ -21,7 +21,9 @@
 // what consumers may see; the broker advances it with SetHighWatermark
 // after Sync (fsync-before-ack) or right after Append (interval mode). The
 // log never advances it by itself, except that Open sets HW = LEO (on a
-// single node everything recovered is all there is). LogStartOffset moves
+// single node everything recovered is all there is; a raft replica's log,
+// Config.Replica, opens with HW = LogStartOffset instead, and the replica
+// raises it from raft's commit). LogStartOffset moves
 // up with DeleteRecordsBefore and retention.
 //
 // Append writes with one write(2) per call and no fsync; Sync fsyncs and

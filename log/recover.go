@@ -42,7 +42,11 @@ func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, erro
 		}
 		return nil, err
 	}
-	p.hw.Store(p.leo.Load())
+	if p.cfg.Replica {
+		p.hw.Store(p.logStart.Load())
+	} else {
+		p.hw.Store(p.leo.Load())
+	}
 	logger.Debug("opened partition log", zap.String("dir", dir), zap.Int("segments", len(p.segs)),
 		zap.Int64("log_start_offset", p.logStart.Load()), zap.Int64("log_end_offset", p.leo.Load()),
 		zap.Duration("took", time.Since(start)))
