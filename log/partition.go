@@ -454,29 +454,10 @@ func (p *Partition) syncFiles(sealed []*segment, active *segment, dirDirty bool,
 	return nil
 }
 
-// writeFileAtomic writes name via a synced temporary file and a rename.
-// The caller syncs the directory.
+// writeFileAtomic writes name via a synced temporary file and a rename
+// (WriteFileAtomic).
 func (p *Partition) writeFileAtomic(name string, data []byte) error {
-	tmp := name + tmpSuffix
-	f, err := p.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return storageErr("create", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return storageErr("write", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return storageErr("sync", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return storageErr("close", tmp, err)
-	}
-	if err := p.fs.Rename(tmp, name); err != nil {
-		return storageErr("rename", tmp, err)
-	}
-	return nil
+	return WriteFileAtomic(p.fs, name, data)
 }
 
 // writeCheckpoint durably replaces the partition checkpoint. syncMu held
@@ -847,6 +828,34 @@ func (p *Partition) Delete() error {
 	}
 	if err := p.fs.SyncDir(filepath.Dir(p.dir)); err != nil {
 		return storageErr("sync dir", filepath.Dir(p.dir), err)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces name with data: written to name.tmp, fsynced,
+// then renamed over name. The caller fsyncs the directory (SyncDir) to
+// make the rename durable; until then a power loss finds the old file or
+// the new one, never a mix. A leftover .tmp is an interrupted write
+// (Open deletes the partition's; other callers overwrite theirs).
+func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	tmp := name + tmpSuffix
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return storageErr("create", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return storageErr("write", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return storageErr("sync", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return storageErr("close", tmp, err)
+	}
+	if err := fsys.Rename(tmp, name); err != nil {
+		return storageErr("rename", tmp, err)
 	}
 	return nil
 }

@@ -260,28 +260,11 @@ func readSmallFile(fsys log.FS, name string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// writeFileAtomic replaces dir/name with data: written as .tmp, fsynced,
-// renamed, and the directory fsynced.
+// writeFileAtomic replaces dir/name with data, durably: the log's atomic
+// write, then the directory's fsync.
 func writeFileAtomic(fsys log.FS, dir, name string, data []byte) error {
-	name = filepath.Join(dir, name)
-	tmp := name + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("raftlog: create %s: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("raftlog: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("raftlog: sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("raftlog: close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return fmt.Errorf("raftlog: rename %s: %w", tmp, err)
+	if err := log.WriteFileAtomic(fsys, filepath.Join(dir, name), data); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("raftlog: sync dir %s: %w", dir, err)
