@@ -25,11 +25,7 @@ import (
 // A denial is counted and logged at debug level (Kafka logs them on its
 // authorizer logger).
 func (c *conn) authorize(op acl.Operation, typ acl.ResourceType, name string) bool {
-	a := c.b.authz
-	if a == nil {
-		return true
-	}
-	if a.Authorize(acl.Request{Principal: c.principal, Host: c.quota.ip, Operation: op, Type: typ, Name: name}) {
+	if c.visible(op, typ, name) {
 		return true
 	}
 	c.b.metrics.AuthzDenied.Inc()
@@ -43,8 +39,12 @@ func (c *conn) authorize(op acl.Operation, typ acl.ResourceType, name string) bo
 // visible is authorize for filtering (all-topics Metadata, ListGroups):
 // a resource left out of an answer is not a denial worth counting.
 func (c *conn) visible(op acl.Operation, typ acl.ResourceType, name string) bool {
-	a := c.b.authz
-	return a == nil || a.Authorize(acl.Request{Principal: c.principal, Host: c.quota.ip, Operation: op, Type: typ, Name: name})
+	return c.b.allowed(c.principal, c.quota.ip, op, typ, name)
+}
+
+// allowed asks the authorizer (yes when it is off).
+func (b *Broker) allowed(principal, host string, op acl.Operation, typ acl.ResourceType, name string) bool {
+	return b.authz == nil || b.authz.Authorize(acl.Request{Principal: principal, Host: host, Operation: op, Type: typ, Name: name})
 }
 
 func (c *conn) mayTopic(op acl.Operation, topic string) bool {
@@ -68,7 +68,7 @@ func (c *conn) mayTxn(op acl.Operation, id string) bool {
 // Describe topic? Not counted as a denial: leaving a topic out of what a
 // regex reaches is filtering.
 func (b *Broker) mayDescribeTopic(principal, ip, topic string) bool {
-	return b.authz == nil || b.authz.Authorize(acl.Request{Principal: principal, Host: ip, Operation: acl.Describe, Type: acl.Topic, Name: topic})
+	return b.allowed(principal, ip, acl.Describe, acl.Topic, topic)
 }
 
 // mayAnyOf reports whether c may do op on some resource of typ (Kafka's
