@@ -30,6 +30,12 @@ var (
 	// ErrInvalidTxnState: a producer with a transaction open in this
 	// partition sent a non-transactional batch (Kafka INVALID_TXN_STATE).
 	ErrInvalidTxnState = errors.New("log: invalid transaction state")
+	// ErrOrdinalOutOfRange: a batch ordinal outside [FirstOrdinal,
+	// NextOrdinal] (ReadOrdinals, OrdinalOffset, TruncateFrom).
+	ErrOrdinalOutOfRange = errors.New("log: ordinal out of range")
+	// ErrInvalidTruncation: TruncateFrom would remove records below the
+	// high watermark, which consumers may have read.
+	ErrInvalidTruncation = errors.New("log: truncation below the high watermark")
 	// ErrClosed: the partition was closed.
 	ErrClosed = errors.New("log: partition closed")
 	// ErrStorage: a file operation failed. After a failed write or sync the

@@ -23,14 +23,22 @@ const (
 
 	formatVersion = 1
 
-	// Segment index files: a 68-byte header, then fixed-size entries.
-	indexHeaderSize    = 68
-	offsetEntrySize    = 8  // relOffset uint32, position uint32
-	timeEntrySize      = 12 // timestamp int64, relOffset uint32
-	offsetIndexMagic   = "SHOI"
-	timeIndexMagic     = "SHTI"
-	checkpointMagic    = "SHCP"
-	checkpointSize     = 28
+	// Segment index files: an 84-byte header, then fixed-size entries.
+	// Version 2 added the base ordinal and batch count to the header and
+	// the relative ordinal to offset index entries; version 1 files are
+	// rebuilt from their segment.
+	indexVersion     = 2
+	indexHeaderSize  = 84
+	offsetEntrySize  = 12 // relOffset uint32, position uint32, relOrdinal uint32
+	timeEntrySize    = 12 // timestamp int64, relOffset uint32
+	offsetIndexMagic = "SHOI"
+	timeIndexMagic   = "SHTI"
+	checkpointMagic  = "SHCP"
+	// Checkpoint version 2 added the first segment's base ordinal;
+	// version 1 (28 bytes) is still read.
+	checkpointVersion = 2
+	checkpointSize    = 36
+	checkpointV1Size  = 28
 	snapshotMagic      = "SHPS"
 	snapshotHeaderSize = 20 // magic, version, 3 reserved, offset int64, count uint32
 	snapshotEntrySize  = 8 + 2 + 8 + 4 + 8 + 1 + maxProducerBatches*batchMetaSize
@@ -75,15 +83,17 @@ type segmentMeta struct {
 	maxTs      int64 // largest batch maxTimestamp; -1 when empty
 	maxTsBase  int64 // base offset of the first batch with maxTs; -1 when empty
 	firstTs    int64 // maxTimestamp of the first batch (segment.ms roll base); -1 when empty
+	baseOrd    int64 // ordinal of the first batch
+	count      int64 // batches in the segment
 	entries    uint32
 	entriesCRC uint32
 }
 
-// encodeIndexHeader writes the 68-byte header into b.
+// encodeIndexHeader writes the 84-byte header into b.
 func encodeIndexHeader(b []byte, magic string, m segmentMeta) {
 	be := binary.BigEndian
 	copy(b[0:4], magic)
-	b[4] = formatVersion
+	b[4] = indexVersion
 	b[5], b[6], b[7] = 0, 0, 0
 	be.PutUint64(b[8:], uint64(m.base))
 	be.PutUint64(b[16:], uint64(m.next))
@@ -91,58 +101,83 @@ func encodeIndexHeader(b []byte, magic string, m segmentMeta) {
 	be.PutUint64(b[32:], uint64(m.maxTs))
 	be.PutUint64(b[40:], uint64(m.maxTsBase))
 	be.PutUint64(b[48:], uint64(m.firstTs))
-	be.PutUint32(b[56:], m.entries)
-	be.PutUint32(b[60:], m.entriesCRC)
-	be.PutUint32(b[64:], crc(b[:64]))
+	be.PutUint64(b[56:], uint64(m.baseOrd))
+	be.PutUint64(b[64:], uint64(m.count))
+	be.PutUint32(b[72:], m.entries)
+	be.PutUint32(b[76:], m.entriesCRC)
+	be.PutUint32(b[80:], crc(b[:80]))
 }
 
 // decodeIndexHeader checks magic, version and header CRC.
 func decodeIndexHeader(b []byte, magic string) (segmentMeta, bool) {
-	if len(b) < indexHeaderSize || string(b[0:4]) != magic || b[4] != formatVersion {
+	if len(b) < indexHeaderSize || string(b[0:4]) != magic || b[4] != indexVersion {
 		return segmentMeta{}, false
 	}
 	be := binary.BigEndian
-	if crc(b[:64]) != be.Uint32(b[64:]) {
+	if crc(b[:80]) != be.Uint32(b[80:]) {
 		return segmentMeta{}, false
 	}
-	return segmentMeta{
+	m := segmentMeta{
 		base:       int64(be.Uint64(b[8:])),
 		next:       int64(be.Uint64(b[16:])),
 		logSize:    int64(be.Uint64(b[24:])),
 		maxTs:      int64(be.Uint64(b[32:])),
 		maxTsBase:  int64(be.Uint64(b[40:])),
 		firstTs:    int64(be.Uint64(b[48:])),
-		entries:    be.Uint32(b[56:]),
-		entriesCRC: be.Uint32(b[60:]),
-	}, true
+		baseOrd:    int64(be.Uint64(b[56:])),
+		count:      int64(be.Uint64(b[64:])),
+		entries:    be.Uint32(b[72:]),
+		entriesCRC: be.Uint32(b[76:]),
+	}
+	if m.baseOrd < 0 || m.count < 0 || m.count > m.next-m.base {
+		return segmentMeta{}, false
+	}
+	return m, true
 }
 
 // checkpoint is the partition checkpoint file's content.
 type checkpoint struct {
 	logStart      int64
 	recoveryPoint int64
+	// firstOrd is the base ordinal of the first segment (the one holding
+	// the log start offset); -1 when unknown (a version 1 file).
+	firstOrd int64
 }
 
 func encodeCheckpoint(c checkpoint) []byte {
 	b := make([]byte, checkpointSize)
 	be := binary.BigEndian
 	copy(b[0:4], checkpointMagic)
-	b[4] = formatVersion
+	b[4] = checkpointVersion
 	be.PutUint64(b[8:], uint64(c.logStart))
 	be.PutUint64(b[16:], uint64(c.recoveryPoint))
-	be.PutUint32(b[24:], crc(b[:24]))
+	be.PutUint64(b[24:], uint64(c.firstOrd))
+	be.PutUint32(b[32:], crc(b[:32]))
 	return b
 }
 
 func decodeCheckpoint(b []byte) (checkpoint, bool) {
-	if len(b) != checkpointSize || string(b[0:4]) != checkpointMagic || b[4] != formatVersion {
+	if len(b) < checkpointV1Size || string(b[0:4]) != checkpointMagic {
 		return checkpoint{}, false
 	}
 	be := binary.BigEndian
-	if crc(b[:24]) != be.Uint32(b[24:]) {
+	c := checkpoint{logStart: int64(be.Uint64(b[8:])), recoveryPoint: int64(be.Uint64(b[16:])), firstOrd: -1}
+	switch {
+	case b[4] == formatVersion && len(b) == checkpointV1Size:
+		if crc(b[:24]) != be.Uint32(b[24:]) {
+			return checkpoint{}, false
+		}
+	case b[4] == checkpointVersion && len(b) == checkpointSize:
+		if crc(b[:32]) != be.Uint32(b[32:]) {
+			return checkpoint{}, false
+		}
+		c.firstOrd = int64(be.Uint64(b[24:]))
+		if c.firstOrd < 0 {
+			return checkpoint{}, false
+		}
+	default:
 		return checkpoint{}, false
 	}
-	c := checkpoint{logStart: int64(be.Uint64(b[8:])), recoveryPoint: int64(be.Uint64(b[16:]))}
 	if c.logStart < 0 || c.recoveryPoint < 0 {
 		return checkpoint{}, false
 	}

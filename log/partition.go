@@ -74,6 +74,11 @@ type Partition struct {
 	leo      atomic.Int64 // log end offset
 	hw       atomic.Int64 // high watermark
 	logStart atomic.Int64
+	// Batch ordinals (ordinal.go): nextOrd is the next batch's, firstOrd
+	// the first segment's first batch's. Written with leo and the
+	// segment list.
+	nextOrd  atomic.Int64
+	firstOrd atomic.Int64
 	size     atomic.Int64 // bytes of all segment .log files
 	failure  atomic.Pointer[error]
 }
@@ -146,73 +151,111 @@ func (p *Partition) AppendCompacted(records []byte, now time.Time) (AppendResult
 func (p *Partition) append(records []byte, now time.Time, compacted bool) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.unlockAppend()
-	if p.closed {
-		return AppendResult{}, ErrClosed
+	v, err := p.validateLocked(records, compacted)
+	defer func() { p.pending = v.pending[:0] }()
+	if err != nil || v.dup.Duplicate {
+		return v.dup, err
 	}
-	if err := p.stickyErr(); err != nil {
+	leo := p.leo.Load()
+	p.assignOffsets(records, leo, now)
+	off, err := p.writeLocked(records, v.next, v.firstMaxTs, now)
+	if err != nil {
 		return AppendResult{}, err
 	}
+	for i := range v.pending {
+		p.producers.commit(&v.pending[i])
+		if v.pending[i].txnStart >= 0 {
+			p.txnBeganLocked(v.pending[i].id, v.pending[i].txnStart)
+		}
+	}
+	p.leo.Store(off)
+	return p.appended(leo, off, now), nil
+}
+
+// appended is the result of appending offsets [leo, off).
+func (p *Partition) appended(leo, off int64, now time.Time) AppendResult {
+	res := AppendResult{BaseOffset: leo, LastOffset: off - 1, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	if p.cfg.LogAppendTime {
+		res.LogAppendTime = now.UnixMilli()
+	}
+	return res
+}
+
+// validated is what validateLocked found.
+type validated struct {
+	pending    []producerEntry // producer states after the batches (p.pending's array)
+	next       int64           // the log end offset after the batches
+	firstMaxTs int64           // the first batch's maxTimestamp
+	dup        AppendResult    // Duplicate set: every batch is a retry
+}
+
+// validateLocked checks the batches of an append (pass 1: framing, CRC,
+// sizes, records, producer sequences) without changing anything.
+// appendMu held.
+func (p *Partition) validateLocked(records []byte, compacted bool) (validated, error) {
+	v := validated{pending: p.pending[:0]}
+	if p.closed {
+		return v, ErrClosed
+	}
+	if err := p.stickyErr(); err != nil {
+		return v, err
+	}
 	if len(records) == 0 {
-		return AppendResult{}, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
+		return v, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
 	}
 	cfg := &p.cfg
 	if int64(len(records)) > cfg.SegmentBytes {
-		return AppendResult{}, fmt.Errorf("%w: %d bytes exceed segment.bytes %d", ErrMessageTooLarge, len(records), cfg.SegmentBytes)
+		return v, fmt.Errorf("%w: %d bytes exceed segment.bytes %d", ErrMessageTooLarge, len(records), cfg.SegmentBytes)
 	}
 
-	// Pass 1: validate every batch and the producers' sequences.
-	leo := p.leo.Load()
-	next := leo
-	pending := p.pending[:0]
-	defer func() { p.pending = pending[:0] }()
+	next := p.leo.Load()
 	nBatches, nDup := 0, 0
 	var dupFirst, dupLast batchMeta
-	var firstMaxTs int64
 	for rest := records; len(rest) > 0; nBatches++ {
 		h, err := protocol.ParseBatchHeader(rest)
 		if err != nil {
-			return AppendResult{}, fmt.Errorf("%w: batch %d: %w", ErrCorruptMessage, nBatches, err)
+			return v, fmt.Errorf("%w: batch %d: %w", ErrCorruptMessage, nBatches, err)
 		}
 		if h.Magic != 2 {
-			return AppendResult{}, fmt.Errorf("%w: batch %d has magic %d", ErrUnsupportedMessageFormat, nBatches, h.Magic)
+			return v, fmt.Errorf("%w: batch %d has magic %d", ErrUnsupportedMessageFormat, nBatches, h.Magic)
 		}
 		size := h.Size()
 		if h.BatchLength < protocol.MinBatchLength || size > int64(len(rest)) {
-			return AppendResult{}, fmt.Errorf("%w: batch %d length %d with %d bytes left", ErrCorruptMessage, nBatches, h.BatchLength, len(rest))
+			return v, fmt.Errorf("%w: batch %d length %d with %d bytes left", ErrCorruptMessage, nBatches, h.BatchLength, len(rest))
 		}
 		if size > int64(cfg.MaxMessageBytes) && !compacted { // compacted: checked by the caller, see AppendCompacted
-			return AppendResult{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
+			return v, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
 		}
 		if !protocol.VerifyBatchCRC(rest[:size]) {
-			return AppendResult{}, fmt.Errorf("%w: batch %d crc mismatch", ErrCorruptMessage, nBatches)
+			return v, fmt.Errorf("%w: batch %d crc mismatch", ErrCorruptMessage, nBatches)
 		}
 		if !compacted && (h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount)) ||
 			compacted && (h.RecordCount < 0 || h.LastOffsetDelta < 0 || int64(h.RecordCount) > int64(h.LastOffsetDelta)+1) {
-			return AppendResult{}, fmt.Errorf("%w: batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, nBatches, h.RecordCount, h.LastOffsetDelta)
+			return v, fmt.Errorf("%w: batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, nBatches, h.RecordCount, h.LastOffsetDelta)
 		}
 		if h.IsControl() {
 			// Only the broker writes control records (transaction
 			// markers, WriteMarker).
-			return AppendResult{}, fmt.Errorf("%w: batch %d is a control batch", ErrInvalidRecord, nBatches)
+			return v, fmt.Errorf("%w: batch %d is a control batch", ErrInvalidRecord, nBatches)
 		}
 		if h.IsTransactional() && h.ProducerID < 0 {
-			return AppendResult{}, fmt.Errorf("%w: batch %d is transactional without a producer id", ErrInvalidRecord, nBatches)
+			return v, fmt.Errorf("%w: batch %d is transactional without a producer id", ErrInvalidRecord, nBatches)
 		}
 		validate := protocol.ValidateRecords
 		if compacted {
 			validate = protocol.ValidateCompactedRecords
 		}
 		if err := validate(rest[:size]); err != nil {
-			return AppendResult{}, fmt.Errorf("%w: batch %d: %w", ErrInvalidRecord, nBatches, err)
+			return v, fmt.Errorf("%w: batch %d: %w", ErrInvalidRecord, nBatches, err)
 		}
 		if nBatches == 0 {
-			firstMaxTs = h.MaxTimestamp
+			v.firstMaxTs = h.MaxTimestamp
 		}
 		isDup := false
 		if h.ProducerID >= 0 {
-			upd, dup, d, err := p.producers.checkBatch(pending, &h, next)
+			upd, dup, d, err := p.producers.checkBatch(v.pending, &h, next)
 			if err != nil {
-				return AppendResult{}, err
+				return v, err
 			}
 			if isDup = d; isDup {
 				if nDup == 0 {
@@ -221,7 +264,7 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 				dupLast = dup
 				nDup++
 			} else {
-				pending = append(pending, upd)
+				v.pending = append(v.pending, upd)
 			}
 		}
 		if !isDup {
@@ -229,40 +272,41 @@ func (p *Partition) append(records []byte, now time.Time, compacted bool) (Appen
 		}
 		rest = rest[size:]
 	}
+	v.next = next
 	if nDup > 0 {
 		if nDup != nBatches {
-			return AppendResult{}, fmt.Errorf("%w: %d of %d batches are duplicates", ErrInvalidRecord, nDup, nBatches)
+			return v, fmt.Errorf("%w: %d of %d batches are duplicates", ErrInvalidRecord, nDup, nBatches)
 		}
-		return AppendResult{BaseOffset: dupFirst.baseOffset, LastOffset: dupLast.lastOffset, LogAppendTime: -1,
-			LogStartOffset: p.logStart.Load(), Duplicate: true}, nil
+		v.dup = AppendResult{BaseOffset: dupFirst.baseOffset, LastOffset: dupLast.lastOffset, LogAppendTime: -1,
+			LogStartOffset: p.logStart.Load(), Duplicate: true}
 	}
-
-	off, err := p.writeLocked(records, next, firstMaxTs, now)
-	if err != nil {
-		return AppendResult{}, err
-	}
-	for i := range pending {
-		p.producers.commit(&pending[i])
-		if pending[i].txnStart >= 0 {
-			p.txnBeganLocked(pending[i].id, pending[i].txnStart)
-		}
-	}
-	p.leo.Store(off)
-	res := AppendResult{BaseOffset: leo, LastOffset: off - 1, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
-	if cfg.LogAppendTime {
-		res.LogAppendTime = now.UnixMilli()
-	}
-	return res, nil
+	return v, nil
 }
 
-// writeLocked rolls the active segment if records (ending before next)
-// do not fit, assigns offsets from the log end offset by patching
-// baseOffset, writes them and indexes them. It returns the offset after
-// the last record; the caller publishes it (p.leo) after updating the
-// producer state. appendMu held on entry.
+// assignOffsets gives the batches consecutive offsets from leo by
+// patching baseOffset (not covered by the CRC) and, on a LogAppendTime
+// topic, stamps them with now. appendMu held.
+func (p *Partition) assignOffsets(records []byte, leo int64, now time.Time) {
+	nowMs := now.UnixMilli()
+	off := leo
+	for rest := records; len(rest) > 0; {
+		size := protocol.BatchLengthPrefix + int64(binary.BigEndian.Uint32(rest[8:]))
+		protocol.SetBaseOffset(rest, off)
+		if p.cfg.LogAppendTime {
+			protocol.SetLogAppendTime(rest[:size], nowMs)
+		}
+		off += int64(binary.BigEndian.Uint32(rest[23:])) + 1
+		rest = rest[size:]
+	}
+}
+
+// writeLocked rolls the active segment if records (whose offsets run
+// from the log end offset to next) do not fit, writes them and indexes
+// them. It returns the offset after the last record; the caller
+// publishes it (p.leo) after updating the producer state. appendMu held
+// on entry.
 func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time.Time) (int64, error) {
 	cfg := &p.cfg
-	leo := p.leo.Load()
 	// Roll first if the batches do not fit in the active segment.
 	seg := p.active
 	if seg.size > 0 && (seg.size+int64(len(records)) > cfg.SegmentBytes ||
@@ -272,19 +316,6 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 			return 0, err
 		}
 		seg = p.active
-	}
-
-	// Pass 2: assign offsets by patching baseOffset (not covered by the CRC).
-	nowMs := now.UnixMilli()
-	off := leo
-	for rest := records; len(rest) > 0; {
-		size := protocol.BatchLengthPrefix + int64(binary.BigEndian.Uint32(rest[8:]))
-		protocol.SetBaseOffset(rest, off)
-		if cfg.LogAppendTime {
-			protocol.SetLogAppendTime(rest[:size], nowMs)
-		}
-		off += int64(binary.BigEndian.Uint32(rest[23:])) + 1
-		rest = rest[size:]
 	}
 
 	pos := seg.size
@@ -299,7 +330,7 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 		p.writeback = writeback{f: seg.log, off: pos, n: int64(n)}
 	}
 
-	// Pass 3: index; the caller publishes the new end to readers.
+	// Index; the caller publishes the new end to readers.
 	seg.mu.Lock()
 	for rest := records; len(rest) > 0; {
 		h, _ := protocol.ParseBatchHeader(rest)
@@ -307,9 +338,10 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 		pos += h.Size()
 		rest = rest[h.Size():]
 	}
+	p.nextOrd.Store(seg.baseOrd + seg.count)
 	seg.mu.Unlock()
 	p.size.Add(int64(len(records)))
-	return off, nil
+	return next, nil
 }
 
 // writeback is a range of a segment file whose write-out is to start.
@@ -360,7 +392,7 @@ func (p *Partition) rollLocked(now time.Time) error {
 		return p.fail(err)
 	}
 	old.seal(offF, timeF)
-	ns := newSegment(base, f, now)
+	ns := newSegment(base, p.nextOrd.Load(), f, now)
 	p.segMu.Lock()
 	p.segs = append(p.segs, ns)
 	p.segMu.Unlock()
@@ -463,6 +495,7 @@ func (p *Partition) writeFileAtomic(name string, data []byte) error {
 // writeCheckpoint durably replaces the partition checkpoint. syncMu held
 // (or the partition not yet shared).
 func (p *Partition) writeCheckpoint(c checkpoint) error {
+	c.firstOrd = p.firstOrd.Load()
 	if err := p.writeFileAtomic(filepath.Join(p.dir, checkpointName), encodeCheckpoint(c)); err != nil {
 		return err
 	}
@@ -636,6 +669,7 @@ func (p *Partition) dropSegmentsLocked(k int, logStart int64) []*segment {
 	p.segMu.Lock()
 	p.segs = slices.Clone(p.segs[k:])
 	p.logStart.Store(logStart)
+	p.firstOrd.Store(p.segs[0].baseOrd)
 	p.segMu.Unlock()
 	var bytes int64
 	for _, s := range dead {

@@ -152,7 +152,7 @@ func (p *Partition) load(now time.Time) error {
 		}
 	}
 
-	cp := checkpoint{logStart: -1, recoveryPoint: 0}
+	cp := checkpoint{logStart: -1, recoveryPoint: 0, firstOrd: -1}
 	if haveCheckpoint {
 		name := filepath.Join(p.dir, checkpointName)
 		b, err := readWholeFile(p.fs, name)
@@ -166,6 +166,17 @@ func (p *Partition) load(now time.Time) error {
 		}
 	}
 
+	// The first segment's base ordinal. Unknown (no checkpoint, a
+	// version 1 or a damaged one) on a single node, where ordinals only
+	// count batches, they start again at 1; a replica's ordinals are its
+	// raft log's indexes, which must not be guessed.
+	anchor := cp.firstOrd
+	if anchor < 0 {
+		if p.cfg.Replica && len(bases) > 0 {
+			return fmt.Errorf("%w: replica log without a valid checkpoint: its batch ordinals are unknown", ErrCorruption)
+		}
+		anchor = 1
+	}
 	if len(bases) == 0 {
 		base := max(cp.logStart, 0)
 		name := fileName(p.dir, base, logSuffix)
@@ -173,7 +184,7 @@ func (p *Partition) load(now time.Time) error {
 		if err != nil {
 			return storageErr("create", name, err)
 		}
-		p.segs = []*segment{newSegment(base, f, now)}
+		p.segs = []*segment{newSegment(base, anchor, f, now)}
 		if cp.recoveryPoint > base {
 			return fmt.Errorf("%w: no segments but recovery point %d", ErrCorruption, cp.recoveryPoint)
 		}
@@ -184,7 +195,7 @@ func (p *Partition) load(now time.Time) error {
 			if err != nil {
 				return storageErr("open", name, err)
 			}
-			p.segs = append(p.segs, newSegment(base, f, now))
+			p.segs = append(p.segs, newSegment(base, -1, f, now)) // ordinal set by recoverSegments
 		}
 	}
 	// Segments wholly below the checkpoint's log start offset are an
@@ -202,12 +213,15 @@ func (p *Partition) load(now time.Time) error {
 			p.removeSegmentFiles(dead)
 		}
 	}
+	p.segs[0].baseOrd = anchor
 	if err := p.recoverSegments(cp.recoveryPoint, now); err != nil {
 		return err
 	}
 
 	last := p.segs[len(p.segs)-1]
 	leo := last.next
+	p.nextOrd.Store(last.baseOrd + last.count)
+	p.firstOrd.Store(p.segs[0].baseOrd)
 	logStart := cp.logStart
 	if logStart < p.segs[0].base {
 		logStart = p.segs[0].base
@@ -266,6 +280,9 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		if i > 0 && s.base != p.segs[i-1].next {
 			break
 		}
+		if i > 0 {
+			s.baseOrd = p.segs[i-1].baseOrd + p.segs[i-1].count
+		}
 		if p.loadIndexes(s, sizes[i]) {
 			if s.next <= recoveryPoint && (last || s.next == p.segs[i+1].base) {
 				continue
@@ -307,6 +324,9 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 				zap.Int64("base", s.base), zap.Int64("expected", p.segs[j-1].next))
 			drop = j
 			break
+		}
+		if j > 0 {
+			s.baseOrd = p.segs[j-1].baseOrd + p.segs[j-1].count
 		}
 		// An active segment has no index files until Close: their
 		// absence is what a crash leaves, and its fsynced part is trusted
@@ -435,7 +455,7 @@ func (p *Partition) scanSegment(s *segment, fileSize int64, interval int32, trus
 
 // resetIndexes empties a segment's extent and in-memory indexes.
 func (s *segment) resetIndexes() {
-	s.size, s.next = 0, s.base
+	s.size, s.next, s.count = 0, s.base, 0
 	s.maxTs, s.maxBase, s.firstTs = -1, -1, -1
 	s.offIdx, s.timeIdx = s.offIdx[:0], s.timeIdx[:0]
 	s.lastIdx = math.MinInt64
@@ -465,15 +485,19 @@ func (p *Partition) loadIndexes(s *segment, logSize int64) bool {
 	if !ok {
 		return false
 	}
+	if m.baseOrd != s.baseOrd { // stale: written before an earlier truncation or deletion moved the ordinals
+		_ = offF.Close()
+		return false
+	}
 	timeF, tm, _, ok := loadIndexFile(p.fs, p.dir, s.base, logSize, timeIndexSuffix, timeIndexMagic, timeEntrySize)
-	if !ok || tm.next != m.next || m.maxTs != tm.maxTs {
+	if !ok || tm.next != m.next || m.maxTs != tm.maxTs || tm.baseOrd != m.baseOrd || tm.count != m.count {
 		_ = offF.Close()
 		if timeF != nil {
 			_ = timeF.Close()
 		}
 		return false
 	}
-	s.size, s.next = logSize, m.next
+	s.size, s.next, s.count = logSize, m.next, m.count
 	s.maxTs, s.maxBase, s.firstTs = m.maxTs, m.maxTsBase, m.firstTs
 	s.offFile, s.timeFile = offF, timeF
 	s.offCount, s.timeCount = int(m.entries), int(tm.entries)

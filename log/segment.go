@@ -20,7 +20,11 @@ import (
 // is immutable and searches its .index/.timeindex files with ReadAt, so
 // memory does not grow with the log.
 type segment struct {
-	base    int64
+	base int64
+	// baseOrd is the ordinal of the segment's first batch: batches are
+	// numbered consecutively across the log (a raft replica's entry
+	// index). Set when the segment is created or recovered, then fixed.
+	baseOrd int64
 	log     File // opened O_RDWR|O_APPEND; kept open for ReadAt
 	created time.Time
 
@@ -34,6 +38,7 @@ type segment struct {
 	sealed  bool
 	size    int64 // bytes of whole batches in the .log file
 	next    int64 // offset after the last batch (== base when empty)
+	count   int64 // batches; baseOrd+count is the next batch's ordinal
 	maxTs   int64 // -1 when empty
 	maxBase int64 // base offset of the first batch carrying maxTs
 	firstTs int64 // maxTimestamp of the first batch, -1 when empty
@@ -47,8 +52,8 @@ type segment struct {
 	deleted             bool
 }
 
-func newSegment(base int64, f File, now time.Time) *segment {
-	return &segment{base: base, log: f, created: now, next: base, maxTs: -1, maxBase: -1, firstTs: -1, lastIdx: math.MinInt64}
+func newSegment(base, baseOrd int64, f File, now time.Time) *segment {
+	return &segment{base: base, baseOrd: baseOrd, log: f, created: now, next: base, maxTs: -1, maxBase: -1, firstTs: -1, lastIdx: math.MinInt64}
 }
 
 // indexBatch records a batch appended at pos. Caller holds s.mu
@@ -64,6 +69,7 @@ func (s *segment) indexBatch(pos int64, h *protocol.BatchHeader, interval int32)
 		rel := uint32(h.BaseOffset - s.base)
 		s.offIdx = binary.BigEndian.AppendUint32(s.offIdx, rel)
 		s.offIdx = binary.BigEndian.AppendUint32(s.offIdx, uint32(pos))
+		s.offIdx = binary.BigEndian.AppendUint32(s.offIdx, uint32(s.count))
 		if s.maxTs > s.lastIdx {
 			s.timeIdx = binary.BigEndian.AppendUint64(s.timeIdx, uint64(s.maxTs))
 			s.timeIdx = binary.BigEndian.AppendUint32(s.timeIdx, rel)
@@ -74,18 +80,20 @@ func (s *segment) indexBatch(pos int64, h *protocol.BatchHeader, interval int32)
 	s.bytesSinceIndex += h.Size()
 	s.size = pos + h.Size()
 	s.next = h.LastOffset() + 1
+	s.count++
 }
 
 // view is a consistent snapshot of a segment's extent.
 type segView struct {
 	size, next     int64
+	count          int64
 	maxTs, maxBase int64
 }
 
 func (s *segment) view() segView {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return segView{size: s.size, next: s.next, maxTs: s.maxTs, maxBase: s.maxBase}
+	return segView{size: s.size, next: s.next, count: s.count, maxTs: s.maxTs, maxBase: s.maxBase}
 }
 
 // indexEntry reads entry i of an index (memory or file) into buf.
@@ -139,6 +147,45 @@ func (s *segment) lookupPosition(offset int64) (int64, error) {
 	return int64(binary.BigEndian.Uint32(e[4:])), nil
 }
 
+// lookupOrdinal returns the file position and ordinal of the last
+// indexed batch whose ordinal is <= ord (the segment's first batch when
+// none): scanning from there finds batch ord.
+func (s *segment) lookupOrdinal(ord int64) (int64, int64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ord <= s.baseOrd {
+		return 0, s.baseOrd, nil
+	}
+	n := s.offCount
+	if !s.sealed {
+		n = len(s.offIdx) / offsetEntrySize
+	}
+	var buf [offsetEntrySize]byte
+	var ioErr error
+	i := sort.Search(n, func(i int) bool {
+		if ioErr != nil {
+			return true
+		}
+		e, err := s.indexEntry(s.offIdx, s.offFile, i, offsetEntrySize, buf[:])
+		if err != nil {
+			ioErr = err
+			return true
+		}
+		return int64(binary.BigEndian.Uint32(e[8:])) > ord-s.baseOrd
+	})
+	if ioErr != nil {
+		return 0, 0, ioErr
+	}
+	if i == 0 {
+		return 0, s.baseOrd, nil
+	}
+	e, err := s.indexEntry(s.offIdx, s.offFile, i-1, offsetEntrySize, buf[:])
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(binary.BigEndian.Uint32(e[4:])), s.baseOrd + int64(binary.BigEndian.Uint32(e[8:])), nil
+}
+
 // lookupTime returns an offset from which scanning finds the first batch
 // with maxTimestamp >= ts: the offset of the last time index entry whose
 // timestamp is < ts (every batch up to and including it is older than ts),
@@ -179,7 +226,8 @@ func (s *segment) lookupTime(ts int64) (int64, error) {
 // meta returns the header fields describing the segment. Caller owns the
 // appender role or holds s.mu.
 func (s *segment) meta() segmentMeta {
-	return segmentMeta{base: s.base, next: s.next, logSize: s.size, maxTs: s.maxTs, maxTsBase: s.maxBase, firstTs: s.firstTs}
+	return segmentMeta{base: s.base, next: s.next, logSize: s.size, maxTs: s.maxTs, maxTsBase: s.maxBase, firstTs: s.firstTs,
+		baseOrd: s.baseOrd, count: s.count}
 }
 
 // writeIndexFiles writes the in-memory indexes of s to its .index and

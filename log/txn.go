@@ -154,18 +154,9 @@ func (p *Partition) WriteMarker(m Marker, now time.Time) (AppendResult, error) {
 	if err := p.stickyErr(); err != nil {
 		return AppendResult{}, err
 	}
-	cur, known := p.producers.entries[m.ProducerID]
-	var e producerEntry
-	if known {
-		e = *cur
-		if m.ProducerEpoch < e.epoch {
-			return AppendResult{}, fmt.Errorf("%w: marker for producer %d epoch %d < %d", ErrInvalidProducerEpoch, m.ProducerID, m.ProducerEpoch, e.epoch)
-		}
-		if m.ProducerEpoch > e.epoch {
-			e.reset(m.ProducerEpoch)
-		}
-	} else {
-		e = newProducerEntry(m.ProducerID, m.ProducerEpoch)
+	e, err := p.markerStateLocked(m)
+	if err != nil {
+		return AppendResult{}, err
 	}
 	leo := p.leo.Load()
 	ts := now.UnixMilli()
@@ -187,6 +178,23 @@ func (p *Partition) WriteMarker(m Marker, now time.Time) (AppendResult, error) {
 	p.txnEndedLocked(m.ProducerID)
 	p.leo.Store(off)
 	return AppendResult{BaseOffset: leo, LastOffset: leo, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}, nil
+}
+
+// markerStateLocked checks a marker's epoch against its producer's and
+// returns the producer's state the marker starts from. appendMu held.
+func (p *Partition) markerStateLocked(m Marker) (producerEntry, error) {
+	cur, known := p.producers.entries[m.ProducerID]
+	if !known {
+		return newProducerEntry(m.ProducerID, m.ProducerEpoch), nil
+	}
+	e := *cur
+	if m.ProducerEpoch < e.epoch {
+		return e, fmt.Errorf("%w: marker for producer %d epoch %d < %d", ErrInvalidProducerEpoch, m.ProducerID, m.ProducerEpoch, e.epoch)
+	}
+	if m.ProducerEpoch > e.epoch {
+		e.reset(m.ProducerEpoch)
+	}
+	return e, nil
 }
 
 // txnBeganLocked notes that producer id has a transaction open from
