@@ -36,9 +36,9 @@ const (
 	checkpointMagic  = "SHCP"
 	// Checkpoint version 2 added the first segment's base ordinal;
 	// version 1 (28 bytes) is still read.
-	checkpointVersion = 2
-	checkpointSize    = 36
-	checkpointV1Size  = 28
+	checkpointVersion  = 2
+	checkpointSize     = 36
+	checkpointV1Size   = 28
 	snapshotMagic      = "SHPS"
 	snapshotHeaderSize = 20 // magic, version, 3 reserved, offset int64, count uint32
 	snapshotEntrySize  = 8 + 2 + 8 + 4 + 8 + 1 + maxProducerBatches*batchMetaSize
