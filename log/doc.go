@@ -65,7 +65,8 @@
 //
 //	offset size field
 //	     0    4 magic "SHOI" (.index) or "SHTI" (.timeindex)
-//	     4    1 version (1)
+//	     4    1 version (2; version 1 files, without ordinals, are
+//	               rebuilt from their segment, once, at Open)
 //	     5    3 reserved, zero
 //	     8    8 base offset of the segment
 //	    16    8 next offset (after the segment's last batch)
@@ -73,12 +74,14 @@
 //	    32    8 largest batch maxTimestamp in the segment (-1: none)
 //	    40    8 base offset of the first batch with that timestamp (-1: none)
 //	    48    8 maxTimestamp of the first batch (segment.ms roll base; -1: none)
-//	    56    4 entry count
-//	    60    4 CRC-32C of the entries
-//	    64    4 CRC-32C of bytes 0..63
-//	    68      entries
+//	    56    8 base ordinal: the ordinal of the segment's first batch
+//	    64    8 batch count
+//	    72    4 entry count
+//	    76    4 CRC-32C of the entries
+//	    80    4 CRC-32C of bytes 0..79
+//	    84      entries
 //
-//	.index entry (8 bytes):      relative offset u32 | position u32
+//	.index entry (12 bytes):     relative offset u32 | position u32 | relative ordinal u32
 //	.timeindex entry (12 bytes): timestamp i64       | relative offset u32
 //
 // An offset index entry points at a batch's first byte and is added when
@@ -87,17 +90,33 @@
 // points when the segment's running max timestamp grew: every batch up to
 // and including the batch at relative offset R has timestamps <= T.
 // Lookups binary-search the entries (in memory for the active segment,
-// with ReadAt for sealed ones) and then scan batch headers forward.
+// with ReadAt for sealed ones) and then scan batch headers forward; by
+// ordinal (ReadOrdinals) the same way on the relative ordinal.
+//
+// # Ordinals
+//
+// Batches are numbered consecutively across the log, the first batch of a
+// new log being 1: a raft replica (log/raftlog) uses them as its entry
+// indexes, since raft needs dense indexes and Kafka offsets advance by
+// record count. The first segment's base ordinal is in the checkpoint
+// (version 2); every later segment's is its predecessor's plus its batch
+// count, which the index header states again: an index whose base
+// ordinal disagrees is stale and rebuilt. A checkpoint without ordinals
+// (version 1, or damaged) numbers a single node's log from 1 again (its
+// ordinals count batches, nothing more); for a Config.Replica log with
+// segments it is ErrCorruption, as its entry indexes cannot be guessed.
 //
 // # Partition checkpoint (partition.checkpoint)
 //
 //	offset size field
 //	     0    4 magic "SHCP"
-//	     4    1 version (1)
+//	     4    1 version (2; version 1 files, 28 bytes without the
+//	               ordinal, are still read)
 //	     5    3 reserved, zero
 //	     8    8 log start offset
 //	    16    8 recovery point: every offset below it was fsynced
-//	    24    4 CRC-32C of bytes 0..23
+//	    24    8 base ordinal of the first segment
+//	    32    4 CRC-32C of bytes 0..31
 //
 // Written atomically (write .tmp, fsync, rename, fsync the directory) by
 // the first Sync after a roll, by a Sync that moves the recovery point
@@ -239,6 +258,32 @@
 // transactions and keeps them (no retention) carries them all; Kafka's
 // per-segment .txnindex files would bound that.
 //
+// # Replicas
+//
+// A raft replica's log is written differently (log/replica.go). The
+// leader validates a produce with Prepare, which assigns offsets (and a
+// LogAppendTime) in place like Append but writes nothing; raft
+// replicates the batches, and every replica, the leader too, writes
+// them with AppendReplicated: verbatim (baseOffset must be the log end
+// offset, the CRC must hold; leader epoch, timestamps and attributes are
+// kept; control batches, markers and raft's own, are accepted), with
+// producer and transaction state replayed as recovery replays it, never
+// rejected: the leader checked the sequences, and a replica holds what
+// the majority holds. The high watermark is raised by the replica from
+// raft's commit.
+//
+// TruncateFrom(ordinal) drops a conflicting tail, never below the high
+// watermark. It lowers the recovery point in the checkpoint to the cut
+// first (durably), then deletes later segments, newest first, truncates
+// and fsyncs the cut segment (which becomes the active one, its index
+// rebuilt from its batch headers), deletes producer snapshots above the
+// cut and syncs the directory, and rebuilds producer and transaction
+// state from the newest remaining snapshot. A crash in between leaves a
+// prefix of the old log at least as long as the cut (a segment beyond a
+// gap lies above the lowered recovery point and is deleted by Open):
+// the truncation then did not finish, and raft, which acknowledged
+// nothing after it, repeats it.
+//
 // Every error wraps one of the exported sentinels (errors.Is). After a
 // failed write or fsync the partition is failed for good: Append, Sync,
 // Read, retention and DeleteRecords return the first error, wrapped
@@ -265,6 +310,10 @@
 //   - LastStableOffset is two atomic loads; AbortedTransactions takes only
 //     the small transaction lock (a leaf, taken under the append lock by
 //     WriteMarker and snapshots).
+//   - TruncateFrom (replicas, rare) holds the sync and append locks and
+//     the segment-list lock exclusively for its whole run, so readers
+//     wait for it; it takes the transaction lock last, with segment locks
+//     shared under it (only the appender takes those exclusively).
 //   - Lock order: sync lock -> append lock -> segment-list lock -> segment
 //     lock. The sync lock is also held by Close, EnforceRetention and
 //     DeleteRecordsBefore so no file is removed under a running fsync.
