@@ -1,0 +1,423 @@
+package raftlog
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// Storage is etcd raft's Storage over a replica's partition log: entry i
+// is the log's batch of ordinal i (log.Partition.FirstOrdinal and
+// NextOrdinal bound them), its term the batch's partition leader epoch,
+// kept in the term cache (Terms) so Term(i) reads no batch. Beside the
+// log it keeps raft.state (HardState and ConfState) and raft.terms.
+//
+// Writers: Append (raft's MsgStorageAppend entries, written to the page
+// cache; the replica's Sync makes them durable before it acknowledges
+// them), SetHardState and SetConfState. Raft's goroutine reads it
+// meanwhile; every method is safe for concurrent use. A write error
+// leaves the Storage failed: every later call returns it, since raft
+// "will become inoperable" anyway and the replica must stop.
+type Storage struct {
+	fs  log.FS
+	dir string
+	p   *log.Partition
+
+	mu     sync.Mutex
+	state  State
+	terms  *Terms
+	failed error
+	// buf is Append's scratch for the encoded batches.
+	buf []byte
+}
+
+// ErrCorruptLog is a replica directory whose log, raft.state and
+// raft.terms contradict each other: a raft.state missing beside a
+// non-empty log, or terms the batches do not carry.
+var ErrCorruptLog = errors.New("raftlog: replica log and raft files disagree")
+
+// Open recovers the raft storage of the replica whose log p (opened with
+// log.Config.Replica) lives in dir. It reads raft.state and raft.terms,
+// drops the term runs a crash left beyond the log's end, checks the
+// cache against the batches' leader epochs (rebuilding it from the
+// batches if raft.terms is damaged), and raises the log's high
+// watermark to the stored commit index (clamped into the log). A new
+// replica has neither file and an empty log.
+func Open(fsys log.FS, dir string, p *log.Partition) (*Storage, error) {
+	st, found, err := ReadState(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	terms, tfound, err := ReadTerms(fsys, dir)
+	rebuild := errors.Is(err, ErrCorruptTerms)
+	if err != nil && !rebuild {
+		return nil, err
+	}
+	first, next := uint64(p.FirstOrdinal()), uint64(p.NextOrdinal())
+	empty := first == next
+	if !found && (!empty || tfound || first > 1) {
+		return nil, fmt.Errorf("%w: %s has no %s beside a log of entries [%d, %d)", ErrCorruptLog, dir, StateFile, first, next)
+	}
+	if !found {
+		st = State{Hard: &raftpb.HardState{}, Conf: &raftpb.ConfState{}}
+	}
+	s := &Storage{fs: fsys, dir: dir, p: p, state: st}
+	if !rebuild {
+		terms.TruncateFrom(next) // a crash lost the tail they describe
+		rebuild = !s.termsMatch(terms, first, next)
+	}
+	if rebuild {
+		var dummy *termRun
+		if terms != nil && first > 1 {
+			if t, ok := terms.Term(first - 1); ok {
+				dummy = &termRun{term: t, first: first - 1}
+			}
+		}
+		if first > 1 && dummy == nil {
+			return nil, fmt.Errorf("%w: %s: raft.terms is unusable and the term of entry %d, before the log, is lost", ErrCorruptLog, dir, first-1)
+		}
+		if terms, err = s.scanTerms(dummy, first, next); err != nil {
+			return nil, err
+		}
+		if err := WriteTerms(fsys, dir, terms); err != nil {
+			return nil, err
+		}
+	}
+	s.terms = terms
+	hard := st.Hard
+	if hard == nil {
+		hard = &raftpb.HardState{}
+	}
+	s.state.Hard = proto.Clone(hard).(*raftpb.HardState)
+	s.state.Hard.Commit = proto.Uint64(min(max(hard.GetCommit(), first-1), next-1))
+	if err := s.raiseHighWatermark(s.state.Hard.GetCommit()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// termsMatch checks the cache against the log: every run that starts in
+// the log starts at a batch of its term and offset, and the last batch
+// has the last term.
+func (s *Storage) termsMatch(t *Terms, first, next uint64) bool {
+	if first == next {
+		return true
+	}
+	for _, r := range t.runs {
+		if r.first < first {
+			continue
+		}
+		h, err := s.header(r.first)
+		if err != nil || uint64(h.PartitionLeaderEpoch) != r.term || h.BaseOffset != r.offset {
+			return false
+		}
+	}
+	h, err := s.header(next - 1)
+	last, ok := t.Term(next - 1)
+	return err == nil && ok && uint64(h.PartitionLeaderEpoch) == last
+}
+
+// header reads batch i's header.
+func (s *Storage) header(i uint64) (protocol.BatchHeader, error) {
+	b, _, err := s.p.ReadOrdinals(nil, int64(i), int64(i)+1, 0)
+	if err != nil {
+		return protocol.BatchHeader{}, err
+	}
+	return protocol.ParseBatchHeader(b)
+}
+
+// scanTerms rebuilds the term cache from the batches [first, next),
+// after dummy (the entry before the log, if any).
+func (s *Storage) scanTerms(dummy *termRun, first, next uint64) (*Terms, error) {
+	t := &Terms{}
+	if dummy != nil {
+		off, err := s.p.OrdinalOffset(int64(first))
+		if err != nil {
+			return nil, err
+		}
+		dummy.offset = off
+		t.runs = append(t.runs, *dummy)
+	}
+	var buf []byte
+	for i := first; i < next; {
+		b, n, err := s.p.ReadOrdinals(buf[:0], int64(i), int64(next), 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		buf = b
+		for ; n > 0; n-- {
+			h, err := protocol.ParseBatchHeader(b)
+			if err != nil || h.PartitionLeaderEpoch < 0 {
+				return nil, fmt.Errorf("%w: entry %d has no term", ErrCorruptLog, i)
+			}
+			if err := t.Append(uint64(h.PartitionLeaderEpoch), i, h.BaseOffset); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrCorruptLog, err)
+			}
+			b = b[h.Size():]
+			i++
+		}
+	}
+	return t, nil
+}
+
+// raiseHighWatermark sets the log's high watermark to the end of entry
+// commit (clamped to the log end).
+func (s *Storage) raiseHighWatermark(commit uint64) error {
+	if commit < uint64(s.p.FirstOrdinal()) {
+		return nil
+	}
+	end := min(int64(commit)+1, s.p.NextOrdinal())
+	off, err := s.p.OrdinalOffset(end)
+	if err != nil {
+		return err
+	}
+	s.p.SetHighWatermark(off)
+	return nil
+}
+
+// InitialState is raft's Storage.InitialState: the stored HardState with
+// its commit index clamped into [FirstIndex()-1, LastIndex()] (it is
+// only as fresh as the last term or vote change, and raft panics on a
+// commit past the log), and the ConfState.
+func (s *Storage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conf := s.state.Conf
+	if conf == nil {
+		conf = &raftpb.ConfState{}
+	}
+	return proto.Clone(s.state.Hard).(*raftpb.HardState), proto.Clone(conf).(*raftpb.ConfState), s.failed
+}
+
+// State returns the stored state (ConfIndex tells the replica where
+// applying may start).
+func (s *Storage) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return State{Hard: proto.Clone(s.state.Hard).(*raftpb.HardState), Conf: proto.Clone(s.state.Conf).(*raftpb.ConfState), ConfIndex: s.state.ConfIndex}
+}
+
+// FirstIndex is raft's Storage.FirstIndex: the log's first ordinal.
+func (s *Storage) FirstIndex() (uint64, error) { return uint64(s.p.FirstOrdinal()), nil }
+
+// LastIndex is raft's Storage.LastIndex: the log's last ordinal.
+func (s *Storage) LastIndex() (uint64, error) { return uint64(s.p.NextOrdinal()) - 1, nil }
+
+// Term is raft's Storage.Term, from the term cache.
+func (s *Storage) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first, next := uint64(s.p.FirstOrdinal()), uint64(s.p.NextOrdinal())
+	switch {
+	case s.failed != nil:
+		return 0, s.failed
+	case i+1 < first:
+		return 0, raft.ErrCompacted
+	case i >= next:
+		return 0, raft.ErrUnavailable
+	}
+	t, ok := s.terms.Term(i)
+	if !ok {
+		if i == 0 {
+			return 0, nil // raft's dummy entry before a new log
+		}
+		return 0, fmt.Errorf("%w: no term for entry %d", ErrCorruptLog, i)
+	}
+	return t, nil
+}
+
+// Entries is raft's Storage.Entries: the batches of [lo, hi) decoded, at
+// least one, at most maxSize bytes as raft counts them (the protobuf
+// size of each entry). The entries' Data share no memory with the log.
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	first, next := uint64(s.p.FirstOrdinal()), uint64(s.p.NextOrdinal())
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	switch {
+	case lo < first:
+		return nil, raft.ErrCompacted
+	case hi > next || lo > hi:
+		return nil, fmt.Errorf("%w: entries [%d, %d) of [%d, %d)", raft.ErrUnavailable, lo, hi, first, next)
+	case lo == hi:
+		return nil, nil
+	}
+	b, n, err := s.p.ReadOrdinals(nil, int64(lo), int64(hi), int64(min(maxSize, math.MaxInt64)))
+	if errors.Is(err, log.ErrOrdinalOutOfRange) {
+		return nil, raft.ErrCompacted // retention moved the log start meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	ents := make([]*raftpb.Entry, 0, n)
+	var size uint64
+	for i := range uint64(n) {
+		h, err := protocol.ParseBatchHeader(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: entry %d: %v", ErrBadEntry, lo+i, err)
+		}
+		e, err := DecodeEntry(b[:h.Size():h.Size()], lo+i)
+		if err != nil {
+			return nil, err
+		}
+		if size += uint64(proto.Size(e)); i > 0 && size > maxSize {
+			break
+		}
+		ents = append(ents, e)
+		b = b[h.Size():]
+	}
+	return ents, nil
+}
+
+// Snapshot is raft's Storage.Snapshot. Shoal's replicas do not snapshot
+// yet: a follower that needs entries below the leader's first index
+// (retention deleted them) cannot catch up until snapshots land.
+func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
+	return nil, raft.ErrSnapshotTemporarilyUnavailable
+}
+
+func (s *Storage) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// fail records the first write failure. s.mu held.
+func (s *Storage) fail(err error) error {
+	if s.failed == nil {
+		s.failed = err
+	}
+	return s.failed
+}
+
+// Append writes raft's entries (a MsgStorageAppend's) to the log's page
+// cache: entries overwriting the log's tail truncate it first (never
+// below the high watermark: raft does not overwrite committed entries),
+// the term cache is checkpointed before entries of a new term, or over
+// truncated ones, are written (so raft.terms never names a term the log
+// does not hold), and the batches then go to the log in one write. The
+// caller makes them durable (log.Partition.Sync) before acknowledging
+// them to raft. Entries before FirstIndex are skipped, as
+// MemoryStorage skips them.
+func (s *Storage) Append(entries []*raftpb.Entry, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	if err := s.append(entries, now); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
+	first, next := uint64(s.p.FirstOrdinal()), uint64(s.p.NextOrdinal())
+	for len(entries) > 0 && entries[0].GetIndex() < first {
+		entries = entries[1:]
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	at := entries[0].GetIndex()
+	if at > next {
+		return fmt.Errorf("%w: entries from %d after a log ending before %d", ErrBadEntry, at, next)
+	}
+	dirty := false
+	if at < next {
+		if err := s.p.TruncateFrom(int64(at)); err != nil {
+			return err
+		}
+		s.terms.TruncateFrom(at)
+		dirty = true
+	}
+	if n := uint64(s.p.FirstOrdinal()); n > 1 && len(s.terms.runs) > 1 && s.terms.runs[1].first <= n-1 {
+		s.terms.Compact(n, s.p.LogStartOffset()) // retention moved the log start
+		dirty = true
+	}
+	buf := s.buf[:0]
+	offset := s.p.LogEndOffset()
+	last := s.terms.Last()
+	for k, e := range entries {
+		if e.GetIndex() != at+uint64(k) {
+			return fmt.Errorf("%w: entry %d after entry %d", ErrBadEntry, e.GetIndex(), at+uint64(k)-1)
+		}
+		b, err := EncodeEntry(e, offset)
+		if err != nil {
+			return err
+		}
+		if err := s.terms.Append(e.GetTerm(), e.GetIndex(), offset); err != nil {
+			return err
+		}
+		if s.terms.Last() != last {
+			last, dirty = s.terms.Last(), true
+		}
+		h, _ := protocol.ParseBatchHeader(b)
+		offset = h.LastOffset() + 1
+		buf = append(buf, b...)
+	}
+	s.buf = buf[:0]
+	if dirty {
+		if err := WriteTerms(s.fs, s.dir, s.terms); err != nil {
+			return err
+		}
+	}
+	_, err := s.p.AppendReplicated(buf, now)
+	return err
+}
+
+// SetHardState records raft's HardState. A change of term or vote is
+// written to raft.state before SetHardState returns (raft must not send
+// a vote or a message of the new term before); a commit index alone is
+// kept in memory, written with the next change, and raises the log's
+// high watermark. An error is final (see WriteState).
+func (s *Storage) SetHardState(hs *raftpb.HardState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	cur := s.state.Hard
+	if hs.GetTerm() != cur.GetTerm() || hs.GetVote() != cur.GetVote() {
+		next := s.state
+		next.Hard = proto.Clone(hs).(*raftpb.HardState)
+		if err := WriteState(s.fs, s.dir, next); err != nil {
+			return s.fail(err)
+		}
+		s.state = next
+	} else {
+		s.state.Hard = proto.Clone(hs).(*raftpb.HardState)
+	}
+	if err := s.raiseHighWatermark(hs.GetCommit()); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// SetConfState records the configuration raft reached by applying the
+// change at index, durably.
+func (s *Storage) SetConfState(cs *raftpb.ConfState, index uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	next := s.state
+	next.Conf, next.ConfIndex = proto.Clone(cs).(*raftpb.ConfState), index
+	if err := WriteState(s.fs, s.dir, next); err != nil {
+		return s.fail(err)
+	}
+	s.state = next
+	return nil
+}
+
+var _ raft.Storage = (*Storage)(nil)
