@@ -111,4 +111,3 @@ func TestStorageSingleVoter(t *testing.T) {
 	require.Equal(t, p.LogEndOffset(), p.HighWatermark())
 	require.NoError(t, p.Close())
 }
-
