@@ -49,7 +49,13 @@
 //     exchanges (SCRAM, PLAIN, OAUTHBEARER); the root keeps each
 //     connection's SASL state (sasl.go).
 //   - acl: Kafka's authorization model (bindings, filters, Authorize),
-//     durable in the metadata store; not yet called by the handlers.
+//     durable in the metadata store; the handlers ask it through
+//     authz.go.
+//   - replica: one replica of a partition's raft group (issue 29,
+//     docs/CLUSTER.md): etcd raft's RawNode over log/raftlog's Storage,
+//     driven by its owner from one goroutine. Not wired into the broker
+//     yet.
+//   - clustertest: the deterministic simulator of replicas (tests only).
 //
 // None of the packages above imports this one or a sibling it has no
 // rule for. What stays here is the server: the listener, connections,

@@ -1,0 +1,428 @@
+package clustertest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/shoal-mq/shoal/broker/replica"
+	"github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/log/raftlog"
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+const dir = "/data/topic-0"
+
+// Options shape a run. The zero value of a probability disables it.
+type Options struct {
+	Seed   uint64
+	Nodes  int // 3 if zero
+	Steps  int // simulated ticks
+	Drop   float64
+	Dup    float64
+	Delay  int     // a message takes 1..Delay+1 steps
+	Crash  float64 // per step: power loss of a random node
+	Split  float64 // per step: a new random network partition (healed as often)
+	Writes int     // batches the producer writes (stops early when done)
+}
+
+type node struct {
+	id uint64
+	fs *log.MemFS
+	p  *log.Partition
+	s  *raftlog.Storage
+	r  *replica.Replica
+	up bool
+	// checked is the ordinal below which this node's committed log was
+	// compared with the cluster's.
+	checked int64
+}
+
+type envelope struct {
+	at int
+	m  replica.Message
+}
+
+// Sim is one simulated run.
+type Sim struct {
+	opt   Options
+	rng   *mrand.Rand
+	nodes []*node
+	net   []envelope
+	step  int
+	group map[uint64]int // the side of the current partition each node is on
+	// leaders: the leader seen for each term.
+	leaders map[uint64]uint64
+	// committed: the cluster's committed log, ordinal by ordinal, as the
+	// first node to commit each ordinal had it.
+	committed [][]byte
+	prod      producer
+	errs      []error
+	trace     []string
+	crashes   int
+}
+
+// producer is one idempotent producer with one batch in flight, which
+// it retries (same sequence) until it is acknowledged.
+type producer struct {
+	seq      int32 // next to write
+	inflight bool
+	target   uint64
+	sentAt   int
+	acked    []int64 // offset acknowledged per sequence
+}
+
+// Stats summarizes a run.
+type Stats struct {
+	Acked   int // batches acknowledged to the producer
+	Terms   int // terms that had a leader
+	Crashes int
+}
+
+// Run simulates opt and returns the invariant violations found (none:
+// nil), the run's trace and its figures.
+func Run(opt Options) (errs []error, trace []string, stats Stats) {
+	if opt.Nodes == 0 {
+		opt.Nodes = 3
+	}
+	s := &Sim{opt: opt, rng: mrand.New(mrand.NewPCG(opt.Seed, opt.Seed^0x5eed)), leaders: map[uint64]uint64{}}
+	// etcd raft draws election timeouts from crypto/rand: from the seed
+	// here, so a run replays.
+	saved := rand.Reader
+	rand.Reader = mrand.NewChaCha8(seed32(opt.Seed))
+	defer func() { rand.Reader = saved }()
+	voters := make([]uint64, opt.Nodes)
+	for i := range voters {
+		voters[i] = uint64(i + 1)
+	}
+	for _, id := range voters {
+		n := &node{id: id, fs: log.NewMemFS()}
+		if err := s.start(n, voters); err != nil {
+			return []error{err}, s.trace, Stats{}
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	for s.step = 0; s.step < opt.Steps && len(s.errs) == 0; s.step++ {
+		s.tick()
+		if s.prod.seq >= int32(opt.Writes) && !s.prod.inflight {
+			break
+		}
+	}
+	s.settle()
+	return s.errs, s.trace, Stats{Acked: len(s.prod.acked), Terms: len(s.leaders), Crashes: s.crashes}
+}
+
+func seed32(seed uint64) [32]byte {
+	var b [32]byte
+	binary.BigEndian.PutUint64(b[:], seed)
+	return b
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%5d ", s.step)+fmt.Sprintf(format, args...))
+}
+
+func (s *Sim) violation(format string, args ...any) {
+	err := fmt.Errorf("seed %d step %d: "+format, append([]any{s.opt.Seed, s.step}, args...)...)
+	s.errs = append(s.errs, err)
+	s.logf("VIOLATION %v", err)
+}
+
+// start opens a node's log and replica from its file system.
+func (s *Sim) start(n *node, voters []uint64) error {
+	cfg := log.DefaultConfig()
+	cfg.SegmentBytes = 4096
+	cfg.IndexIntervalBytes = 256
+	cfg.Replica = true
+	p, err := log.Open(n.fs, dir, cfg, nil)
+	if err != nil {
+		return fmt.Errorf("node %d: open log: %w", n.id, err)
+	}
+	st, err := raftlog.Open(n.fs, dir, p)
+	if err != nil {
+		return fmt.Errorf("node %d: open storage: %w", n.id, err)
+	}
+	r, err := replica.New(p, st, replica.Config{ID: n.id, Voters: voters})
+	if err != nil {
+		return fmt.Errorf("node %d: replica: %w", n.id, err)
+	}
+	n.p, n.s, n.r, n.up = p, st, r, true
+	n.checked = p.FirstOrdinal()
+	return nil
+}
+
+// tick is one step: faults, clocks, the network, the producer, checks.
+func (s *Sim) tick() {
+	if s.opt.Crash > 0 && s.rng.Float64() < s.opt.Crash {
+		n := s.nodes[s.rng.IntN(len(s.nodes))]
+		if n.up {
+			s.crash(n)
+		} else {
+			s.restart(n)
+		}
+	}
+	if s.opt.Split > 0 && s.rng.Float64() < s.opt.Split {
+		if s.group == nil {
+			s.group = map[uint64]int{}
+			for _, n := range s.nodes {
+				s.group[n.id] = s.rng.IntN(2)
+			}
+			s.logf("partition %v", s.group)
+		} else {
+			s.group = nil
+			s.logf("healed")
+		}
+	}
+	for _, n := range s.nodes {
+		if n.up {
+			n.r.Tick()
+			s.process(n)
+		}
+	}
+	s.deliver()
+	s.produce()
+	s.check()
+}
+
+func (s *Sim) crash(n *node) {
+	s.logf("power loss of node %d", n.id)
+	s.crashes++
+	n.fs = n.fs.CrashClone()
+	n.up, n.p, n.s, n.r = false, nil, nil, nil
+	if s.prod.inflight && s.prod.target == n.id {
+		s.prod.inflight = false // the connection died: the producer retries
+	}
+}
+
+func (s *Sim) restart(n *node) {
+	s.logf("restart of node %d", n.id)
+	if err := s.start(n, nil); err != nil {
+		s.violation("restart: %v", err)
+	}
+}
+
+// process drains a node's Ready and posts its messages.
+func (s *Sim) process(n *node) {
+	if err := n.r.Process(); err != nil {
+		s.violation("node %d: %v", n.id, err)
+		return
+	}
+	s.observe(n)
+	for _, m := range n.r.Outbox() {
+		s.post(m)
+	}
+}
+
+func (s *Sim) observe(n *node) {
+	if _, leader := n.r.Leader(); leader {
+		term := n.r.Term()
+		if prev, ok := s.leaders[term]; ok && prev != n.id {
+			s.violation("two leaders in term %d: %d and %d", term, prev, n.id)
+		}
+		if _, ok := s.leaders[term]; !ok {
+			s.logf("node %d leads term %d", n.id, term)
+		}
+		s.leaders[term] = n.id
+	}
+}
+
+func (s *Sim) post(m replica.Message) {
+	if s.opt.Drop > 0 && s.rng.Float64() < s.opt.Drop {
+		return
+	}
+	copies := 1
+	if s.opt.Dup > 0 && s.rng.Float64() < s.opt.Dup {
+		copies = 2
+	}
+	for range copies {
+		s.net = append(s.net, envelope{at: s.step + 1 + s.rng.IntN(s.opt.Delay+1), m: m})
+	}
+}
+
+// deliver hands the messages due this step to their nodes, in random
+// order (reordering), unless a partition separates the two ends.
+func (s *Sim) deliver() {
+	var due []envelope
+	keep := s.net[:0]
+	for _, e := range s.net {
+		if e.at <= s.step {
+			due = append(due, e)
+		} else {
+			keep = append(keep, e)
+		}
+	}
+	s.net = keep
+	s.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	for _, e := range due {
+		to := s.nodes[e.m.To-1]
+		if !to.up || (s.group != nil && s.group[e.m.From] != s.group[e.m.To]) {
+			continue
+		}
+		if err := to.r.Step(e.m.Data); err != nil {
+			s.violation("node %d step: %v", to.id, err)
+			continue
+		}
+		s.process(to)
+	}
+}
+
+// produce sends the producer's next batch (or its retry) to a leader.
+func (s *Sim) produce() {
+	p := &s.prod
+	if p.inflight && s.step-p.sentAt > 100 {
+		p.inflight = false // timed out: retry (the same sequence)
+	}
+	if p.inflight || p.seq >= int32(s.opt.Writes) {
+		return
+	}
+	var leader *node
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		if _, ok := n.r.Leader(); ok {
+			leader = n
+		}
+	}
+	if leader == nil {
+		return
+	}
+	seq := p.seq
+	p.inflight, p.target, p.sentAt = true, leader.id, s.step
+	b := Batch(seq)
+	leader.r.Produce(b, time.UnixMilli(1_700_000_000_000), func(res log.AppendResult, err error) {
+		if !p.inflight || p.target != leader.id || p.seq != seq {
+			return // an answer after the producer gave up on it
+		}
+		p.inflight = false
+		if err != nil {
+			s.logf("produce seq %d at node %d: %v", seq, leader.id, err)
+			return
+		}
+		s.logf("acked seq %d at offset %d (node %d)", seq, res.BaseOffset, leader.id)
+		p.acked = append(p.acked, res.BaseOffset)
+		p.seq++
+	})
+	s.process(leader)
+}
+
+// check compares each node's newly committed entries with the
+// cluster's committed log.
+func (s *Sim) check() {
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		commit := n.r.Commit()
+		first := n.p.FirstOrdinal()
+		n.checked = max(n.checked, first)
+		for n.checked <= int64(commit) {
+			b, cnt, err := n.p.ReadOrdinals(nil, n.checked, int64(commit)+1, 1<<20)
+			if err != nil {
+				s.violation("node %d read entries from %d: %v", n.id, n.checked, err)
+				return
+			}
+			for range cnt {
+				h, _ := protocol.ParseBatchHeader(b)
+				one := b[:h.Size()]
+				i := n.checked - 1
+				switch {
+				case i < int64(len(s.committed)):
+					if !bytes.Equal(s.committed[i], one) {
+						s.violation("node %d holds another batch at committed ordinal %d", n.id, n.checked)
+						return
+					}
+				case i == int64(len(s.committed)):
+					s.committed = append(s.committed, slices.Clone(one))
+				default:
+					s.violation("node %d committed ordinal %d past the cluster's %d", n.id, n.checked, len(s.committed))
+					return
+				}
+				b = b[h.Size():]
+				n.checked++
+			}
+		}
+	}
+}
+
+// settle heals the network, restarts every node, runs until the cluster
+// is quiet, and checks the end state: the producer's acknowledged
+// batches, once each, at their offsets, in order; every replica equal to
+// the committed log.
+func (s *Sim) settle() {
+	if len(s.errs) > 0 {
+		return
+	}
+	s.group = nil
+	s.opt.Drop, s.opt.Dup, s.opt.Crash, s.opt.Split = 0, 0, 0, 0
+	s.opt.Writes = int(s.prod.seq) // the producer stops after the batch it is writing
+	if s.prod.inflight {
+		s.opt.Writes++
+	}
+	for _, n := range s.nodes {
+		if !n.up {
+			s.restart(n)
+		}
+	}
+	for range 200 {
+		s.tick()
+		s.step++
+	}
+	s.prod.inflight = false
+	// The committed log holds each sequence once, in order, and each
+	// acknowledged one at its acknowledged offset.
+	next := int32(0)
+	for ord, b := range s.committed {
+		h, _ := protocol.ParseBatchHeader(b)
+		if h.IsControl() {
+			continue
+		}
+		if h.BaseSequence != next {
+			s.violation("committed ordinal %d has sequence %d, expected %d (duplicated, lost or misordered)", ord+1, h.BaseSequence, next)
+			return
+		}
+		if int(next) < len(s.prod.acked) && s.prod.acked[next] != h.BaseOffset {
+			s.violation("sequence %d acknowledged at offset %d, committed at %d", next, s.prod.acked[next], h.BaseOffset)
+			return
+		}
+		next++
+	}
+	if int(next) < len(s.prod.acked) {
+		s.violation("%d sequences acknowledged, %d committed", len(s.prod.acked), next)
+	}
+	for _, n := range s.nodes {
+		if n.r.Commit() < uint64(len(s.committed)) {
+			s.violation("node %d commit %d behind the cluster's %d after settling", n.id, n.r.Commit(), len(s.committed))
+		}
+	}
+}
+
+// Batch is the producer's batch of sequence seq: one record whose value
+// is the sequence, producer id 1, epoch 0.
+func Batch(seq int32) []byte {
+	rec := []byte{0}                   // attributes
+	rec = binary.AppendVarint(rec, 0)  // timestamp delta
+	rec = binary.AppendVarint(rec, 0)  // offset delta
+	rec = binary.AppendVarint(rec, -1) // key: null
+	rec = binary.AppendVarint(rec, 4)  // value length
+	rec = binary.BigEndian.AppendUint32(rec, uint32(seq))
+	rec = binary.AppendVarint(rec, 0) // headers
+	b := make([]byte, protocol.BatchHeaderSize)
+	be := binary.BigEndian
+	be.PutUint32(b[12:], 0xffffffff) // leader epoch -1
+	b[16] = 2
+	be.PutUint64(b[27:], 1_700_000_000_000)
+	be.PutUint64(b[35:], 1_700_000_000_000)
+	be.PutUint64(b[43:], 1) // producer id
+	be.PutUint32(b[53:], uint32(seq))
+	be.PutUint32(b[57:], 1)
+	b = binary.AppendVarint(b, int64(len(rec)))
+	b = append(b, rec...)
+	be.PutUint32(b[8:], uint32(len(b)-protocol.BatchLengthPrefix))
+	protocol.SetBatchCRC(b)
+	return b
+}

@@ -1,0 +1,362 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/log/raftlog"
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// ErrNotLeader is a produce on a replica that is not the leader, or
+// whose leadership ended before the produce committed (Kafka
+// NOT_LEADER_OR_FOLLOWER: the client refreshes metadata and retries;
+// an idempotent retry gets the original offsets if the batch survived).
+var ErrNotLeader = errors.New("replica: not the leader")
+
+// Config configures a Replica.
+type Config struct {
+	// ID is this replica's raft id (the broker's node id).
+	ID uint64
+	// Voters is the group's initial configuration, used only by a new
+	// replica (empty log, no raft.state); every replica of the group
+	// must be given the same.
+	Voters []uint64
+	// ElectionTick and HeartbeatTick are raft's, in ticks of the
+	// owner's clock (10 and 1 if zero).
+	ElectionTick, HeartbeatTick int
+	// MaxSizePerMsg bounds the entries of one append message (1 MiB if
+	// zero).
+	MaxSizePerMsg uint64
+	Logger        *zap.Logger
+}
+
+// Done receives the outcome of a Produce: the offsets, or an error.
+// It is called from Process (or Produce), on the owner's goroutine.
+type Done func(log.AppendResult, error)
+
+// waiter is a produce waiting for its last entry to commit.
+type waiter struct {
+	index, term uint64
+	res         log.AppendResult
+	done        Done
+}
+
+// Replica is one replica of one partition. See the package doc: one
+// goroutine drives it.
+type Replica struct {
+	id     uint64
+	p      *log.Partition
+	s      *raftlog.Storage
+	rn     *raft.RawNode
+	logger *zap.Logger
+
+	outbox  []Message
+	waiters []waiter // by index
+	// hwWaits are duplicates (an idempotent retry) waiting for the
+	// offset of the original to commit.
+	hwWaits []waiter
+	lead    uint64
+	state   raft.StateType
+	failed  error
+}
+
+// New starts the replica of partition p (opened with log.Config.Replica)
+// whose raft storage is s.
+func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.ElectionTick == 0 {
+		cfg.ElectionTick = 10
+	}
+	if cfg.HeartbeatTick == 0 {
+		cfg.HeartbeatTick = 1
+	}
+	if cfg.MaxSizePerMsg == 0 {
+		cfg.MaxSizePerMsg = 1 << 20
+	}
+	st := s.State()
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if len(st.Conf.GetVoters()) == 0 && len(st.Conf.GetLearners()) == 0 {
+		if last >= first || len(cfg.Voters) == 0 {
+			return nil, fmt.Errorf("replica %d: no configuration stored and none given", cfg.ID)
+		}
+		// The bootstrap configuration goes into raft.state (ConfIndex 0)
+		// rather than raft's Bootstrap, which writes ConfChange v1
+		// entries.
+		if err := s.SetConfState(&raftpb.ConfState{Voters: cfg.Voters}, 0); err != nil {
+			return nil, err
+		}
+		st = s.State()
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTick,
+		HeartbeatTick:             cfg.HeartbeatTick,
+		Storage:                   s,
+		Applied:                   max(st.ConfIndex, first-1),
+		MaxSizePerMsg:             cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    newRaftLogger(cfg.Logger),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower}, nil
+}
+
+// Tick advances raft's logical clock by one tick.
+func (r *Replica) Tick() { r.rn.Tick() }
+
+// Campaign starts an election now (tests; a new group's first leader
+// is otherwise elected after an election timeout).
+func (r *Replica) Campaign() error { return r.rn.Campaign() }
+
+// Message is a raft message between two replicas of the group,
+// marshalled: the transport carries bytes, and nothing outside this
+// package and log/raftlog sees raft's types.
+type Message struct {
+	From, To uint64
+	Data     []byte
+}
+
+// Step hands raft a message from a peer (Message.Data). One that does
+// not decode is an error; one from a removed peer is dropped.
+func (r *Replica) Step(data []byte) error {
+	var m raftpb.Message
+	if err := proto.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("replica %d: bad raft message: %w", r.id, err)
+	}
+	if m.GetTo() != r.id || isLocal(m.GetType()) {
+		return fmt.Errorf("replica %d: message %v for %d", r.id, m.GetType(), m.GetTo())
+	}
+	err := r.rn.Step(&m)
+	if errors.Is(err, raft.ErrStepPeerNotFound) || errors.Is(err, raft.ErrStepLocalMsg) {
+		return nil // a message from a removed peer, or a local one: dropped
+	}
+	return err
+}
+
+// Leader returns the leader's id as this replica knows it (0: none) and
+// whether this replica is the leader.
+func (r *Replica) Leader() (uint64, bool) { return r.lead, r.state == raft.StateLeader }
+
+// Term returns the current raft term (the partition's leader epoch).
+func (r *Replica) Term() uint64 { return r.rn.BasicStatus().HardState.GetTerm() }
+
+// Commit returns raft's commit index as this replica knows it.
+func (r *Replica) Commit() uint64 { return r.rn.BasicStatus().HardState.GetCommit() }
+
+// Partition returns the replica's log.
+func (r *Replica) Partition() *log.Partition { return r.p }
+
+// isLocal reports the message types raft only generates for itself,
+// which no peer may send (raft panics on some of them).
+func isLocal(t raftpb.MessageType) bool {
+	switch t {
+	case raftpb.MsgHup, raftpb.MsgBeat, raftpb.MsgUnreachable, raftpb.MsgSnapStatus, raftpb.MsgCheckQuorum,
+		raftpb.MsgStorageAppend, raftpb.MsgStorageAppendResp, raftpb.MsgStorageApply, raftpb.MsgStorageApplyResp,
+		raftpb.MsgProp:
+		return true
+	}
+	return false
+}
+
+// Outbox returns and clears the messages Process produced for peers.
+func (r *Replica) Outbox() []Message {
+	out := r.outbox
+	r.outbox = nil
+	return out
+}
+
+// Produce proposes a produce's batches (concatenated RecordBatch v2) on
+// the leader: validated and given offsets and the term as leader epoch
+// (log.Partition.Prepare), then proposed one entry per batch. done is
+// called once, when the last batch commits (acks=all: a majority has
+// it durable) or the produce fails: validation errors at once,
+// ErrNotLeader if this replica is not the leader or loses leadership
+// first. A retry of a batch the log already has waits for that batch's
+// commit and reports its original offsets.
+func (r *Replica) Produce(records []byte, now time.Time, done Done) {
+	if r.failed != nil {
+		done(log.AppendResult{}, r.failed)
+		return
+	}
+	// Offsets are assigned from the log end: every entry raft has must
+	// be in the log first (a leader's empty entry of a new term, say).
+	if err := r.Process(); err != nil {
+		done(log.AppendResult{}, err)
+		return
+	}
+	if r.state != raft.StateLeader {
+		done(log.AppendResult{}, ErrNotLeader)
+		return
+	}
+	res, err := r.p.Prepare(records, now)
+	if err != nil {
+		done(res, err)
+		return
+	}
+	if res.Duplicate {
+		r.hwWaits = append(r.hwWaits, waiter{res: res, done: done})
+		r.resolve()
+		return
+	}
+	term := r.Term()
+	batches, err := protocol.SplitBatches(records)
+	if err != nil {
+		done(log.AppendResult{}, err) // Prepare validated the framing: cannot happen
+		return
+	}
+	last, _ := r.s.LastIndex()
+	for i, b := range batches {
+		protocol.SetPartitionLeaderEpoch(b, int32(term))
+		if err := r.rn.Propose(b); err != nil {
+			// Dropped (leadership moving): the batches proposed so far
+			// stand or fall on their own; the client retries them all.
+			if i == 0 {
+				done(log.AppendResult{}, ErrNotLeader)
+				return
+			}
+			r.waiters = append(r.waiters, waiter{index: last + uint64(i), term: term, done: func(log.AppendResult, error) {
+				done(log.AppendResult{}, ErrNotLeader)
+			}})
+			return
+		}
+	}
+	r.waiters = append(r.waiters, waiter{index: last + uint64(len(batches)), term: term, res: res, done: done})
+}
+
+// Process handles everything raft has ready: entries are written to
+// the log and fsynced, the HardState persisted, then messages queued
+// for the Outbox (only after: a vote or an append acknowledged must be
+// durable), committed entries applied (configuration changes; the high
+// watermark follows the commit index) and produces answered. An error
+// is final: the replica must be closed and reopened (recovery).
+func (r *Replica) Process() error {
+	if r.failed != nil {
+		return r.failed
+	}
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		if err := r.handle(&rd); err != nil {
+			r.failed = err
+			r.failAll(err)
+			return err
+		}
+		r.rn.Advance(rd)
+	}
+	r.resolve()
+	return nil
+}
+
+func (r *Replica) handle(rd *raft.Ready) error {
+	if rd.SoftState != nil {
+		r.lead = rd.SoftState.Lead
+		if r.state == raft.StateLeader && rd.SoftState.RaftState != raft.StateLeader {
+			r.failAll(ErrNotLeader)
+		}
+		r.state = rd.SoftState.RaftState
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		return fmt.Errorf("replica %d: snapshots are not supported yet", r.id)
+	}
+	if len(rd.Entries) > 0 {
+		if err := r.s.Append(rd.Entries, time.Now()); err != nil {
+			return err
+		}
+		if _, err := r.p.Sync(); err != nil {
+			return err
+		}
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := r.s.SetHardState(rd.HardState); err != nil {
+			return err
+		}
+	}
+	for _, m := range rd.Messages {
+		data, err := proto.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)
+		}
+		r.outbox = append(r.outbox, Message{From: m.GetFrom(), To: m.GetTo(), Data: data})
+	}
+	confIndex := r.s.State().ConfIndex
+	for _, e := range rd.CommittedEntries {
+		if e.GetType() != raftpb.EntryConfChangeV2 || e.GetIndex() <= confIndex {
+			continue
+		}
+		var cc raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.Data, &cc); err != nil {
+			return fmt.Errorf("replica %d: entry %d: %w", r.id, e.GetIndex(), err)
+		}
+		if err := r.s.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolve answers the produces whose entries committed, or were
+// replaced by another term's (then ErrNotLeader), and the duplicates
+// whose original committed.
+func (r *Replica) resolve() {
+	commit := r.rn.BasicStatus().HardState.GetCommit()
+	n := 0
+	for _, w := range r.waiters {
+		if w.index > commit {
+			r.waiters[n] = w
+			n++
+			continue
+		}
+		t, err := r.s.Term(w.index)
+		switch {
+		case err == nil && t == w.term:
+			w.done(w.res, nil)
+		case err == nil:
+			w.done(log.AppendResult{}, ErrNotLeader)
+		case errors.Is(err, raft.ErrCompacted):
+			w.done(w.res, nil) // committed, and deleted since by retention
+		default:
+			w.done(log.AppendResult{}, err)
+		}
+	}
+	clear(r.waiters[n:])
+	r.waiters = r.waiters[:n]
+	hw := r.p.HighWatermark()
+	n = 0
+	for _, w := range r.hwWaits {
+		if w.res.LastOffset >= hw {
+			r.hwWaits[n] = w
+			n++
+			continue
+		}
+		w.done(w.res, nil)
+	}
+	clear(r.hwWaits[n:])
+	r.hwWaits = r.hwWaits[:n]
+}
+
+// failAll answers every waiting produce with err.
+func (r *Replica) failAll(err error) {
+	for _, w := range r.waiters {
+		w.done(log.AppendResult{}, err)
+	}
+	for _, w := range r.hwWaits {
+		w.done(log.AppendResult{}, err)
+	}
+	r.waiters, r.hwWaits = nil, nil
+}
