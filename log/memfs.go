@@ -47,6 +47,11 @@ type MemFS struct {
 	failWrite error
 	failSync  error
 	hook      func(op Op, name string) error
+	// Crash point (SetCrashPoint): operations left before it, and the
+	// file system it left.
+	crashIn  int
+	crashRng *rand.Rand
+	crashed  *MemFS
 }
 
 type memInode struct {
@@ -87,7 +92,39 @@ func (m *MemFS) SetErrorHook(fn func(op Op, name string) error) {
 	m.hook = fn
 }
 
+// ErrPowerLost is what every operation of a MemFS returns once its crash
+// point has passed (SetCrashPoint).
+var ErrPowerLost = errors.New("memfs: power lost")
+
+// SetCrashPoint arranges a power loss just before the n-th next
+// operation (n >= 1): what is durable at that moment is kept for
+// Crashed (with torn unsynced tails drawn from rng, as CrashCloneTorn
+// does, or none when rng is nil), and that operation and every later one
+// fail with ErrPowerLost. It lets a test lose power in the middle of a
+// call (a truncation, a roll), not only between calls.
+func (m *MemFS) SetCrashPoint(n int, rng *rand.Rand) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.crashIn, m.crashRng = n, rng
+}
+
+// Crashed returns the file system the crash point left, nil before it.
+func (m *MemFS) Crashed() *MemFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.crashed
+}
+
 func (m *MemFS) check(op Op, name string) error {
+	if m.crashed != nil {
+		return pathErr(string(op), name, ErrPowerLost)
+	}
+	if m.crashIn > 0 {
+		if m.crashIn--; m.crashIn == 0 {
+			m.crashed = m.crashCloneLocked(m.crashRng)
+			return pathErr(string(op), name, ErrPowerLost)
+		}
+	}
 	if m.hook != nil {
 		if err := m.hook(op, name); err != nil {
 			return err
@@ -288,6 +325,10 @@ func (m *MemFS) CrashCloneTorn(rng *rand.Rand) *MemFS { return m.crashClone(rng)
 func (m *MemFS) crashClone(rng *rand.Rand) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.crashCloneLocked(rng)
+}
+
+func (m *MemFS) crashCloneLocked(rng *rand.Rand) *MemFS {
 	c := NewMemFS()
 	for d := range m.dirs {
 		c.dirs[d] = true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
@@ -159,10 +160,17 @@ func (s *Sim) start(n *node, voters []uint64) error {
 func (s *Sim) tick() {
 	if s.opt.Crash > 0 && s.rng.Float64() < s.opt.Crash {
 		n := s.nodes[s.rng.IntN(len(s.nodes))]
-		if n.up {
-			s.crash(n)
-		} else {
+		switch {
+		case !n.up:
 			s.restart(n)
+		case s.rng.IntN(2) == 0:
+			s.crash(n, n.fs.CrashCloneTorn(s.rng))
+		default:
+			// Power goes in the middle of one of the node's next file
+			// operations: a write, an fsync, a truncation, a rename.
+			k := 1 + s.rng.IntN(40)
+			s.logf("power loss of node %d armed in %d file operations", n.id, k)
+			n.fs.SetCrashPoint(k, s.rng)
 		}
 	}
 	if s.opt.Split > 0 && s.rng.Float64() < s.opt.Split {
@@ -179,7 +187,10 @@ func (s *Sim) tick() {
 	}
 	for _, n := range s.nodes {
 		if n.up {
-			n.r.Tick()
+			if err := n.r.Tick(); err != nil {
+				s.fault(n, "tick", err)
+				continue
+			}
 			s.process(n)
 		}
 	}
@@ -188,10 +199,11 @@ func (s *Sim) tick() {
 	s.check()
 }
 
-func (s *Sim) crash(n *node) {
+// crash replaces a node's file system with what power loss left (fs).
+func (s *Sim) crash(n *node, fs *log.MemFS) {
 	s.logf("power loss of node %d", n.id)
 	s.crashes++
-	n.fs = n.fs.CrashClone()
+	n.fs = fs
 	n.up, n.p, n.s, n.r = false, nil, nil, nil
 	if s.prod.inflight && s.prod.target == n.id {
 		s.prod.inflight = false // the connection died: the producer retries
@@ -201,14 +213,29 @@ func (s *Sim) crash(n *node) {
 func (s *Sim) restart(n *node) {
 	s.logf("restart of node %d", n.id)
 	if err := s.start(n, nil); err != nil {
-		s.violation("restart: %v", err)
+		s.fault(n, "restart", err)
 	}
+}
+
+// fault handles an error from a node: power lost at its crash point
+// takes the node down; anything else is a violation.
+func (s *Sim) fault(n *node, what string, err error) {
+	if errors.Is(err, log.ErrPowerLost) {
+		if n.up {
+			s.crash(n, n.fs.Crashed())
+		}
+		return
+	}
+	s.violation("node %d: %s: %v", n.id, what, err)
 }
 
 // process drains a node's Ready and posts its messages.
 func (s *Sim) process(n *node) {
+	if !n.up {
+		return
+	}
 	if err := n.r.Process(); err != nil {
-		s.violation("node %d: %v", n.id, err)
+		s.fault(n, "process", err)
 		return
 	}
 	s.observe(n)
@@ -263,7 +290,7 @@ func (s *Sim) deliver() {
 			continue
 		}
 		if err := to.r.Step(e.m.Data); err != nil {
-			s.violation("node %d step: %v", to.id, err)
+			s.fault(to, "step", err)
 			continue
 		}
 		s.process(to)
@@ -323,8 +350,8 @@ func (s *Sim) check() {
 		for n.checked <= int64(commit) {
 			b, cnt, err := n.p.ReadOrdinals(nil, n.checked, int64(commit)+1, 1<<20)
 			if err != nil {
-				s.violation("node %d read entries from %d: %v", n.id, n.checked, err)
-				return
+				s.fault(n, fmt.Sprintf("read entries from %d", n.checked), err)
+				break
 			}
 			for range cnt {
 				h, _ := protocol.ParseBatchHeader(b)
@@ -364,6 +391,7 @@ func (s *Sim) settle() {
 		s.opt.Writes++
 	}
 	for _, n := range s.nodes {
+		n.fs.SetCrashPoint(0, nil)
 		if !n.up {
 			s.restart(n)
 		}
@@ -395,6 +423,10 @@ func (s *Sim) settle() {
 		s.violation("%d sequences acknowledged, %d committed", len(s.prod.acked), next)
 	}
 	for _, n := range s.nodes {
+		if !n.up {
+			s.violation("node %d down after settling", n.id)
+			continue
+		}
 		if n.r.Commit() < uint64(len(s.committed)) {
 			s.violation("node %d commit %d behind the cluster's %d after settling", n.id, n.r.Commit(), len(s.committed))
 		}

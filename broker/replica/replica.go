@@ -119,11 +119,35 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 }
 
 // Tick advances raft's logical clock by one tick.
-func (r *Replica) Tick() { r.rn.Tick() }
+func (r *Replica) Tick() error {
+	return r.guard(func() error { r.rn.Tick(); return nil })
+}
 
 // Campaign starts an election now (tests; a new group's first leader
 // is otherwise elected after an election timeout).
-func (r *Replica) Campaign() error { return r.rn.Campaign() }
+func (r *Replica) Campaign() error { return r.guard(r.rn.Campaign) }
+
+// guard runs f on the RawNode. Raft panics when its Storage fails (a
+// read error while it builds a message, say): the panic becomes the
+// replica's failure, final like any storage error, and the RawNode is
+// not used again.
+func (r *Replica) guard(f func() error) (err error) {
+	if r.failed != nil {
+		return r.failed
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if e, ok := v.(error); ok {
+				err = fmt.Errorf("replica %d: raft stopped: %w", r.id, e)
+			} else {
+				err = fmt.Errorf("replica %d: raft stopped: %v", r.id, v)
+			}
+			r.failed = err
+			r.failAll(err)
+		}
+	}()
+	return f()
+}
 
 // Message is a raft message between two replicas of the group,
 // marshalled: the transport carries bytes, and nothing outside this
@@ -143,7 +167,7 @@ func (r *Replica) Step(data []byte) error {
 	if m.GetTo() != r.id || isLocal(m.GetType()) {
 		return fmt.Errorf("replica %d: message %v for %d", r.id, m.GetType(), m.GetTo())
 	}
-	err := r.rn.Step(&m)
+	err := r.guard(func() error { return r.rn.Step(&m) })
 	if errors.Is(err, raft.ErrStepPeerNotFound) || errors.Is(err, raft.ErrStepLocalMsg) {
 		return nil // a message from a removed peer, or a local one: dropped
 	}
@@ -224,7 +248,7 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 	last, _ := r.s.LastIndex()
 	for i, b := range batches {
 		protocol.SetPartitionLeaderEpoch(b, int32(term))
-		if err := r.rn.Propose(b); err != nil {
+		if err := r.guard(func() error { return r.rn.Propose(b) }); err != nil {
 			// Dropped (leadership moving): the batches proposed so far
 			// stand or fall on their own; the client retries them all.
 			if i == 0 {
@@ -247,20 +271,19 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 // watermark follows the commit index) and produces answered. An error
 // is final: the replica must be closed and reopened (recovery).
 func (r *Replica) Process() error {
-	if r.failed != nil {
-		return r.failed
-	}
-	for r.rn.HasReady() {
-		rd := r.rn.Ready()
-		if err := r.handle(&rd); err != nil {
-			r.failed = err
-			r.failAll(err)
-			return err
+	return r.guard(func() error {
+		for r.rn.HasReady() {
+			rd := r.rn.Ready()
+			if err := r.handle(&rd); err != nil {
+				r.failed = err
+				r.failAll(err)
+				return err
+			}
+			r.rn.Advance(rd)
 		}
-		r.rn.Advance(rd)
-	}
-	r.resolve()
-	return nil
+		r.resolve()
+		return nil
+	})
 }
 
 func (r *Replica) handle(rd *raft.Ready) error {
