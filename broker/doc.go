@@ -55,6 +55,8 @@
 //     docs/CLUSTER.md): etcd raft's RawNode over log/raftlog's Storage,
 //     driven by its owner from one goroutine. Not wired into the broker
 //     yet.
+//   - raftnet: the peer network: one outbound TCP connection per peer
+//     carrying every group's raft messages as bytes, batched per flush.
 //   - clustertest: the deterministic simulator of replicas (tests only).
 //
 // None of the packages above imports this one or a sibling it has no

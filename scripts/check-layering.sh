@@ -61,6 +61,7 @@ allow broker/share     broker/topics broker/quota broker/configs broker/records 
                        broker/meta broker/kafkaerr sharegroup sharegroup/store log protocol
 allow broker/txn       broker/groups broker/topics broker/meta log protocol
 allow broker/replica   log log/raftlog protocol
+allow broker/raftnet
 allow broker/clustertest broker/replica log log/raftlog protocol
 # Every package under broker/ has a rule above (a misspelt rule leaves its package without
 # one): a new package is placed on purpose.
