@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -289,4 +290,91 @@ func (p *Partition) truncateLocked(k int, pos, cut int64) error {
 	p.aborted = nil
 	p.snapshots = keep
 	return p.loadProducers(keep, cut)
+}
+
+// ResetTo empties the log and starts it again at offset, the next batch
+// getting ordinal ord: a raft follower installing a snapshot (the
+// leader's log begins there; what this replica had before is covered by
+// the snapshot). The log start offset and the high watermark become
+// offset; producer and transaction state are cleared (the batches that
+// made them are gone).
+//
+// Crash safety: the recovery point goes down to the first segment's base
+// first, so that deleting segments never leaves a log shorter than it;
+// then every segment (newest first) and snapshot is deleted and the
+// directory synced, and only then the new empty segment and the
+// checkpoint naming offset and ord are written. A crash before the end
+// leaves a prefix of the old log (possibly empty, at the old log start
+// and ordinal), never a mix of old and new; the caller (raftlog) detects
+// an interrupted reset and repeats it.
+func (p *Partition) ResetTo(offset, ord int64, now time.Time) error {
+	if offset < 0 || ord < 1 {
+		return fmt.Errorf("%w: reset to offset %d, ordinal %d", ErrOrdinalOutOfRange, offset, ord)
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.stickyErr(); err != nil {
+		return err
+	}
+	if err := p.resetLocked(offset, ord, now); err != nil {
+		return p.fail(err)
+	}
+	p.logger.Info("reset log", zap.String("dir", p.dir), zap.Int64("offset", offset), zap.Int64("ordinal", ord))
+	return nil
+}
+
+// resetLocked does ResetTo's work. syncMu and appendMu held.
+func (p *Partition) resetLocked(offset, ord int64, now time.Time) error {
+	if base := p.segs[0].base; p.checkpointed > base || p.durable > base {
+		if err := p.writeCheckpoint(checkpoint{logStart: p.logStart.Load(), recoveryPoint: base}); err != nil {
+			return err
+		}
+	}
+	p.segMu.Lock()
+	defer p.segMu.Unlock()
+	dead := p.segs
+	for i := len(dead) - 1; i >= 0; i-- {
+		dead[i].deleted = true
+		p.removeSegmentFiles(dead[i : i+1])
+	}
+	for _, off := range p.snapshots {
+		if err := p.remove(fileName(p.dir, off, snapshotSuffix)); err != nil {
+			return err
+		}
+	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return storageErr("sync dir", p.dir, err)
+	}
+	name := fileName(p.dir, offset, logSuffix)
+	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return storageErr("create", name, err)
+	}
+	s := newSegment(offset, ord, f, now)
+	p.segs = []*segment{s}
+	p.active = s
+	p.unsynced, p.snapshots, p.snapshot = nil, nil, nil
+	p.dirDirty, p.needCheckpoint = false, false
+	p.size.Store(0)
+	p.leo.Store(offset)
+	p.logStart.Store(offset)
+	p.hw.Store(offset)
+	p.nextOrd.Store(ord)
+	p.firstOrd.Store(ord)
+	p.durable = offset
+	p.producers = newProducerState()
+	p.txnMu.Lock()
+	p.aborted = nil
+	p.txnMu.Unlock()
+	p.ongoing = map[int64]int64{}
+	p.resetFirstUnstableLocked()
+	if err := p.writeCheckpoint(checkpoint{logStart: offset, recoveryPoint: offset}); err != nil {
+		return err
+	}
+	return nil
 }

@@ -28,6 +28,10 @@ type Options struct {
 	Delay  int     // a message takes 1..Delay+1 steps
 	Crash  float64 // per step: power loss of a random node
 	Split  float64 // per step: a new random network partition (healed as often)
+	// Retention, per step: a random node deletes records below about
+	// its high watermark and the segments under them, so that lagging
+	// replicas must be sent snapshots.
+	Retention float64
 	Writes int     // batches the producer writes (stops early when done)
 }
 
@@ -65,6 +69,7 @@ type Sim struct {
 	errs      []error
 	trace     []string
 	crashes   int
+	snapshots int // installed by nodes that have since crashed
 }
 
 // producer is one idempotent producer with one batch in flight, which
@@ -82,6 +87,8 @@ type Stats struct {
 	Acked   int // batches acknowledged to the producer
 	Terms   int // terms that had a leader
 	Crashes int
+	// Snapshots installed by followers whose leader's log had moved on.
+	Snapshots int
 }
 
 // Run simulates opt and returns the invariant violations found (none:
@@ -114,7 +121,13 @@ func Run(opt Options) (errs []error, trace []string, stats Stats) {
 		}
 	}
 	s.settle()
-	return s.errs, s.trace, Stats{Acked: len(s.prod.acked), Terms: len(s.leaders), Crashes: s.crashes}
+	snaps := s.snapshots
+	for _, n := range s.nodes {
+		if n.up {
+			snaps += n.r.Stats().SnapshotsInstalled
+		}
+	}
+	return s.errs, s.trace, Stats{Acked: len(s.prod.acked), Terms: len(s.leaders), Crashes: s.crashes, Snapshots: snaps}
 }
 
 func seed32(seed uint64) [32]byte {
@@ -185,6 +198,11 @@ func (s *Sim) tick() {
 			s.logf("healed")
 		}
 	}
+	if s.opt.Retention > 0 && s.rng.Float64() < s.opt.Retention {
+		if n := s.nodes[s.rng.IntN(len(s.nodes))]; n.up {
+			s.retain(n)
+		}
+	}
 	for _, n := range s.nodes {
 		if n.up {
 			if err := n.r.Tick(); err != nil {
@@ -204,6 +222,7 @@ func (s *Sim) crash(n *node, fs *log.MemFS) {
 	s.logf("power loss of node %d", n.id)
 	s.crashes++
 	n.fs = fs
+	s.snapshots += n.r.Stats().SnapshotsInstalled
 	n.up, n.p, n.s, n.r = false, nil, nil, nil
 	if s.prod.inflight && s.prod.target == n.id {
 		s.prod.inflight = false // the connection died: the producer retries
@@ -215,6 +234,22 @@ func (s *Sim) restart(n *node) {
 	if err := s.start(n, nil); err != nil {
 		s.fault(n, "restart", err)
 	}
+}
+
+// retain runs retention on a node: records below a point near its high
+// watermark go, with the segments wholly below it.
+func (s *Sim) retain(n *node) {
+	hw := n.p.HighWatermark()
+	to := max(n.p.LogStartOffset(), hw-int64(s.rng.IntN(40)))
+	if _, err := n.p.DeleteRecordsBefore(to); err != nil {
+		s.fault(n, "delete records", err)
+		return
+	}
+	if _, err := n.p.EnforceRetention(time.UnixMilli(1_700_000_000_000)); err != nil {
+		s.fault(n, "retention", err)
+		return
+	}
+	s.logf("node %d log starts at offset %d, entry %d", n.id, n.p.LogStartOffset(), n.p.FirstOrdinal())
 }
 
 // fault handles an error from a node: power lost at its crash point
@@ -385,7 +420,7 @@ func (s *Sim) settle() {
 		return
 	}
 	s.group = nil
-	s.opt.Drop, s.opt.Dup, s.opt.Crash, s.opt.Split = 0, 0, 0, 0
+	s.opt.Drop, s.opt.Dup, s.opt.Crash, s.opt.Split, s.opt.Retention = 0, 0, 0, 0, 0
 	s.opt.Writes = int(s.prod.seq) // the producer stops after the batch it is writing
 	if s.prod.inflight {
 		s.opt.Writes++

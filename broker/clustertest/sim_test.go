@@ -34,7 +34,8 @@ func TestSimulator(t *testing.T) {
 		{"lossy", Options{Steps: 800, Writes: 100000, Drop: 0.1, Dup: 0.05, Delay: 3}},
 		{"partitions", Options{Steps: 1500, Writes: 100000, Drop: 0.02, Delay: 2, Split: 0.01}},
 		{"power loss", Options{Steps: 1500, Writes: 100000, Drop: 0.02, Delay: 2, Crash: 0.01}},
-		{"everything", Options{Steps: 2000, Writes: 100000, Drop: 0.05, Dup: 0.05, Delay: 3, Crash: 0.005, Split: 0.005, Nodes: 5}},
+		{"retention", Options{Steps: 1500, Writes: 100000, Drop: 0.02, Delay: 2, Crash: 0.01, Split: 0.005, Retention: 0.05}},
+		{"everything", Options{Steps: 2000, Writes: 100000, Drop: 0.05, Dup: 0.05, Delay: 3, Crash: 0.005, Split: 0.005, Retention: 0.02, Nodes: 5}},
 	}
 	n := *seeds
 	if n == 0 {
@@ -53,6 +54,7 @@ func TestSimulator(t *testing.T) {
 				total.Acked += stats.Acked
 				total.Terms += stats.Terms
 				total.Crashes += stats.Crashes
+				total.Snapshots += stats.Snapshots
 				if len(errs) > 0 {
 					if testing.Verbose() || n == 1 {
 						t.Log(strings.Join(trace, "\n"))
@@ -60,7 +62,8 @@ func TestSimulator(t *testing.T) {
 					t.Fatalf("%s: %v", pr.name, errs)
 				}
 			}
-			t.Logf("%d seeds: %d batches acknowledged, %d terms with a leader, %d power losses", n, total.Acked, total.Terms, total.Crashes)
+			t.Logf("%d seeds: %d batches acknowledged, %d terms with a leader, %d power losses, %d snapshots installed",
+				n, total.Acked, total.Terms, total.Crashes, total.Snapshots)
 		})
 	}
 }

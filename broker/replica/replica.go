@@ -38,6 +38,14 @@ type Config struct {
 	Logger        *zap.Logger
 }
 
+// Stats counts a replica's events since it started.
+type Stats struct {
+	SnapshotsSent, SnapshotsInstalled int
+}
+
+// Stats returns the replica's counters.
+func (r *Replica) Stats() Stats { return r.stats }
+
 // Done receives the outcome of a Produce: the offsets, or an error.
 // It is called from Process (or Produce), on the owner's goroutine.
 type Done func(log.AppendResult, error)
@@ -65,7 +73,10 @@ type Replica struct {
 	hwWaits []waiter
 	lead    uint64
 	state   raft.StateType
-	failed  error
+	// snapsSent are the peers a MsgSnap went to in this Ready.
+	snapsSent []uint64
+	stats     Stats
+	failed    error
 }
 
 // New starts the replica of partition p (opened with log.Config.Replica)
@@ -280,6 +291,10 @@ func (r *Replica) Process() error {
 				return err
 			}
 			r.rn.Advance(rd)
+			for _, to := range r.snapsSent {
+				r.rn.ReportSnapshot(to, raft.SnapshotFinish)
+			}
+			r.snapsSent = r.snapsSent[:0]
 		}
 		r.resolve()
 		return nil
@@ -295,7 +310,12 @@ func (r *Replica) handle(rd *raft.Ready) error {
 		r.state = rd.SoftState.RaftState
 	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		return fmt.Errorf("replica %d: snapshots are not supported yet", r.id)
+		// The leader's log begins past this one's end: start over
+		// there (raftlog.Storage.Snapshot says what a snapshot is).
+		if err := r.s.ApplySnapshot(rd.Snapshot, time.Now()); err != nil {
+			return err
+		}
+		r.stats.SnapshotsInstalled++
 	}
 	if len(rd.Entries) > 0 {
 		if err := r.s.Append(rd.Entries, time.Now()); err != nil {
@@ -311,6 +331,13 @@ func (r *Replica) handle(rd *raft.Ready) error {
 		}
 	}
 	for _, m := range rd.Messages {
+		if m.GetType() == raftpb.MsgSnap {
+			// A snapshot travels in its message (it is a few bytes):
+			// sent is as good as delivered for raft's bookkeeping; if it
+			// is lost, probing finds that out and sends another.
+			r.snapsSent = append(r.snapsSent, m.GetTo())
+			r.stats.SnapshotsSent++
+		}
 		data, err := proto.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)

@@ -4,8 +4,8 @@
 // a record batch in the segment files, the raft term the batch's
 // partition leader epoch, and the commit index the high watermark.
 //
-// It lands in steps. This one holds what a replica persists beside its
-// log: raft's HardState (term, vote, commit) and ConfState (voters and
+// Storage (storage.go) is raft's Storage over the log; beside the log
+// a replica persists raft's HardState (term, vote, commit) and ConfState (voters and
 // learners), in the partition directory's raft.state file. Written only
 // when the term or the vote changes (the commit index is allowed to go
 // back after a restart: raft re-learns it), atomically, and durable

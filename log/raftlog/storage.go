@@ -1,9 +1,13 @@
 package raftlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -53,6 +57,18 @@ var ErrCorruptLog = errors.New("raftlog: replica log and raft files disagree")
 // watermark to the stored commit index (clamped into the log). A new
 // replica has neither file and an empty log.
 func Open(fsys log.FS, dir string, p *log.Partition) (*Storage, error) {
+	if snap, ok, err := readReset(fsys, dir); err != nil {
+		return nil, err
+	} else if ok { // a snapshot's install was interrupted: finish it
+		st, _, err := ReadState(fsys, dir)
+		if err != nil {
+			return nil, err
+		}
+		s := &Storage{fs: fsys, dir: dir, p: p, state: st}
+		if err := s.install(snap, time.Now()); err != nil {
+			return nil, err
+		}
+	}
 	st, found, err := ReadState(fsys, dir)
 	if err != nil {
 		return nil, err
@@ -278,11 +294,161 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	return ents, nil
 }
 
-// Snapshot is raft's Storage.Snapshot. Shoal's replicas do not snapshot
-// yet: a follower that needs entries below the leader's first index
-// (retention deleted them) cannot catch up until snapshots land.
+// Snapshot is raft's Storage.Snapshot. A replica's snapshot is only
+// where its log begins: the metadata of entry FirstIndex()-1 (its term
+// from the cache, the configuration) and, as Data, the offset of entry
+// FirstIndex() (snapshotData). A follower that needs entries retention
+// deleted installs it (ApplySnapshot), emptying its log to start there,
+// and receives the entries after it. Until the log has been compacted
+// there is nothing to snapshot (raft does not ask), and while the
+// latest configuration change is past FirstIndex()-1 the configuration
+// as of the snapshot is not known: ErrSnapshotTemporarilyUnavailable
+// (raft retries later).
 func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
-	return nil, raft.ErrSnapshotTemporarilyUnavailable
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	first := uint64(s.p.FirstOrdinal())
+	if first <= 1 || s.state.ConfIndex > first-1 {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	term, ok := s.terms.Term(first - 1)
+	if !ok {
+		return nil, fmt.Errorf("%w: no term for entry %d", ErrCorruptLog, first-1)
+	}
+	off, err := s.p.OrdinalOffset(int64(first))
+	if err != nil {
+		return nil, err
+	}
+	return &raftpb.Snapshot{
+		Data: binary.BigEndian.AppendUint64([]byte(snapshotMagic), uint64(off)),
+		Metadata: &raftpb.SnapshotMetadata{Index: proto.Uint64(first - 1), Term: proto.Uint64(term),
+			ConfState: proto.Clone(s.state.Conf).(*raftpb.ConfState)},
+	}, nil
+}
+
+// snapshotMagic starts a snapshot's Data, then the offset of the entry
+// after the snapshot (u64, big-endian).
+const snapshotMagic = "SHSN"
+
+// ApplySnapshot installs a snapshot the leader sent: the log is emptied
+// to start at the snapshot's offset with the entry after it (log's
+// ResetTo), the term cache holds only the snapshot's entry, and
+// raft.state takes its configuration and commit. The snapshot is first
+// written to raft.reset, removed once all of that is durable, so a
+// crash in between is finished by Open.
+func (s *Storage) ApplySnapshot(snap *raftpb.Snapshot, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	if _, err := snapshotOffset(snap); err != nil {
+		return s.fail(err)
+	}
+	b, err := proto.Marshal(snap)
+	if err != nil {
+		return s.fail(err)
+	}
+	if err := writeFileAtomic(s.fs, s.dir, ResetFile, frame(resetMagic, b)); err != nil {
+		return s.fail(err)
+	}
+	if err := s.install(snap, now); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// install resets the log, the term cache and raft.state to snap, then
+// removes raft.reset.
+func (s *Storage) install(snap *raftpb.Snapshot, now time.Time) error {
+	md := snap.GetMetadata()
+	off, err := snapshotOffset(snap)
+	if err != nil {
+		return err
+	}
+	if err := s.p.ResetTo(off, int64(md.GetIndex())+1, now); err != nil {
+		return err
+	}
+	terms := &Terms{runs: []termRun{{term: md.GetTerm(), first: md.GetIndex(), offset: off}}}
+	if err := WriteTerms(s.fs, s.dir, terms); err != nil {
+		return err
+	}
+	s.terms = terms
+	next := s.state
+	next.Conf, next.ConfIndex = proto.Clone(md.GetConfState()).(*raftpb.ConfState), md.GetIndex()
+	hard := s.state.Hard
+	if hard == nil {
+		hard = &raftpb.HardState{}
+	}
+	next.Hard = proto.Clone(hard).(*raftpb.HardState)
+	next.Hard.Commit = proto.Uint64(md.GetIndex())
+	if err := WriteState(s.fs, s.dir, next); err != nil {
+		return err
+	}
+	s.state = next
+	if err := s.fs.Remove(filepath.Join(s.dir, ResetFile)); err != nil {
+		return fmt.Errorf("raftlog: remove %s: %w", ResetFile, err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("raftlog: sync dir %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// snapshotOffset checks a snapshot and returns the offset its Data
+// names.
+func snapshotOffset(snap *raftpb.Snapshot) (int64, error) {
+	d := snap.GetData()
+	if len(d) != len(snapshotMagic)+8 || string(d[:len(snapshotMagic)]) != snapshotMagic || snap.GetMetadata().GetIndex() == 0 {
+		return 0, fmt.Errorf("%w: snapshot at %d with %d bytes of data", ErrBadEntry, snap.GetMetadata().GetIndex(), len(d))
+	}
+	off := int64(binary.BigEndian.Uint64(d[len(snapshotMagic):]))
+	if off < 0 {
+		return 0, fmt.Errorf("%w: snapshot at offset %d", ErrBadEntry, off)
+	}
+	return off, nil
+}
+
+// ResetFile holds a snapshot being installed (ApplySnapshot).
+const ResetFile = "raft.reset"
+
+const resetMagic = "SHRR"
+
+// ErrCorruptReset is a raft.reset that fails its checks.
+var ErrCorruptReset = errors.New("raftlog: corrupt raft.reset")
+
+// frame is magic, version 1, three zero bytes, body, CRC-32C of all
+// before.
+func frame(magic string, body []byte) []byte {
+	b := append([]byte(magic), 1, 0, 0, 0)
+	b = append(b, body...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// readReset reads dir's raft.reset, if there is one.
+func readReset(fsys log.FS, dir string) (*raftpb.Snapshot, bool, error) {
+	b, err := readSmallFile(fsys, filepath.Join(dir, ResetFile), 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if errors.Is(err, errTooLarge) {
+		return nil, false, fmt.Errorf("%w: %v", ErrCorruptReset, err)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(b) < 12 || string(b[:4]) != resetMagic || b[4] != 1 ||
+		crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
+		return nil, false, fmt.Errorf("%w: %d bytes", ErrCorruptReset, len(b))
+	}
+	var snap raftpb.Snapshot
+	if err := proto.Unmarshal(b[8:len(b)-4], &snap); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrCorruptReset, err)
+	}
+	return &snap, true, nil
 }
 
 func (s *Storage) err() error {

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -110,4 +111,64 @@ func TestStorageSingleVoter(t *testing.T) {
 	require.Greater(t, rn.Status().GetTerm(), term)
 	require.Equal(t, p.LogEndOffset(), p.HighWatermark())
 	require.NoError(t, p.Close())
+}
+
+// TestApplySnapshotCrashAtEveryStep: power lost before any file
+// operation of a snapshot's install leaves, after Open, either the old
+// log or the installed snapshot (empty log from the snapshot's offset
+// and next entry, its term for the entry before), never anything else.
+func TestApplySnapshotCrashAtEveryStep(t *testing.T) {
+	build := func() (*log.MemFS, int64) {
+		fsys := log.NewMemFS()
+		p, s := openReplica(t, fsys)
+		require.NoError(t, s.SetConfState(&raftpb.ConfState{Voters: []uint64{1, 2, 3}}, 0))
+		var ents []*raftpb.Entry
+		for i := range 40 {
+			b := dataBatch(int64(i), 2)
+			ents = append(ents, entry(raftpb.EntryNormal, 2, uint64(i+1), b))
+		}
+		require.NoError(t, s.Append(ents, time.Now()))
+		_, err := p.Sync()
+		require.NoError(t, err)
+		require.NoError(t, s.SetHardState(&raftpb.HardState{Term: proto.Uint64(2), Commit: proto.Uint64(10)}))
+		return fsys, p.LogEndOffset()
+	}
+	snap := &raftpb.Snapshot{
+		Data:     binary.BigEndian.AppendUint64([]byte(snapshotMagic), 500),
+		Metadata: &raftpb.SnapshotMetadata{Index: proto.Uint64(300), Term: proto.Uint64(4), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}},
+	}
+	installed, old := 0, 0
+	for k := 1; ; k++ {
+		fsys, leo := build()
+		p, s := openReplica(t, fsys)
+		fsys.SetCrashPoint(k, nil)
+		err := s.ApplySnapshot(snap, time.Now())
+		crashed := fsys.Crashed()
+		if err == nil && crashed == nil {
+			require.Greater(t, installed, 0, "every crash point was before the install finished")
+			break
+		}
+		require.ErrorIs(t, err, log.ErrPowerLost)
+		_ = p
+		p2, s2 := openReplica(t, crashed)
+		first, _ := s2.FirstIndex()
+		last, _ := s2.LastIndex()
+		switch {
+		case first == 301 && last == 300:
+			term, err := s2.Term(300)
+			require.NoError(t, err)
+			require.Equal(t, uint64(4), term)
+			require.Equal(t, int64(500), p2.LogEndOffset())
+			st := s2.State()
+			require.Equal(t, uint64(300), st.ConfIndex)
+			installed++
+		case first == 1 && last == 40:
+			require.Equal(t, leo, p2.LogEndOffset())
+			old++
+		default:
+			t.Fatalf("crash at operation %d: log of entries [%d, %d]", k, first, last)
+		}
+		require.NoError(t, p2.Close())
+	}
+	t.Logf("%d crash points: %d found the old log, %d the snapshot", installed+old, old, installed)
 }
