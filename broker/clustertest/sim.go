@@ -20,19 +20,19 @@ const dir = "/data/topic-0"
 
 // Options shape a run. The zero value of a probability disables it.
 type Options struct {
-	Seed   uint64
-	Nodes  int // 3 if zero
-	Steps  int // simulated ticks
-	Drop   float64
-	Dup    float64
-	Delay  int     // a message takes 1..Delay+1 steps
-	Crash  float64 // per step: power loss of a random node
-	Split  float64 // per step: a new random network partition (healed as often)
+	Seed  uint64
+	Nodes int // 3 if zero
+	Steps int // simulated ticks
+	Drop  float64
+	Dup   float64
+	Delay int     // a message takes 1..Delay+1 steps
+	Crash float64 // per step: power loss of a random node
+	Split float64 // per step: a new random network partition (healed as often)
 	// Retention, per step: a random node deletes records below about
 	// its high watermark and the segments under them, so that lagging
 	// replicas must be sent snapshots.
 	Retention float64
-	Writes int     // batches the producer writes (stops early when done)
+	Writes    int // batches the producer writes (stops early when done)
 }
 
 type node struct {
