@@ -55,6 +55,10 @@
 //     docs/CLUSTER.md): etcd raft's RawNode over log/raftlog's Storage,
 //     driven by its owner from one goroutine. Not wired into the broker
 //     yet.
+//   - cluster: one broker's part of a cluster: the metadata group
+//     (brokers, topics and their placement), a raft group per hosted
+//     partition, each on its own goroutine, over one raftnet transport.
+//     Not wired into the Kafka handlers yet.
 //   - raftnet: the peer network: one outbound TCP connection per peer
 //     carrying every group's raft messages as bytes, batched per flush.
 //   - clustertest: the deterministic simulator of replicas (tests only).

@@ -62,6 +62,7 @@ allow broker/share     broker/topics broker/quota broker/configs broker/records 
 allow broker/txn       broker/groups broker/topics broker/meta log protocol
 allow broker/replica   log log/raftlog protocol
 allow broker/raftnet
+allow broker/cluster   broker/replica broker/raftnet broker/clustertest log log/raftlog protocol
 allow broker/clustertest broker/replica log log/raftlog protocol
 # Every package under broker/ has a rule above (a misspelt rule leaves its package without
 # one): a new package is placed on purpose.

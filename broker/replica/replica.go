@@ -36,6 +36,17 @@ type Config struct {
 	// zero).
 	MaxSizePerMsg uint64
 	Logger        *zap.Logger
+	// Apply receives each committed internal entry's body
+	// (ProposeInternal), in log order, on the owner's goroutine during
+	// Process. After a restart the entries since the last stored
+	// configuration are applied again: Apply must be idempotent (the
+	// metadata group rebuilds its image from them).
+	Apply func(index uint64, body []byte)
+	// ForwardProposals lets followers propose internal entries (raft
+	// forwards them to the leader): for groups whose entries get their
+	// offsets where they land (the metadata group). Data groups keep it
+	// off: only a leader prepares batches.
+	ForwardProposals bool
 }
 
 // Stats counts a replica's events since it started.
@@ -76,6 +87,8 @@ type Replica struct {
 	// snapsSent are the peers a MsgSnap went to in this Ready.
 	snapsSent []uint64
 	stats     Stats
+	apply     func(index uint64, body []byte)
+	forward   bool
 	failed    error
 }
 
@@ -119,14 +132,15 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 		MaxInflightMsgs:           256,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		DisableProposalForwarding: true,
+		DisableProposalForwarding: !cfg.ForwardProposals,
 		StepDownOnRemoval:         true,
 		Logger:                    newRaftLogger(cfg.Logger),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower}, nil
+	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower,
+		apply: cfg.Apply, forward: cfg.ForwardProposals}, nil
 }
 
 // Tick advances raft's logical clock by one tick.
@@ -175,7 +189,7 @@ func (r *Replica) Step(data []byte) error {
 	if err := proto.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("replica %d: bad raft message: %w", r.id, err)
 	}
-	if m.GetTo() != r.id || isLocal(m.GetType()) {
+	if m.GetTo() != r.id || isLocal(m.GetType()) && !(r.forward && m.GetType() == raftpb.MsgProp) {
 		return fmt.Errorf("replica %d: message %v for %d", r.id, m.GetType(), m.GetTo())
 	}
 	err := r.guard(func() error { return r.rn.Step(&m) })
@@ -275,6 +289,26 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 	r.waiters = append(r.waiters, waiter{index: last + uint64(len(batches)), term: term, res: res, done: done})
 }
 
+// ProposeInternal proposes an internal entry carrying body, applied by
+// every replica's Config.Apply once committed. On a follower it is
+// forwarded to the leader when Config.ForwardProposals is set. An error
+// means it was dropped (no leader known, say); a nil error promises
+// nothing either: the proposer learns the outcome from Apply, and
+// retries after a while without it (so bodies must be idempotent).
+func (r *Replica) ProposeInternal(body []byte) error {
+	if err := r.Process(); err != nil { // as for Produce: raft's entries in the log first
+		return err
+	}
+	if r.state != raft.StateLeader && !r.forward {
+		return ErrNotLeader
+	}
+	err := r.guard(func() error { return r.rn.Propose(raftlog.Internal(body)) })
+	if errors.Is(err, raft.ErrProposalDropped) {
+		return ErrNotLeader
+	}
+	return err
+}
+
 // Process handles everything raft has ready: entries are written to
 // the log and fsynced, the HardState persisted, then messages queued
 // for the Outbox (only after: a vote or an append acknowledged must be
@@ -346,6 +380,12 @@ func (r *Replica) handle(rd *raft.Ready) error {
 	}
 	confIndex := r.s.State().ConfIndex
 	for _, e := range rd.CommittedEntries {
+		if e.GetType() == raftpb.EntryNormal && r.apply != nil {
+			if body, ok := raftlog.InternalBody(e.Data); ok {
+				r.apply(e.GetIndex(), body)
+			}
+			continue
+		}
 		if e.GetType() != raftpb.EntryConfChangeV2 || e.GetIndex() <= confIndex {
 			continue
 		}

@@ -21,7 +21,30 @@ const (
 	TypeNoop int16 = 0x7000
 	// TypeConfChange holds a ConfChangeV2.
 	TypeConfChange int16 = 0x7001
+	// TypeInternal holds an internal proposal (Internal): a record of a
+	// group's own state machine (the metadata group's, say), which any
+	// replica may propose, since its offset is assigned where it lands.
+	TypeInternal int16 = 0x7002
 )
+
+// internalHeader starts an internal proposal's data: "SHIN", 12 zero
+// bytes, and a zero where a RecordBatch has its magic (2), so no batch
+// is ever taken for one.
+const internalHeader = "SHIN\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+
+// Internal returns the data of an internal proposal carrying body: a
+// raft entry that is stored as a private control batch (TypeInternal)
+// and comes back from DecodeEntry as this data.
+func Internal(body []byte) []byte { return append([]byte(internalHeader), body...) }
+
+// InternalBody returns the body of an internal proposal's data; ok is
+// false for anything else (a data batch).
+func InternalBody(data []byte) ([]byte, bool) {
+	if len(data) < len(internalHeader) || string(data[:len(internalHeader)]) != internalHeader {
+		return nil, false
+	}
+	return data[len(internalHeader):], true
+}
 
 // ErrBadEntry is an entry that cannot be stored as, or read from, a
 // batch of the log.
@@ -42,6 +65,9 @@ func EncodeEntry(e *raftpb.Entry, offset int64) ([]byte, error) {
 	case raftpb.EntryNormal:
 		if len(e.Data) == 0 {
 			return controlBatch(offset, int32(term), TypeNoop, nil), nil
+		}
+		if _, ok := InternalBody(e.Data); ok {
+			return controlBatch(offset, int32(term), TypeInternal, e.Data), nil
 		}
 		h, err := protocol.ParseBatchHeader(e.Data)
 		if err != nil {
@@ -87,6 +113,11 @@ func DecodeEntry(batch []byte, index uint64) (*raftpb.Entry, error) {
 		e.Data = nil
 	case typ == TypeConfChange:
 		e.Type, e.Data = raftpb.EntryConfChangeV2.Enum(), value
+	case typ == TypeInternal:
+		if _, ok := InternalBody(value); !ok {
+			return nil, fmt.Errorf("%w: entry %d: internal entry without its header", ErrBadEntry, index)
+		}
+		e.Data = value
 	case typ >= 0x7000:
 		return nil, fmt.Errorf("%w: entry %d: unknown private control type %#x", ErrBadEntry, index, typ)
 	}

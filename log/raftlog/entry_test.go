@@ -100,3 +100,25 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestInternalEntries: an internal proposal round-trips as a private
+// control batch at whatever offset it lands, and no data batch is taken
+// for one.
+func TestInternalEntries(t *testing.T) {
+	data := Internal([]byte(`{"create":"t"}`))
+	b, err := EncodeEntry(entry(raftpb.EntryNormal, 5, 9, data), 1234)
+	require.NoError(t, err)
+	require.True(t, IsInternal(b))
+	h, err := protocol.ParseBatchHeader(b)
+	require.NoError(t, err)
+	require.Equal(t, int64(1234), h.BaseOffset)
+	require.Equal(t, int32(5), h.PartitionLeaderEpoch)
+	e, err := DecodeEntry(b, 9)
+	require.NoError(t, err)
+	require.Equal(t, data, e.Data)
+	body, ok := InternalBody(e.Data)
+	require.True(t, ok)
+	require.Equal(t, `{"create":"t"}`, string(body))
+	_, ok = InternalBody(dataBatch(0, 0))
+	require.False(t, ok)
+}

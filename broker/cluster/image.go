@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+)
+
+// Broker is a registered broker: its Kafka endpoint, for Metadata.
+type Broker struct {
+	ID   uint64 `json:"id"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	Rack string `json:"rack,omitempty"`
+}
+
+// Topic is a topic and the replicas of each partition (the first one
+// is the preferred leader, as in Kafka).
+type Topic struct {
+	Name       string     `json:"name"`
+	Partitions [][]uint64 `json:"partitions"`
+}
+
+// Image is the applied state of the metadata log.
+type Image struct {
+	Brokers map[uint64]Broker
+	Topics  map[string]*Topic
+	// results are the outcomes of applied requests by request id (an
+	// empty string: it succeeded), for proposers and retries.
+	results map[string]string
+	// Applied is the index of the last applied metadata entry.
+	Applied uint64
+}
+
+func newImage() *Image {
+	return &Image{Brokers: map[uint64]Broker{}, Topics: map[string]*Topic{}, results: map[string]string{}}
+}
+
+// clone copies the image for readers outside the lock.
+func (im *Image) clone() Image {
+	c := Image{Brokers: make(map[uint64]Broker, len(im.Brokers)), Topics: make(map[string]*Topic, len(im.Topics)), Applied: im.Applied}
+	for id, b := range im.Brokers {
+		c.Brokers[id] = b
+	}
+	for n, t := range im.Topics {
+		c.Topics[n] = t // topics are never changed in place
+	}
+	return c
+}
+
+// BrokerIDs returns the registered brokers' ids, ascending.
+func (im *Image) BrokerIDs() []uint64 {
+	ids := make([]uint64, 0, len(im.Brokers))
+	for id := range im.Brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// record is one metadata log entry.
+type record struct {
+	Op      string  `json:"op"` // "register", "create_topic"
+	Request string  `json:"req,omitempty"`
+	Broker  *Broker `json:"broker,omitempty"`
+	Topic   *Topic  `json:"topic,omitempty"`
+}
+
+// Errors a create's outcome may carry (Kafka's names).
+const (
+	errTopicExists = "TOPIC_ALREADY_EXISTS"
+	errBadRecord   = "INVALID_REQUEST"
+)
+
+// apply applies one committed record; it returns the outcome recorded
+// for its request ("" when it succeeded) and the topic it created, if
+// any. Deterministic: every broker applies the same records in the same
+// order to the same image.
+func (im *Image) apply(index uint64, body []byte) (outcome string, created *Topic) {
+	im.Applied = index
+	var r record
+	if err := json.Unmarshal(body, &r); err != nil {
+		return errBadRecord, nil
+	}
+	if prev, ok := im.results[r.Request]; ok && r.Request != "" {
+		return prev, nil // a retried proposal: the first one's outcome
+	}
+	defer func() {
+		if r.Request != "" {
+			im.results[r.Request] = outcome
+		}
+	}()
+	switch {
+	case r.Op == "register" && r.Broker != nil:
+		im.Brokers[r.Broker.ID] = *r.Broker
+		return "", nil
+	case r.Op == "create_topic" && r.Topic != nil && validTopic(r.Topic):
+		if _, ok := im.Topics[r.Topic.Name]; ok {
+			return errTopicExists, nil
+		}
+		t := *r.Topic
+		im.Topics[t.Name] = &t
+		return "", &t
+	}
+	return errBadRecord, nil
+}
+
+func validTopic(t *Topic) bool {
+	if t.Name == "" || len(t.Partitions) == 0 {
+		return false
+	}
+	for _, rs := range t.Partitions {
+		if len(rs) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// place assigns replicas to the partitions of a new topic: rf brokers
+// each, consecutive in id order from a start that depends on the topic
+// name and the partition, so leaders spread over the brokers.
+func place(brokers []uint64, name string, partitions, rf int) ([][]uint64, error) {
+	if rf < 1 || rf > len(brokers) {
+		return nil, fmt.Errorf("replication factor %d with %d brokers", rf, len(brokers))
+	}
+	sort.Slice(brokers, func(i, j int) bool { return brokers[i] < brokers[j] })
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	start := int(h.Sum32() % uint32(len(brokers)))
+	out := make([][]uint64, partitions)
+	for p := range out {
+		for k := range rf {
+			out[p] = append(out[p], brokers[(start+p+k)%len(brokers)])
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,434 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/raftnet"
+	"github.com/shoal-mq/shoal/broker/replica"
+	"github.com/shoal-mq/shoal/log"
+	"github.com/shoal-mq/shoal/log/raftlog"
+)
+
+// MetadataGroup is the metadata group's name, and its log's directory.
+const MetadataGroup = "__cluster_metadata-0"
+
+// Config configures a Node.
+type Config struct {
+	NodeID    uint64
+	ClusterID string
+	// DataDir holds the metadata log and the partitions' logs.
+	DataDir string
+	FS      log.FS
+	// PeerListen is the raft listener (shoal.peer.listen); Listener,
+	// when set, is used instead.
+	PeerListen string
+	Listener   net.Listener
+	// Voters maps the metadata group's voters to their peer addresses
+	// (controller.quorum.voters). Every broker of the cluster is one.
+	Voters map[uint64]string
+	// Host and Port are this broker's advertised Kafka endpoint,
+	// registered in the metadata log.
+	Host string
+	Port int32
+	Rack string
+	// Tick is the raft tick (100 ms if zero); an election takes 10 to
+	// 20 ticks without a leader, a heartbeat one.
+	Tick time.Duration
+	// Log configures every partition log this node opens (Replica is
+	// set for it).
+	Log    log.Config
+	Logger *zap.Logger
+}
+
+// ErrNotLeader is a produce on a broker that does not lead the
+// partition; Leader is the leader this broker knows (0: none).
+type ErrNotLeader struct{ Leader uint64 }
+
+func (e *ErrNotLeader) Error() string {
+	return fmt.Sprintf("cluster: not the leader (leader %d)", e.Leader)
+}
+
+// ErrUnknownPartition is a produce or read of a partition this broker
+// does not host.
+var ErrUnknownPartition = errors.New("cluster: partition not hosted here")
+
+// Node is one broker of the cluster.
+type Node struct {
+	cfg    Config
+	logger *zap.Logger
+	tr     *raftnet.Transport
+	meta   *group
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	image   *Image
+	groups  map[string]*group
+	waiting map[string]chan string // request id -> outcome, for proposers
+	closed  bool
+}
+
+// Start opens the metadata group and the partitions the metadata log
+// places here, joins the peer network and registers the broker.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if _, ok := cfg.Voters[cfg.NodeID]; !ok {
+		return nil, fmt.Errorf("cluster: node %d is not among the voters", cfg.NodeID)
+	}
+	cfg.Log.Replica = true
+	n := &Node{cfg: cfg, logger: cfg.Logger.With(zap.Uint64("node", cfg.NodeID)), stop: make(chan struct{}),
+		image: newImage(), groups: map[string]*group{}, waiting: map[string]chan string{}}
+	tr, err := raftnet.Start(raftnet.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Listen: cfg.PeerListen,
+		Listener: cfg.Listener, Peers: cfg.Voters, Handler: n.deliver, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	n.tr = tr
+	voters := make([]uint64, 0, len(cfg.Voters))
+	for id := range cfg.Voters {
+		voters = append(voters, id)
+	}
+	meta, err := n.openGroup(MetadataGroup, voters, true)
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
+	n.meta = meta
+	n.wg.Add(1)
+	go n.register()
+	return n, nil
+}
+
+// openGroup opens a group's log and replica and starts its goroutine.
+func (n *Node) openGroup(name string, voters []uint64, metadata bool) (*group, error) {
+	dir := filepath.Join(n.cfg.DataDir, name)
+	p, err := log.Open(n.cfg.FS, dir, n.cfg.Log, n.logger)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
+	}
+	st, err := raftlog.Open(n.cfg.FS, dir, p)
+	if err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
+	}
+	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name))}
+	if metadata {
+		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
+	}
+	r, err := replica.New(p, st, rc)
+	if err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
+	}
+	g := &group{name: name, n: n, r: r, p: p, work: make(chan func(), 1024)}
+	n.mu.Lock()
+	n.groups[name] = g
+	n.mu.Unlock()
+	n.wg.Add(1)
+	go g.run()
+	return g, nil
+}
+
+// deliver is the transport's handler: a message for one of our groups.
+// A message for a group this broker does not run (yet) is dropped;
+// raft sends again.
+func (n *Node) deliver(name string, from uint64, data []byte) {
+	n.mu.Lock()
+	g := n.groups[name]
+	n.mu.Unlock()
+	if g == nil {
+		return
+	}
+	g.queue(func() {
+		if err := g.r.Step(data); err != nil {
+			g.n.logger.Warn("raft message refused", zap.String("group", name), zap.Uint64("from", from), zap.Error(err))
+		}
+	})
+}
+
+// applyMetadata applies a committed metadata record (the metadata
+// group's goroutine calls it) and starts the groups of new partitions
+// placed here.
+func (n *Node) applyMetadata(index uint64, body []byte) {
+	n.mu.Lock()
+	outcome, created := n.image.apply(index, body)
+	var req string
+	var r record
+	if json.Unmarshal(body, &r) == nil {
+		req = r.Request
+	}
+	if ch, ok := n.waiting[req]; ok && req != "" {
+		delete(n.waiting, req)
+		ch <- outcome
+	}
+	closed := n.closed
+	n.mu.Unlock()
+	if created == nil || closed {
+		return
+	}
+	for i, replicas := range created.Partitions {
+		hosted := false
+		for _, id := range replicas {
+			hosted = hosted || id == n.cfg.NodeID
+		}
+		name := created.Name + "-" + strconv.Itoa(i)
+		n.mu.Lock()
+		_, running := n.groups[name]
+		n.mu.Unlock()
+		if !hosted || running {
+			continue
+		}
+		if _, err := n.openGroup(name, replicas, false); err != nil {
+			n.logger.Error("cannot start a partition placed here", zap.String("partition", name), zap.Error(err))
+		}
+	}
+}
+
+// propose proposes a metadata record until it is applied or ctx ends,
+// and returns its outcome.
+func (n *Node) propose(ctx context.Context, r record) (string, error) {
+	r.Request = newRequestID()
+	body, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	ch := make(chan string, 1)
+	n.mu.Lock()
+	n.waiting[r.Request] = ch
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.waiting, r.Request)
+		n.mu.Unlock()
+	}()
+	retry := time.NewTicker(20 * n.cfg.Tick)
+	defer retry.Stop()
+	for {
+		n.meta.queue(func() { _ = n.meta.r.ProposeInternal(body) }) // dropped: retried below
+		select {
+		case outcome := <-ch:
+			return outcome, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-n.stop:
+			return "", errors.New("cluster: node closed")
+		case <-retry.C:
+		}
+	}
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// register records this broker's endpoint in the metadata log, retrying
+// until it is applied (the metadata group may have no leader yet).
+func (n *Node) register() {
+	defer n.wg.Done()
+	b := Broker{ID: n.cfg.NodeID, Host: n.cfg.Host, Port: n.cfg.Port, Rack: n.cfg.Rack}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-n.stop
+		cancel()
+	}()
+	defer cancel()
+	if _, err := n.propose(ctx, record{Op: "register", Broker: &b}); err != nil && ctx.Err() == nil {
+		n.logger.Error("broker registration failed", zap.Error(err))
+	}
+}
+
+// CreateTopic creates a topic of partitions partitions with rf replicas
+// each, placed over the registered brokers, and returns once this
+// broker applied the creation. An existing topic is an error naming
+// TOPIC_ALREADY_EXISTS.
+func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int) error {
+	if partitions < 1 {
+		return fmt.Errorf("cluster: %d partitions", partitions)
+	}
+	n.mu.Lock()
+	assign, err := place(n.image.BrokerIDs(), name, partitions, rf)
+	n.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	outcome, err := n.propose(ctx, record{Op: "create_topic", Topic: &Topic{Name: name, Partitions: assign}})
+	if err != nil {
+		return err
+	}
+	if outcome != "" {
+		return fmt.Errorf("cluster: create topic %s: %s", name, outcome)
+	}
+	return nil
+}
+
+// Image returns a copy of the applied metadata.
+func (n *Node) Image() Image {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.image.clone()
+}
+
+// Status is what a broker knows of one of its groups.
+type Status struct {
+	Leader   uint64 // 0: none known
+	Term     uint64 // the leader epoch
+	IsLeader bool
+}
+
+// Group returns the status and log of a group this broker runs.
+func (n *Node) Group(name string) (Status, *log.Partition, bool) {
+	n.mu.Lock()
+	g := n.groups[name]
+	n.mu.Unlock()
+	if g == nil {
+		return Status{}, nil, false
+	}
+	return g.status(), g.p, true
+}
+
+// Produce appends a produce's batches to a partition this broker leads
+// and returns once they committed (a majority of its replicas has them
+// durable).
+func (n *Node) Produce(ctx context.Context, partition string, records []byte) (log.AppendResult, error) {
+	n.mu.Lock()
+	g := n.groups[partition]
+	n.mu.Unlock()
+	if g == nil {
+		return log.AppendResult{}, ErrUnknownPartition
+	}
+	type result struct {
+		res log.AppendResult
+		err error
+	}
+	ch := make(chan result, 1)
+	if !g.queue(func() {
+		g.r.Produce(records, time.Now(), func(res log.AppendResult, err error) { ch <- result{res, err} })
+	}) {
+		return log.AppendResult{}, &ErrNotLeader{Leader: g.status().Leader}
+	}
+	select {
+	case r := <-ch:
+		if errors.Is(r.err, replica.ErrNotLeader) {
+			return r.res, &ErrNotLeader{Leader: g.status().Leader}
+		}
+		return r.res, r.err
+	case <-ctx.Done():
+		return log.AppendResult{}, ctx.Err()
+	}
+}
+
+// Close stops every group and the transport and closes the logs.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	close(n.stop)
+	n.mu.Unlock()
+	n.wg.Wait()
+	err := n.tr.Close()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, g := range n.groups {
+		if cerr := g.p.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// group is one raft group this broker runs, and its goroutine.
+type group struct {
+	name string
+	n    *Node
+	r    *replica.Replica
+	p    *log.Partition
+	work chan func()
+
+	leader, term atomic.Uint64
+	isLeader     atomic.Bool
+}
+
+// queue hands f to the group's goroutine; false when its queue is full
+// (the caller answers as if the message were lost).
+func (g *group) queue(f func()) bool {
+	select {
+	case g.work <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *group) status() Status {
+	return Status{Leader: g.leader.Load(), Term: g.term.Load(), IsLeader: g.isLeader.Load()}
+}
+
+// run is the group's goroutine: the only caller of its Replica.
+func (g *group) run() {
+	defer g.n.wg.Done()
+	tick := time.NewTicker(g.n.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.n.stop:
+			return
+		case f := <-g.work:
+			f()
+		drain:
+			for range 256 { // what else is queued goes into the same Ready
+				select {
+				case f := <-g.work:
+					f()
+				default:
+					break drain
+				}
+			}
+		case <-tick.C:
+			if err := g.r.Tick(); err != nil {
+				g.failed(err)
+				return
+			}
+		}
+		if err := g.r.Process(); err != nil {
+			g.failed(err)
+			return
+		}
+		for _, m := range g.r.Outbox() {
+			g.n.tr.Send(g.name, m.To, m.Data)
+		}
+		lead, isLeader := g.r.Leader()
+		g.leader.Store(lead)
+		g.isLeader.Store(isLeader)
+		g.term.Store(g.r.Term())
+	}
+}
+
+// failed stops a group whose replica failed (a storage error): it
+// answers nothing more, and its peers elect without it.
+func (g *group) failed(err error) {
+	g.isLeader.Store(false)
+	g.n.logger.Error("raft group stopped", zap.String("group", g.name), zap.Error(err))
+}
