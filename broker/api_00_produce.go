@@ -65,6 +65,10 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		ch   <-chan error
 		deps dedup.Deps // package dedup: the first copies of dropped duplicates, and this append
 		rp   *kmsg.ProduceResponseTopicPartition
+		// cluster yields a cluster partition's outcome (cluster.go).
+		cluster <-chan clusterResult
+		p       *topics.Partition
+		bytes   int
 	}
 	var waits []waitFor
 	ackErr := int16(0)
@@ -119,6 +123,21 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case b.cluster != nil && (req.TransactionID != nil || hasTransactionalBatch(rp.Records)):
+				sp.ErrorCode = kerr.InvalidRequest.Code
+				msg := "transactions are not replicated yet: a cluster serves idempotent and plain produce only"
+				sp.ErrorMessage = &msg
+			case b.cluster != nil:
+				// A cluster partition: its raft group appends and
+				// answers once a majority has the batches (acks=1 is
+				// treated as acks=all; docs/CLUSTER.md).
+				if _, code := b.leaderState(p, -1); code != 0 {
+					sp.ErrorCode = code
+					break
+				}
+				st.Partitions = append(st.Partitions, sp)
+				waits = append(waits, waitFor{cluster: b.clusterProduce(p, rp.Records), rp: &st.Partitions[len(st.Partitions)-1], p: p, bytes: len(rp.Records)})
+				continue
 			case req.Acks == -1 && minISR > 1:
 				sp.ErrorCode = kerr.NotEnoughReplicas.Code
 				msg := "min.insync.replicas is " + strconv.FormatInt(minISR, 10) + " but this broker is the only replica"
@@ -177,6 +196,21 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 	}
 	waitFn := func() {
 		for _, w := range waits {
+			if w.cluster != nil {
+				r := <-w.cluster
+				if r.err != nil {
+					w.rp.ErrorCode = clusterCode(r.err)
+					msg := r.err.Error()
+					w.rp.ErrorMessage = &msg
+					continue
+				}
+				w.rp.BaseOffset, w.rp.LogAppendTime, w.rp.LogStartOffset = r.res.BaseOffset, r.res.LogAppendTime, r.res.LogStartOffset
+				if !r.res.Duplicate {
+					w.p.M.BytesIn.Add(float64(w.bytes))
+					w.p.M.RecordsIn.Add(float64(r.res.LastOffset - r.res.BaseOffset + 1))
+				}
+				continue
+			}
 			var err error
 			if w.ch != nil {
 				if err = <-w.ch; err != nil {

@@ -221,11 +221,8 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 			}
 			continue
 		}
-		switch {
-		case it.epoch > 0:
-			it.err = kerr.UnknownLeaderEpoch.Code
-		case it.epoch < -1:
-			it.err = kerr.FencedLeaderEpoch.Code
+		if _, code := b.leaderState(p, it.epoch); code != 0 {
+			it.err = code
 		}
 		parts[i] = p
 	}

@@ -72,6 +72,7 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			minVersion, special := listOffsetsMinVersion[rp.Timestamp]
 			var p *topics.Partition
+			var epoch int32
 			switch {
 			case denied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
@@ -82,16 +83,14 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 			default:
 				if p = b.topics.Partition(rt.Topic, rp.Partition); p == nil {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				} else if rp.CurrentLeaderEpoch > 0 {
-					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-				} else if rp.CurrentLeaderEpoch < -1 {
-					sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+				} else {
+					epoch, sp.ErrorCode = b.leaderState(p, rp.CurrentLeaderEpoch)
 				}
 			}
 			if sp.ErrorCode == 0 {
 				sp.Offset, sp.Timestamp = listOffset(p, rp.Timestamp, req.ReplicaID == -1, req.IsolationLevel == 1)
 				if sp.Offset >= 0 {
-					sp.LeaderEpoch = 0
+					sp.LeaderEpoch = epoch // the current one (Kafka gives the found record's)
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

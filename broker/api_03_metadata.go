@@ -2,8 +2,13 @@ package broker
 
 // Metadata (3).
 //
-// Behavior: this broker is the only node, the controller, and the leader
-// (epoch 0) of every partition, with itself as the sole replica and ISR.
+// Behavior: a single node is the only broker, the controller, and the
+// leader (epoch 0) of every partition, with itself as the sole replica
+// and ISR. In a cluster (cluster.go) the brokers are those registered in
+// the metadata log, the controller the metadata group's leader, and
+// each partition's leader and epoch raft's as this broker knows them
+// (LEADER_NOT_AVAILABLE during an election); its ISR is given as its
+// replicas, and no replica as offline.
 // A null topic list (an empty one at v0) asks for every topic. Topics
 // may be named or, from v10, given by topic id. Unknown topics are
 // created with num.partitions when auto-creation is on and the request
@@ -32,12 +37,16 @@ func init() { registerSimple(3, 0, 12, handleMetadata) }
 func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	b := c.b
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
-	resp.Brokers = append(resp.Brokers, br)
 	cid := b.clusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = b.cfg.NodeID
+	if b.cluster != nil {
+		resp.Brokers, resp.ControllerID = b.clusterBrokers()
+	} else {
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
+		resp.Brokers = append(resp.Brokers, br)
+		resp.ControllerID = b.cfg.NodeID
+	}
 	resp.AuthorizedOperations = c.clusterOps(req.IncludeClusterAuthorizedOperations && req.Version <= 10)
 	withOps := req.IncludeTopicAuthorizedOperations
 
@@ -108,7 +117,11 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				continue
 			}
 			var err error
-			t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, nil, false)
+			if b.cluster != nil {
+				t, _, err = b.createClusterTopic(name, b.cfg.DefaultPartitions, -1, nil, false)
+			} else {
+				t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, nil, false)
+			}
 			if err == kafkaerr.ErrTopicExists {
 				t = b.topics.Get(name)
 			}
@@ -142,6 +155,9 @@ func (c *conn) metadataTopic(t *topics.Topic, withOps bool) kmsg.MetadataRespons
 		sp.Replicas = []int32{b.cfg.NodeID}
 		sp.ISR = []int32{b.cfg.NodeID}
 		sp.OfflineReplicas = []int32{}
+		if b.cluster != nil {
+			b.clusterPartitionMetadata(p, &sp)
+		}
 		st.Partitions = append(st.Partitions, sp)
 	}
 	return st

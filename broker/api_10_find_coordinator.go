@@ -69,6 +69,13 @@ func handleFindCoordinator(c *conn, req *kmsg.FindCoordinatorRequest) kmsg.Respo
 			sc.ErrorCode, sc.NodeID, sc.Host, sc.Port = code, -1, "", -1
 			msg := kerr.ErrorForCode(code).(*kerr.Error).Description
 			sc.ErrorMessage = &msg
+		} else if b.cluster != nil {
+			// Coordinators are not replicated yet: each key has one
+			// broker, the same for every client (cluster.go).
+			sc.NodeID, sc.Host, sc.Port = b.clusterCoordinator(key)
+			if sc.NodeID < 0 {
+				sc.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			}
 		} else {
 			sc.NodeID, sc.Host, sc.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
 		}

@@ -165,6 +165,9 @@ func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		}
 		configs[cfg.Name] = *cfg.Value
 	}
+	if b.cluster != nil {
+		return b.createClusterTopic(name, partitions, rt.ReplicationFactor, configs, validateOnly)
+	}
 	t, err := b.topicAdmin.Create(name, partitions, configs, validateOnly)
 	if errors.Is(err, kafkaerr.ErrTopicExists) {
 		err = kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
@@ -206,6 +209,7 @@ func (b *Broker) createPartitionCount(rt *kmsg.CreateTopicsRequestTopic) (int32,
 		return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
 	}
 	switch rf := rt.ReplicationFactor; {
+	case b.cluster != nil: // createClusterTopic checks it
 	case rf == -1 || rf == 1:
 	case rf <= 0:
 		return 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")

@@ -51,15 +51,24 @@ func handleOffsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) 
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p := b.topics.Partition(rt.Topic, rp.Partition)
+			var code int16
+			if p != nil && !denied {
+				_, code = b.leaderState(p, rp.CurrentLeaderEpoch)
+			}
 			switch {
 			case denied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.CurrentLeaderEpoch > 0:
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case rp.CurrentLeaderEpoch < -1:
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			case code != 0:
+				sp.ErrorCode = code
+			case b.cluster != nil:
+				// The term cache answers as Kafka's leader-epoch cache.
+				if e, off, ok, err := b.cluster.EndOffsetFor(groupName(p), rp.LeaderEpoch); err != nil {
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				} else if ok && rp.LeaderEpoch >= 0 {
+					sp.LeaderEpoch, sp.EndOffset = e, off
+				}
 			case rp.LeaderEpoch == 0:
 				sp.LeaderEpoch, sp.EndOffset = 0, p.Log.LogEndOffset()
 			case rp.LeaderEpoch < -1:

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/acl"
+	"github.com/shoal-mq/shoal/broker/cluster"
 	"github.com/shoal-mq/shoal/broker/configs"
 	"github.com/shoal-mq/shoal/broker/dedup"
 	"github.com/shoal-mq/shoal/broker/groups"
@@ -49,6 +50,9 @@ type Broker struct {
 	groups        *groups.Coordinator
 	shares        *share.Coordinator // share groups (KIP-932): package share
 	txns          *txn.Coordinator   // transactions, package txn
+	// cluster is this broker's part of a cluster (cluster.go); nil on a
+	// single node.
+	cluster *cluster.Node
 
 	metrics *metrics.Metrics // Prometheus collectors: package metrics, metrics_state.go
 	http    *httpServer
@@ -147,6 +151,11 @@ func Start(cfg Config) (*Broker, error) {
 	if b.clusterID, err = b.meta.ClusterID(); err != nil {
 		return fail(err)
 	}
+	if cfg.Voters != "" {
+		voters, _ := ParseVoters(cfg.Voters) // checked by Validate
+		b.clusterID = clusterIDOf(voters)
+		b.meta.SetProducerIDBase(int64(cfg.NodeID) << 40)
+	}
 	if b.dyn.m, err = b.meta.BrokerConfigs(); err != nil {
 		return fail(err)
 	}
@@ -166,6 +175,7 @@ func Start(cfg Config) (*Broker, error) {
 		DropOffsets:    func(topic string) error { return b.groups.DropTopicOffsets(topic) },
 		DropShareState: func(id [16]byte) error { return b.shares.DeleteTopicState(id) }, // nil-safe before the shares load
 		BeforeCleanup:  cfg.beforeTopicCleanup,
+		Clustered:      cfg.Voters != "",
 	})
 	began := time.Now()
 	if err := b.topicAdmin.Load(); err != nil {
@@ -230,6 +240,12 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if err := b.listen(); err != nil {
 		return fail(err)
+	}
+	if cfg.Voters != "" {
+		if err := b.startCluster(); err != nil {
+			b.closeListeners()
+			return fail(err)
+		}
 	}
 	b.goroutine(b.syncer.Run)
 	b.goroutine(b.retentionLoop)
@@ -386,7 +402,11 @@ func (b *Broker) Close() error {
 		b.txns.Wait()
 		b.groups.Close()
 		b.shares.Close()
-		b.closeErr = errors.Join(b.topics.Close(), b.meta.Close())
+		var clusterErr error
+		if b.cluster != nil {
+			clusterErr = b.cluster.Close() // its groups write the logs: before they close
+		}
+		b.closeErr = errors.Join(clusterErr, b.topics.Close(), b.meta.Close())
 		b.lg.Info("shut down", zap.Error(b.closeErr))
 	})
 	return b.closeErr

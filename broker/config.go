@@ -2,7 +2,10 @@ package broker
 
 import (
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,6 +58,14 @@ type Config struct {
 	DataDir string
 	// NodeID is this broker's node id (Kafka node.id).
 	NodeID int32
+	// Voters makes this broker one of a cluster (issue 29,
+	// docs/CLUSTER.md): controller.quorum.voters, id@host:port of every
+	// broker's peer listener, this one's (NodeID) included. Empty: a
+	// single node, as before.
+	Voters string
+	// PeerListen is shoal.peer.listen, the address raft's peer listener
+	// binds (default: this broker's entry in Voters).
+	PeerListen string
 	// AutoCreateTopics creates unknown topics on Metadata and Produce
 	// (Kafka auto.create.topics.enable). Default true, as in Kafka.
 	AutoCreateTopics bool
@@ -181,6 +192,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: data dir is empty")
 	case c.NodeID < 0:
 		return fmt.Errorf("broker: node id %d is negative", c.NodeID)
+	case c.Voters != "":
+		voters, err := ParseVoters(c.Voters)
+		if err != nil {
+			return fmt.Errorf("broker: controller.quorum.voters: %w", err)
+		}
+		if _, ok := voters[uint64(c.NodeID)]; !ok || c.NodeID < 1 {
+			return fmt.Errorf("broker: node.id %d is not among controller.quorum.voters %s", c.NodeID, c.Voters)
+		}
 	case c.DefaultPartitions < 1:
 		return fmt.Errorf("broker: num.partitions %d must be at least 1", c.DefaultPartitions)
 	case c.Fsync != FsyncAlways && c.Fsync != FsyncInterval:
@@ -211,4 +230,26 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ParseVoters parses controller.quorum.voters: id@host:port,... with
+// distinct positive ids.
+func ParseVoters(s string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	for _, v := range strings.Split(s, ",") {
+		v = strings.TrimSpace(v)
+		id, addr, ok := strings.Cut(v, "@")
+		n, err := strconv.ParseUint(id, 10, 31)
+		if !ok || err != nil || n == 0 {
+			return nil, fmt.Errorf("%q is not id@host:port with a positive id", v)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %w", v, err)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("node %d is given twice", n)
+		}
+		out[n] = addr
+	}
+	return out, nil
 }

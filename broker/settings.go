@@ -135,6 +135,32 @@ var Settings = func() []Setting {
 			Doc: "This broker's node id, reported in Metadata and DescribeCluster.",
 			set: intSetting(0, math.MaxInt32, func(o *Options, n int64) { o.NodeID = int32(n) }),
 			get: func(o *Options) string { return strconv.Itoa(int(o.NodeID)) }},
+		{Key: "controller.quorum.voters", Flag: "voters", Kind: KindString,
+			Doc: "Makes this broker one of a cluster whose partitions are replicated by raft (docs/CLUSTER.md): id@host:port of every broker's peer listener, this one's included, e.g. 1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194. Empty: a single node.",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				if v != "" {
+					if _, err := ParseVoters(v); err != nil {
+						return err
+					}
+				}
+				o.Voters = v
+				return nil
+			},
+			get: func(o *Options) string { return o.Voters }},
+		{Key: "shoal.peer.listen", Flag: "peer-listen", Kind: KindAddress,
+			Doc: "Address the raft peer listener binds in a cluster (default: this broker's entry in controller.quorum.voters).",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				if v != "" {
+					if _, _, err := net.SplitHostPort(v); err != nil {
+						return fmt.Errorf("%q is not host:port", v)
+					}
+				}
+				o.PeerListen = v
+				return nil
+			},
+			get: func(o *Options) string { return o.PeerListen }},
 		{Key: "auto.create.topics.enable", Flag: "auto-create-topics", Kind: KindBool,
 			Doc: "Create unknown topics on Metadata and Produce.",
 			set: boolSetting(func(o *Options, b bool) { o.AutoCreateTopics = b }),

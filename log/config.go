@@ -60,7 +60,10 @@ type Config struct {
 	// raft's commit, since the recovered tail may hold entries no
 	// majority has, which a later leader can truncate. A single node's
 	// Open sets it to the log end (everything recovered is all there
-	// is). Read by Open only.
+	// is). Such a log is written only through raft (Append,
+	// AppendCompacted and WriteMarker return ErrReplicated), and Read
+	// leaves raft's own entries out. Read by Open only: SetConfig
+	// cannot change it.
 	Replica bool
 }
 

@@ -36,6 +36,11 @@ var (
 	// ErrInvalidTruncation: TruncateFrom would remove records below the
 	// high watermark, which consumers may have read.
 	ErrInvalidTruncation = errors.New("log: truncation below the high watermark")
+	// ErrReplicated: Append, AppendCompacted or WriteMarker on a raft
+	// replica's log (Config.Replica), which only its raft group writes
+	// (Prepare, AppendReplicated): a write around raft would fork the
+	// replicas (Kafka NOT_LEADER_OR_FOLLOWER).
+	ErrReplicated = errors.New("log: replica log written only through raft")
 	// ErrClosed: the partition was closed.
 	ErrClosed = errors.New("log: partition closed")
 	// ErrStorage: a file operation failed. After a failed write or sync the

@@ -74,6 +74,10 @@ type Partition struct {
 	leo      atomic.Int64 // log end offset
 	hw       atomic.Int64 // high watermark
 	logStart atomic.Int64
+	// replica is Config.Replica as Open saw it (SetConfig cannot
+	// change it): only raft writes the log, and reads leave raft's own
+	// entries out.
+	replica bool
 	// Batch ordinals (ordinal.go): nextOrd is the next batch's, firstOrd
 	// the first segment's first batch's. Written with leo and the
 	// segment list.
@@ -151,6 +155,9 @@ func (p *Partition) AppendCompacted(records []byte, now time.Time) (AppendResult
 func (p *Partition) append(records []byte, now time.Time, compacted bool) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.unlockAppend()
+	if p.replica {
+		return AppendResult{}, ErrReplicated
+	}
 	v, err := p.validateLocked(records, compacted)
 	defer func() { p.pending = v.pending[:0] }()
 	if err != nil || v.dup.Duplicate {

@@ -43,9 +43,28 @@ func (p *Partition) ReadAppend(dst []byte, offset int64, maxOffset int64, maxByt
 		return dst, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, logStart, leo)
 	}
 	maxOffset = min(maxOffset, leo)
-	if offset >= maxOffset {
-		return dst, nil
+	for offset < maxOffset {
+		base := len(dst)
+		out, next, err := p.readOnce(dst, offset, maxOffset, maxBytes, minOne)
+		if err != nil || !p.replica {
+			return out, err
+		}
+		// A replica's log holds raft's own entries, which no client may
+		// see (docs/CLUSTER.md): they are cut out, and a read that held
+		// nothing else goes on after them rather than answer empty,
+		// which would stall a consumer at their offset.
+		if out = dropInternal(out, base); len(out) > base || next <= offset {
+			return out, nil
+		}
+		dst, offset = out, next
 	}
+	return dst, nil
+}
+
+// readOnce reads from the segment holding offset (see ReadAppend) and
+// returns the extended slice and the offset after its last batch.
+// segMu held shared.
+func (p *Partition) readOnce(dst []byte, offset, maxOffset int64, maxBytes int, minOne bool) ([]byte, int64, error) {
 	segs := p.segs
 	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
 	for ; i < len(segs); i++ {
@@ -56,15 +75,45 @@ func (p *Partition) ReadAppend(dst []byte, offset int64, maxOffset int64, maxByt
 		}
 		pos, h, err := s.findBatch(offset, v.size)
 		if err != nil {
-			return dst, err
+			return dst, offset, err
 		}
 		if pos < 0 {
 			continue
 		}
-		return s.readFrom(dst, pos, &h, v.size, maxOffset, maxBytes, minOne)
+		base := len(dst)
+		out, err := s.readFrom(dst, pos, &h, v.size, maxOffset, maxBytes, minOne)
+		next := offset
+		for b := out[base:]; len(b) >= protocol.BatchHeaderSize; {
+			hh, _ := protocol.ParseBatchHeader(b)
+			next = hh.LastOffset() + 1
+			b = b[hh.Size():]
+		}
+		return out, next, err
 	}
-	return dst, nil
+	return dst, offset, nil
 }
+
+// dropInternal removes raft's private control batches (types from
+// 0x7000 up, log/raftlog) from b[base:], in place.
+func dropInternal(b []byte, base int) []byte {
+	w := base
+	for r := base; r+protocol.BatchHeaderSize <= len(b); {
+		h, _ := protocol.ParseBatchHeader(b[r:])
+		size := int(h.Size())
+		if r+size > len(b) {
+			break
+		}
+		if typ, ok := controlType(b[r : r+size]); !(h.IsControl() && ok && typ >= privateControlTypes) {
+			w += copy(b[w:], b[r:r+size])
+		}
+		r += size
+	}
+	return b[:w]
+}
+
+// privateControlTypes is the first control record type Shoal keeps to
+// itself (raft's entries, log/raftlog); Kafka's own are 0 to 6.
+const privateControlTypes = 0x7000
 
 // findBatch returns the position and header of the first batch whose last
 // offset is >= offset, or pos -1 when there is none below end.

@@ -26,7 +26,7 @@ func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, erro
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	p := &Partition{fs: fsys, dir: dir, logger: logger, cfg: cfg.normalized(), producers: newProducerState()}
+	p := &Partition{fs: fsys, dir: dir, logger: logger, cfg: cfg.normalized(), producers: newProducerState(), replica: cfg.Replica}
 	p.firstUnstable.Store(math.MaxInt64)
 	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, storageErr("create", dir, err)
@@ -42,7 +42,7 @@ func Open(fsys FS, dir string, cfg Config, logger *zap.Logger) (*Partition, erro
 		}
 		return nil, err
 	}
-	if p.cfg.Replica {
+	if p.replica {
 		p.hw.Store(p.logStart.Load())
 	} else {
 		p.hw.Store(p.leo.Load())
@@ -172,7 +172,7 @@ func (p *Partition) load(now time.Time) error {
 	// raft log's indexes, which must not be guessed.
 	anchor := cp.firstOrd
 	if anchor < 0 {
-		if p.cfg.Replica && len(bases) > 0 {
+		if p.replica && len(bases) > 0 {
 			return fmt.Errorf("%w: replica log without a valid checkpoint: its batch ordinals are unknown", ErrCorruption)
 		}
 		anchor = 1

@@ -154,6 +154,9 @@ func (p *Partition) WriteMarker(m Marker, now time.Time) (AppendResult, error) {
 	if err := p.stickyErr(); err != nil {
 		return AppendResult{}, err
 	}
+	if p.replica {
+		return AppendResult{}, ErrReplicated
+	}
 	e, err := p.markerStateLocked(m)
 	if err != nil {
 		return AppendResult{}, err

@@ -20,6 +20,7 @@ type Broker struct {
 // is the preferred leader, as in Kafka).
 type Topic struct {
 	Name       string     `json:"name"`
+	ID         [16]byte   `json:"id"`
 	Partitions [][]uint64 `json:"partitions"`
 }
 

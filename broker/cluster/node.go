@@ -51,6 +51,14 @@ type Config struct {
 	// set for it).
 	Log    log.Config
 	Logger *zap.Logger
+	// OnPartition is called once for each partition placed here, when
+	// its group starts (from the metadata group's goroutine): the
+	// broker serves the log from then on; the group writes and closes
+	// it.
+	OnPartition func(t *Topic, index int, p *log.Partition)
+	// OnHighWatermark is called (from the group's goroutine) when a
+	// partition's high watermark moved: long polls wake.
+	OnHighWatermark func(name string)
 }
 
 // ErrNotLeader is a produce on a broker that does not lead the
@@ -170,34 +178,45 @@ func (n *Node) deliver(name string, from uint64, data []byte) {
 func (n *Node) applyMetadata(index uint64, body []byte) {
 	n.mu.Lock()
 	outcome, created := n.image.apply(index, body)
-	var req string
-	var r record
-	if json.Unmarshal(body, &r) == nil {
-		req = r.Request
-	}
-	if ch, ok := n.waiting[req]; ok && req != "" {
-		delete(n.waiting, req)
-		ch <- outcome
-	}
 	closed := n.closed
 	n.mu.Unlock()
-	if created == nil || closed {
-		return
+	if created != nil && !closed {
+		n.startPartitions(created)
 	}
-	for i, replicas := range created.Partitions {
+	// The proposer hears of the outcome once the partitions run here.
+	var r record
+	if json.Unmarshal(body, &r) == nil && r.Request != "" {
+		n.mu.Lock()
+		if ch, ok := n.waiting[r.Request]; ok {
+			delete(n.waiting, r.Request)
+			ch <- outcome
+		}
+		n.mu.Unlock()
+	}
+}
+
+// startPartitions starts the groups of a new topic's partitions placed
+// on this broker.
+func (n *Node) startPartitions(t *Topic) {
+	for i, replicas := range t.Partitions {
 		hosted := false
 		for _, id := range replicas {
 			hosted = hosted || id == n.cfg.NodeID
 		}
-		name := created.Name + "-" + strconv.Itoa(i)
+		name := t.Name + "-" + strconv.Itoa(i)
 		n.mu.Lock()
 		_, running := n.groups[name]
 		n.mu.Unlock()
 		if !hosted || running {
 			continue
 		}
-		if _, err := n.openGroup(name, replicas, false); err != nil {
+		g, err := n.openGroup(name, replicas, false)
+		if err != nil {
 			n.logger.Error("cannot start a partition placed here", zap.String("partition", name), zap.Error(err))
+			continue
+		}
+		if n.cfg.OnPartition != nil {
+			n.cfg.OnPartition(t, i, g.p)
 		}
 	}
 }
@@ -271,7 +290,9 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	outcome, err := n.propose(ctx, record{Op: "create_topic", Topic: &Topic{Name: name, Partitions: assign}})
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	outcome, err := n.propose(ctx, record{Op: "create_topic", Topic: &Topic{Name: name, ID: id, Partitions: assign}})
 	if err != nil {
 		return err
 	}
@@ -310,32 +331,58 @@ func (n *Node) Group(name string) (Status, *log.Partition, bool) {
 // and returns once they committed (a majority of its replicas has them
 // durable).
 func (n *Node) Produce(ctx context.Context, partition string, records []byte) (log.AppendResult, error) {
-	n.mu.Lock()
-	g := n.groups[partition]
-	n.mu.Unlock()
-	if g == nil {
-		return log.AppendResult{}, ErrUnknownPartition
-	}
 	type result struct {
 		res log.AppendResult
 		err error
 	}
 	ch := make(chan result, 1)
-	if !g.queue(func() {
-		g.r.Produce(records, time.Now(), func(res log.AppendResult, err error) { ch <- result{res, err} })
-	}) {
-		return log.AppendResult{}, &ErrNotLeader{Leader: g.status().Leader}
-	}
+	n.ProduceAsync(partition, records, func(res log.AppendResult, err error) { ch <- result{res, err} })
 	select {
 	case r := <-ch:
-		if errors.Is(r.err, replica.ErrNotLeader) {
-			return r.res, &ErrNotLeader{Leader: g.status().Leader}
-		}
 		return r.res, r.err
 	case <-ctx.Done():
 		return log.AppendResult{}, ctx.Err()
 	}
 }
+
+// ProduceAsync is Produce calling done with the outcome instead: from
+// the partition's goroutine (done must not block), or at once. A
+// broker that does not lead the partition answers *ErrNotLeader.
+func (n *Node) ProduceAsync(partition string, records []byte, done func(log.AppendResult, error)) {
+	n.mu.Lock()
+	g := n.groups[partition]
+	n.mu.Unlock()
+	if g == nil {
+		done(log.AppendResult{}, ErrUnknownPartition)
+		return
+	}
+	answer := func(res log.AppendResult, err error) {
+		if errors.Is(err, replica.ErrNotLeader) {
+			err = &ErrNotLeader{Leader: g.status().Leader}
+		}
+		done(res, err)
+	}
+	if !g.queue(func() { g.r.Produce(records, time.Now(), answer) }) {
+		done(log.AppendResult{}, &ErrNotLeader{Leader: g.status().Leader}) // overloaded: the client retries
+	}
+}
+
+// EndOffsetFor answers OffsetForLeaderEpoch for a partition this broker
+// runs, from its term cache (ok false: Kafka's undefined epoch).
+func (n *Node) EndOffsetFor(name string, epoch int32) (int32, int64, bool, error) {
+	n.mu.Lock()
+	g := n.groups[name]
+	n.mu.Unlock()
+	if g == nil {
+		return -1, -1, false, ErrUnknownPartition
+	}
+	e, off, ok := g.r.EndOffsetFor(uint64(max(epoch, 0)))
+	return int32(e), off, ok, nil
+}
+
+// MetadataLeader returns the metadata group's leader as this broker
+// knows it (0: none), Kafka's controller.
+func (n *Node) MetadataLeader() uint64 { return n.meta.status().Leader }
 
 // Close stops every group and the transport and closes the logs.
 func (n *Node) Close() error {
@@ -369,6 +416,7 @@ type group struct {
 
 	leader, term atomic.Uint64
 	isLeader     atomic.Bool
+	hw           int64 // the high watermark last reported (group goroutine)
 }
 
 // queue hands f to the group's goroutine; false when its queue is full
@@ -423,6 +471,10 @@ func (g *group) run() {
 		g.leader.Store(lead)
 		g.isLeader.Store(isLeader)
 		g.term.Store(g.r.Term())
+		if hw := g.p.HighWatermark(); hw != g.hw && g.n.cfg.OnHighWatermark != nil {
+			g.hw = hw
+			g.n.cfg.OnHighWatermark(g.name)
+		}
 	}
 }
 

@@ -36,7 +36,7 @@ func Code(err error) int16 {
 	case errors.Is(err, slog.ErrStorage), errors.Is(err, slog.ErrCorruption):
 		// The partition is offline until a restart runs recovery.
 		return kerr.KafkaStorageError.Code
-	case errors.Is(err, slog.ErrClosed):
+	case errors.Is(err, slog.ErrClosed), errors.Is(err, slog.ErrReplicated):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, ErrInvalidTopic):
 		return kerr.InvalidTopicException.Code

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -71,8 +72,9 @@ const (
 // Store is the badger database holding cluster metadata. It is safe for
 // concurrent use (badger is).
 type Store struct {
-	db    *badger.DB
-	pidSq *badger.Sequence
+	db      *badger.DB
+	pidSq   *badger.Sequence
+	pidBase atomic.Int64 // SetProducerIDBase
 	// gc group-commits the transaction coordinator's writes.
 	gc *Committer
 }
@@ -201,8 +203,13 @@ func (m *Store) NextProducerID() (int64, error) {
 	}
 	// Kafka producer ids start at 0; we start at 1000 to keep low ids
 	// free for tests that hand-craft batches.
-	return int64(v) + 1000, nil
+	return m.pidBase.Load() + int64(v) + 1000, nil
 }
+
+// SetProducerIDBase offsets every producer id handed out from now on by
+// base: in a cluster each broker hands out ids from its own range
+// (node id << 40), so no two brokers give a producer the same id.
+func (m *Store) SetProducerIDBase(base int64) { m.pidBase.Store(base) }
 
 // GetOrCreate returns key's value, storing make()'s first (durably,
 // badger's own transaction) when it has none.

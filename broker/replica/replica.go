@@ -206,6 +206,11 @@ func (r *Replica) Leader() (uint64, bool) { return r.lead, r.state == raft.State
 // Term returns the current raft term (the partition's leader epoch).
 func (r *Replica) Term() uint64 { return r.rn.BasicStatus().HardState.GetTerm() }
 
+// EndOffsetFor answers OffsetForLeaderEpoch from the term cache (see
+// raftlog.Terms.EndOffsetFor). Unlike the other methods, it may be
+// called from any goroutine.
+func (r *Replica) EndOffsetFor(term uint64) (uint64, int64, bool) { return r.s.EndOffsetFor(term) }
+
 // Commit returns raft's commit index as this replica knows it.
 func (r *Replica) Commit() uint64 { return r.rn.BasicStatus().HardState.GetCommit() }
 

@@ -49,6 +49,15 @@ type Options struct {
 	// BeforeCleanup, if set (tests), runs before a deletion's clean-up;
 	// an error leaves it pending as a failed clean-up would.
 	BeforeCleanup func(topic string) error
+	// Clustered: topics come from the cluster's metadata log (Adopt);
+	// Create refuses, and a replicated topic cannot be deleted, grown or
+	// reconfigured here (not replicated yet).
+	Clustered bool
+}
+
+// errClustered refuses a change the cluster does not replicate yet.
+func errClustered(what string) error {
+	return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%s is not supported in a cluster yet (docs/CLUSTER.md).", what)
 }
 
 // Admin creates, deletes, grows and reconfigures topics: each durable in
@@ -59,11 +68,45 @@ type Admin struct {
 	r     *Registry
 	store store
 	mu    sync.Mutex
+	// adopting holds the cluster topics some of whose partitions are
+	// not adopted yet (Adopt); guarded by mu.
+	adopting map[string]*Topic
 }
 
 // NewAdmin returns the Admin of o.Registry; Load opens what is stored.
 func NewAdmin(o Options) *Admin {
-	return &Admin{o: o, r: o.Registry, store: store{o.Store}}
+	return &Admin{o: o, r: o.Registry, store: store{o.Store}, adopting: map[string]*Topic{}}
+}
+
+// Adopt puts partition idx of a replicated topic into the registry: in
+// a cluster the topic (name, id, partition count) comes from the
+// cluster's metadata log, not the metadata store, and its log is opened
+// and written by its raft group (package cluster), which closes it. The
+// topic becomes visible once every partition is adopted (every broker
+// hosts every partition of a cluster topic for now).
+func (a *Admin) Adopt(name string, id [16]byte, count, idx int32, lp *slog.Partition) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.adopting[name]
+	if t == nil {
+		t = &Topic{Name: name, ID: id, configs: map[string]string{}, partitions: make([]*Partition, count), replicated: true}
+		a.adopting[name] = t
+	}
+	if idx < 0 || idx >= int32(len(t.partitions)) {
+		return
+	}
+	t.partitions[idx] = &Partition{Topic: name, Index: idx, Log: lp, M: a.o.Metrics.Topic(name)}
+	for _, p := range t.partitions {
+		if p == nil {
+			return
+		}
+	}
+	delete(a.adopting, name)
+	a.r.mu.Lock()
+	a.r.mu.byName[name] = t
+	a.r.mu.byID[id] = t
+	a.r.mu.Unlock()
+	a.o.Logger.Info("serving a replicated topic", zap.String("topic", name), zap.Int32("partitions", count))
 }
 
 // Exclusive runs fn under the Admin's lock: no topic is created,
@@ -82,6 +125,9 @@ func (a *Admin) Exclusive(fn func() error) error {
 // read-modify-writes of the same topic cannot lose updates and a topic
 // deleted meanwhile is reported unknown instead of being written back.
 func (a *Admin) UpdateConfigs(t *Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	if t.replicated {
+		return errClustered("Changing a topic's configs")
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.r.Get(t.Name) != t {
@@ -213,6 +259,9 @@ func (a *Admin) Load() error {
 // Create validates, persists, then opens a new topic. configs must
 // already be validated. The Admin's lock serialises topic creation and deletion.
 func (a *Admin) Create(name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
+	if a.o.Clustered {
+		return nil, errClustered("Creating a topic other than by CreateTopics")
+	}
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
@@ -277,6 +326,9 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 // until it has finished; a start-up finishes one a crash interrupted, and
 // creating the name again one that failed (FinishDeletions).
 func (a *Admin) Delete(t *Topic) error {
+	if t.replicated {
+		return errClustered("Deleting a topic")
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.r.Get(t.Name) != t {
@@ -349,6 +401,9 @@ func (a *Admin) FinishDeletions(name string) error {
 
 // AddPartitions grows a topic to count partitions.
 func (a *Admin) AddPartitions(t *Topic, count int32, validateOnly bool) error {
+	if t.replicated {
+		return errClustered("Adding partitions")
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.r.Get(t.Name) != t {

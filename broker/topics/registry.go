@@ -69,6 +69,9 @@ type Topic struct {
 	ID         [16]byte
 	configs    map[string]string // explicit topic overrides
 	partitions []*Partition
+	// replicated: a cluster topic (Admin.Adopt), its partitions written
+	// by their raft groups.
+	replicated bool
 }
 
 func (t *Topic) record() record {

@@ -222,6 +222,15 @@ func (s *Storage) State() State {
 	return State{Hard: proto.Clone(s.state.Hard).(*raftpb.HardState), Conf: proto.Clone(s.state.Conf).(*raftpb.ConfState), ConfIndex: s.state.ConfIndex}
 }
 
+// EndOffsetFor answers OffsetForLeaderEpoch for term from the term
+// cache (Terms.EndOffsetFor, with the log end offset for the newest
+// term).
+func (s *Storage) EndOffsetFor(term uint64) (uint64, int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.terms.EndOffsetFor(term, s.p.LogEndOffset())
+}
+
 // FirstIndex is raft's Storage.FirstIndex: the log's first ordinal.
 func (s *Storage) FirstIndex() (uint64, error) { return uint64(s.p.FirstOrdinal()), nil }
 

@@ -1,0 +1,246 @@
+package broker
+
+// Cluster mode (issue 29, docs/CLUSTER.md): with controller.quorum.voters
+// set, topics are created through the metadata group (package cluster)
+// and every partition is a raft group over its log in <data>/cluster;
+// the handlers ask leaderState who leads a partition and route produces
+// to its group. What is not replicated yet (consumer groups, offsets,
+// transactions, share groups: their coordinators stay on each broker)
+// is listed in docs/CLUSTER.md.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"hash/fnv"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/cluster"
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/replica"
+	"github.com/shoal-mq/shoal/broker/topics"
+	slog "github.com/shoal-mq/shoal/log"
+)
+
+// clusterIDOf is a cluster's id, the same on every broker: derived from
+// the voters' ids (22 characters of URL-safe base64, like Kafka's).
+func clusterIDOf(voters map[uint64]string) string {
+	ids := make([]uint64, 0, len(voters))
+	for id := range voters {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	h := sha256.New()
+	for _, id := range ids {
+		fmt.Fprintf(h, "%d,", id)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// startCluster joins the cluster: the metadata group, then the
+// partitions it places here, adopted into the topic registry as their
+// groups start. The first listener's advertised endpoint is the one
+// registered for Metadata.
+func (b *Broker) startCluster() error {
+	voters, err := ParseVoters(b.cfg.Voters)
+	if err != nil {
+		return err
+	}
+	peer := b.cfg.PeerListen
+	if peer == "" {
+		peer = voters[uint64(b.cfg.NodeID)]
+	}
+	replica.SetRaftLogger(b.lg)
+	ln := b.listeners[0]
+	node, err := cluster.Start(cluster.Config{
+		NodeID: uint64(b.cfg.NodeID), ClusterID: b.clusterID, DataDir: filepath.Join(b.cfg.DataDir, "cluster"),
+		FS: b.fs, PeerListen: peer, Voters: voters, Host: ln.advHost, Port: ln.advPort,
+		Log: b.logConfig(nil), Logger: b.lg,
+		OnPartition: func(t *cluster.Topic, i int, p *slog.Partition) {
+			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), int32(i), p)
+		},
+		OnHighWatermark: func(name string) {
+			if p := b.clusterPartition(name); p != nil {
+				p.Notify()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("broker: cluster: %w", err)
+	}
+	b.cluster = node
+	b.lg.Info("joined the cluster", zap.String("voters", b.cfg.Voters), zap.String("peer_listener", peer))
+	return nil
+}
+
+// clusterPartition finds the registry's partition of a group name
+// (<topic>-<index>).
+func (b *Broker) clusterPartition(name string) *topics.Partition {
+	for i := len(name) - 1; i > 0; i-- {
+		if name[i] == '-' {
+			idx, err := strconv.Atoi(name[i+1:])
+			if err != nil {
+				return nil
+			}
+			return b.topics.Partition(name[:i], int32(idx))
+		}
+	}
+	return nil
+}
+
+func groupName(p *topics.Partition) string { return p.Topic + "-" + strconv.Itoa(int(p.Index)) }
+
+// leaderState says whether this broker may serve p as its leader, and
+// with which leader epoch: a single node always leads at epoch 0. A
+// request's current leader epoch other than -1 must be this one: a newer
+// one is UNKNOWN_LEADER_EPOCH (this broker has not caught up), an older
+// one FENCED_LEADER_EPOCH (the client has). Not the leader:
+// NOT_LEADER_OR_FOLLOWER.
+func (b *Broker) leaderState(p *topics.Partition, current int32) (epoch int32, code int16) {
+	if b.cluster != nil {
+		st, _, ok := b.cluster.Group(groupName(p))
+		if !ok || !st.IsLeader {
+			return -1, kerr.NotLeaderForPartition.Code
+		}
+		epoch = int32(st.Term)
+	}
+	switch {
+	case current == -1 || current == epoch:
+		return epoch, 0
+	case current > epoch:
+		return epoch, kerr.UnknownLeaderEpoch.Code
+	}
+	return epoch, kerr.FencedLeaderEpoch.Code
+}
+
+// clusterProduce hands a produce's batches to the partition's raft group
+// and returns a channel that yields the outcome once they committed. The
+// batches are copied: the request's buffer is reused once the handler
+// returns, and raft keeps the proposed bytes until they are committed
+// (pitfall 2 of the design).
+func (b *Broker) clusterProduce(p *topics.Partition, records []byte) <-chan clusterResult {
+	records = slices.Clone(records)
+	ch := make(chan clusterResult, 1)
+	b.cluster.ProduceAsync(groupName(p), records, func(res slog.AppendResult, err error) { ch <- clusterResult{res, err} })
+	return ch
+}
+
+// createClusterTopic creates a topic through the metadata group and
+// returns it once this broker serves it. Every broker hosts every
+// partition for now, so the replication factor is the number of
+// registered brokers (-1 asks for it); topic configs are not replicated
+// yet, so none is accepted.
+func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topics.Topic, int32, error) {
+	brokers := len(b.cluster.Image().Brokers)
+	switch {
+	case rf == -1:
+		rf = int16(brokers)
+	case rf <= 0:
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
+	case int(rf) != brokers:
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor,
+			"Replication factor %d: this cluster places every partition on each of its %d registered broker(s) for now.", rf, brokers)
+	}
+	if len(configs) > 0 {
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Topic configs are not replicated in a cluster yet.")
+	}
+	if validateOnly {
+		return &topics.Topic{Name: name}, partitions, nil
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := b.cluster.CreateTopic(ctx, name, int(partitions), int(rf)); err != nil {
+		if strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return nil, 0, kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
+		}
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%v", err)
+	}
+	t := b.topics.Get(name)
+	if t == nil {
+		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Topic '%s' was created but its partitions did not start here.", name)
+	}
+	return t, partitions, nil
+}
+
+// clusterBrokers lists the registered brokers for Metadata, and the
+// controller (the metadata group's leader; -1 while there is none).
+func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
+	im := b.cluster.Image()
+	var out []kmsg.MetadataResponseBroker
+	for _, id := range im.BrokerIDs() {
+		rb := im.Brokers[id]
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = int32(id), rb.Host, rb.Port
+		if rb.Rack != "" {
+			rack := rb.Rack
+			br.Rack = &rack
+		}
+		out = append(out, br)
+	}
+	controller := int32(b.cluster.MetadataLeader())
+	if controller == 0 {
+		controller = -1
+	}
+	return out, controller
+}
+
+// clusterPartitionMetadata fills a partition's leader, epoch and replicas
+// from its raft group and the metadata image.
+func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.MetadataResponseTopicPartition) {
+	st, _, _ := b.cluster.Group(groupName(p))
+	sp.Leader, sp.LeaderEpoch = int32(st.Leader), int32(st.Term)
+	if st.Leader == 0 {
+		sp.Leader, sp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
+	}
+	sp.Replicas, sp.ISR = nil, nil
+	if t := b.cluster.Image().Topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) {
+		for _, id := range t.Partitions[p.Index] {
+			sp.Replicas = append(sp.Replicas, int32(id))
+		}
+	}
+	sp.ISR = sp.Replicas
+}
+
+// clusterCoordinator is the broker that coordinates key (a group, a
+// transactional id) in a cluster: coordinator state is not replicated
+// yet, so each key lives on one broker, picked by a hash of the key over
+// the registered brokers, the same answer on every broker. -1: none
+// registered.
+func (b *Broker) clusterCoordinator(key string) (int32, string, int32) {
+	im := b.cluster.Image()
+	ids := im.BrokerIDs()
+	if len(ids) == 0 {
+		return -1, "", -1
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	br := im.Brokers[ids[h.Sum32()%uint32(len(ids))]]
+	return int32(br.ID), br.Host, br.Port
+}
+
+// clusterCode is the Kafka error code of a cluster produce's failure.
+func clusterCode(err error) int16 {
+	var nl *cluster.ErrNotLeader
+	switch {
+	case errors.As(err, &nl), errors.Is(err, cluster.ErrUnknownPartition):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code
+	}
+	return kafkaerr.Code(err)
+}
+
+type clusterResult struct {
+	res slog.AppendResult
+	err error
+}
