@@ -34,8 +34,12 @@ func (p *Partition) OrdinalOffset(ord int64) (int64, error) {
 	if p.readClosed {
 		return 0, ErrClosed
 	}
-	if ord == p.nextOrd.Load() {
-		return p.leo.Load(), nil
+	// The end is read from the active segment's view, whose batch count
+	// and next offset change together (nextOrd and leo are published
+	// one after the other).
+	last := p.segs[len(p.segs)-1]
+	if v := last.view(); ord == last.baseOrd+v.count {
+		return v.next, nil
 	}
 	_, _, h, err := p.findOrdinalLocked(ord)
 	return h.BaseOffset, err

@@ -74,6 +74,9 @@ type Partition struct {
 	leo      atomic.Int64 // log end offset
 	hw       atomic.Int64 // high watermark
 	logStart atomic.Int64
+	// removed: a file was deleted (remove) since the last directory
+	// sync; load syncs the directory before it returns.
+	removed bool
 	// replica is Config.Replica as Open saw it (SetConfig cannot
 	// change it): only raft writes the log, and reads leave raft's own
 	// entries out.

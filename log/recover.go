@@ -105,10 +105,29 @@ func readWholeFile(fsys FS, name string) ([]byte, error) {
 }
 
 func (p *Partition) remove(name string) error {
-	if err := p.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	err := p.fs.Remove(name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return storageErr("remove", name, err)
 	}
+	if err == nil {
+		p.removed = true
+	}
 	return nil
+}
+
+// onlyEmptySegment reports whether the log is one empty segment file,
+// which is what a first Open that failed before its checkpoint leaves.
+func (p *Partition) onlyEmptySegment(bases []int64) bool {
+	if len(bases) != 1 || bases[0] != 0 {
+		return false
+	}
+	f, err := p.fs.OpenFile(fileName(p.dir, 0, logSuffix), os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	size, err := f.Size()
+	return err == nil && size == 0
 }
 
 // load runs recovery. Called by Open before the partition is shared, so
@@ -172,7 +191,7 @@ func (p *Partition) load(now time.Time) error {
 	// raft log's indexes, which must not be guessed.
 	anchor := cp.firstOrd
 	if anchor < 0 {
-		if p.replica && len(bases) > 0 {
+		if p.replica && len(bases) > 0 && !p.onlyEmptySegment(bases) {
 			return fmt.Errorf("%w: replica log without a valid checkpoint: its batch ordinals are unknown", ErrCorruption)
 		}
 		anchor = 1
@@ -241,11 +260,19 @@ func (p *Partition) load(now time.Time) error {
 		return err
 	}
 	p.durable = leo
-	if !haveCheckpoint || cp.logStart != logStart || cp.recoveryPoint != leo {
+	if !haveCheckpoint || cp.logStart != logStart || cp.recoveryPoint != leo || cp.firstOrd != p.firstOrd.Load() {
 		if err := p.writeCheckpoint(checkpoint{logStart: logStart, recoveryPoint: leo}); err != nil {
 			return err
 		}
+	} else if p.removed {
+		// What recovery deleted (a snapshot above the log end, stale
+		// index files) must stay deleted: a later crash must not bring
+		// back a snapshot of batches that are gone.
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return storageErr("sync dir", p.dir, err)
+		}
 	}
+	p.removed = false
 	return nil
 }
 

@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -100,7 +101,8 @@ func (p *Partition) AppendReplicated(records []byte, now time.Time) (AppendResul
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d crc mismatch", ErrCorruptMessage, i)
 		case h.BaseOffset != next:
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d starts at offset %d, not at the log end %d", ErrInvalidRecord, i, h.BaseOffset, next)
-		case h.RecordCount < 0 || h.LastOffsetDelta < 0 || int64(h.RecordCount) > int64(h.LastOffsetDelta)+1:
+		case h.RecordCount < 0 || h.LastOffsetDelta < 0 || int64(h.RecordCount) > int64(h.LastOffsetDelta)+1 ||
+			h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1:
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, i, h.RecordCount, h.LastOffsetDelta)
 		case size > p.cfg.SegmentBytes:
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d of %d bytes exceeds segment.bytes %d", ErrMessageTooLarge, i, size, p.cfg.SegmentBytes)
@@ -109,13 +111,15 @@ func (p *Partition) AppendReplicated(records []byte, now time.Time) (AppendResul
 		rest = rest[size:]
 	}
 	// Write in runs that fit a segment (raft may hand over many entries
-	// at once), each run one write.
+	// at once), in bytes and in 32-bit relative offsets, each run one
+	// write: what recovery accepts (scanSegment).
 	for len(records) > 0 {
-		n, end := int64(0), p.leo.Load()
+		n, start := int64(0), p.leo.Load()
+		end := start
 		var firstMaxTs int64
 		for rest := records[n:]; len(rest) > 0; {
 			h, _ := protocol.ParseBatchHeader(rest)
-			if n > 0 && n+h.Size() > p.cfg.SegmentBytes {
+			if n > 0 && (n+h.Size() > p.cfg.SegmentBytes || h.LastOffset()-start > math.MaxUint32) {
 				break
 			}
 			if n == 0 {
@@ -214,6 +218,35 @@ func (p *Partition) TruncateFrom(ord int64) error {
 // makes that segment the active one and rebuilds producer state.
 // syncMu and appendMu held.
 func (p *Partition) truncateLocked(k int, pos, cut int64) error {
+	// Segments below the cut still waiting for a Sync are synced first,
+	// so the prefix a crash leaves is at least the cut.
+	for _, u := range p.unsynced {
+		if u.base < p.segs[k].base {
+			if err := syncAll(p.dir, u); err != nil {
+				return err
+			}
+		}
+	}
+	// Producer snapshots above the cut describe batches about to go:
+	// deleted, durably, before any batch is, so none can come back.
+	if p.snapshot != nil && p.snapshotOffset > cut {
+		p.snapshot = nil
+	}
+	var keep []int64
+	for _, off := range p.snapshots {
+		if off > cut {
+			if err := p.remove(fileName(p.dir, off, snapshotSuffix)); err != nil {
+				return err
+			}
+			continue
+		}
+		keep = append(keep, off)
+	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return storageErr("sync dir", p.dir, err)
+	}
+	p.snapshots = keep
+
 	p.segMu.Lock()
 	defer p.segMu.Unlock()
 	dead := p.segs[k+1:]
@@ -222,9 +255,21 @@ func (p *Partition) truncateLocked(k int, pos, cut int64) error {
 	p.unsynced = slices.DeleteFunc(p.unsynced, func(u *segment) bool { return u == s || slices.Contains(dead, u) })
 	var freed int64
 	for i := len(dead) - 1; i >= 0; i-- { // the newest first: a crash leaves a prefix
-		dead[i].deleted = true
-		freed += dead[i].size
-		p.removeSegmentFiles(dead[i : i+1])
+		d := dead[i]
+		d.deleted = true
+		freed += d.size
+		for _, f := range []File{d.log, d.offFile, d.timeFile} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+		// Unlike retention's, a file left here would lie above the cut,
+		// where the log grows again: a failure fails the partition.
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			if err := p.remove(fileName(p.dir, d.base, suffix)); err != nil {
+				return err
+			}
+		}
 	}
 	if s.sealed {
 		for _, f := range []File{s.offFile, s.timeFile} {
@@ -246,6 +291,9 @@ func (p *Partition) truncateLocked(k int, pos, cut int64) error {
 	if err := s.log.Sync(); err != nil {
 		return storageErr("sync", fileName(p.dir, s.base, logSuffix), err)
 	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return storageErr("sync dir", p.dir, err)
+	}
 	// Rebuild the segment's in-memory index from its batch headers.
 	s.mu.Lock()
 	end, err := p.scanSegment(s, pos, p.cfg.IndexIntervalBytes, cut)
@@ -262,33 +310,15 @@ func (p *Partition) truncateLocked(k int, pos, cut int64) error {
 	p.leo.Store(cut)
 	p.nextOrd.Store(s.baseOrd + s.count)
 
-	// Producer state as recovery rebuilds it; snapshots above the cut
-	// describe removed batches and go first.
-	if p.snapshot != nil && p.snapshotOffset > cut {
-		p.snapshot = nil
-	}
-	var keep []int64
-	for _, off := range p.snapshots {
-		if off > cut {
-			if err := p.remove(fileName(p.dir, off, snapshotSuffix)); err != nil {
-				return err
-			}
-			continue
-		}
-		keep = append(keep, off)
-	}
-	if err := p.fs.SyncDir(p.dir); err != nil {
-		return storageErr("sync dir", p.dir, err)
-	}
-	// loadProducers rebuilds the aborted index in place, so readers
-	// (AbortedTransactions) wait on txnMu meanwhile. It takes segment
-	// locks shared under it, which is safe: only the appender, whose lock
-	// is held, takes them exclusively.
+	// Producer state as recovery rebuilds it. loadProducers rebuilds the
+	// aborted index in place, so readers (AbortedTransactions) wait on
+	// txnMu meanwhile. It takes segment locks shared under it, which is
+	// safe: only the appender, whose lock is held, takes them
+	// exclusively.
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
 	p.producers = newProducerState()
 	p.aborted = nil
-	p.snapshots = keep
 	return p.loadProducers(keep, cut)
 }
 
