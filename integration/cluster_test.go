@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	slog "github.com/shoal-mq/shoal/log"
 )
 
 // clusterChild is one broker process of a test cluster.
@@ -161,4 +165,199 @@ func TestClusterFailover(t *testing.T) {
 		})
 	}
 	require.Len(t, seen, 4000)
+}
+
+// TestClusterKillLoop (criteria C1, C2 and C7 of the cluster issue, short
+// profile; scripts/killloop.sh runs the long one): four idempotent
+// producers write to six partitions while partition leaders, and now
+// and then the metadata leader, are SIGKILLed and restarted, KILLS
+// times (SHOAL_CLUSTER_KILLS, default 4). Then every acknowledged
+// record must be read back once, each producer's records of a partition
+// in their order, and after a clean stop every replica's log must be
+// byte-identical. It reports the time from each kill to the next
+// acknowledged produce on the killed leader's partition.
+func TestClusterKillLoop(t *testing.T) {
+	kills := 4 * envScale(t, "SHOAL_CLUSTER_KILLS_SCALE")
+	if s := os.Getenv("SHOAL_CLUSTER_KILLS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		kills = n
+	}
+	children := startCluster(t, 3)
+	seeds := seedsOf(children)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+2*time.Minute)
+	defer cancel()
+	// franz-go answers Metadata from a cache younger than
+	// MetadataMinAge (5 s by default): the killer wants fresh leaders.
+	adm := kadm.NewClient(newClusterClient(t, seeds, kgo.MetadataMinAge(50*time.Millisecond)))
+	for {
+		resp, err := adm.CreateTopic(ctx, 6, -1, nil, "loop")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		require.NoError(t, ctx.Err(), "topic never created: %v %v", err, resp.Err)
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Producers: values "p/n", n counting up per producer.
+	type ack struct {
+		part int32
+		off  int64
+	}
+	const producers = 4
+	acked := make([]map[int]ack, producers)
+	stop := make(chan struct{})
+	errs := make(chan error, producers)
+	for p := range producers {
+		acked[p] = map[int]ack{}
+		cl := newClusterClient(t, seeds)
+		go func() {
+			for n := 0; ; n += 20 {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				var rs []*kgo.Record
+				for j := n; j < n+20; j++ {
+					rs = append(rs, &kgo.Record{Topic: "loop", Value: fmt.Appendf(nil, "%d/%d", p, j)})
+				}
+				res := cl.ProduceSync(ctx, rs...)
+				if err := res.FirstErr(); err != nil {
+					errs <- fmt.Errorf("producer %d: %w", p, err)
+					return
+				}
+				for _, r := range res {
+					var pp, j int
+					_, _ = fmt.Sscanf(string(r.Record.Value), "%d/%d", &pp, &j)
+					acked[p][j] = ack{r.Record.Partition, r.Record.Offset}
+				}
+			}
+		}()
+	}
+
+	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var failovers []time.Duration
+	for k := range kills {
+		time.Sleep(time.Second)
+		md, err := adm.Metadata(ctx, "loop")
+		require.NoError(t, err)
+		part := int32(k % 6)
+		victim := md.Topics["loop"].Partitions[part].Leader
+		if k%5 == 4 && md.Controller > 0 {
+			victim = md.Controller // the metadata group's leader
+		}
+		if victim <= 0 || children[victim-1].cmd == nil {
+			t.Logf("kill %d: no leader to kill for partition %d (metadata says %+v, topic err %v)", k, part, md.Topics["loop"].Partitions[part], md.Topics["loop"].Err)
+			continue
+		}
+		c := children[victim-1]
+		killedAt := time.Now()
+		c.kill()
+		// The time until the partition takes a produce again.
+		for {
+			r := &kgo.Record{Topic: "loop", Partition: part, Value: []byte("probe")}
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			err := probe.ProduceSync(pctx, r).FirstErr()
+			pcancel()
+			if err == nil {
+				break
+			}
+			require.NoError(t, ctx.Err())
+		}
+		failovers = append(failovers, time.Since(killedAt))
+		c.start()
+	}
+	close(stop)
+	for range producers {
+		require.NoError(t, <-errs)
+	}
+	slices.Sort(failovers)
+	if n := len(failovers); n > 0 {
+		t.Logf("%d kills: kill to next acknowledged produce p50 %v, max %v", n,
+			failovers[n/2].Round(time.Millisecond), failovers[n-1].Round(time.Millisecond))
+	}
+	total := 0
+	for _, m := range acked {
+		total += len(m)
+	}
+	t.Logf("%d records acknowledged", total)
+
+	// Read everything back.
+	cons := newClusterClient(t, seeds, kgo.ConsumeTopics("loop"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	type pos struct {
+		p   int
+		prt int32
+	}
+	last := map[pos]int{}
+	seen := map[string]bool{}
+	found := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for found < total && time.Now().Before(deadline) {
+		fs := cons.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if v == "probe" {
+				return
+			}
+			require.False(t, seen[v], "%s read twice", v)
+			seen[v] = true
+			var p, j int
+			_, err := fmt.Sscanf(v, "%d/%d", &p, &j)
+			require.NoError(t, err, "value %q", v)
+			k := pos{p, r.Partition}
+			if prev, ok := last[k]; ok {
+				require.Greater(t, j, prev, "producer %d out of order in partition %d", p, r.Partition)
+			}
+			last[k] = j
+			if a, ok := acked[p][j]; ok {
+				require.Equal(t, a, ack{r.Partition, r.Offset}, "%s moved", v)
+				found++
+			}
+		})
+	}
+	require.Equal(t, total, found, "acknowledged records missing")
+
+	// C2: after a clean stop, every replica holds the same log.
+	time.Sleep(2 * time.Second) // followers catch up
+	for _, c := range children {
+		if c.cmd != nil {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			<-c.done
+			c.cmd = nil
+		}
+	}
+	for part := range 6 {
+		var logs [][]byte
+		for _, c := range children {
+			logs = append(logs, replicaLog(t, filepath.Join(c.dir, "cluster", fmt.Sprintf("loop-%d", part))))
+		}
+		n := min(len(logs[0]), len(logs[1]), len(logs[2]))
+		for i, l := range logs {
+			require.True(t, bytes.Equal(logs[0][:n], l[:n]), "loop-%d: replica %d differs", part, i+1)
+		}
+		require.Greater(t, n, 0)
+	}
+}
+
+func newClusterClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RecordRetries(1 << 30),
+		kgo.ProducerLinger(0), kgo.RetryTimeout(2 * time.Minute)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// replicaLog reads a stopped replica's whole log (every batch, raft's
+// own included) from its directory.
+func replicaLog(t *testing.T, dir string) []byte {
+	cfg := slog.DefaultConfig()
+	cfg.Replica = true
+	p, err := slog.Open(slog.OSFS(), dir, cfg, nil)
+	require.NoError(t, err, dir)
+	defer p.Close()
+	b, _, err := p.ReadOrdinals(nil, p.FirstOrdinal(), p.NextOrdinal(), 1<<40)
+	require.NoError(t, err)
+	return b
 }

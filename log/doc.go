@@ -104,7 +104,11 @@
 // ordinal disagrees is stale and rebuilt. A checkpoint without ordinals
 // (version 1, or damaged) numbers a single node's log from 1 again (its
 // ordinals count batches, nothing more); for a Config.Replica log with
-// segments it is ErrCorruption, as its entry indexes cannot be guessed.
+// segments it is ErrCorruption, as its entry indexes cannot be guessed
+// (one empty segment, what a first Open that failed before its
+// checkpoint leaves, is a new log). The first Open after an upgrade from
+// version 1 files re-reads and CRC-checks every segment once to rebuild
+// its index: the fast open of a trusted prefix starts with the next one.
 //
 // # Partition checkpoint (partition.checkpoint)
 //

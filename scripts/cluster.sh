@@ -26,7 +26,7 @@ start() {
   mkdir -p "$dir/$n"
   "$bin" --node-id "$n" --listen "127.0.0.1:$((9091 + n))" --voters "$voters" \
     --peer-listen "127.0.0.1:$((9191 + n))" --http-addr "127.0.0.1:$((9643 + n))" \
-    --data-dir "$dir/$n/data" --log-level info >>"$dir/$n/shoal.log" 2>&1 &
+    --data-dir "$dir/$n/data" --log-level "${LOG_LEVEL:-info}" >>"$dir/$n/shoal.log" 2>&1 &
   echo $! >"$(pidfile "$n")"
   echo "broker $n: kafka 127.0.0.1:$((9091 + n)), pid $!, log $dir/$n/shoal.log"
 }
