@@ -237,20 +237,26 @@ func TestClusterKillLoop(t *testing.T) {
 		}()
 	}
 
-	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// The probe refreshes metadata as soon as a produce fails (franz-go
+	// waits MetadataMinAge, 5 s by default, between refreshes, which
+	// would be most of what it measures).
+	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
 	var failovers []time.Duration
 	for k := range kills {
 		time.Sleep(time.Second)
-		md, err := adm.Metadata(ctx, "loop")
-		require.NoError(t, err)
 		part := int32(k % 6)
-		victim := md.Topics["loop"].Partitions[part].Leader
-		if k%5 == 4 && md.Controller > 0 {
-			victim = md.Controller // the metadata group's leader
-		}
-		if victim <= 0 || children[victim-1].cmd == nil {
-			t.Logf("kill %d: no leader to kill for partition %d (metadata says %+v, topic err %v)", k, part, md.Topics["loop"].Partitions[part], md.Topics["loop"].Err)
-			continue
+		var victim int32
+		for wait := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+			md, err := adm.Metadata(ctx, "loop")
+			require.NoError(t, err)
+			victim = md.Topics["loop"].Partitions[part].Leader
+			if k%5 == 4 && md.Controller > 0 {
+				victim = md.Controller // the metadata group's leader
+			}
+			if victim > 0 && children[victim-1].cmd != nil {
+				break
+			}
+			require.Less(t, time.Since(wait), 20*time.Second, "kill %d: no leader for partition %d", k, part)
 		}
 		c := children[victim-1]
 		killedAt := time.Now()
