@@ -7,4 +7,4 @@
 # replicas' logs compared byte for byte. CI runs 4 kills.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHOAL_CLUSTER_KILLS="${KILLS:-100}" exec go test ./integration -run 'TestClusterKillLoop$' -count=1 -timeout 0 -v
+CLUSTER_KILLS="${KILLS:-100}" exec go test ./integration -run 'TestClusterKillLoop$' -count=1 -timeout 0 -v

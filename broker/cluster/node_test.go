@@ -58,7 +58,7 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 func (c *testCluster) start(i int) {
 	cfg := Config{NodeID: uint64(i + 1), ClusterID: "test", DataDir: c.dirs[i], FS: log.OSFS(),
 		PeerListen: c.addrs[uint64(i+1)], Voters: c.addrs, Host: "127.0.0.1", Port: int32(9092 + i),
-		Tick: 10 * time.Millisecond, Log: log.DefaultConfig(), Logger: c.logger}
+		Tick: testTick, Log: log.DefaultConfig(), Logger: c.logger}
 	var err error
 	for range 50 { // the port may linger for a moment after a close
 		if c.nodes[i], err = Start(cfg); err == nil {
@@ -215,3 +215,5 @@ func readCommitted(p *log.Partition) ([]byte, error) {
 	}
 	return out, nil
 }
+
+var testTick = 10 * time.Millisecond

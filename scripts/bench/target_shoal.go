@@ -9,11 +9,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -175,4 +177,71 @@ func selfSigned() (certPEM, keyPEM []byte, pool *x509.CertPool, err error) {
 	pool.AddCert(cert)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), pool, nil
+}
+
+// startShoalCluster starts three Shoal brokers in this process, a raft
+// cluster on 127.0.0.1 (docs/CLUSTER.md) with their data under dir:
+// every partition has three replicas, and a produce is answered once two
+// of them have it fsynced. The three share this machine's cores and
+// disk, as the cluster criteria (C9, C10) measure it.
+func startShoalCluster(o *options, dir string, logger *zap.Logger) ([]string, func() error, error) {
+	var peers []string
+	for i := 1; i <= 3; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		peers = append(peers, fmt.Sprintf("%d@%s", i, ln.Addr()))
+		_ = ln.Close()
+	}
+	voters := strings.Join(peers, ",")
+	var brokers []*broker.Broker
+	var seeds []string
+	stop := func() error {
+		var errs []error
+		for _, b := range brokers {
+			errs = append(errs, b.Close())
+		}
+		return errors.Join(errs...)
+	}
+	for i := 1; i <= 3; i++ {
+		cfg := broker.DefaultConfig()
+		cfg.ListenAddr = "127.0.0.1:0"
+		cfg.DataDir = filepath.Join(dir, fmt.Sprint(i))
+		cfg.Fsync = broker.FsyncPolicy(o.shoalFsync)
+		cfg.Logger = logger.With(zap.Int("node", i))
+		cfg.DefaultPartitions = o.partitions
+		cfg.NodeID, cfg.Voters = int32(i), voters
+		b, err := broker.Start(cfg)
+		if err != nil {
+			_ = stop()
+			return nil, nil, err
+		}
+		brokers = append(brokers, b)
+		seeds = append(seeds, b.Addr())
+	}
+	// Topics need the three registered: wait for them (with franz-go's
+	// metadata cache off, or it answers from a stale view).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(10*time.Millisecond), kgo.MetadataMaxAge(100*time.Millisecond))
+	if err != nil {
+		_ = stop()
+		return nil, nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err == nil && len(md.Brokers) == 3 && md.Controller > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			_ = stop()
+			return nil, nil, fmt.Errorf("shoal-cluster: brokers never registered: %v (%d brokers, controller %d)", err, len(md.Brokers), md.Controller)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	o.replicationFactor = -1 // every broker hosts every partition
+	o.offsetGaps = true      // each term's first entry is raft's own
+	return seeds, stop, nil
 }

@@ -31,11 +31,14 @@ import (
 // bootstrap addresses and a function that shuts it down.
 func startTarget(o *options, name, dir string, stderr io.Writer) ([]string, func() error, error) {
 	o.clientOpts = nil
+	o.replicationFactor, o.offsetGaps = o.rfFlag, false
 	switch name {
 	case targetShoal:
 		return startShoal(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
 	case targetShoalSec, targetShoalSecNoACL:
 		return startShoalSASLSSL(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"), name == targetShoalSec)
+	case targetShoalCluster:
+		return startShoalCluster(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
 	case targetKfake:
 		return startKfake(o, dir, stderr)
 	case targetCeiling:
