@@ -137,7 +137,8 @@ func (n *Node) openGroup(name string, voters []uint64, metadata bool) (*group, e
 		_ = p.Close()
 		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
 	}
-	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name))}
+	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name)),
+		Send: func(m replica.Message) { n.tr.Send(name, m.To, m.Data) }}
 	if metadata {
 		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
 	}

@@ -160,7 +160,7 @@ func (s *Sim) start(n *node, voters []uint64) error {
 	if err != nil {
 		return fmt.Errorf("node %d: open storage: %w", n.id, err)
 	}
-	r, err := replica.New(p, st, replica.Config{ID: n.id, Voters: voters})
+	r, err := replica.New(p, st, replica.Config{ID: n.id, Voters: voters, Send: s.post})
 	if err != nil {
 		return fmt.Errorf("node %d: replica: %w", n.id, err)
 	}

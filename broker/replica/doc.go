@@ -8,7 +8,8 @@
 // out messages) from one goroutine, which makes it deterministic under
 // the simulator (broker/clustertest) and leaves threads and batching of
 // fsyncs to the broker. Messages to peers are taken with Outbox after
-// Process.
+// Process; with Config.Send a leader's appends and heartbeats leave
+// earlier, before its own fsync.
 //
 // It owns no lock: every method must be called from the owner's
 // goroutine. It reads and writes only its partition directory.

@@ -42,6 +42,11 @@ type Config struct {
 	// configuration are applied again: Apply must be idempotent (the
 	// metadata group rebuilds its image from them).
 	Apply func(index uint64, body []byte)
+	// Send, when set, sends a leader's appends and heartbeats at once,
+	// before its own fsync, so followers write in parallel (the rest of
+	// the messages still come from Outbox, after persistence). It is
+	// called from Process on the owner's goroutine and must not block.
+	Send func(Message)
 	// ForwardProposals lets followers propose internal entries (raft
 	// forwards them to the leader): for groups whose entries get their
 	// offsets where they land (the metadata group). Data groups keep it
@@ -89,6 +94,7 @@ type Replica struct {
 	stats     Stats
 	apply     func(index uint64, body []byte)
 	forward   bool
+	send      func(Message)
 	failed    error
 }
 
@@ -140,7 +146,7 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower,
-		apply: cfg.Apply, forward: cfg.ForwardProposals}, nil
+		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send}, nil
 }
 
 // Tick advances raft's logical clock by one tick.
@@ -356,9 +362,22 @@ func (r *Replica) handle(rd *raft.Ready) error {
 		}
 		r.stats.SnapshotsInstalled++
 	}
+	sentEarly := 0
 	if len(rd.Entries) > 0 {
 		if err := r.s.Append(rd.Entries, time.Now()); err != nil {
 			return err
+		}
+		// A leader's appends and heartbeats go out before its own fsync,
+		// so followers write while it does (raft's README: the leader
+		// may write to disk in parallel with its followers). Its own
+		// acknowledgement still waits: commit is computed after Advance.
+		// Not in a Ready that changes the term or the vote, whose
+		// messages must follow the durable HardState.
+		if r.send != nil && r.state == raft.StateLeader && !r.votes(rd.HardState) {
+			var err error
+			if sentEarly, err = r.sendEarly(rd.Messages); err != nil {
+				return err
+			}
 		}
 		if _, err := r.p.Sync(); err != nil {
 			return err
@@ -369,7 +388,7 @@ func (r *Replica) handle(rd *raft.Ready) error {
 			return err
 		}
 	}
-	for _, m := range rd.Messages {
+	for _, m := range rd.Messages[sentEarly:] {
 		if m.GetType() == raftpb.MsgSnap {
 			// A snapshot travels in its message (it is a few bytes):
 			// sent is as good as delivered for raft's bookkeeping; if it
@@ -403,6 +422,33 @@ func (r *Replica) handle(rd *raft.Ready) error {
 		}
 	}
 	return nil
+}
+
+// votes reports whether hs changes the stored term or vote.
+func (r *Replica) votes(hs *raftpb.HardState) bool {
+	if raft.IsEmptyHardState(hs) {
+		return false
+	}
+	cur := r.s.State().Hard
+	return hs.GetTerm() != cur.GetTerm() || hs.GetVote() != cur.GetVote()
+}
+
+// sendEarly sends the leading run of msgs that are a leader's appends
+// and heartbeats through Config.Send, and returns how many it sent.
+func (r *Replica) sendEarly(msgs []*raftpb.Message) (int, error) {
+	n := 0
+	for _, m := range msgs {
+		if t := m.GetType(); t != raftpb.MsgApp && t != raftpb.MsgHeartbeat {
+			break
+		}
+		data, err := proto.Marshal(m)
+		if err != nil {
+			return n, fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)
+		}
+		r.send(Message{From: m.GetFrom(), To: m.GetTo(), Data: data})
+		n++
+	}
+	return n, nil
 }
 
 // resolve answers the produces whose entries committed, or were
