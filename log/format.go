@@ -34,10 +34,10 @@ const (
 	offsetIndexMagic = "SHOI"
 	timeIndexMagic   = "SHTI"
 	checkpointMagic  = "SHCP"
-	// Checkpoint version 2 added the first segment's base ordinal;
+	// Checkpoint version 2 added the first segment's base offset and base ordinal;
 	// version 1 (28 bytes) is still read.
 	checkpointVersion  = 2
-	checkpointSize     = 36
+	checkpointSize     = 44
 	checkpointV1Size   = 28
 	snapshotMagic      = "SHPS"
 	snapshotHeaderSize = 20 // magic, version, 3 reserved, offset int64, count uint32
@@ -139,9 +139,10 @@ func decodeIndexHeader(b []byte, magic string) (segmentMeta, bool) {
 type checkpoint struct {
 	logStart      int64
 	recoveryPoint int64
-	// firstOrd is the base ordinal of the first segment (the one holding
-	// the log start offset); -1 when unknown (a version 1 file).
-	firstOrd int64
+	// firstBase and firstOrd are the first segment's base offset and
+	// base ordinal; -1 when unknown (a version 1 file). Segments below
+	// firstBase are an interrupted deletion.
+	firstBase, firstOrd int64
 }
 
 func encodeCheckpoint(c checkpoint) []byte {
@@ -151,8 +152,9 @@ func encodeCheckpoint(c checkpoint) []byte {
 	b[4] = checkpointVersion
 	be.PutUint64(b[8:], uint64(c.logStart))
 	be.PutUint64(b[16:], uint64(c.recoveryPoint))
-	be.PutUint64(b[24:], uint64(c.firstOrd))
-	be.PutUint32(b[32:], crc(b[:32]))
+	be.PutUint64(b[24:], uint64(c.firstBase))
+	be.PutUint64(b[32:], uint64(c.firstOrd))
+	be.PutUint32(b[40:], crc(b[:40]))
 	return b
 }
 
@@ -161,18 +163,18 @@ func decodeCheckpoint(b []byte) (checkpoint, bool) {
 		return checkpoint{}, false
 	}
 	be := binary.BigEndian
-	c := checkpoint{logStart: int64(be.Uint64(b[8:])), recoveryPoint: int64(be.Uint64(b[16:])), firstOrd: -1}
+	c := checkpoint{logStart: int64(be.Uint64(b[8:])), recoveryPoint: int64(be.Uint64(b[16:])), firstBase: -1, firstOrd: -1}
 	switch {
 	case b[4] == formatVersion && len(b) == checkpointV1Size:
 		if crc(b[:24]) != be.Uint32(b[24:]) {
 			return checkpoint{}, false
 		}
 	case b[4] == checkpointVersion && len(b) == checkpointSize:
-		if crc(b[:32]) != be.Uint32(b[32:]) {
+		if crc(b[:40]) != be.Uint32(b[40:]) {
 			return checkpoint{}, false
 		}
-		c.firstOrd = int64(be.Uint64(b[24:]))
-		if c.firstOrd < 0 {
+		c.firstBase, c.firstOrd = int64(be.Uint64(b[24:])), int64(be.Uint64(b[32:]))
+		if c.firstBase < 0 || c.firstOrd < 0 || c.firstBase > c.logStart {
 			return checkpoint{}, false
 		}
 	default:

@@ -86,6 +86,9 @@ type Partition struct {
 	// segment list.
 	nextOrd  atomic.Int64
 	firstOrd atomic.Int64
+	// firstBase is the first segment's base offset, which the
+	// checkpoint names with firstOrd.
+	firstBase atomic.Int64
 	size     atomic.Int64 // bytes of all segment .log files
 	failure  atomic.Pointer[error]
 }
@@ -505,7 +508,7 @@ func (p *Partition) writeFileAtomic(name string, data []byte) error {
 // writeCheckpoint durably replaces the partition checkpoint. syncMu held
 // (or the partition not yet shared).
 func (p *Partition) writeCheckpoint(c checkpoint) error {
-	c.firstOrd = p.firstOrd.Load()
+	c.firstBase, c.firstOrd = p.firstBase.Load(), p.firstOrd.Load()
 	if err := p.writeFileAtomic(filepath.Join(p.dir, checkpointName), encodeCheckpoint(c)); err != nil {
 		return err
 	}
@@ -680,6 +683,7 @@ func (p *Partition) dropSegmentsLocked(k int, logStart int64) []*segment {
 	p.segs = slices.Clone(p.segs[k:])
 	p.logStart.Store(logStart)
 	p.firstOrd.Store(p.segs[0].baseOrd)
+	p.firstBase.Store(p.segs[0].base)
 	p.segMu.Unlock()
 	var bytes int64
 	for _, s := range dead {

@@ -190,6 +190,9 @@ func (p *Partition) load(now time.Time) error {
 	// count batches, they start again at 1; a replica's ordinals are its
 	// raft log's indexes, which must not be guessed.
 	anchor := cp.firstOrd
+	if anchor >= 0 && len(bases) > 0 && bases[0] > cp.firstBase {
+		anchor = -1 // the segment the ordinal belongs to is gone
+	}
 	if anchor < 0 {
 		if p.replica && len(bases) > 0 && !p.onlyEmptySegment(bases) {
 			return fmt.Errorf("%w: replica log without a valid checkpoint: its batch ordinals are unknown", ErrCorruption)
@@ -217,14 +220,23 @@ func (p *Partition) load(now time.Time) error {
 			p.segs = append(p.segs, newSegment(base, -1, f, now)) // ordinal set by recoverSegments
 		}
 	}
-	// Segments wholly below the checkpoint's log start offset are an
-	// interrupted deletion (a failed unlink is only logged): drop them
-	// before recovery, which would otherwise find the gap their deleted
-	// successors left and call it damage below the recovery point.
+	// Segments below the checkpoint's first segment (or, in a version 1
+	// checkpoint, wholly below its log start offset) are an interrupted
+	// deletion (a failed unlink is only logged): drop them before
+	// recovery, which would otherwise find the gap their deleted
+	// successors left and call it damage below the recovery point. The
+	// first segment itself may lie wholly below the log start (the
+	// active segment is never deleted): it stays, and keeps its ordinal.
 	if cp.logStart > 0 {
 		k := 0
-		for k < len(p.segs)-1 && p.segs[k+1].base <= cp.logStart {
-			k++
+		if cp.firstBase >= 0 {
+			for k < len(p.segs)-1 && p.segs[k].base < cp.firstBase {
+				k++
+			}
+		} else {
+			for k < len(p.segs)-1 && p.segs[k+1].base <= cp.logStart {
+				k++
+			}
 		}
 		if k > 0 {
 			dead := slices.Clone(p.segs[:k])
@@ -241,6 +253,7 @@ func (p *Partition) load(now time.Time) error {
 	leo := last.next
 	p.nextOrd.Store(last.baseOrd + last.count)
 	p.firstOrd.Store(p.segs[0].baseOrd)
+	p.firstBase.Store(p.segs[0].base)
 	logStart := cp.logStart
 	if logStart < p.segs[0].base {
 		logStart = p.segs[0].base
@@ -260,7 +273,7 @@ func (p *Partition) load(now time.Time) error {
 		return err
 	}
 	p.durable = leo
-	if !haveCheckpoint || cp.logStart != logStart || cp.recoveryPoint != leo || cp.firstOrd != p.firstOrd.Load() {
+	if !haveCheckpoint || cp.logStart != logStart || cp.recoveryPoint != leo || cp.firstOrd != p.firstOrd.Load() || cp.firstBase != p.firstBase.Load() {
 		if err := p.writeCheckpoint(checkpoint{logStart: logStart, recoveryPoint: leo}); err != nil {
 			return err
 		}
@@ -592,7 +605,10 @@ func (p *Partition) loadProducers(snaps []int64, leo int64) error {
 	for i := len(snaps) - 1; i >= 0; i-- {
 		off := snaps[i]
 		name := fileName(p.dir, off, snapshotSuffix)
-		if off <= leo {
+		// A snapshot below the first segment would need the batches
+		// between it and the segment, which are gone: replaying from
+		// the segment over it would mix two histories.
+		if off <= leo && off >= from {
 			b, err := readWholeFile(p.fs, name)
 			if err != nil {
 				return storageErr("read", name, err)

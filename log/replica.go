@@ -396,6 +396,7 @@ func (p *Partition) resetLocked(offset, ord int64, now time.Time) error {
 	p.hw.Store(offset)
 	p.nextOrd.Store(ord)
 	p.firstOrd.Store(ord)
+	p.firstBase.Store(offset)
 	p.durable = offset
 	p.producers = newProducerState()
 	p.txnMu.Lock()
