@@ -89,8 +89,8 @@ type Partition struct {
 	// firstBase is the first segment's base offset, which the
 	// checkpoint names with firstOrd.
 	firstBase atomic.Int64
-	size     atomic.Int64 // bytes of all segment .log files
-	failure  atomic.Pointer[error]
+	size      atomic.Int64 // bytes of all segment .log files
+	failure   atomic.Pointer[error]
 }
 
 // AppendResult describes a successful Append.

@@ -33,7 +33,7 @@ func appendRep(t *testing.T, p *Partition, b []byte) []byte {
 // ordinal to the next segment: every batch is renumbered, by the number
 // of batches of the dropped segment. For a raft replica the entry
 // indexes of its whole log change.
-func TestBugOrdinalsShiftWhenOpenDropsFirstSegment(t *testing.T) {
+func TestRegressionOrdinalsShiftWhenOpenDropsFirstSegment(t *testing.T) {
 	t.Run("DeleteRecordsBefore the log end", func(t *testing.T) {
 		fsys := NewMemFS()
 		cfg := replicaCfg()
@@ -107,7 +107,7 @@ func TestBugOrdinalsShiftWhenOpenDropsFirstSegment(t *testing.T) {
 // refused as out of order (the replica, once leader, wedges the
 // producer). A correct state is either the whole history (sequence 1)
 // or none of the producer (rebuilt from the log: any sequence accepted).
-func TestBugStaleSnapshotBelowFirstSegment(t *testing.T) {
+func TestRegressionStaleSnapshotBelowFirstSegment(t *testing.T) {
 	t.Run("TruncateFrom", func(t *testing.T) {
 		cfg := replicaCfg()
 		p := openMem(t, NewMemFS(), cfg)
@@ -161,7 +161,7 @@ func TestBugStaleSnapshotBelowFirstSegment(t *testing.T) {
 // that was never written (never acknowledged) is answered as a
 // duplicate, at the offset of another producer's batch: its records are
 // lost.
-func TestBugSnapshotAboveLostTailResurrects(t *testing.T) {
+func TestRegressionSnapshotAboveLostTailResurrects(t *testing.T) {
 	t.Run("after TruncateFrom", func(t *testing.T) {
 		cfg := replicaCfg()
 		cfg.CheckpointIntervalMs = -1
@@ -173,14 +173,16 @@ func TestBugSnapshotAboveLostTailResurrects(t *testing.T) {
 		_, err := p.Sync()                           // writes the snapshot at 2: producer 7 at sequence 1
 		require.NoError(t, err)
 		p.SetHighWatermark(1)
-		// TruncateFrom(2) (offset 1) crashes before its last directory sync:
-		// the truncation of segment 1 is durable, the deletions are not.
+		// TruncateFrom(2) (offset 1) crashes before its last directory sync
+		// (the third: the checkpoint's, the snapshots' deletion's, then
+		// the segments'): the truncation of segment 1 is durable, the
+		// deletion of segment 2 is not.
 		syncDirs := 0
 		fsys.SetErrorHook(func(op Op, name string) error {
 			if op == OpSyncDir {
 				syncDirs++
 			}
-			if syncDirs >= 2 {
+			if syncDirs >= 3 {
 				return errCrashed
 			}
 			return nil
@@ -251,7 +253,7 @@ func TestBugSnapshotAboveLostTailResurrects(t *testing.T) {
 // OrdinalOffset answers ord == NextOrdinal with the log end offset. A
 // reader in between gets the old log end, the base offset of batch
 // ord-1, for ord: OrdinalOffset(NextOrdinal()) is one batch short.
-func TestBugOrdinalOffsetAtNextOrdinalRace(t *testing.T) {
+func TestRegressionOrdinalOffsetAtNextOrdinalRace(t *testing.T) {
 	cfg := replicaCfg()
 	cfg.SegmentBytes = 1 << 30
 	p := openMem(t, NewMemFS(), cfg)
