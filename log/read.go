@@ -83,7 +83,7 @@ func (p *Partition) readOnce(dst []byte, offset, maxOffset int64, maxBytes int, 
 		base := len(dst)
 		out, err := s.readFrom(dst, pos, &h, v.size, maxOffset, maxBytes, minOne)
 		next := offset
-		for b := out[base:]; len(b) >= protocol.BatchHeaderSize; {
+		for b := out[base:]; p.replica && len(b) >= protocol.BatchHeaderSize; { // only a replica reads on
 			hh, _ := protocol.ParseBatchHeader(b)
 			next = hh.LastOffset() + 1
 			b = b[hh.Size():]
