@@ -92,10 +92,13 @@ type Replica struct {
 	// snapsSent are the peers a MsgSnap went to in this Ready.
 	snapsSent []uint64
 	stats     Stats
-	apply     func(index uint64, body []byte)
-	forward   bool
-	send      func(Message)
-	failed    error
+	// applied is the last entry raft handed back as committed (the high
+	// watermark's end).
+	applied uint64
+	apply   func(index uint64, body []byte)
+	forward bool
+	send    func(Message)
+	failed  error
 }
 
 // New starts the replica of partition p (opened with log.Config.Replica)
@@ -145,7 +148,7 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower,
+	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower, applied: max(st.ConfIndex, first-1),
 		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send}, nil
 }
 
@@ -336,6 +339,14 @@ func (r *Replica) Process() error {
 				return err
 			}
 			r.rn.Advance(rd)
+			if n := len(rd.CommittedEntries); n > 0 {
+				r.applied = rd.CommittedEntries[n-1].GetIndex()
+				if err := r.s.SetApplied(r.applied); err != nil {
+					r.failed = err
+					r.failAll(err)
+					return err
+				}
+			}
 			for _, to := range r.snapsSent {
 				r.rn.ReportSnapshot(to, raft.SnapshotFinish)
 			}
@@ -360,6 +371,7 @@ func (r *Replica) handle(rd *raft.Ready) error {
 		if err := r.s.ApplySnapshot(rd.Snapshot, time.Now()); err != nil {
 			return err
 		}
+		r.applied = rd.Snapshot.GetMetadata().GetIndex()
 		r.stats.SnapshotsInstalled++
 	}
 	sentEarly := 0
@@ -455,7 +467,7 @@ func (r *Replica) sendEarly(msgs []*raftpb.Message) (int, error) {
 // replaced by another term's (then ErrNotLeader), and the duplicates
 // whose original committed.
 func (r *Replica) resolve() {
-	commit := r.rn.BasicStatus().HardState.GetCommit()
+	commit := r.applied // answered once the high watermark covers them
 	n := 0
 	for _, w := range r.waiters {
 		if w.index > commit {

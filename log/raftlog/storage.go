@@ -54,7 +54,7 @@ var ErrCorruptLog = errors.New("raftlog: replica log and raft files disagree")
 // drops the term runs a crash left beyond the log's end, checks the
 // cache against the batches' leader epochs (rebuilding it from the
 // batches if raft.terms is damaged), and raises the log's high
-// watermark to the stored commit index (clamped into the log). A new
+// watermark as raft hands entries back (SetApplied). A new
 // replica has neither file and an empty log.
 func Open(fsys log.FS, dir string, p *log.Partition) (*Storage, error) {
 	if snap, ok, err := readReset(fsys, dir); err != nil {
@@ -115,9 +115,9 @@ func Open(fsys log.FS, dir string, p *log.Partition) (*Storage, error) {
 	}
 	s.state.Hard = proto.Clone(hard).(*raftpb.HardState)
 	s.state.Hard.Commit = proto.Uint64(min(max(hard.GetCommit(), first-1), next-1))
-	if err := s.raiseHighWatermark(s.state.Hard.GetCommit()); err != nil {
-		return nil, err
-	}
+	// The high watermark stays at the log start: it follows what raft
+	// hands back as applied (SetApplied), which it does again after a
+	// restart from the replica's applied index on.
 	return s, nil
 }
 
@@ -553,8 +553,8 @@ func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
 // SetHardState records raft's HardState. A change of term or vote is
 // written to raft.state before SetHardState returns (raft must not send
 // a vote or a message of the new term before); a commit index alone is
-// kept in memory, written with the next change, and raises the log's
-// high watermark. An error is final (see WriteState).
+// kept in memory and written with the next change (SetApplied moves the
+// high watermark). An error is final (see WriteState).
 func (s *Storage) SetHardState(hs *raftpb.HardState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -572,7 +572,24 @@ func (s *Storage) SetHardState(hs *raftpb.HardState) error {
 	} else {
 		s.state.Hard = proto.Clone(hs).(*raftpb.HardState)
 	}
-	if err := s.raiseHighWatermark(hs.GetCommit()); err != nil {
+	return nil
+}
+
+// SetApplied records that raft handed back every committed entry up to
+// index (Ready.CommittedEntries, applied), and raises the log's high
+// watermark to its end. The high watermark follows the applied index,
+// not the commit index raft may know ahead of it: retention deletes only
+// below the high watermark, and raft must still be able to read every
+// committed entry it has not handed back ("It is the application's
+// responsibility to not attempt to compact an index greater than
+// raftLog.applied", etcd raft's storage.go).
+func (s *Storage) SetApplied(index uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	if err := s.raiseHighWatermark(index); err != nil {
 		return s.fail(err)
 	}
 	return nil

@@ -51,6 +51,9 @@ func drive(t *testing.T, rn *raft.RawNode, p *log.Partition, s *Storage) {
 			}
 		}
 		rn.Advance(rd)
+		if n := len(rd.CommittedEntries); n > 0 {
+			require.NoError(t, s.SetApplied(rd.CommittedEntries[n-1].GetIndex()))
+		}
 	}
 }
 
