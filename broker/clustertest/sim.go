@@ -427,6 +427,9 @@ func (s *Sim) settle() {
 	}
 	for _, n := range s.nodes {
 		n.fs.SetCrashPoint(0, nil)
+		if c := n.fs.Crashed(); n.up && c != nil { // its power went, unnoticed so far
+			s.crash(n, c)
+		}
 		if !n.up {
 			s.restart(n)
 		}
