@@ -128,6 +128,15 @@ func (p *Partition) fail(err error) error {
 	return p.stickyErr()
 }
 
+// writableLocked is the error a writer gets from a closed or failed
+// partition (nil: it may write). appendMu held.
+func (p *Partition) writableLocked() error {
+	if p.closed {
+		return ErrClosed
+	}
+	return p.stickyErr()
+}
+
 func (p *Partition) stickyErr() error {
 	if e := p.failure.Load(); e != nil {
 		return fmt.Errorf("log: partition %s failed: %w", p.dir, *e)
@@ -207,10 +216,7 @@ type validated struct {
 // appendMu held.
 func (p *Partition) validateLocked(records []byte, compacted bool) (validated, error) {
 	v := validated{pending: p.pending[:0]}
-	if p.closed {
-		return v, ErrClosed
-	}
-	if err := p.stickyErr(); err != nil {
+	if err := p.writableLocked(); err != nil {
 		return v, err
 	}
 	if len(records) == 0 {

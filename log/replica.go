@@ -56,10 +56,7 @@ func (p *Partition) prepare(records []byte, now time.Time, compacted bool) (Appe
 func (p *Partition) PrepareMarker(m Marker, now time.Time) ([]byte, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if p.closed {
-		return nil, ErrClosed
-	}
-	if err := p.stickyErr(); err != nil {
+	if err := p.writableLocked(); err != nil {
 		return nil, err
 	}
 	if _, err := p.markerStateLocked(m); err != nil {
@@ -79,10 +76,7 @@ func (p *Partition) PrepareMarker(m Marker, now time.Time) ([]byte, error) {
 func (p *Partition) AppendReplicated(records []byte, now time.Time) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.unlockAppend()
-	if p.closed {
-		return AppendResult{}, ErrClosed
-	}
-	if err := p.stickyErr(); err != nil {
+	if err := p.writableLocked(); err != nil {
 		return AppendResult{}, err
 	}
 	if len(records) == 0 {
@@ -182,10 +176,7 @@ func (p *Partition) TruncateFrom(ord int64) error {
 	defer p.syncMu.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if err := p.stickyErr(); err != nil {
+	if err := p.writableLocked(); err != nil {
 		return err
 	}
 	if ord == p.nextOrd.Load() {
@@ -345,10 +336,7 @@ func (p *Partition) ResetTo(offset, ord int64, now time.Time) error {
 	defer p.syncMu.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if err := p.stickyErr(); err != nil {
+	if err := p.writableLocked(); err != nil {
 		return err
 	}
 	if err := p.resetLocked(offset, ord, now); err != nil {

@@ -111,50 +111,27 @@ func (s *segment) indexEntry(mem []byte, f File, i, size int, buf []byte) ([]byt
 // base offset is <= offset (0 when none): scanning from there finds the
 // batch containing offset.
 func (s *segment) lookupPosition(offset int64) (int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if offset <= s.base {
-		return 0, nil
-	}
-	n := s.offCount
-	if !s.sealed {
-		n = len(s.offIdx) / offsetEntrySize
-	}
-	var buf [timeEntrySize]byte
-	var ioErr error
-	// first entry with rel > target
-	i := sort.Search(n, func(i int) bool {
-		if ioErr != nil {
-			return true
-		}
-		e, err := s.indexEntry(s.offIdx, s.offFile, i, offsetEntrySize, buf[:])
-		if err != nil {
-			ioErr = err
-			return true
-		}
-		return int64(binary.BigEndian.Uint32(e)) > offset-s.base
-	})
-	if ioErr != nil {
-		return 0, ioErr
-	}
-	if i == 0 {
-		return 0, nil
-	}
-	e, err := s.indexEntry(s.offIdx, s.offFile, i-1, offsetEntrySize, buf[:])
-	if err != nil {
-		return 0, err
-	}
-	return int64(binary.BigEndian.Uint32(e[4:])), nil
+	pos, _, err := s.searchOffsetIndex(0, offset-s.base)
+	return pos, err
 }
 
 // lookupOrdinal returns the file position and ordinal of the last
 // indexed batch whose ordinal is <= ord (the segment's first batch when
 // none): scanning from there finds batch ord.
 func (s *segment) lookupOrdinal(ord int64) (int64, int64, error) {
+	pos, rel, err := s.searchOffsetIndex(8, ord-s.baseOrd)
+	return pos, s.baseOrd + rel, err
+}
+
+// searchOffsetIndex binary-searches the offset index for the last entry
+// whose column at byte col (0: relative offset, 8: relative ordinal) is
+// <= target, and returns its position and column value (0, 0 when there
+// is none, or target <= 0).
+func (s *segment) searchOffsetIndex(col int, target int64) (pos, value int64, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if ord <= s.baseOrd {
-		return 0, s.baseOrd, nil
+	if target <= 0 {
+		return 0, 0, nil
 	}
 	n := s.offCount
 	if !s.sealed {
@@ -162,7 +139,7 @@ func (s *segment) lookupOrdinal(ord int64) (int64, int64, error) {
 	}
 	var buf [offsetEntrySize]byte
 	var ioErr error
-	i := sort.Search(n, func(i int) bool {
+	i := sort.Search(n, func(i int) bool { // the first entry past target
 		if ioErr != nil {
 			return true
 		}
@@ -171,19 +148,19 @@ func (s *segment) lookupOrdinal(ord int64) (int64, int64, error) {
 			ioErr = err
 			return true
 		}
-		return int64(binary.BigEndian.Uint32(e[8:])) > ord-s.baseOrd
+		return int64(binary.BigEndian.Uint32(e[col:])) > target
 	})
 	if ioErr != nil {
 		return 0, 0, ioErr
 	}
 	if i == 0 {
-		return 0, s.baseOrd, nil
+		return 0, 0, nil
 	}
 	e, err := s.indexEntry(s.offIdx, s.offFile, i-1, offsetEntrySize, buf[:])
 	if err != nil {
 		return 0, 0, err
 	}
-	return int64(binary.BigEndian.Uint32(e[4:])), s.baseOrd + int64(binary.BigEndian.Uint32(e[8:])), nil
+	return int64(binary.BigEndian.Uint32(e[4:])), int64(binary.BigEndian.Uint32(e[col:])), nil
 }
 
 // lookupTime returns an offset from which scanning finds the first batch

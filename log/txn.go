@@ -148,10 +148,7 @@ func parseMarker(batch []byte) (typ int16, coordinatorEpoch int32, ok bool) {
 func (p *Partition) WriteMarker(m Marker, now time.Time) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.unlockAppend()
-	if p.closed {
-		return AppendResult{}, ErrClosed
-	}
-	if err := p.stickyErr(); err != nil {
+	if err := p.writableLocked(); err != nil {
 		return AppendResult{}, err
 	}
 	if p.replica {
