@@ -2,9 +2,12 @@ package broker
 
 // DescribeCluster (60).
 //
-// Behavior: the cluster is this one broker, with its advertised address
-// and no rack, and it is also the controller. The cluster id is the one
-// kept in the metadata store. ClusterAuthorizedOperations is INT32_MIN
+// Behavior: a single node is the cluster, with its advertised address
+// and no rack, and it is also the controller; the cluster id is the one
+// kept in the metadata store. In a cluster (cluster.go) the brokers are
+// those registered in the metadata log, the controller the metadata
+// group's leader (-1 while there is none), and the cluster id the one
+// derived from the voters. ClusterAuthorizedOperations is INT32_MIN
 // ("not requested") unless the client asks, and then KIP-430's set of
 // the cluster operations the caller may do (every one with the
 // authorizer off), or 0 if it may not Describe the cluster, as Kafka.
@@ -32,10 +35,20 @@ func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Respo
 		return resp
 	}
 	resp.ClusterID = b.clusterID
-	resp.ControllerID = b.cfg.NodeID
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
-	resp.Brokers = append(resp.Brokers, br)
+	if b.cluster != nil {
+		brokers, controller := b.clusterBrokers()
+		resp.ControllerID = controller
+		for _, mb := range brokers {
+			br := kmsg.NewDescribeClusterResponseBroker()
+			br.NodeID, br.Host, br.Port, br.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+			resp.Brokers = append(resp.Brokers, br)
+		}
+	} else {
+		resp.ControllerID = b.cfg.NodeID
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = b.cfg.NodeID, c.ln.advHost, c.ln.advPort
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	resp.ClusterAuthorizedOperations = c.clusterOps(req.IncludeClusterAuthorizedOperations)
 	return resp
 }
