@@ -150,16 +150,7 @@ var Settings = func() []Setting {
 			get: func(o *Options) string { return o.Voters }},
 		{Key: "shoal.peer.listen", Flag: "peer-listen", Kind: KindAddress,
 			Doc: "Address the raft peer listener binds in a cluster (default: this broker's entry in controller.quorum.voters).",
-			set: func(o *Options, v string) error {
-				v = strings.TrimSpace(v)
-				if v != "" {
-					if _, _, err := net.SplitHostPort(v); err != nil {
-						return fmt.Errorf("%q is not host:port", v)
-					}
-				}
-				o.PeerListen = v
-				return nil
-			},
+			set: optionalAddress(func(o *Options) *string { return &o.PeerListen }),
 			get: func(o *Options) string { return o.PeerListen }},
 		{Key: "auto.create.topics.enable", Flag: "auto-create-topics", Kind: KindBool,
 			Doc: "Create unknown topics on Metadata and Produce.",
@@ -209,16 +200,7 @@ var Settings = func() []Setting {
 			get: func(o *Options) string { return o.ShutdownTimeout.String() }},
 		{Key: "shoal.http.listen", Flag: "http-addr", Kind: KindAddress,
 			Doc: "Address of the operations HTTP server: /metrics (Prometheus), /healthz, /readyz. Empty disables it.",
-			set: func(o *Options, v string) error {
-				v = strings.TrimSpace(v)
-				if v != "" {
-					if _, _, err := net.SplitHostPort(v); err != nil {
-						return fmt.Errorf("%q is not host:port", v)
-					}
-				}
-				o.HTTPAddr = v
-				return nil
-			},
+			set: optionalAddress(func(o *Options) *string { return &o.HTTPAddr }),
 			get: func(o *Options) string { return o.HTTPAddr }},
 		{Key: "shoal.http.pprof.enable", Flag: "pprof", Kind: KindBool,
 			Doc: "Serve net/http/pprof under /debug/pprof/ on the HTTP server.",
@@ -415,6 +397,20 @@ func durationSetting(field func(*Options) *time.Duration) func(*Options, string)
 			return fmt.Errorf("%q must be positive", v)
 		}
 		*field(o) = d
+		return nil
+	}
+}
+
+// optionalAddress sets the field to a host:port, or to empty.
+func optionalAddress(field func(o *Options) *string) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		v = strings.TrimSpace(v)
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("%q is not host:port", v)
+			}
+		}
+		*field(o) = v
 		return nil
 	}
 }
