@@ -7,8 +7,9 @@ package broker
 // and ISR. In a cluster (cluster.go) the brokers are those registered in
 // the metadata log, the controller the metadata group's leader, and
 // each partition's leader and epoch raft's as this broker knows them
-// (LEADER_NOT_AVAILABLE during an election); its ISR is given as its
-// replicas, and no replica as offline.
+// (during an election the last leader it knew, as Kafka names a failed
+// leader until a new one is chosen; LEADER_NOT_AVAILABLE before the
+// first); its ISR is given as its replicas, and no replica as offline.
 // A null topic list (an empty one at v0) asks for every topic. Topics
 // may be named or, from v10, given by topic id. Unknown topics are
 // created with num.partitions when auto-creation is on and the request
@@ -22,6 +23,7 @@ package broker
 // cluster operations; v12 allows a null topic name with an id.
 
 import (
+	"errors"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -106,6 +108,13 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
+			if b.clusterHasTopic(name) {
+				// Created, and not started here yet (this broker applies
+				// the metadata log a moment later): a retriable answer.
+				st.ErrorCode = kerr.LeaderNotAvailable.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
 			if !autoCreate {
 				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				resp.Topics = append(resp.Topics, st)
@@ -122,8 +131,12 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			} else {
 				t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, nil, false)
 			}
-			if err == kafkaerr.ErrTopicExists {
-				t = b.topics.Get(name)
+			if errors.Is(err, kafkaerr.ErrTopicExists) {
+				if t = b.topics.Get(name); t == nil && b.cluster != nil {
+					st.ErrorCode = kerr.LeaderNotAvailable.Code // created elsewhere, starting here
+					resp.Topics = append(resp.Topics, st)
+					continue
+				}
 			}
 			if t == nil {
 				st.ErrorCode = kafkaerr.Code(err)

@@ -79,6 +79,14 @@ func (b *Broker) startCluster() error {
 		return fmt.Errorf("broker: cluster: %w", err)
 	}
 	b.cluster = node
+	// Serve once the metadata log is applied (its topics known here), as
+	// a Kafka broker catches up before it serves; without a quorum for
+	// that long, serve anyway (Metadata then names no leaders).
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if err := node.WaitCaughtUp(ctx); err != nil {
+		b.lg.Warn("serving before the metadata log caught up (no quorum?)", zap.Error(err))
+	}
 	b.lg.Info("joined the cluster", zap.String("voters", b.cfg.Voters), zap.String("peer_listener", peer))
 	return nil
 }
@@ -199,7 +207,15 @@ func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.MetadataResponseTopicPartition) {
 	st, _, _ := b.cluster.Group(groupName(p))
 	sp.Leader, sp.LeaderEpoch = int32(st.Leader), int32(st.Term)
-	if st.Leader == 0 {
+	switch {
+	case st.Leader != 0:
+	case st.LastLeader != 0:
+		// An election is under way: the last leader is named, as Kafka's
+		// metadata names a failed leader until a new one is chosen;
+		// clients find it gone or no longer leading, and ask again
+		// (some, kafka-go's Writer, give up on LEADER_NOT_AVAILABLE).
+		sp.Leader, sp.LeaderEpoch = int32(st.LastLeader), int32(st.LastTerm)
+	default:
 		sp.Leader, sp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
 	}
 	sp.Replicas, sp.ISR = nil, nil
@@ -209,6 +225,12 @@ func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.Metadata
 		}
 	}
 	sp.ISR = sp.Replicas
+}
+
+// clusterHasTopic reports whether the metadata log holds topic name
+// (false on a single node).
+func (b *Broker) clusterHasTopic(name string) bool {
+	return b.cluster != nil && b.cluster.HasTopic(name)
 }
 
 // clusterCoordinator is the broker that coordinates key (a group, a

@@ -77,7 +77,7 @@ func startCluster(t *testing.T, n int) []*clusterChild {
 		if t.Failed() {
 			for _, c := range children {
 				b, _ := os.ReadFile(c.logf)
-				t.Logf("broker %d log:\n%s", c.id, tailLines(string(b), 40))
+				t.Logf("broker %d log:\n%s", c.id, tailLines(string(b), 400))
 			}
 		}
 	})

@@ -303,6 +303,40 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int)
 	return nil
 }
 
+// WaitCaughtUp waits until the metadata group has a leader and this
+// broker applied every metadata entry it knows committed, as a Kafka
+// broker catches up with the metadata log before it serves: until then
+// its image may lack topics that exist. It returns ctx's error if that
+// does not happen in time (no quorum: the caller serves anyway).
+func (n *Node) WaitCaughtUp(ctx context.Context) error {
+	// Caught up for three ticks in a row: a restarted follower learns the
+	// leader's commit index one round trip after it learns the leader.
+	var since time.Time
+	for {
+		st := n.meta.status()
+		switch {
+		case st.Leader == 0 || n.meta.commit.Load() == 0 || n.meta.applied.Load() < n.meta.commit.Load():
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= 3*n.cfg.Tick:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// HasTopic reports whether the applied metadata holds topic name.
+func (n *Node) HasTopic(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.image.Topics[name] != nil
+}
+
 // Image returns a copy of the applied metadata.
 func (n *Node) Image() Image {
 	n.mu.Lock()
@@ -315,6 +349,10 @@ type Status struct {
 	Leader   uint64 // 0: none known
 	Term     uint64 // the leader epoch
 	IsLeader bool
+	// LastLeader and LastTerm are the last leader this broker knew and
+	// its term, kept through an election (Leader 0), as Kafka's metadata
+	// keeps naming a failed leader until a new one is chosen.
+	LastLeader, LastTerm uint64
 }
 
 // Group returns the status and log of a group this broker runs.
@@ -415,9 +453,11 @@ type group struct {
 	p    *log.Partition
 	work chan func()
 
-	leader, term atomic.Uint64
-	isLeader     atomic.Bool
-	hw           int64 // the high watermark last reported (group goroutine)
+	leader, term         atomic.Uint64
+	lastLeader, lastTerm atomic.Uint64
+	commit, applied      atomic.Uint64
+	isLeader             atomic.Bool
+	hw                   int64 // the high watermark last reported (group goroutine)
 }
 
 // queue hands f to the group's goroutine; false when its queue is full
@@ -432,7 +472,8 @@ func (g *group) queue(f func()) bool {
 }
 
 func (g *group) status() Status {
-	return Status{Leader: g.leader.Load(), Term: g.term.Load(), IsLeader: g.isLeader.Load()}
+	return Status{Leader: g.leader.Load(), Term: g.term.Load(), IsLeader: g.isLeader.Load(),
+		LastLeader: g.lastLeader.Load(), LastTerm: g.lastTerm.Load()}
 }
 
 // run is the group's goroutine: the only caller of its Replica.
@@ -472,6 +513,12 @@ func (g *group) run() {
 		g.leader.Store(lead)
 		g.isLeader.Store(isLeader)
 		g.term.Store(g.r.Term())
+		if lead != 0 {
+			g.lastLeader.Store(lead)
+			g.lastTerm.Store(g.r.Term())
+		}
+		g.commit.Store(g.r.Commit())
+		g.applied.Store(g.r.Applied())
 		if hw := g.p.HighWatermark(); hw != g.hw && g.n.cfg.OnHighWatermark != nil {
 			g.hw = hw
 			g.n.cfg.OnHighWatermark(g.name)

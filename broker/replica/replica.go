@@ -220,6 +220,10 @@ func (r *Replica) Term() uint64 { return r.rn.BasicStatus().HardState.GetTerm() 
 // called from any goroutine.
 func (r *Replica) EndOffsetFor(term uint64) (uint64, int64, bool) { return r.s.EndOffsetFor(term) }
 
+// Applied returns the last entry raft handed back as committed (the
+// high watermark's end).
+func (r *Replica) Applied() uint64 { return r.applied }
+
 // Commit returns raft's commit index as this replica knows it.
 func (r *Replica) Commit() uint64 { return r.rn.BasicStatus().HardState.GetCommit() }
 
