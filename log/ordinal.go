@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/shoal-mq/shoal/protocol"
@@ -102,7 +103,7 @@ func (p *Partition) ReadOrdinals(dst []byte, lo, hi int64, maxBytes int64) ([]by
 // appendRange appends bytes [start, end) of segment s to dst.
 func appendRange(dst []byte, s *segment, start, end int64) ([]byte, error) {
 	l := len(dst)
-	dst = append(dst, make([]byte, end-start)...)
+	dst = slices.Grow(dst, int(end-start))[:l+int(end-start)]
 	if _, err := s.log.ReadAt(dst[l:], start); err != nil {
 		return dst[:l], fmt.Errorf("%w: read segment %d at %d: %w", ErrStorage, s.base, start, err)
 	}

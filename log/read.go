@@ -130,10 +130,8 @@ func (s *segment) findBatch(offset, end int64) (int64, protocol.BatchHeader, err
 		switch {
 		case errors.Is(err, io.EOF):
 			return -1, h, nil
-		case errors.Is(err, errTorn):
-			return -1, h, fmt.Errorf("%w: invalid batch at position %d of segment %d", ErrCorruption, pos, s.base)
 		case err != nil:
-			return -1, h, err
+			return -1, h, corruptAt(s, pos, err)
 		}
 		if h.LastOffset() >= offset {
 			return pos, h, nil
