@@ -219,10 +219,8 @@ func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.Metadata
 		sp.Leader, sp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
 	}
 	sp.Replicas, sp.ISR = nil, nil
-	if t := b.cluster.Image().Topics[p.Topic]; t != nil && int(p.Index) < len(t.Partitions) {
-		for _, id := range t.Partitions[p.Index] {
-			sp.Replicas = append(sp.Replicas, int32(id))
-		}
+	for _, id := range b.cluster.Replicas(p.Topic, p.Index) {
+		sp.Replicas = append(sp.Replicas, int32(id))
 	}
 	sp.ISR = sp.Replicas
 }

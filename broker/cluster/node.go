@@ -330,6 +330,17 @@ func (n *Node) WaitCaughtUp(ctx context.Context) error {
 	}
 }
 
+// Replicas returns the replicas of partition index of topic (nil when
+// unknown), without copying the image.
+func (n *Node) Replicas(topic string, index int32) []uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t := n.image.Topics[topic]; t != nil && int(index) < len(t.Partitions) {
+		return t.Partitions[index] // never changed in place
+	}
+	return nil
+}
+
 // HasTopic reports whether the applied metadata holds topic name.
 func (n *Node) HasTopic(name string) bool {
 	n.mu.Lock()
