@@ -72,14 +72,46 @@ type Sim struct {
 	snapshots int // installed by nodes that have since crashed
 }
 
-// producer is one idempotent producer with one batch in flight, which
-// it retries (same sequence) until it is acknowledged.
+// producer is one idempotent producer with up to maxInflight batches
+// in flight to one leader, as Kafka's allows five. When one fails or
+// times out it gives up on all of them and sends again from the first
+// unacknowledged sequence (answers to what it gave up on are ignored).
 type producer struct {
-	seq      int32 // next to write
-	inflight bool
-	target   uint64
-	sentAt   int
-	acked    []int64 // offset acknowledged per sequence
+	next        int32 // next sequence to send
+	gen         int   // bumped by reset: answers from before are ignored
+	outstanding int   // sent in this generation and not answered
+	target      uint64
+	sentAt      int             // when the batches in flight last made progress
+	acked       []int64         // offset acknowledged per sequence, the acknowledged prefix
+	early       map[int32]int64 // acknowledged past that prefix
+}
+
+const maxInflight = 4
+
+// reset gives up on the batches in flight.
+func (p *producer) reset() {
+	p.gen++
+	p.outstanding = 0
+	p.next = int32(len(p.acked))
+	clear(p.early)
+}
+
+// ack records sequence seq acknowledged at offset off: answers come
+// in log order, except a duplicate's, which waits for the high
+// watermark and may come after the batches behind it.
+func (p *producer) ack(seq int32, off int64) {
+	if p.early == nil {
+		p.early = map[int32]int64{}
+	}
+	p.early[seq] = off
+	for {
+		o, ok := p.early[int32(len(p.acked))]
+		if !ok {
+			return
+		}
+		delete(p.early, int32(len(p.acked)))
+		p.acked = append(p.acked, o)
+	}
 }
 
 // Stats summarizes a run.
@@ -116,7 +148,7 @@ func Run(opt Options) (errs []error, trace []string, stats Stats) {
 	}
 	for s.step = 0; s.step < opt.Steps && len(s.errs) == 0; s.step++ {
 		s.tick()
-		if s.prod.seq >= int32(opt.Writes) && !s.prod.inflight {
+		if len(s.prod.acked) >= opt.Writes {
 			break
 		}
 	}
@@ -224,8 +256,8 @@ func (s *Sim) crash(n *node, fs *log.MemFS) {
 	n.fs = fs
 	s.snapshots += n.r.Stats().SnapshotsInstalled
 	n.up, n.p, n.s, n.r = false, nil, nil, nil
-	if s.prod.inflight && s.prod.target == n.id {
-		s.prod.inflight = false // the connection died: the producer retries
+	if s.prod.outstanding > 0 && s.prod.target == n.id {
+		s.prod.reset() // the connection died: the producer retries
 	}
 }
 
@@ -332,13 +364,15 @@ func (s *Sim) deliver() {
 	}
 }
 
-// produce sends the producer's next batch (or its retry) to a leader.
+// produce sends the producer's next batches (or retries) to a leader:
+// one to three of them, all written before the leader syncs.
 func (s *Sim) produce() {
 	p := &s.prod
-	if p.inflight && s.step-p.sentAt > 100 {
-		p.inflight = false // timed out: retry (the same sequence)
+	if p.outstanding > 0 && s.step-p.sentAt > 100 {
+		p.reset() // timed out: retry (the same sequences)
 	}
-	if p.inflight || p.seq >= int32(s.opt.Writes) {
+	room := min(maxInflight-p.outstanding, s.opt.Writes-int(p.next))
+	if room <= 0 {
 		return
 	}
 	var leader *node
@@ -350,25 +384,35 @@ func (s *Sim) produce() {
 			leader = n
 		}
 	}
-	if leader == nil {
-		return
+	if leader == nil || p.outstanding > 0 && p.target != leader.id {
+		return // what is in flight elsewhere fails or times out first
 	}
-	seq := p.seq
-	p.inflight, p.target, p.sentAt = true, leader.id, s.step
-	b := Batch(seq)
-	leader.r.Produce(b, time.UnixMilli(1_700_000_000_000), func(res log.AppendResult, err error) {
-		if !p.inflight || p.target != leader.id || p.seq != seq {
-			return // an answer after the producer gave up on it
+	if p.outstanding == 0 {
+		p.target, p.sentAt = leader.id, s.step
+	}
+	gen := p.gen
+	for range min(room, 1+s.rng.IntN(3)) {
+		seq := p.next
+		p.next++
+		p.outstanding++
+		leader.r.Produce(Batch(seq), time.UnixMilli(1_700_000_000_000), func(res log.AppendResult, err error) {
+			if gen != p.gen {
+				return // an answer after the producer gave up on it
+			}
+			p.outstanding--
+			if err != nil {
+				s.logf("produce seq %d at node %d: %v", seq, leader.id, err)
+				p.reset()
+				return
+			}
+			s.logf("acked seq %d at offset %d (node %d)", seq, res.BaseOffset, leader.id)
+			p.ack(seq, res.BaseOffset)
+			p.sentAt = s.step // progress: the timeout counts from here
+		})
+		if gen != p.gen {
+			break // answered at once with an error
 		}
-		p.inflight = false
-		if err != nil {
-			s.logf("produce seq %d at node %d: %v", seq, leader.id, err)
-			return
-		}
-		s.logf("acked seq %d at offset %d (node %d)", seq, res.BaseOffset, leader.id)
-		p.acked = append(p.acked, res.BaseOffset)
-		p.seq++
-	})
+	}
 	s.process(leader)
 }
 
@@ -421,10 +465,7 @@ func (s *Sim) settle() {
 	}
 	s.group = nil
 	s.opt.Drop, s.opt.Dup, s.opt.Crash, s.opt.Split, s.opt.Retention = 0, 0, 0, 0, 0
-	s.opt.Writes = int(s.prod.seq) // the producer stops after the batch it is writing
-	if s.prod.inflight {
-		s.opt.Writes++
-	}
+	s.opt.Writes = int(s.prod.next) // the producer stops after the batches it is writing
 	for _, n := range s.nodes {
 		n.fs.SetCrashPoint(0, nil)
 		if c := n.fs.Crashed(); n.up && c != nil { // its power went, unnoticed so far
@@ -438,7 +479,7 @@ func (s *Sim) settle() {
 		s.tick()
 		s.step++
 	}
-	s.prod.inflight = false
+	s.prod.reset()
 	// The committed log holds each sequence once, in order, and each
 	// acknowledged one at its acknowledged offset.
 	next := int32(0)

@@ -42,10 +42,12 @@ type Config struct {
 	// configuration are applied again: Apply must be idempotent (the
 	// metadata group rebuilds its image from them).
 	Apply func(index uint64, body []byte)
-	// Send, when set, sends a leader's appends and heartbeats at once,
-	// before its own fsync, so followers write in parallel (the rest of
-	// the messages still come from Outbox, after persistence). It is
-	// called from Process on the owner's goroutine and must not block.
+	// Send, when set, sends the messages that need nothing durable
+	// first (a leader's appends and heartbeats, vote requests) at once,
+	// before this replica's fsync, so followers write in parallel; the
+	// responses that do (append acknowledgements, votes) still come
+	// from Outbox, after it. It is called from Process, Produce and
+	// ProposeInternal on the owner's goroutine and must not block.
 	Send func(Message)
 	// ForwardProposals lets followers propose internal entries (raft
 	// forwards them to the leader): for groups whose entries get their
@@ -99,6 +101,10 @@ type Replica struct {
 	forward bool
 	send    func(Message)
 	failed  error
+	// dirty: entries written since the last fsync; afterSync: the
+	// responses raft gave for them, delivered once they are durable.
+	dirty     bool
+	afterSync []*raftpb.Message
 }
 
 // New starts the replica of partition p (opened with log.Config.Replica)
@@ -139,6 +145,7 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 		Applied:                   max(st.ConfIndex, first-1),
 		MaxSizePerMsg:             cfg.MaxSizePerMsg,
 		MaxInflightMsgs:           256,
+		AsyncStorageWrites:        true,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		DisableProposalForwarding: !cfg.ForwardProposals,
@@ -263,8 +270,10 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 		return
 	}
 	// Offsets are assigned from the log end: every entry raft has must
-	// be in the log first (a leader's empty entry of a new term, say).
-	if err := r.Process(); err != nil {
+	// be in the log first (a leader's empty entry of a new term, the
+	// produces before this one), written but not synced: Process syncs
+	// them all at once.
+	if err := r.guard(r.write); err != nil {
 		done(log.AppendResult{}, err)
 		return
 	}
@@ -314,7 +323,7 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 // nothing either: the proposer learns the outcome from Apply, and
 // retries after a while without it (so bodies must be idempotent).
 func (r *Replica) ProposeInternal(body []byte) error {
-	if err := r.Process(); err != nil { // as for Produce: raft's entries in the log first
+	if err := r.guard(r.write); err != nil { // as for Produce: raft's entries in the log first
 		return err
 	}
 	if r.state != raft.StateLeader && !r.forward {
@@ -327,99 +336,117 @@ func (r *Replica) ProposeInternal(body []byte) error {
 	return err
 }
 
-// Process handles everything raft has ready: entries are written to
-// the log and fsynced, the HardState persisted, then messages queued
-// for the Outbox (only after: a vote or an append acknowledged must be
-// durable), committed entries applied (configuration changes; the high
-// watermark follows the commit index) and produces answered. An error
-// is final: the replica must be closed and reopened (recovery).
+// Process handles everything raft has ready and makes it durable:
+// entries are written to the log and fsynced once for all of them,
+// term and vote persisted, then the responses that promise durability
+// (append acknowledgements, votes) queued for the Outbox (only after),
+// committed entries applied (configuration changes; the high watermark
+// follows the applied index) and produces answered. An error is final:
+// the replica must be closed and reopened (recovery).
+//
+// Raft runs with AsyncStorageWrites: its storage work comes as
+// messages, and a write's responses wait for the fsync instead of the
+// next Ready. That is what lets Produce write raft's entries without
+// syncing (it needs them in the log to assign offsets) and many
+// produces share one fsync here.
 func (r *Replica) Process() error {
 	return r.guard(func() error {
-		for r.rn.HasReady() {
-			rd := r.rn.Ready()
-			if err := r.handle(&rd); err != nil {
-				r.failed = err
-				r.failAll(err)
+		for {
+			if err := r.write(); err != nil {
 				return err
 			}
-			r.rn.Advance(rd)
-			if n := len(rd.CommittedEntries); n > 0 {
-				r.applied = rd.CommittedEntries[n-1].GetIndex()
-				if err := r.s.SetApplied(r.applied); err != nil {
-					r.failed = err
-					r.failAll(err)
-					return err
-				}
+			if !r.dirty && len(r.afterSync) == 0 {
+				break
 			}
-			for _, to := range r.snapsSent {
-				r.rn.ReportSnapshot(to, raft.SnapshotFinish)
+			if err := r.sync(); err != nil {
+				return err
 			}
-			r.snapsSent = r.snapsSent[:0]
 		}
 		r.resolve()
 		return nil
 	})
 }
 
-func (r *Replica) handle(rd *raft.Ready) error {
-	if rd.SoftState != nil {
-		r.lead = rd.SoftState.Lead
-		if r.state == raft.StateLeader && rd.SoftState.RaftState != raft.StateLeader {
-			r.failAll(ErrNotLeader)
+// fail makes err the replica's final error.
+func (r *Replica) fail(err error) error {
+	r.failed = err
+	r.failAll(err)
+	return err
+}
+
+// write handles every Ready without syncing: entries, snapshots and
+// hard state are written (not yet durable, except what raftlog makes
+// durable itself), committed entries applied, messages that need no
+// durability sent or queued; responses that do wait in afterSync.
+// Called inside guard.
+func (r *Replica) write() error {
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		if rd.SoftState != nil {
+			r.lead = rd.SoftState.Lead
+			if r.state == raft.StateLeader && rd.SoftState.RaftState != raft.StateLeader {
+				r.failAll(ErrNotLeader)
+			}
+			r.state = rd.SoftState.RaftState
 		}
-		r.state = rd.SoftState.RaftState
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		// The leader's log begins past this one's end: start over
-		// there (raftlog.Storage.Snapshot says what a snapshot is).
-		if err := r.s.ApplySnapshot(rd.Snapshot, time.Now()); err != nil {
-			return err
-		}
-		r.applied = rd.Snapshot.GetMetadata().GetIndex()
-		r.stats.SnapshotsInstalled++
-	}
-	sentEarly := 0
-	if len(rd.Entries) > 0 {
-		if err := r.s.Append(rd.Entries, time.Now()); err != nil {
-			return err
-		}
-		// A leader's appends and heartbeats go out before its own fsync,
-		// so followers write while it does (raft's README: the leader
-		// may write to disk in parallel with its followers). Its own
-		// acknowledgement still waits: commit is computed after Advance.
-		// Not in a Ready that changes the term or the vote, whose
-		// messages must follow the durable HardState.
-		if r.send != nil && r.state == raft.StateLeader && !r.votes(rd.HardState) {
+		for _, m := range rd.Messages {
 			var err error
-			if sentEarly, err = r.sendEarly(rd.Messages); err != nil {
-				return err
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				err = r.storageAppend(m)
+			case raft.LocalApplyThread:
+				err = r.storageApply(m)
+			default:
+				err = r.sendNow(m)
+			}
+			if err != nil {
+				return r.fail(err)
 			}
 		}
-		if _, err := r.p.Sync(); err != nil {
+		for _, to := range r.snapsSent {
+			r.rn.ReportSnapshot(to, raft.SnapshotFinish)
+		}
+		r.snapsSent = r.snapsSent[:0]
+	}
+	return nil
+}
+
+// storageAppend writes a MsgStorageAppend's snapshot, entries and hard
+// state, and keeps its responses for after the fsync.
+func (r *Replica) storageAppend(m *raftpb.Message) error {
+	if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+		// The leader's log begins past this one's end: start over
+		// there (raftlog.Storage.Snapshot says what a snapshot is).
+		// ApplySnapshot is durable when it returns.
+		if err := r.s.ApplySnapshot(snap, time.Now()); err != nil {
+			return err
+		}
+		r.applied = snap.GetMetadata().GetIndex()
+		r.stats.SnapshotsInstalled++
+	}
+	if len(m.GetEntries()) > 0 {
+		if err := r.s.Append(m.GetEntries(), time.Now()); err != nil {
+			return err
+		}
+		r.dirty = true
+	}
+	if m.Term != nil { // a HardState: raftlog writes (and syncs) term and vote changes
+		hs := &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+		if err := r.s.SetHardState(hs); err != nil {
 			return err
 		}
 	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		if err := r.s.SetHardState(rd.HardState); err != nil {
-			return err
-		}
-	}
-	for _, m := range rd.Messages[sentEarly:] {
-		if m.GetType() == raftpb.MsgSnap {
-			// A snapshot travels in its message (it is a few bytes):
-			// sent is as good as delivered for raft's bookkeeping; if it
-			// is lost, probing finds that out and sends another.
-			r.snapsSent = append(r.snapsSent, m.GetTo())
-			r.stats.SnapshotsSent++
-		}
-		data, err := proto.Marshal(m)
-		if err != nil {
-			return fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)
-		}
-		r.outbox = append(r.outbox, Message{From: m.GetFrom(), To: m.GetTo(), Data: data})
-	}
+	r.afterSync = append(r.afterSync, m.GetResponses()...)
+	return nil
+}
+
+// storageApply applies a MsgStorageApply's committed entries (raft
+// hands over only entries this replica has durable) and steps its
+// responses at once: applying needs no fsync of its own.
+func (r *Replica) storageApply(m *raftpb.Message) error {
+	ents := m.GetEntries()
 	confIndex := r.s.State().ConfIndex
-	for _, e := range rd.CommittedEntries {
+	for _, e := range ents {
 		if e.GetType() == raftpb.EntryNormal && r.apply != nil {
 			if body, ok := raftlog.InternalBody(e.Data); ok {
 				r.apply(e.GetIndex(), body)
@@ -437,34 +464,77 @@ func (r *Replica) handle(rd *raft.Ready) error {
 			return err
 		}
 	}
+	if n := len(ents); n > 0 {
+		r.applied = ents[n-1].GetIndex()
+		if err := r.s.SetApplied(r.applied); err != nil {
+			return err
+		}
+	}
+	for _, resp := range m.GetResponses() {
+		if err := r.deliver(resp); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// votes reports whether hs changes the stored term or vote.
-func (r *Replica) votes(hs *raftpb.HardState) bool {
-	if raft.IsEmptyHardState(hs) {
-		return false
+// sync makes what write wrote durable, then delivers the responses
+// that waited for it: to raft itself, or to peers through the Outbox.
+// Called inside guard.
+func (r *Replica) sync() error {
+	if r.dirty {
+		if _, err := r.p.Sync(); err != nil {
+			return r.fail(err)
+		}
+		r.dirty = false
 	}
-	cur := r.s.State().Hard
-	return hs.GetTerm() != cur.GetTerm() || hs.GetVote() != cur.GetVote()
+	resps := r.afterSync
+	r.afterSync = nil
+	for _, m := range resps {
+		if err := r.deliver(m); err != nil {
+			return r.fail(err)
+		}
+	}
+	return nil
 }
 
-// sendEarly sends the leading run of msgs that are a leader's appends
-// and heartbeats through Config.Send, and returns how many it sent.
-func (r *Replica) sendEarly(msgs []*raftpb.Message) (int, error) {
-	n := 0
-	for _, m := range msgs {
-		if t := m.GetType(); t != raftpb.MsgApp && t != raftpb.MsgHeartbeat {
-			break
-		}
-		data, err := proto.Marshal(m)
-		if err != nil {
-			return n, fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)
-		}
-		r.send(Message{From: m.GetFrom(), To: m.GetTo(), Data: data})
-		n++
+// deliver steps a storage response addressed to this replica, or
+// queues one for a peer in the Outbox.
+func (r *Replica) deliver(m *raftpb.Message) error {
+	if m.GetTo() == r.id {
+		return r.rn.Step(m)
 	}
-	return n, nil
+	return r.queue(m, false)
+}
+
+// sendNow sends a message that needs nothing durable first (a leader's
+// appends and heartbeats, vote requests): through Config.Send, so
+// followers write while this replica syncs, or else the Outbox.
+func (r *Replica) sendNow(m *raftpb.Message) error {
+	if m.GetType() == raftpb.MsgSnap {
+		// A snapshot travels in its message (it is a few bytes): sent
+		// is as good as delivered for raft's bookkeeping; if it is
+		// lost, probing finds that out and sends another.
+		r.snapsSent = append(r.snapsSent, m.GetTo())
+		r.stats.SnapshotsSent++
+	}
+	return r.queue(m, r.send != nil)
+}
+
+// queue marshals m and sends it through Config.Send (now) or appends
+// it to the Outbox.
+func (r *Replica) queue(m *raftpb.Message, now bool) error {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)
+	}
+	msg := Message{From: m.GetFrom(), To: m.GetTo(), Data: data}
+	if now {
+		r.send(msg)
+	} else {
+		r.outbox = append(r.outbox, msg)
+	}
+	return nil
 }
 
 // resolve answers the produces whose entries committed, or were
