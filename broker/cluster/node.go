@@ -138,7 +138,7 @@ func (n *Node) openGroup(name string, voters []uint64, metadata bool) (*group, e
 		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
 	}
 	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name)),
-		Send: func(m replica.Message) { n.tr.Send(name, m.To, m.Data) }}
+		Send: func(m replica.Message) { n.tr.Send(name, m.To, m.Parts...) }}
 	if metadata {
 		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
 	}
@@ -518,7 +518,7 @@ func (g *group) run() {
 			return
 		}
 		for _, m := range g.r.Outbox() {
-			g.n.tr.Send(g.name, m.To, m.Data)
+			g.n.tr.Send(g.name, m.To, m.Parts...)
 		}
 		lead, isLeader := g.r.Leader()
 		g.leader.Store(lead)

@@ -356,7 +356,7 @@ func (s *Sim) deliver() {
 		if !to.up || (s.group != nil && s.group[e.m.From] != s.group[e.m.To]) {
 			continue
 		}
-		if err := to.r.Step(e.m.Data); err != nil {
+		if err := to.r.Step(e.m.Bytes()); err != nil {
 			s.fault(to, "step", err)
 			continue
 		}

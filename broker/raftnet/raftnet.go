@@ -72,7 +72,7 @@ type peer struct {
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	queue  [][]byte // encoded frames
+	queue  [][][]byte // frames: a header, then the message's parts
 	bytes  int
 	conn   net.Conn
 	closed bool
@@ -124,29 +124,36 @@ func Start(cfg Config) (*Transport, error) {
 // Addr is the peer listener's address.
 func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 
-// Send queues data for group's replica on node to. It never blocks; it
-// returns false when the message was dropped (unknown node, queue full,
-// transport closed).
-func (t *Transport) Send(group string, to uint64, data []byte) bool {
+// Send queues a message for group's replica on node to: the
+// concatenation of data, whose slices are sent as they are, not copied
+// (the caller must not change them). It never blocks; it returns false
+// when the message was dropped (unknown node, queue full, transport
+// closed).
+func (t *Transport) Send(group string, to uint64, data ...[]byte) bool {
 	t.mu.Lock()
 	p := t.peers[to]
 	t.mu.Unlock()
-	if p == nil || len(group) > maxGroup || 2+len(group)+len(data) > MaxFrame {
+	size := 0
+	for _, d := range data {
+		size += len(d)
+	}
+	if p == nil || len(group) > maxGroup || 2+len(group)+size > MaxFrame {
 		return false
 	}
-	f := make([]byte, 0, 4+2+len(group)+len(data))
-	f = binary.BigEndian.AppendUint32(f, uint32(2+len(group)+len(data)))
-	f = binary.BigEndian.AppendUint16(f, uint16(len(group)))
-	f = append(f, group...)
-	f = append(f, data...)
+	head := make([]byte, 0, 4+2+len(group))
+	head = binary.BigEndian.AppendUint32(head, uint32(2+len(group)+size))
+	head = binary.BigEndian.AppendUint16(head, uint16(len(group)))
+	head = append(head, group...)
+	f := make([][]byte, 0, 1+len(data))
+	f = append(append(f, head), data...)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.bytes+len(f) > p.t.cfg.QueueBytes {
+	if p.closed || p.bytes+len(head)+size > p.t.cfg.QueueBytes {
 		p.dropped++
 		return false
 	}
 	p.queue = append(p.queue, f)
-	p.bytes += len(f)
+	p.bytes += len(head) + size
 	p.cond.Signal()
 	return true
 }
@@ -275,11 +282,15 @@ func (p *peer) serve(conn net.Conn) error {
 		p.queue, p.bytes = nil, 0
 		p.mu.Unlock()
 		for i, f := range batch {
-			if _, err := w.Write(f); err != nil {
-				p.mu.Lock()
-				p.dropped += len(batch) - i
-				p.mu.Unlock()
-				return err
+			for _, part := range f {
+				// bufio writes a large part straight to the connection
+				// once what it holds is flushed.
+				if _, err := w.Write(part); err != nil {
+					p.mu.Lock()
+					p.dropped += len(batch) - i
+					p.mu.Unlock()
+					return err
+				}
 			}
 		}
 	}

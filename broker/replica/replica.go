@@ -195,14 +195,18 @@ func (r *Replica) guard(f func() error) (err error) {
 // package and log/raftlog sees raft's types.
 type Message struct {
 	From, To uint64
-	Data     []byte
+	// Parts is the message's wire form in parts, entry data not
+	// copied: the transport sends them one after the other (Bytes
+	// joins them).
+	Parts [][]byte
 }
 
-// Step hands raft a message from a peer (Message.Data). One that does
+// Step hands raft a message from a peer (Message.Bytes); the entries it
+// carries keep pointing into data, which the caller must not change. One that does
 // not decode is an error; one from a removed peer is dropped.
 func (r *Replica) Step(data []byte) error {
 	var m raftpb.Message
-	if err := proto.Unmarshal(data, &m); err != nil {
+	if err := decode(data, &m); err != nil {
 		return fmt.Errorf("replica %d: bad raft message: %w", r.id, err)
 	}
 	if m.GetTo() != r.id || isLocal(m.GetType()) && !(r.forward && m.GetType() == raftpb.MsgProp) {
@@ -524,11 +528,11 @@ func (r *Replica) sendNow(m *raftpb.Message) error {
 // queue marshals m and sends it through Config.Send (now) or appends
 // it to the Outbox.
 func (r *Replica) queue(m *raftpb.Message, now bool) error {
-	data, err := proto.Marshal(m)
+	parts, err := encode(m)
 	if err != nil {
 		return fmt.Errorf("replica %d: encode %v: %w", r.id, m.GetType(), err)
 	}
-	msg := Message{From: m.GetFrom(), To: m.GetTo(), Data: data}
+	msg := Message{From: m.GetFrom(), To: m.GetTo(), Parts: parts}
 	if now {
 		r.send(msg)
 	} else {
