@@ -42,7 +42,19 @@ type Storage struct {
 	failed error
 	// buf is Append's scratch for the encoded batches.
 	buf []byte
+	// recent holds the entries Append wrote that raft has not applied
+	// yet, as raft handed them over: entries recentFirst on. Raft reads
+	// every committed entry back to apply it (and a follower a little
+	// behind gets its appends from here): served from recent, that costs
+	// no read, copy or decode of the log. At most maxRecentBytes of Data.
+	recent      []*raftpb.Entry
+	recentFirst uint64
+	recentBytes int
 }
+
+// maxRecentBytes bounds Storage.recent (entries wait there from their
+// append to their apply: milliseconds, while a majority is up).
+const maxRecentBytes = 16 << 20
 
 // ErrCorruptLog is a replica directory whose log, raft.state and
 // raft.terms contradict each other: a raft.state missing beside a
@@ -276,6 +288,9 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	case lo == hi:
 		return nil, nil
 	}
+	if ents := s.fromRecent(lo, hi, maxSize); ents != nil {
+		return ents, nil
+	}
 	b, n, err := s.p.ReadOrdinals(nil, int64(lo), int64(hi), int64(min(maxSize, math.MaxInt64)))
 	if errors.Is(err, log.ErrOrdinalOutOfRange) {
 		return nil, raft.ErrCompacted // retention moved the log start meanwhile
@@ -301,6 +316,63 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 		b = b[h.Size():]
 	}
 	return ents, nil
+}
+
+// fromRecent serves Entries from recent when it holds all of [lo, hi);
+// nil otherwise.
+func (s *Storage) fromRecent(lo, hi, maxSize uint64) []*raftpb.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lo < s.recentFirst || hi > s.recentFirst+uint64(len(s.recent)) {
+		return nil
+	}
+	src := s.recent[lo-s.recentFirst : hi-s.recentFirst]
+	ents := make([]*raftpb.Entry, 0, len(src))
+	var size uint64
+	for i, e := range src {
+		if size += uint64(proto.Size(e)); i > 0 && size > maxSize {
+			break
+		}
+		ents = append(ents, e)
+	}
+	return ents
+}
+
+// keepRecent records entries, just written from index at on, in recent.
+func (s *Storage) keepRecent(at uint64, entries []*raftpb.Entry) {
+	if end := s.recentFirst + uint64(len(s.recent)); at < s.recentFirst || at > end {
+		s.dropRecent(uint64(len(s.recent))) // not contiguous: start over
+		s.recentFirst = at
+	} else if at < end { // overwritten (a follower's truncated tail)
+		for _, e := range s.recent[at-s.recentFirst:] {
+			s.recentBytes -= len(e.Data)
+		}
+		clear(s.recent[at-s.recentFirst:])
+		s.recent = s.recent[:at-s.recentFirst]
+	}
+	for _, e := range entries {
+		s.recent = append(s.recent, e)
+		s.recentBytes += len(e.Data)
+	}
+	drop := 0
+	for bytes := s.recentBytes; bytes > maxRecentBytes && drop < len(s.recent); drop++ {
+		bytes -= len(s.recent[drop].Data)
+	}
+	s.dropRecent(uint64(drop))
+}
+
+// dropRecent forgets recent's first n entries.
+func (s *Storage) dropRecent(n uint64) {
+	n = min(n, uint64(len(s.recent)))
+	for _, e := range s.recent[:n] {
+		s.recentBytes -= len(e.Data)
+	}
+	clear(s.recent[:n])
+	s.recent = s.recent[n:]
+	s.recentFirst += n
+	if len(s.recent) == 0 {
+		s.recent = nil // let the array go
+	}
 }
 
 // Snapshot is raft's Storage.Snapshot. A replica's snapshot is only
@@ -367,6 +439,7 @@ func (s *Storage) ApplySnapshot(snap *raftpb.Snapshot, now time.Time) error {
 	if err := s.install(snap, now); err != nil {
 		return s.fail(err)
 	}
+	s.dropRecent(uint64(len(s.recent)))
 	return nil
 }
 
@@ -490,6 +563,7 @@ func (s *Storage) Append(entries []*raftpb.Entry, now time.Time) error {
 		return s.failed
 	}
 	if err := s.append(entries, now); err != nil {
+		s.dropRecent(uint64(len(s.recent)))
 		return s.fail(err)
 	}
 	return nil
@@ -538,16 +612,23 @@ func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
 		}
 		h, _ := protocol.ParseBatchHeader(b)
 		offset = h.LastOffset() + 1
+		if len(entries) == 1 {
+			buf = b // one batch: written as it is, not copied
+			break
+		}
 		buf = append(buf, b...)
+		s.buf = buf[:0]
 	}
-	s.buf = buf[:0]
 	if dirty {
 		if err := WriteTerms(s.fs, s.dir, s.terms); err != nil {
 			return err
 		}
 	}
-	_, err := s.p.AppendReplicated(buf, now)
-	return err
+	if _, err := s.p.AppendReplicated(buf, now); err != nil {
+		return err
+	}
+	s.keepRecent(at, entries)
+	return nil
 }
 
 // SetHardState records raft's HardState. A change of term or vote is
@@ -591,6 +672,9 @@ func (s *Storage) SetApplied(index uint64) error {
 	}
 	if err := s.raiseHighWatermark(index); err != nil {
 		return s.fail(err)
+	}
+	if index >= s.recentFirst {
+		s.dropRecent(index + 1 - s.recentFirst) // raft has applied them: it reads them no more, but rarely
 	}
 	return nil
 }
