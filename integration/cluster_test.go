@@ -57,16 +57,29 @@ func (c *clusterChild) kill() {
 
 // startCluster builds cmd/shoal and starts n brokers on 127.0.0.1.
 func startCluster(t *testing.T, n int) []*clusterChild {
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster where broker from reaches broker to
+// at peerAddr(from, to) if peerAddr is set (a proxy in between), at
+// to's peer listener otherwise.
+func startClusterWith(t *testing.T, n int, peerAddr func(from, to *clusterChild) string) []*clusterChild {
 	bin := buildShoal(t, t.TempDir())
-	var voters []string
 	children := make([]*clusterChild, n)
 	for i := range children {
 		c := &clusterChild{t: t, bin: bin, id: i + 1, addr: freeAddr(t), peer: freeAddr(t), dir: t.TempDir()}
 		c.logf = filepath.Join(c.dir, "shoal.log")
-		voters = append(voters, fmt.Sprintf("%d@%s", c.id, c.peer))
 		children[i] = c
 	}
 	for _, c := range children {
+		var voters []string
+		for _, to := range children {
+			addr := to.peer
+			if peerAddr != nil && to != c {
+				addr = peerAddr(c, to)
+			}
+			voters = append(voters, fmt.Sprintf("%d@%s", to.id, addr))
+		}
 		c.voters = strings.Join(voters, ",")
 		c.start()
 	}
@@ -190,52 +203,8 @@ func TestClusterKillLoop(t *testing.T) {
 	// franz-go answers Metadata from a cache younger than
 	// MetadataMinAge (5 s by default): the killer wants fresh leaders.
 	adm := kadm.NewClient(newClusterClient(t, seeds, kgo.MetadataMinAge(50*time.Millisecond)))
-	for {
-		resp, err := adm.CreateTopic(ctx, 6, -1, nil, "loop")
-		if err == nil && resp.Err == nil {
-			break
-		}
-		require.NoError(t, ctx.Err(), "topic never created: %v %v", err, resp.Err)
-		time.Sleep(200 * time.Millisecond)
-	}
-
-	// Producers: values "p/n", n counting up per producer.
-	type ack struct {
-		part int32
-		off  int64
-	}
-	const producers = 4
-	acked := make([]map[int]ack, producers)
-	stop := make(chan struct{})
-	errs := make(chan error, producers)
-	for p := range producers {
-		acked[p] = map[int]ack{}
-		cl := newClusterClient(t, seeds)
-		go func() {
-			for n := 0; ; n += 20 {
-				select {
-				case <-stop:
-					errs <- nil
-					return
-				default:
-				}
-				var rs []*kgo.Record
-				for j := n; j < n+20; j++ {
-					rs = append(rs, &kgo.Record{Topic: "loop", Value: fmt.Appendf(nil, "%d/%d", p, j)})
-				}
-				res := cl.ProduceSync(ctx, rs...)
-				if err := res.FirstErr(); err != nil {
-					errs <- fmt.Errorf("producer %d: %w", p, err)
-					return
-				}
-				for _, r := range res {
-					var pp, j int
-					_, _ = fmt.Sscanf(string(r.Record.Value), "%d/%d", &pp, &j)
-					acked[p][j] = ack{r.Record.Partition, r.Record.Offset}
-				}
-			}
-		}()
-	}
+	createLoopTopic(t, ctx, adm, "loop")
+	lp := startLoopProducers(t, ctx, seeds, "loop")
 
 	// The probe refreshes metadata as soon as a produce fails (franz-go
 	// waits MetadataMinAge, 5 s by default, between refreshes, which
@@ -263,37 +232,118 @@ func TestClusterKillLoop(t *testing.T) {
 		c := children[victim-1]
 		killedAt := time.Now()
 		c.kill()
-		// The time until the partition takes a produce again.
-		for {
-			r := &kgo.Record{Topic: "loop", Partition: part, Value: []byte("probe")}
-			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-			err := probe.ProduceSync(pctx, r).FirstErr()
-			pcancel()
-			if err == nil {
-				break
-			}
-			require.NoError(t, ctx.Err())
-		}
+		probePartition(t, ctx, probe, "loop", part) // the time until the partition takes a produce again
 		failovers = append(failovers, time.Since(killedAt))
 		c.start()
 	}
-	close(stop)
-	for range producers {
-		require.NoError(t, <-errs)
-	}
+	total := lp.finish(t)
 	slices.Sort(failovers)
 	if n := len(failovers); n > 0 {
 		t.Logf("%d kills: kill to next acknowledged produce p50 %v, max %v", n,
 			failovers[n/2].Round(time.Millisecond), failovers[n-1].Round(time.Millisecond))
 	}
+	t.Logf("%d records acknowledged", total)
+	verifyLoop(t, ctx, seeds, "loop", lp.acked, total)
+	time.Sleep(2 * time.Second) // followers catch up
+	verifyReplicas(t, children, "loop", 6)
+}
+
+// createLoopTopic creates topic (6 partitions on every broker) once
+// the cluster takes it.
+func createLoopTopic(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) {
+	for {
+		resp, err := adm.CreateTopic(ctx, 6, -1, nil, topic)
+		if err == nil && resp.Err == nil {
+			return
+		}
+		require.NoError(t, ctx.Err(), "topic never created: %v %v", err, resp.Err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// probePartition produces to one partition until a produce is
+// acknowledged.
+func probePartition(t *testing.T, ctx context.Context, probe *kgo.Client, topic string, part int32) {
+	for {
+		r := &kgo.Record{Topic: topic, Partition: part, Value: []byte("probe")}
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := probe.ProduceSync(pctx, r).FirstErr()
+		pcancel()
+		if err == nil {
+			return
+		}
+		require.NoError(t, ctx.Err())
+	}
+}
+
+// loopAck is where a record was acknowledged.
+type loopAck struct {
+	part int32
+	off  int64
+}
+
+// loopProducers are four idempotent franz-go producers, each writing
+// values "p/n" (n counting up), 20 records per ProduceSync, until
+// finish.
+type loopProducers struct {
+	acked []map[int]loopAck // per producer, by n
+	stop  chan struct{}
+	errs  chan error
+}
+
+func startLoopProducers(t *testing.T, ctx context.Context, seeds []string, topic string) *loopProducers {
+	const producers = 4
+	lp := &loopProducers{acked: make([]map[int]loopAck, producers), stop: make(chan struct{}), errs: make(chan error, producers)}
+	for p := range producers {
+		lp.acked[p] = map[int]loopAck{}
+		cl := newClusterClient(t, seeds)
+		go func() {
+			for n := 0; ; n += 20 {
+				select {
+				case <-lp.stop:
+					lp.errs <- nil
+					return
+				default:
+				}
+				var rs []*kgo.Record
+				for j := n; j < n+20; j++ {
+					rs = append(rs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%d/%d", p, j)})
+				}
+				res := cl.ProduceSync(ctx, rs...)
+				if err := res.FirstErr(); err != nil {
+					lp.errs <- fmt.Errorf("producer %d: %w", p, err)
+					return
+				}
+				for _, r := range res {
+					var pp, j int
+					_, _ = fmt.Sscanf(string(r.Record.Value), "%d/%d", &pp, &j)
+					lp.acked[p][j] = loopAck{r.Record.Partition, r.Record.Offset}
+				}
+			}
+		}()
+	}
+	return lp
+}
+
+// finish stops the producers, fails on any producer error, and
+// returns how many records were acknowledged.
+func (lp *loopProducers) finish(t *testing.T) int {
+	close(lp.stop)
+	for range lp.acked {
+		require.NoError(t, <-lp.errs)
+	}
 	total := 0
-	for _, m := range acked {
+	for _, m := range lp.acked {
 		total += len(m)
 	}
-	t.Logf("%d records acknowledged", total)
+	return total
+}
 
-	// Read everything back.
-	cons := newClusterClient(t, seeds, kgo.ConsumeTopics("loop"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+// verifyLoop reads topic back: every acknowledged record once, at its
+// acknowledged partition and offset, each producer's records in order
+// in each partition.
+func verifyLoop(t *testing.T, ctx context.Context, seeds []string, topic string, acked []map[int]loopAck, total int) {
+	cons := newClusterClient(t, seeds, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	type pos struct {
 		p   int
 		prt int32
@@ -320,15 +370,17 @@ func TestClusterKillLoop(t *testing.T) {
 			}
 			last[k] = j
 			if a, ok := acked[p][j]; ok {
-				require.Equal(t, a, ack{r.Partition, r.Offset}, "%s moved", v)
+				require.Equal(t, a, loopAck{r.Partition, r.Offset}, "%s moved", v)
 				found++
 			}
 		})
 	}
 	require.Equal(t, total, found, "acknowledged records missing")
+}
 
-	// C2: after a clean stop, every replica holds the same log.
-	time.Sleep(2 * time.Second) // followers catch up
+// verifyReplicas stops the brokers cleanly and checks C2: every
+// partition's replicas hold the same log, as far as the shortest goes.
+func verifyReplicas(t *testing.T, children []*clusterChild, topic string, parts int) {
 	for _, c := range children {
 		if c.cmd != nil {
 			_ = c.cmd.Process.Signal(syscall.SIGTERM)
@@ -336,14 +388,17 @@ func TestClusterKillLoop(t *testing.T) {
 			c.cmd = nil
 		}
 	}
-	for part := range 6 {
+	for part := range parts {
 		var logs [][]byte
 		for _, c := range children {
-			logs = append(logs, replicaLog(t, filepath.Join(c.dir, "cluster", fmt.Sprintf("loop-%d", part))))
+			logs = append(logs, replicaLog(t, filepath.Join(c.dir, "cluster", fmt.Sprintf("%s-%d", topic, part))))
 		}
-		n := min(len(logs[0]), len(logs[1]), len(logs[2]))
+		n := len(logs[0])
+		for _, l := range logs {
+			n = min(n, len(l))
+		}
 		for i, l := range logs {
-			require.True(t, bytes.Equal(logs[0][:n], l[:n]), "loop-%d: replica %d differs", part, i+1)
+			require.True(t, bytes.Equal(logs[0][:n], l[:n]), "%s-%d: replica %d differs", topic, part, i+1)
 		}
 		require.Greater(t, n, 0)
 	}
