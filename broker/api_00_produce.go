@@ -17,8 +17,11 @@ package broker
 // Version notes: v3 is the first with RecordBatch v2 (magic 2) and the
 // oldest Kafka 4 serves; we store batches verbatim so older message
 // formats are not accepted. v8 adds per-record errors and an error
-// message; v9 is flexible; v10/v11 add the leader hint tags, which we
-// leave empty (we are always the leader). v12 has v11's fields; it
+// message; v9 is flexible; v10/v11 add KIP-951's leader hints: in a
+// cluster a NOT_LEADER_OR_FOLLOWER partition carries the leader and
+// epoch this broker knows, and the response that leader's endpoint
+// (clusterLeaderHints), so a client retries there without a Metadata
+// round trip; a single node is always the leader. v12 has v11's fields; it
 // tells the broker the client runs KIP-890 part 2 transactions, so a
 // transactional batch adds its partition to the transaction itself (no
 // AddPartitionsToTxn). v13 (topic ids) is not served yet.
@@ -192,9 +195,11 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		return nil, nil
 	}
 	if len(waits) == 0 {
+		b.clusterLeaderHints(req.Version, resp)
 		return resp, nil
 	}
 	waitFn := func() {
+		defer b.clusterLeaderHints(req.Version, resp)
 		for _, w := range waits {
 			if w.cluster != nil {
 				r := <-w.cluster

@@ -248,6 +248,52 @@ func (b *Broker) clusterCoordinator(key string) (int32, string, int32) {
 	return int32(br.ID), br.Host, br.Port
 }
 
+// clusterLeaderHints fills KIP-951's hints into a Produce response of
+// version 10 or later: each NOT_LEADER_OR_FOLLOWER partition gets the
+// leader and epoch this broker knows (-1 and -1 during an election), and
+// the response each named leader's endpoint.
+func (b *Broker) clusterLeaderHints(version int16, resp *kmsg.ProduceResponse) {
+	if b.cluster == nil || version < 10 {
+		return
+	}
+	var im *cluster.Image
+	named := map[int32]bool{}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			sp := &rt.Partitions[j]
+			if sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+				continue
+			}
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
+			st, _, ok := b.cluster.Group(rt.Topic + "-" + strconv.Itoa(int(sp.Partition)))
+			if !ok || st.Leader == 0 || st.IsLeader {
+				continue
+			}
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = int32(st.Leader), int32(st.Term)
+			if named[int32(st.Leader)] {
+				continue
+			}
+			if im == nil {
+				c := b.cluster.Image()
+				im = &c
+			}
+			br, ok := im.Brokers[st.Leader]
+			if !ok {
+				continue
+			}
+			named[int32(st.Leader)] = true
+			rb := kmsg.NewProduceResponseBroker()
+			rb.NodeID, rb.Host, rb.Port = int32(br.ID), br.Host, br.Port
+			if br.Rack != "" {
+				rack := br.Rack
+				rb.Rack = &rack
+			}
+			resp.Brokers = append(resp.Brokers, rb)
+		}
+	}
+}
+
 // clusterCode is the Kafka error code of a cluster produce's failure.
 func clusterCode(err error) int16 {
 	var nl *cluster.ErrNotLeader

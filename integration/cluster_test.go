@@ -16,7 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	slog "github.com/shoal-mq/shoal/log"
 )
@@ -146,6 +148,34 @@ func TestClusterFailover(t *testing.T) {
 	require.NoError(t, err)
 	leader := md.Topics["orders"].Partitions[0].Leader
 	require.Positive(t, leader)
+
+	// KIP-951: a broker that does not lead orders-0 answers a Produce
+	// v11 with NOT_LEADER_OR_FOLLOWER, the leader and its epoch, and the
+	// leader's endpoint.
+	other := leader%3 + 1
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "orders"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, ltBatch(-1, -1, -1, false, "to a follower")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	raw, err := cl.Broker(int(other)).Request(ctx, req)
+	require.NoError(t, err)
+	presp := raw.(*kmsg.ProduceResponse)
+	sp := presp.Topics[0].Partitions[0]
+	require.Equal(t, kerr.NotLeaderForPartition.Code, sp.ErrorCode)
+	require.Equal(t, leader, sp.CurrentLeader.LeaderID)
+	require.Equal(t, md.Topics["orders"].Partitions[0].LeaderEpoch, sp.CurrentLeader.LeaderEpoch)
+	require.Len(t, presp.Brokers, 1)
+	require.Equal(t, leader, presp.Brokers[0].NodeID)
+	for _, br := range md.Brokers {
+		if br.NodeID == leader {
+			require.Equal(t, br.Host, presp.Brokers[0].Host)
+			require.Equal(t, br.Port, presp.Brokers[0].Port)
+		}
+	}
 	killed := children[leader-1]
 	t.Logf("killing broker %d, leader of orders-0", leader)
 	began := time.Now()
