@@ -222,7 +222,24 @@ func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.Metadata
 	for _, id := range b.cluster.Replicas(p.Topic, p.Index) {
 		sp.Replicas = append(sp.Replicas, int32(id))
 	}
-	sp.ISR = sp.Replicas
+	sp.ISR = clusterISR(b.cluster, groupName(p), st.Term, sp.Replicas)
+}
+
+// clusterISR is a partition's in-sync replicas as its leader last
+// published them for term (cluster.PartitionState), in replica order;
+// until it has published for this term, every replica.
+func clusterISR(c *cluster.Node, name string, term uint64, replicas []int32) []int32 {
+	ps, ok := c.PartitionState(name)
+	if !ok || ps.Term != term || term == 0 {
+		return replicas
+	}
+	var isr []int32
+	for _, id := range replicas {
+		if slices.Contains(ps.ISR, uint64(id)) {
+			isr = append(isr, id)
+		}
+	}
+	return isr
 }
 
 // clusterHasTopic reports whether the metadata log holds topic name

@@ -24,10 +24,25 @@ type Topic struct {
 	Partitions [][]uint64 `json:"partitions"`
 }
 
+// PartitionState is what a partition's leader last published of its
+// group (a "partition_state" record): itself, its term (the leader
+// epoch) and the replicas in sync with it (replica.Replica.InSync),
+// for brokers to report leaders and ISR as Kafka's metadata does.
+// Leadership itself is the partition group's: this is a report of it,
+// which may lag, never an input to raft.
+type PartitionState struct {
+	Partition string   `json:"partition"` // the group's name, <topic>-<index>
+	Leader    uint64   `json:"leader"`
+	Term      uint64   `json:"term"`
+	ISR       []uint64 `json:"isr"`
+}
+
 // Image is the applied state of the metadata log.
 type Image struct {
 	Brokers map[uint64]Broker
 	Topics  map[string]*Topic
+	// Partitions are the partition states published, by group name.
+	Partitions map[string]PartitionState
 	// results are the outcomes of applied requests by request id (an
 	// empty string: it succeeded), for proposers and retries.
 	results map[string]string
@@ -36,12 +51,17 @@ type Image struct {
 }
 
 func newImage() *Image {
-	return &Image{Brokers: map[uint64]Broker{}, Topics: map[string]*Topic{}, results: map[string]string{}}
+	return &Image{Brokers: map[uint64]Broker{}, Topics: map[string]*Topic{}, Partitions: map[string]PartitionState{},
+		results: map[string]string{}}
 }
 
 // clone copies the image for readers outside the lock.
 func (im *Image) clone() Image {
-	c := Image{Brokers: make(map[uint64]Broker, len(im.Brokers)), Topics: make(map[string]*Topic, len(im.Topics)), Applied: im.Applied}
+	c := Image{Brokers: make(map[uint64]Broker, len(im.Brokers)), Topics: make(map[string]*Topic, len(im.Topics)),
+		Partitions: make(map[string]PartitionState, len(im.Partitions)), Applied: im.Applied}
+	for n, ps := range im.Partitions {
+		c.Partitions[n] = ps // ISR slices are never changed in place
+	}
 	for id, b := range im.Brokers {
 		c.Brokers[id] = b
 	}
@@ -63,10 +83,11 @@ func (im *Image) BrokerIDs() []uint64 {
 
 // record is one metadata log entry.
 type record struct {
-	Op      string  `json:"op"` // "register", "create_topic"
-	Request string  `json:"req,omitempty"`
-	Broker  *Broker `json:"broker,omitempty"`
-	Topic   *Topic  `json:"topic,omitempty"`
+	Op        string          `json:"op"` // "register", "create_topic", "partition_state"
+	Request   string          `json:"req,omitempty"`
+	Broker    *Broker         `json:"broker,omitempty"`
+	Topic     *Topic          `json:"topic,omitempty"`
+	Partition *PartitionState `json:"partition,omitempty"`
 }
 
 // Errors a create's outcome may carry (Kafka's names).
@@ -104,6 +125,14 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created *Topi
 		t := *r.Topic
 		im.Topics[t.Name] = &t
 		return "", &t
+	case r.Op == "partition_state" && r.Partition != nil && r.Partition.Partition != "" && r.Partition.Leader != 0:
+		// A newer term's report wins, and a later one of the same
+		// leader and term; an older one (delayed) is ignored.
+		ps, cur := *r.Partition, im.Partitions[r.Partition.Partition]
+		if ps.Term > cur.Term || ps.Term == cur.Term && ps.Leader == cur.Leader {
+			im.Partitions[ps.Partition] = ps
+		}
+		return "", nil
 	}
 	return errBadRecord, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -341,6 +342,15 @@ func (n *Node) Replicas(topic string, index int32) []uint64 {
 	return nil
 }
 
+// PartitionState returns the state last published for partition name
+// (<topic>-<index>), without copying the image.
+func (n *Node) PartitionState(name string) (PartitionState, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ps, ok := n.image.Partitions[name]
+	return ps, ok
+}
+
 // HasTopic reports whether the applied metadata holds topic name.
 func (n *Node) HasTopic(name string) bool {
 	n.mu.Lock()
@@ -469,6 +479,33 @@ type group struct {
 	commit, applied      atomic.Uint64
 	isLeader             atomic.Bool
 	hw                   int64 // the high watermark last reported (group goroutine)
+	// What publish proposed last, and when (group goroutine).
+	pubTerm uint64
+	pubISR  []uint64
+	pubAt   time.Time
+}
+
+// publish reports a partition's state (this leader, its term, the
+// replicas in sync) to the metadata group when the image shows another,
+// again each second until it does (a proposal may be dropped).
+func (g *group) publish() {
+	want := PartitionState{Partition: g.name, Leader: g.n.cfg.NodeID, Term: g.r.Term(), ISR: g.r.InSync()}
+	g.n.mu.Lock()
+	cur, ok := g.n.image.Partitions[g.name]
+	g.n.mu.Unlock()
+	if ok && cur.Leader == want.Leader && cur.Term == want.Term && slices.Equal(cur.ISR, want.ISR) {
+		return
+	}
+	if g.pubTerm == want.Term && slices.Equal(g.pubISR, want.ISR) && time.Since(g.pubAt) < time.Second {
+		return
+	}
+	body, err := json.Marshal(record{Op: "partition_state", Partition: &want})
+	if err != nil {
+		return
+	}
+	g.pubTerm, g.pubISR, g.pubAt = want.Term, want.ISR, time.Now()
+	meta := g.n.meta
+	meta.queue(func() { _ = meta.r.ProposeInternal(body) })
 }
 
 // queue hands f to the group's goroutine; false when its queue is full
@@ -511,6 +548,9 @@ func (g *group) run() {
 			if err := g.r.Tick(); err != nil {
 				g.failed(err)
 				return
+			}
+			if g != g.n.meta && g.isLeader.Load() {
+				g.publish()
 			}
 		}
 		if err := g.r.Process(); err != nil {

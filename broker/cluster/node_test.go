@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -217,3 +218,50 @@ func readCommitted(p *log.Partition) ([]byte, error) {
 }
 
 var testTick = 10 * time.Millisecond
+
+// TestPartitionState: a partition's leader publishes itself, its term
+// and the replicas in sync with it into the metadata image, on every
+// broker; a stopped follower leaves the ISR, and returns to it once it
+// has caught up again.
+func TestPartitionState(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 3 }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "isr", 1, 3))
+	lead := c.leaderOf("isr-0")
+	c.produce("isr-0", 0)
+	state := func(i int) PartitionState {
+		ps, _ := c.nodes[i].PartitionState("isr-0")
+		return ps
+	}
+	term := func() uint64 { st, _, _ := c.nodes[lead].Group("isr-0"); return st.Term }
+	everywhere := func(isr ...uint64) func() bool {
+		return func() bool {
+			for i, nd := range c.nodes {
+				if nd == nil {
+					continue
+				}
+				ps := state(i)
+				if ps.Leader != uint64(lead+1) || ps.Term != term() || !slices.Equal(ps.ISR, isr) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	require.Eventually(t, everywhere(1, 2, 3), 10*time.Second, 20*time.Millisecond, "leader %d: %+v", lead+1, state(lead))
+
+	f := (lead + 1) % 3 // a follower
+	c.stop(f)
+	var rest []uint64
+	for id := uint64(1); id <= 3; id++ {
+		if id != uint64(f+1) {
+			rest = append(rest, id)
+		}
+	}
+	c.produce("isr-0", 1)
+	require.Eventually(t, everywhere(rest...), 10*time.Second, 20*time.Millisecond, "after stopping %d: %+v", f+1, state(lead))
+	c.start(f)
+	require.Eventually(t, everywhere(1, 2, 3), 10*time.Second, 20*time.Millisecond, "after restarting %d: %+v", f+1, state(lead))
+}

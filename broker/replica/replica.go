@@ -3,10 +3,12 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -237,6 +239,25 @@ func (r *Replica) Applied() uint64 { return r.applied }
 
 // Commit returns raft's commit index as this replica knows it.
 func (r *Replica) Commit() uint64 { return r.rn.BasicStatus().HardState.GetCommit() }
+
+// InSync returns, on the leader, the replicas in sync with it: itself
+// and the followers it heard from within the last election timeout
+// that are streaming appends (raft's StateReplicate, not probing or
+// waiting for a snapshot) — Kafka's ISR. Nil on a follower.
+func (r *Replica) InSync() []uint64 {
+	if r.state != raft.StateLeader || r.failed != nil {
+		return nil
+	}
+	st := r.rn.Status()
+	var out []uint64
+	for id, pr := range st.Progress {
+		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Partition returns the replica's log.
 func (r *Replica) Partition() *log.Partition { return r.p }
