@@ -125,7 +125,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			case denied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 			case b.cluster != nil && (req.TransactionID != nil || hasTransactionalBatch(rp.Records)):
 				sp.ErrorCode = kerr.InvalidRequest.Code
 				msg := "transactions are not replicated yet: a cluster serves idempotent and plain produce only"

@@ -215,7 +215,7 @@ func handleFetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		}
 		p := b.topics.Partition(it.topic, it.idx)
 		if p == nil || (useIDs && b.topics.GetID(it.topicID) == nil) {
-			it.err = kerr.UnknownTopicOrPartition.Code
+			it.err = b.absentPartitionCode(it.topic, it.idx)
 			if useIDs && b.topics.GetID(it.topicID) == nil {
 				it.err = kerr.UnknownTopicID.Code
 			}

@@ -82,7 +82,7 @@ func handleListOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
 			default:
 				if p = b.topics.Partition(rt.Topic, rp.Partition); p == nil {
-					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				} else {
 					epoch, sp.ErrorCode = b.leaderState(p, rp.CurrentLeaderEpoch)
 				}

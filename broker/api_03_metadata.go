@@ -159,6 +159,17 @@ func (c *conn) metadataTopic(t *topics.Topic, withOps bool) kmsg.MetadataRespons
 	st.Topic = &name
 	st.TopicID = t.ID
 	st.AuthorizedOperations = c.authorizedOps(withOps, acl.Topic, t.Name)
+	if b.cluster != nil {
+		// Every partition, hosted here or not (cluster.go).
+		for i := range b.topics.PartitionCount(t) {
+			sp := kmsg.NewMetadataResponseTopicPartition()
+			sp.Partition = i
+			sp.OfflineReplicas = []int32{}
+			b.clusterPartitionMetadata(t.Name, i, &sp)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		return st
+	}
 	parts, _ := b.topics.Snapshot(t)
 	for _, p := range parts {
 		sp := kmsg.NewMetadataResponseTopicPartition()
@@ -168,9 +179,6 @@ func (c *conn) metadataTopic(t *topics.Topic, withOps bool) kmsg.MetadataRespons
 		sp.Replicas = []int32{b.cfg.NodeID}
 		sp.ISR = []int32{b.cfg.NodeID}
 		sp.OfflineReplicas = []int32{}
-		if b.cluster != nil {
-			b.clusterPartitionMetadata(p, &sp)
-		}
 		st.Partitions = append(st.Partitions, sp)
 	}
 	return st

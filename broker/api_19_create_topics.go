@@ -115,8 +115,8 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 			if err == nil {
 				st.NumPartitions = partitions
 				st.ReplicationFactor = 1
-				if b.cluster != nil { // every broker hosts every partition (cluster.go)
-					st.ReplicationFactor = int16(len(b.cluster.Image().Brokers))
+				if b.cluster != nil {
+					st.ReplicationFactor = b.clusterReplicationFactor(rt.Topic, rt.ReplicationFactor)
 				}
 				st.TopicID = t.ID
 				if !c.visible(acl.DescribeConfigs, acl.Topic, rt.Topic) {

@@ -56,7 +56,7 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 			case seen[tpKey{rt.Topic, rp.Partition}] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 			default:
 				before := p.Log.LogStartOffset()
 				low, err := p.Log.DeleteRecordsBefore(rp.Offset)

@@ -59,7 +59,7 @@ func handleOffsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) 
 			case denied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 			case code != 0:
 				sp.ErrorCode = code
 			case b.cluster != nil:

@@ -48,8 +48,7 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 		if t := b.topics.Get(rt.Topic); t != nil {
-			parts, _ := b.topics.Snapshot(t)
-			if add := int64(rt.Count) - int64(len(parts)); add > 0 {
+			if add := int64(rt.Count) - int64(b.topics.PartitionCount(t)); add > 0 {
 				total += add
 			}
 		}
@@ -101,8 +100,7 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	if t == nil {
 		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", rt.Topic)
 	}
-	parts, _ := b.topics.Snapshot(t)
-	cur := int32(len(parts))
+	cur := b.topics.PartitionCount(t)
 	switch {
 	case rt.Count == cur:
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "Topic already has %d partition(s).", cur)

@@ -41,7 +41,7 @@ func handleDescribeProducers(c *conn, req *kmsg.DescribeProducersRequest) kmsg.R
 			}
 			p := b.topics.Partition(rt.Topic, idx)
 			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, idx)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -66,8 +66,8 @@ func (b *Broker) startCluster() error {
 		NodeID: uint64(b.cfg.NodeID), ClusterID: b.clusterID, DataDir: filepath.Join(b.cfg.DataDir, "cluster"),
 		FS: b.fs, PeerListen: peer, Voters: voters, Host: ln.advHost, Port: ln.advPort,
 		Log: b.logConfig(nil), Logger: b.lg,
-		OnPartition: func(t *cluster.Topic, i int, p *slog.Partition) {
-			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), int32(i), p)
+		OnTopic: func(t *cluster.Topic, hosted map[int32]*slog.Partition) {
+			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), hosted)
 		},
 		OnHighWatermark: func(name string) {
 			if p := b.clusterPartition(name); p != nil {
@@ -144,20 +144,21 @@ func (b *Broker) clusterProduce(p *topics.Partition, records []byte) <-chan clus
 }
 
 // createClusterTopic creates a topic through the metadata group and
-// returns it once this broker serves it. Every broker hosts every
-// partition for now, so the replication factor is the number of
-// registered brokers (-1 asks for it); topic configs are not replicated
-// yet, so none is accepted.
+// returns it once this broker serves it. rf -1 is
+// default.replication.factor (every registered broker when that is 0);
+// replicas are placed over the registered brokers (cluster.place).
+// Topic configs are not replicated yet, so none is accepted.
 func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topics.Topic, int32, error) {
-	brokers := len(b.cluster.Image().Brokers)
+	brokers := len(b.cluster.Brokers().Brokers)
+	if rf == -1 {
+		rf = b.clusterReplicationFactor("", -1)
+	}
 	switch {
-	case rf == -1:
-		rf = int16(brokers)
 	case rf <= 0:
 		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
-	case int(rf) != brokers:
+	case int(rf) > brokers:
 		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor,
-			"Replication factor %d: this cluster places every partition on each of its %d registered broker(s) for now.", rf, brokers)
+			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, brokers)
 	}
 	if len(configs) > 0 {
 		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Topic configs are not replicated in a cluster yet.")
@@ -180,10 +181,27 @@ func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, con
 	return t, partitions, nil
 }
 
+// clusterReplicationFactor is the replication factor of topic as
+// created (its first partition's replicas), or, for a topic not
+// created, the one a CreateTopics asking rf gets: -1 is
+// default.replication.factor, every registered broker when that is 0.
+func (b *Broker) clusterReplicationFactor(topic string, rf int16) int16 {
+	if rs := b.cluster.Replicas(topic, 0); len(rs) > 0 {
+		return int16(len(rs))
+	}
+	if rf != -1 {
+		return rf
+	}
+	if b.cfg.DefaultReplicationFactor > 0 {
+		return b.cfg.DefaultReplicationFactor
+	}
+	return int16(len(b.cluster.Brokers().Brokers))
+}
+
 // clusterBrokers lists the registered brokers for Metadata, and the
 // controller (the metadata group's leader; -1 while there is none).
 func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
-	im := b.cluster.Image()
+	im := b.cluster.Brokers()
 	var out []kmsg.MetadataResponseBroker
 	for _, id := range im.BrokerIDs() {
 		rb := im.Brokers[id]
@@ -202,10 +220,18 @@ func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 	return out, controller
 }
 
-// clusterPartitionMetadata fills a partition's leader, epoch and replicas
-// from its raft group and the metadata image.
-func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.MetadataResponseTopicPartition) {
-	st, _, _ := b.cluster.Group(groupName(p))
+// clusterPartitionMetadata fills partition index of topic's leader,
+// epoch, replicas and ISR: from its raft group when this broker hosts
+// it, otherwise from the state its leader published (LEADER_NOT_AVAILABLE
+// until one has).
+func (b *Broker) clusterPartitionMetadata(topic string, index int32, sp *kmsg.MetadataResponseTopicPartition) {
+	name := topic + "-" + strconv.Itoa(int(index))
+	st, _, hosted := b.cluster.Group(name)
+	if !hosted {
+		if ps, ok := b.cluster.PartitionState(name); ok {
+			st = cluster.Status{Leader: ps.Leader, Term: ps.Term}
+		}
+	}
 	sp.Leader, sp.LeaderEpoch = int32(st.Leader), int32(st.Term)
 	switch {
 	case st.Leader != 0:
@@ -219,10 +245,10 @@ func (b *Broker) clusterPartitionMetadata(p *topics.Partition, sp *kmsg.Metadata
 		sp.Leader, sp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
 	}
 	sp.Replicas, sp.ISR = nil, nil
-	for _, id := range b.cluster.Replicas(p.Topic, p.Index) {
+	for _, id := range b.cluster.Replicas(topic, index) {
 		sp.Replicas = append(sp.Replicas, int32(id))
 	}
-	sp.ISR = clusterISR(b.cluster, groupName(p), st.Term, sp.Replicas)
+	sp.ISR = clusterISR(b.cluster, name, uint64(sp.LeaderEpoch), sp.Replicas)
 }
 
 // clusterISR is a partition's in-sync replicas as its leader last
@@ -254,7 +280,7 @@ func (b *Broker) clusterHasTopic(name string) bool {
 // the registered brokers, the same answer on every broker. -1: none
 // registered.
 func (b *Broker) clusterCoordinator(key string) (int32, string, int32) {
-	im := b.cluster.Image()
+	im := b.cluster.Brokers()
 	ids := im.BrokerIDs()
 	if len(ids) == 0 {
 		return -1, "", -1
@@ -283,7 +309,13 @@ func (b *Broker) clusterLeaderHints(version int16, resp *kmsg.ProduceResponse) {
 				continue
 			}
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
-			st, _, ok := b.cluster.Group(rt.Topic + "-" + strconv.Itoa(int(sp.Partition)))
+			name := rt.Topic + "-" + strconv.Itoa(int(sp.Partition))
+			st, _, ok := b.cluster.Group(name)
+			if !ok { // hosted elsewhere: what its leader published
+				if ps, found := b.cluster.PartitionState(name); found {
+					st, ok = cluster.Status{Leader: ps.Leader, Term: ps.Term}, true
+				}
+			}
 			if !ok || st.Leader == 0 || st.IsLeader {
 				continue
 			}
@@ -292,7 +324,7 @@ func (b *Broker) clusterLeaderHints(version int16, resp *kmsg.ProduceResponse) {
 				continue
 			}
 			if im == nil {
-				c := b.cluster.Image()
+				c := b.cluster.Brokers()
 				im = &c
 			}
 			br, ok := im.Brokers[st.Leader]
@@ -309,6 +341,19 @@ func (b *Broker) clusterLeaderHints(version int16, resp *kmsg.ProduceResponse) {
 			resp.Brokers = append(resp.Brokers, rb)
 		}
 	}
+}
+
+// absentPartitionCode answers a request for partition index of topic
+// that this broker has no log of: in a cluster, a partition that exists
+// on other brokers only is NOT_LEADER_OR_FOLLOWER (the client finds its
+// leader in Metadata); anything else UNKNOWN_TOPIC_OR_PARTITION.
+func (b *Broker) absentPartitionCode(topic string, index int32) int16 {
+	if b.cluster != nil {
+		if t := b.topics.Get(topic); t != nil && index >= 0 && index < b.topics.PartitionCount(t) {
+			return kerr.NotLeaderForPartition.Code
+		}
+	}
+	return kerr.UnknownTopicOrPartition.Code
 }
 
 // clusterCode is the Kafka error code of a cluster produce's failure.

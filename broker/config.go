@@ -71,6 +71,12 @@ type Config struct {
 	AutoCreateTopics bool
 	// DefaultPartitions is num.partitions for auto-created topics.
 	DefaultPartitions int32
+	// DefaultReplicationFactor is default.replication.factor, the
+	// replicas of auto-created topics and of CreateTopics with
+	// ReplicationFactor -1 in a cluster; 0 (the default) places them on
+	// every registered broker. A single node has one replica whatever
+	// it says.
+	DefaultReplicationFactor int16
 	// Fsync is the durability policy; see FsyncPolicy.
 	Fsync FsyncPolicy
 	// FlushInterval is the fsync period under FsyncInterval

@@ -52,11 +52,12 @@ type Config struct {
 	// set for it).
 	Log    log.Config
 	Logger *zap.Logger
-	// OnPartition is called once for each partition placed here, when
-	// its group starts (from the metadata group's goroutine): the
-	// broker serves the log from then on; the group writes and closes
-	// it.
-	OnPartition func(t *Topic, index int, p *log.Partition)
+	// OnTopic is called once for each topic, when its creation is
+	// applied (from the metadata group's goroutine), with the logs of
+	// the partitions placed here, by index, their groups started: the
+	// broker serves those logs from then on; the groups write and close
+	// them. The topic's other partitions live on other brokers.
+	OnTopic func(t *Topic, hosted map[int32]*log.Partition)
 	// OnHighWatermark is called (from the group's goroutine) when a
 	// partition's high watermark moved: long polls wake.
 	OnHighWatermark func(name string)
@@ -198,18 +199,24 @@ func (n *Node) applyMetadata(index uint64, body []byte) {
 }
 
 // startPartitions starts the groups of a new topic's partitions placed
-// on this broker.
+// on this broker, then hands the topic to OnTopic.
 func (n *Node) startPartitions(t *Topic) {
+	hosted := map[int32]*log.Partition{}
+	defer func() {
+		if n.cfg.OnTopic != nil {
+			n.cfg.OnTopic(t, hosted)
+		}
+	}()
 	for i, replicas := range t.Partitions {
-		hosted := false
-		for _, id := range replicas {
-			hosted = hosted || id == n.cfg.NodeID
+		if !slices.Contains(replicas, n.cfg.NodeID) {
+			continue
 		}
 		name := t.Name + "-" + strconv.Itoa(i)
 		n.mu.Lock()
-		_, running := n.groups[name]
+		running := n.groups[name]
 		n.mu.Unlock()
-		if !hosted || running {
+		if running != nil {
+			hosted[int32(i)] = running.p
 			continue
 		}
 		g, err := n.openGroup(name, replicas, false)
@@ -217,9 +224,7 @@ func (n *Node) startPartitions(t *Topic) {
 			n.logger.Error("cannot start a partition placed here", zap.String("partition", name), zap.Error(err))
 			continue
 		}
-		if n.cfg.OnPartition != nil {
-			n.cfg.OnPartition(t, i, g.p)
-		}
+		hosted[int32(i)] = g.p
 	}
 }
 
@@ -356,6 +361,18 @@ func (n *Node) HasTopic(name string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.image.Topics[name] != nil
+}
+
+// Brokers returns an Image holding only the registered brokers (a
+// copy), for callers that need no more than that.
+func (n *Node) Brokers() Image {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	im := Image{Brokers: make(map[uint64]Broker, len(n.image.Brokers))}
+	for id, b := range n.image.Brokers {
+		im.Brokers[id] = b
+	}
+	return im
 }
 
 // Image returns a copy of the applied metadata.

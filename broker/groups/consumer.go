@@ -611,8 +611,7 @@ func (g *Group) refreshConsumerMetadataLocked(now time.Time) bool {
 				continue
 			}
 			if t := g.c.o.Topics.Get(name); t != nil {
-				parts, _ := g.c.o.Topics.Snapshot(t)
-				resolved[name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
+				resolved[name] = resolvedTopic{id: t.ID, partitions: g.c.o.Topics.PartitionCount(t)}
 			}
 		}
 	}
@@ -623,8 +622,7 @@ func (g *Group) refreshConsumerMetadataLocked(now time.Time) bool {
 			}
 			for _, m := range cg.members {
 				if m.re != nil && m.subscribes(t.Name) {
-					parts, _ := g.c.o.Topics.Snapshot(t)
-					resolved[t.Name] = resolvedTopic{id: t.ID, partitions: int32(len(parts))}
+					resolved[t.Name] = resolvedTopic{id: t.ID, partitions: g.c.o.Topics.PartitionCount(t)}
 					break
 				}
 			}

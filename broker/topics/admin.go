@@ -68,45 +68,39 @@ type Admin struct {
 	r     *Registry
 	store store
 	mu    sync.Mutex
-	// adopting holds the cluster topics some of whose partitions are
-	// not adopted yet (Adopt); guarded by mu.
-	adopting map[string]*Topic
 }
 
 // NewAdmin returns the Admin of o.Registry; Load opens what is stored.
 func NewAdmin(o Options) *Admin {
-	return &Admin{o: o, r: o.Registry, store: store{o.Store}, adopting: map[string]*Topic{}}
+	return &Admin{o: o, r: o.Registry, store: store{o.Store}}
 }
 
-// Adopt puts partition idx of a replicated topic into the registry: in
-// a cluster the topic (name, id, partition count) comes from the
-// cluster's metadata log, not the metadata store, and its log is opened
-// and written by its raft group (package cluster), which closes it. The
-// topic becomes visible once every partition is adopted (every broker
-// hosts every partition of a cluster topic for now).
-func (a *Admin) Adopt(name string, id [16]byte, count, idx int32, lp *slog.Partition) {
+// Adopt puts a replicated topic into the registry: in a cluster the
+// topic (name, id, partition count) comes from the cluster's metadata
+// log, not the metadata store, and the logs of the partitions placed on
+// this broker (hosted, by index) are opened and written by their raft
+// groups (package cluster), which close them. The other partitions are
+// in the topic's count but have no Partition here: Registry.Partition
+// returns nil for them and Snapshot leaves them out (their leaders are
+// other brokers). Adopting a topic again changes nothing.
+func (a *Admin) Adopt(name string, id [16]byte, count int32, hosted map[int32]*slog.Partition) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := a.adopting[name]
-	if t == nil {
-		t = &Topic{Name: name, ID: id, configs: map[string]string{}, partitions: make([]*Partition, count), replicated: true}
-		a.adopting[name] = t
-	}
-	if idx < 0 || idx >= int32(len(t.partitions)) {
+	if a.r.Get(name) != nil {
 		return
 	}
-	t.partitions[idx] = &Partition{Topic: name, Index: idx, Log: lp, M: a.o.Metrics.Topic(name)}
-	for _, p := range t.partitions {
-		if p == nil {
-			return
+	t := &Topic{Name: name, ID: id, configs: map[string]string{}, partitions: make([]*Partition, count), replicated: true}
+	for idx, lp := range hosted {
+		if idx >= 0 && idx < count {
+			t.partitions[idx] = &Partition{Topic: name, Index: idx, Log: lp, M: a.o.Metrics.Topic(name)}
 		}
 	}
-	delete(a.adopting, name)
 	a.r.mu.Lock()
 	a.r.mu.byName[name] = t
 	a.r.mu.byID[id] = t
 	a.r.mu.Unlock()
-	a.o.Logger.Info("serving a replicated topic", zap.String("topic", name), zap.Int32("partitions", count))
+	a.o.Logger.Info("serving a replicated topic", zap.String("topic", name), zap.Int32("partitions", count),
+		zap.Int("hosted", len(hosted)))
 }
 
 // Exclusive runs fn under the Admin's lock: no topic is created,

@@ -133,11 +133,19 @@ func (r *Registry) All() []*Topic {
 	return out
 }
 
-// Snapshot returns a copy of a topic's mutable fields under the lock.
+// Snapshot returns a copy of a topic's mutable fields under the lock:
+// its partitions hosted here, in index order (every partition on a
+// single node; see Admin.Adopt for a cluster), and its config overrides.
+// PartitionCount is the number of partitions.
 func (r *Registry) Snapshot(t *Topic) (parts []*Partition, configs map[string]string) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	parts = append([]*Partition(nil), t.partitions...)
+	parts = make([]*Partition, 0, len(t.partitions))
+	for _, p := range t.partitions {
+		if p != nil { // a cluster partition another broker hosts (Admin.Adopt)
+			parts = append(parts, p)
+		}
+	}
 	configs = make(map[string]string, len(t.configs))
 	for k, v := range t.configs {
 		configs[k] = v

@@ -97,9 +97,12 @@ const (
 	// targetShoalCluster is three in-process brokers, a raft cluster
 	// replicating every partition three times.
 	targetShoalCluster = "shoal-cluster"
-	targetKfake        = "kfake"
-	targetCeiling      = "ceiling"
-	targetExternal     = "external"
+	// targetShoalClusterRF1 is the same cluster with topics of one
+	// replica each, spread over the three brokers (criterion C10).
+	targetShoalClusterRF1 = "shoal-cluster-rf1"
+	targetKfake           = "kfake"
+	targetCeiling         = "ceiling"
+	targetExternal        = "external"
 )
 
 // allPhases are the phases in the order a round runs them.
@@ -110,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var targets, seeds, phases string
-	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, shoal-sasl-ssl (Shoal over SASL_SSL with SCRAM-SHA-512 and ACLs: what TLS, authentication and authorization cost), shoal-sasl-ssl-noacl (the same without the authorizer), shoal-cluster (three brokers in this process, a raft cluster: every partition on three replicas, produce answered once two have it fsynced), kfake, ceiling (kfake storing nothing: the client-side limit)")
+	fs.StringVar(&targets, "target", "shoal,kfake", "comma-separated targets started in-process: shoal, shoal-sasl-ssl (Shoal over SASL_SSL with SCRAM-SHA-512 and ACLs: what TLS, authentication and authorization cost), shoal-sasl-ssl-noacl (the same without the authorizer), shoal-cluster (three brokers in this process, a raft cluster: every partition on three replicas, produce answered once two have it fsynced), shoal-cluster-rf1 (the same cluster, topics of one replica spread over the brokers), kfake, ceiling (kfake storing nothing: the client-side limit)")
 	fs.StringVar(&seeds, "seeds", "", "comma-separated host:port of an external broker to bench (target \"external\"); alone it replaces --target's default")
 	fs.StringVar(&o.seedTLSCA, "seeds-tls-ca", "", "with --seeds: connect with TLS, trusting the CA certificates in this PEM file")
 	fs.StringVar(&o.seedSCRAM512, "seeds-scram-sha-512", "", "with --seeds: authenticate with SCRAM-SHA-512 as user:password")
@@ -167,8 +170,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	for _, t := range splitList(targets) {
-		if t != targetShoal && t != targetShoalSec && t != targetShoalSecNoACL && t != targetShoalCluster && t != targetKfake && t != targetCeiling {
-			return nil, fmt.Errorf("--target: unknown target %q (want shoal, shoal-sasl-ssl, shoal-sasl-ssl-noacl, shoal-cluster, kfake, ceiling)", t)
+		if t != targetShoal && t != targetShoalSec && t != targetShoalSecNoACL && t != targetShoalCluster && t != targetShoalClusterRF1 && t != targetKfake && t != targetCeiling {
+			return nil, fmt.Errorf("--target: unknown target %q (want shoal, shoal-sasl-ssl, shoal-sasl-ssl-noacl, shoal-cluster, shoal-cluster-rf1, kfake, ceiling)", t)
 		}
 		o.targets = append(o.targets, t)
 	}

@@ -241,7 +241,7 @@ func startShoalCluster(o *options, dir string, logger *zap.Logger) ([]string, fu
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	o.replicationFactor = -1 // every broker hosts every partition
+	o.replicationFactor = -1 // every broker hosts every partition (shoal-cluster-rf1: one)
 	o.offsetGaps = true      // each term's first entry is raft's own
 	return seeds, stop, nil
 }

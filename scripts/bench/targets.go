@@ -37,8 +37,12 @@ func startTarget(o *options, name, dir string, stderr io.Writer) ([]string, func
 		return startShoal(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
 	case targetShoalSec, targetShoalSecNoACL:
 		return startShoalSASLSSL(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"), name == targetShoalSec)
-	case targetShoalCluster:
-		return startShoalCluster(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
+	case targetShoalCluster, targetShoalClusterRF1:
+		seeds, stop, err := startShoalCluster(o, dir, zapLogger(o.brokerLog, stderr).Named("shoal"))
+		if name == targetShoalClusterRF1 {
+			o.replicationFactor = 1
+		}
+		return seeds, stop, err
 	case targetKfake:
 		return startKfake(o, dir, stderr)
 	case targetCeiling:
