@@ -380,10 +380,16 @@ func verifyLoop(t *testing.T, ctx context.Context, seeds []string, topic string,
 	}
 	last := map[pos]int{}
 	seen := map[string]bool{}
-	found := 0
-	deadline := time.Now().Add(60 * time.Second)
-	for found < total && time.Now().Before(deadline) {
+	found, read := 0, 0
+	// Reading gives up only when it stops making progress (the long
+	// profiles read tens of millions of records).
+	lastRead, progressed := 0, time.Now()
+	for found < total && time.Since(progressed) < 60*time.Second {
+		if read > lastRead {
+			lastRead, progressed = read, time.Now()
+		}
 		fs := cons.PollFetches(ctx)
+		read += fs.NumRecords()
 		fs.EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)
 			if v == "probe" {
