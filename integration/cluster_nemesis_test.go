@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shoal-mq/shoal/integration/faultproxy"
 )
@@ -70,10 +68,7 @@ func TestClusterNemesis(t *testing.T) {
 	seeds := seedsOf(children)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*3*time.Minute+2*time.Minute)
 	defer cancel()
-	adm := kadm.NewClient(newClusterClient(t, seeds, kgo.MetadataMinAge(50*time.Millisecond)))
-	createLoopTopic(t, ctx, adm, "nemesis")
-	lp := startLoopProducers(t, ctx, seeds, "nemesis")
-	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	adm, lp, probe := startLoop(t, ctx, seeds, "nemesis")
 
 	// leader returns the leader of a random partition, or (one time in
 	// three) the metadata group's.

@@ -230,16 +230,7 @@ func TestClusterKillLoop(t *testing.T) {
 	seeds := seedsOf(children)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+2*time.Minute)
 	defer cancel()
-	// franz-go answers Metadata from a cache younger than
-	// MetadataMinAge (5 s by default): the killer wants fresh leaders.
-	adm := kadm.NewClient(newClusterClient(t, seeds, kgo.MetadataMinAge(50*time.Millisecond)))
-	createLoopTopic(t, ctx, adm, "loop")
-	lp := startLoopProducers(t, ctx, seeds, "loop")
-
-	// The probe refreshes metadata as soon as a produce fails (franz-go
-	// waits MetadataMinAge, 5 s by default, between refreshes, which
-	// would be most of what it measures).
-	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	adm, lp, probe := startLoop(t, ctx, seeds, "loop")
 	var failovers []time.Duration
 	for k := range kills {
 		time.Sleep(time.Second)
@@ -276,6 +267,18 @@ func TestClusterKillLoop(t *testing.T) {
 	verifyLoop(t, ctx, seeds, "loop", lp.acked, total)
 	time.Sleep(2 * time.Second) // followers catch up
 	verifyReplicas(t, children, "loop", 6)
+}
+
+// startLoop creates topic and starts the loop producers on it; it
+// returns an admin client and a probe producer whose metadata is fresh
+// (franz-go answers Metadata from a cache younger than MetadataMinAge,
+// 5 s by default, which would be most of what a failover takes).
+func startLoop(t *testing.T, ctx context.Context, seeds []string, topic string) (*kadm.Client, *loopProducers, *kgo.Client) {
+	adm := kadm.NewClient(newClusterClient(t, seeds, kgo.MetadataMinAge(50*time.Millisecond)))
+	createLoopTopic(t, ctx, adm, topic)
+	lp := startLoopProducers(t, ctx, seeds, topic)
+	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	return adm, lp, probe
 }
 
 // createLoopTopic creates topic (6 partitions on every broker) once
