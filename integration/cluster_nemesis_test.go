@@ -32,12 +32,7 @@ import (
 // faults; scripts/nemesis.sh runs the long profile. NEMESIS_SEED replays
 // a run's choices of victims and flaps.
 func TestClusterNemesis(t *testing.T) {
-	rounds := 1
-	if s := os.Getenv("CLUSTER_NEMESIS_ROUNDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		rounds = n
-	}
+	rounds := envInt(t, "CLUSTER_NEMESIS_ROUNDS", 1)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("NEMESIS_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)

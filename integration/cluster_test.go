@@ -220,12 +220,7 @@ func TestClusterFailover(t *testing.T) {
 // byte-identical. It reports the time from each kill to the next
 // acknowledged produce on the killed leader's partition.
 func TestClusterKillLoop(t *testing.T) {
-	kills := 4
-	if s := os.Getenv("CLUSTER_KILLS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		kills = n
-	}
+	kills := envInt(t, "CLUSTER_KILLS", 4)
 	children := startCluster(t, 3)
 	seeds := seedsOf(children)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+2*time.Minute)
@@ -279,6 +274,17 @@ func startLoop(t *testing.T, ctx context.Context, seeds []string, topic string) 
 	lp := startLoopProducers(t, ctx, seeds, topic)
 	probe := newClusterClient(t, seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
 	return adm, lp, probe
+}
+
+// envInt is the integer in environment variable name, def if unset.
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, name)
+	return n
 }
 
 // createLoopTopic creates topic (6 partitions on every broker) once
