@@ -527,7 +527,11 @@ func (r *Replica) sync() error {
 // queues one for a peer in the Outbox.
 func (r *Replica) deliver(m *raftpb.Message) error {
 	if m.GetTo() == r.id {
-		return r.rn.Step(m)
+		err := r.rn.Step(m)
+		if errors.Is(err, raft.ErrStepPeerNotFound) {
+			return nil // from a peer removed meanwhile (or this replica): dropped, as Advance dropped it
+		}
+		return err
 	}
 	return r.queue(m, false)
 }
