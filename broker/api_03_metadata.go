@@ -6,10 +6,12 @@ package broker
 // leader (epoch 0) of every partition, with itself as the sole replica
 // and ISR. In a cluster (cluster.go) the brokers are those registered in
 // the metadata log, the controller the metadata group's leader, and
-// each partition's leader and epoch raft's as this broker knows them
-// (during an election the last leader it knew, as Kafka names a failed
-// leader until a new one is chosen; LEADER_NOT_AVAILABLE before the
-// first); its ISR is given as its replicas, and no replica as offline.
+// every partition is listed, hosted here or not: its leader and epoch
+// raft's as this broker knows them, or as the leader of a partition
+// hosted elsewhere published them (during an election the last leader
+// known, as Kafka names a failed leader until a new one is chosen;
+// LEADER_NOT_AVAILABLE before the first); its ISR as its leader
+// published it (every replica until it has), and no replica as offline.
 // A null topic list (an empty one at v0) asks for every topic. Topics
 // may be named or, from v10, given by topic id. Unknown topics are
 // created with num.partitions when auto-creation is on and the request

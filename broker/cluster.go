@@ -106,7 +106,7 @@ func (b *Broker) clusterPartition(name string) *topics.Partition {
 	return nil
 }
 
-func groupName(p *topics.Partition) string { return p.Topic + "-" + strconv.Itoa(int(p.Index)) }
+func groupName(p *topics.Partition) string { return cluster.PartitionName(p.Topic, p.Index) }
 
 // leaderState says whether this broker may serve p as its leader, and
 // with which leader epoch: a single node always leads at epoch 0. A
@@ -225,13 +225,8 @@ func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 // it, otherwise from the state its leader published (LEADER_NOT_AVAILABLE
 // until one has).
 func (b *Broker) clusterPartitionMetadata(topic string, index int32, sp *kmsg.MetadataResponseTopicPartition) {
-	name := topic + "-" + strconv.Itoa(int(index))
-	st, _, hosted := b.cluster.Group(name)
-	if !hosted {
-		if ps, ok := b.cluster.PartitionState(name); ok {
-			st = cluster.Status{Leader: ps.Leader, Term: ps.Term}
-		}
-	}
+	name := cluster.PartitionName(topic, index)
+	st, _ := b.cluster.Leadership(name)
 	sp.Leader, sp.LeaderEpoch = int32(st.Leader), int32(st.Term)
 	switch {
 	case st.Leader != 0:
@@ -309,13 +304,7 @@ func (b *Broker) clusterLeaderHints(version int16, resp *kmsg.ProduceResponse) {
 				continue
 			}
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
-			name := rt.Topic + "-" + strconv.Itoa(int(sp.Partition))
-			st, _, ok := b.cluster.Group(name)
-			if !ok { // hosted elsewhere: what its leader published
-				if ps, found := b.cluster.PartitionState(name); found {
-					st, ok = cluster.Status{Leader: ps.Leader, Term: ps.Term}, true
-				}
-			}
+			st, ok := b.cluster.Leadership(cluster.PartitionName(rt.Topic, sp.Partition))
 			if !ok || st.Leader == 0 || st.IsLeader {
 				continue
 			}

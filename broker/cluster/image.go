@@ -37,6 +37,11 @@ type PartitionState struct {
 	ISR       []uint64 `json:"isr"`
 }
 
+// same reports whether ps and o report the same leadership and ISR.
+func (ps PartitionState) same(o PartitionState) bool {
+	return ps.Partition == o.Partition && ps.Leader == o.Leader && ps.Term == o.Term && slices.Equal(ps.ISR, o.ISR)
+}
+
 // Image is the applied state of the metadata log.
 type Image struct {
 	Brokers map[uint64]Broker

@@ -211,7 +211,7 @@ func (n *Node) startPartitions(t *Topic) {
 		if !slices.Contains(replicas, n.cfg.NodeID) {
 			continue
 		}
-		name := t.Name + "-" + strconv.Itoa(i)
+		name := PartitionName(t.Name, int32(i))
 		n.mu.Lock()
 		running := n.groups[name]
 		n.mu.Unlock()
@@ -382,6 +382,23 @@ func (n *Node) Image() Image {
 	return n.image.clone()
 }
 
+// PartitionName is the raft group (and directory) of partition index
+// of topic: <topic>-<index>.
+func PartitionName(topic string, index int32) string { return topic + "-" + strconv.Itoa(int(index)) }
+
+// Leadership returns what this broker knows of partition name's
+// leadership: its group's status when it hosts the partition, else the
+// leader and term its leader last published (ok false: neither).
+func (n *Node) Leadership(name string) (st Status, ok bool) {
+	if st, _, ok = n.Group(name); ok {
+		return st, true
+	}
+	if ps, found := n.PartitionState(name); found {
+		return Status{Leader: ps.Leader, Term: ps.Term}, true
+	}
+	return Status{}, false
+}
+
 // Status is what a broker knows of one of its groups.
 type Status struct {
 	Leader   uint64 // 0: none known
@@ -497,9 +514,8 @@ type group struct {
 	isLeader             atomic.Bool
 	hw                   int64 // the high watermark last reported (group goroutine)
 	// What publish proposed last, and when (group goroutine).
-	pubTerm uint64
-	pubISR  []uint64
-	pubAt   time.Time
+	pub   PartitionState
+	pubAt time.Time
 }
 
 // publish reports a partition's state (this leader, its term, the
@@ -510,17 +526,14 @@ func (g *group) publish() {
 	g.n.mu.Lock()
 	cur, ok := g.n.image.Partitions[g.name]
 	g.n.mu.Unlock()
-	if ok && cur.Leader == want.Leader && cur.Term == want.Term && slices.Equal(cur.ISR, want.ISR) {
-		return
-	}
-	if g.pubTerm == want.Term && slices.Equal(g.pubISR, want.ISR) && time.Since(g.pubAt) < time.Second {
+	if ok && cur.same(want) || g.pub.same(want) && time.Since(g.pubAt) < time.Second {
 		return
 	}
 	body, err := json.Marshal(record{Op: "partition_state", Partition: &want})
 	if err != nil {
 		return
 	}
-	g.pubTerm, g.pubISR, g.pubAt = want.Term, want.ISR, time.Now()
+	g.pub, g.pubAt = want, time.Now()
 	meta := g.n.meta
 	meta.queue(func() { _ = meta.r.ProposeInternal(body) })
 }
