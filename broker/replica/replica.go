@@ -185,8 +185,7 @@ func (r *Replica) guard(f func() error) (err error) {
 			} else {
 				err = fmt.Errorf("replica %d: raft stopped: %v", r.id, v)
 			}
-			r.failed = err
-			r.failAll(err)
+			r.fail(err)
 		}
 	}()
 	return f()
@@ -290,14 +289,10 @@ func (r *Replica) Outbox() []Message {
 // first. A retry of a batch the log already has waits for that batch's
 // commit and reports its original offsets.
 func (r *Replica) Produce(records []byte, now time.Time, done Done) {
-	if r.failed != nil {
-		done(log.AppendResult{}, r.failed)
-		return
-	}
 	// Offsets are assigned from the log end: every entry raft has must
 	// be in the log first (a leader's empty entry of a new term, the
 	// produces before this one), written but not synced: Process syncs
-	// them all at once.
+	// them all at once. A failed replica answers its failure here.
 	if err := r.guard(r.write); err != nil {
 		done(log.AppendResult{}, err)
 		return

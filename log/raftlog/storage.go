@@ -614,10 +614,12 @@ func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
 		offset = h.LastOffset() + 1
 		if len(entries) == 1 {
 			buf = b // one batch: written as it is, not copied
-			break
+		} else {
+			buf = append(buf, b...)
 		}
-		buf = append(buf, b...)
-		s.buf = buf[:0]
+	}
+	if len(entries) > 1 {
+		s.buf = buf[:0] // the scratch keeps what it grew to
 	}
 	if dirty {
 		if err := WriteTerms(s.fs, s.dir, s.terms); err != nil {
