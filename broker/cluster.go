@@ -337,10 +337,8 @@ func (b *Broker) clusterLeaderHints(version int16, resp *kmsg.ProduceResponse) {
 // on other brokers only is NOT_LEADER_OR_FOLLOWER (the client finds its
 // leader in Metadata); anything else UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) absentPartitionCode(topic string, index int32) int16 {
-	if b.cluster != nil {
-		if t := b.topics.Get(topic); t != nil && index >= 0 && index < b.topics.PartitionCount(t) {
-			return kerr.NotLeaderForPartition.Code
-		}
+	if b.cluster != nil && b.topics.HasPartition(topic, index) {
+		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownTopicOrPartition.Code
 }

@@ -369,7 +369,7 @@ func (c *Coordinator) DeleteOffsets(req *kmsg.OffsetDeleteRequest, resp *kmsg.Of
 			*sp = kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
 			switch {
-			case !c.partitionExists(rt.Topic, rp.Partition):
+			case !c.o.Topics.HasPartition(rt.Topic, rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case isSubscribed(rt.Topic):
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
@@ -739,11 +739,4 @@ func (c *Coordinator) PersistOffsetsOnly(group string, offs map[TP]OffsetCommit)
 		writes = append(writes, offsetWrite{tp: tp, oc: oc})
 	}
 	return c.store.putOffsets(group, writes, nil, nil)
-}
-
-// partitionExists reports whether topic has partition index (in a
-// cluster, hosted on this broker or not).
-func (c *Coordinator) partitionExists(topic string, index int32) bool {
-	t := c.o.Topics.Get(topic)
-	return t != nil && index >= 0 && index < c.o.Topics.PartitionCount(t)
 }

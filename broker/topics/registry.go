@@ -175,6 +175,15 @@ func (r *Registry) PartitionByID(id [16]byte, idx int32) (*Topic, *Partition, in
 	return t, p, 0
 }
 
+// HasPartition reports whether topic name has partition idx, hosted
+// here or, in a cluster, on other brokers only (Partition is nil then).
+func (r *Registry) HasPartition(name string, idx int32) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t := r.mu.byName[name]
+	return t != nil && idx >= 0 && int(idx) < len(t.partitions)
+}
+
 // PartitionCount returns the number of partitions of t.
 func (r *Registry) PartitionCount(t *Topic) int32 {
 	r.mu.RLock()
