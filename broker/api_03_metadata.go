@@ -142,6 +142,12 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			if t == nil {
 				st.ErrorCode = kafkaerr.Code(err)
+				if errors.Is(err, kafkaerr.ErrInvalidReplicationFactor) && b.cluster != nil &&
+					int(b.clusterReplicationFactor("", -1)) <= b.cluster.VoterCount() {
+					// Brokers are still registering: retriable, as Kafka's
+					// asynchronous auto-creation answers while it creates.
+					st.ErrorCode = kerr.LeaderNotAvailable.Code
+				}
 				if err == nil {
 					st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				}

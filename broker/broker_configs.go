@@ -90,7 +90,7 @@ var brokerConfigDefs = func() []brokerConfigDef {
 			doc:    "Connections that send no request for this long are closed (--idle-timeout).",
 			static: func(c *Config) (string, bool) { return str(durationMs(c.IdleTimeout)) }},
 		{name: "default.replication.factor", typ: kmsg.ConfigTypeInt,
-			doc: "Replicas of auto-created topics and of CreateTopics with ReplicationFactor -1: on a single node 1; in a cluster the setting, or every registered broker when it is 0.",
+			doc: "Replicas of auto-created topics and of CreateTopics with ReplicationFactor -1: on a single node 1; in a cluster the setting, or every broker of controller.quorum.voters when it is 0.",
 			static: func(c *Config) (string, bool) {
 				if c.Voters == "" {
 					return str("1")

@@ -145,8 +145,12 @@ func (b *Broker) clusterProduce(p *topics.Partition, records []byte) <-chan clus
 
 // createClusterTopic creates a topic through the metadata group and
 // returns it once this broker serves it. rf -1 is
-// default.replication.factor (every registered broker when that is 0);
-// replicas are placed over the registered brokers (cluster.place).
+// default.replication.factor (every voter when that is 0); replicas
+// are placed over the registered brokers (cluster.place), so a factor
+// above their count is INVALID_REPLICATION_FACTOR, as in Kafka: just
+// after a cluster starts, until every broker has registered, a topic
+// asking for every broker is refused rather than created with fewer
+// replicas than it asked for.
 // Topic configs are not replicated yet, so none is accepted.
 func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topics.Topic, int32, error) {
 	brokers := len(b.cluster.Brokers().Brokers)
@@ -184,7 +188,9 @@ func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, con
 // clusterReplicationFactor is the replication factor of topic as
 // created (its first partition's replicas), or, for a topic not
 // created, the one a CreateTopics asking rf gets: -1 is
-// default.replication.factor, every registered broker when that is 0.
+// default.replication.factor, every voter (controller.quorum.voters)
+// when that is 0: not every registered broker, which a topic created
+// while the others are still registering would take for fewer.
 func (b *Broker) clusterReplicationFactor(topic string, rf int16) int16 {
 	if rs := b.cluster.Replicas(topic, 0); len(rs) > 0 {
 		return int16(len(rs))
@@ -195,7 +201,7 @@ func (b *Broker) clusterReplicationFactor(topic string, rf int16) int16 {
 	if b.cfg.DefaultReplicationFactor > 0 {
 		return b.cfg.DefaultReplicationFactor
 	}
-	return int16(len(b.cluster.Brokers().Brokers))
+	return int16(b.cluster.VoterCount())
 }
 
 // clusterBrokers lists the registered brokers for Metadata, and the

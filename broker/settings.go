@@ -161,7 +161,7 @@ var Settings = func() []Setting {
 			set: intSetting(1, math.MaxInt32, func(o *Options, n int64) { o.DefaultPartitions = int32(n) }),
 			get: func(o *Options) string { return strconv.Itoa(int(o.DefaultPartitions)) }},
 		{Key: "default.replication.factor", Flag: "default-replication-factor", Kind: KindInt,
-			Doc: "In a cluster: replicas of auto-created topics and of CreateTopics with ReplicationFactor -1; 0 places them on every registered broker. A single node keeps one replica.",
+			Doc: "In a cluster: replicas of auto-created topics and of CreateTopics with ReplicationFactor -1; 0 places them on every broker of controller.quorum.voters (refused with INVALID_REPLICATION_FACTOR until all have registered). A single node keeps one replica.",
 			set: intSetting(0, math.MaxInt16, func(o *Options, n int64) { o.DefaultReplicationFactor = int16(n) }),
 			get: func(o *Options) string { return strconv.Itoa(int(o.DefaultReplicationFactor)) }},
 		{Key: "socket.request.max.bytes", Flag: "max-request-bytes", Kind: KindInt,

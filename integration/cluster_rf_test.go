@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestClusterReplicationFactors: on three brokers, topics of
@@ -104,4 +107,64 @@ func TestClusterReplicationFactors(t *testing.T) {
 		require.NoError(t, o.Err)
 		require.Equal(t, lo.Offset, o.At, "%s-%d", lo.Topic, lo.Partition)
 	})
+}
+
+// TestClusterDefaultReplicationFactorWaitsForEveryBroker: the default
+// replication factor (default.replication.factor 0) is every broker of
+// controller.quorum.voters, not every broker registered so far. With
+// two of three brokers up, a CreateTopics asking for the default is
+// INVALID_REPLICATION_FACTOR and a Metadata auto-creating a topic is
+// LEADER_NOT_AVAILABLE (retriable), never a topic with fewer replicas;
+// once the third broker is up, both topics get three.
+func TestClusterDefaultReplicationFactorWaitsForEveryBroker(t *testing.T) {
+	children := newCluster(t, 3, nil)
+	children[0].start()
+	children[1].start()
+	seeds := []string{children[0].addr, children[1].addr}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := newClusterClient(t, seeds, kgo.MetadataMinAge(100*time.Millisecond))
+	adm := kadm.NewClient(cl)
+
+	// Until the metadata group has a leader the answer may be anything
+	// retriable; once it has one, it is INVALID_REPLICATION_FACTOR.
+	for {
+		resp, err := adm.CreateTopic(ctx, 1, -1, nil, "early")
+		if err == nil {
+			err = resp.Err
+		}
+		require.Error(t, err, "a topic asking for every broker was created with two of three up")
+		if errors.Is(err, kerr.InvalidReplicationFactor) {
+			break
+		}
+		require.NoError(t, ctx.Err(), "last answer: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("auto")
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Len(t, resp.Topics, 1)
+	require.Equal(t, kerr.LeaderNotAvailable.Code, resp.Topics[0].ErrorCode, "auto-creation with a broker missing")
+
+	children[2].start()
+	for _, name := range []string{"early", "auto"} {
+		require.Eventually(t, func() bool {
+			if name == "early" {
+				if resp, err := adm.CreateTopic(ctx, 1, -1, nil, name); err != nil || (resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists)) {
+					return false
+				}
+			} else if _, err := req.RequestWith(ctx, cl); err != nil {
+				return false
+			}
+			md, err := adm.Metadata(ctx, name)
+			if err != nil || md.Topics[name].Err != nil || len(md.Topics[name].Partitions) != 1 {
+				return false
+			}
+			return len(md.Topics[name].Partitions[0].Replicas) == 3
+		}, time.Minute, 200*time.Millisecond, "%s never got three replicas", name)
+	}
 }

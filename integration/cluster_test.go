@@ -66,6 +66,15 @@ func startCluster(t *testing.T, n int) []*clusterChild {
 // at peerAddr(from, to) if peerAddr is set (a proxy in between), at
 // to's peer listener otherwise.
 func startClusterWith(t *testing.T, n int, peerAddr func(from, to *clusterChild) string) []*clusterChild {
+	children := newCluster(t, n, peerAddr)
+	for _, c := range children {
+		c.start()
+	}
+	return children
+}
+
+// newCluster is startClusterWith with no broker started yet.
+func newCluster(t *testing.T, n int, peerAddr func(from, to *clusterChild) string) []*clusterChild {
 	bin := buildShoal(t, t.TempDir())
 	children := make([]*clusterChild, n)
 	for i := range children {
@@ -83,7 +92,6 @@ func startClusterWith(t *testing.T, n int, peerAddr func(from, to *clusterChild)
 			voters = append(voters, fmt.Sprintf("%d@%s", to.id, addr))
 		}
 		c.voters = strings.Join(voters, ",")
-		c.start()
 	}
 	t.Cleanup(func() {
 		for _, c := range children {

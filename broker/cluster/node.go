@@ -363,6 +363,10 @@ func (n *Node) HasTopic(name string) bool {
 	return n.image.Topics[name] != nil
 }
 
+// VoterCount is the number of brokers in the cluster as configured
+// (controller.quorum.voters), registered or not.
+func (n *Node) VoterCount() int { return len(n.cfg.Voters) }
+
 // Brokers returns an Image holding only the registered brokers (a
 // copy), for callers that need no more than that.
 func (n *Node) Brokers() Image {
