@@ -85,6 +85,35 @@ func (osFS) SyncDir(dir string) error {
 	return cerr
 }
 
+// partsWriter is implemented by files that write several buffers in
+// one system call (Linux writev), as if they were joined.
+type partsWriter interface {
+	WriteParts(parts [][]byte) (int, error)
+}
+
+// writeParts writes parts to f one after the other: in one vectored
+// write if f can, else one Write each. It returns the bytes written.
+func writeParts(f File, parts [][]byte) (int, error) {
+	if len(parts) == 1 {
+		return f.Write(parts[0])
+	}
+	if w, ok := f.(partsWriter); ok {
+		return w.WriteParts(parts)
+	}
+	total := 0
+	for _, b := range parts {
+		n, err := f.Write(b)
+		total += n
+		if err == nil && n != len(b) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // writebackStarter is implemented by files that can start writing their
 // dirty pages to the disk without waiting for it (Linux sync_file_range).
 // A partition calls it after each append, so that by the time the group

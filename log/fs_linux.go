@@ -1,8 +1,63 @@
 package log
 
-import "golang.org/x/sys/unix"
+import (
+	"errors"
+	"io"
+	"os"
 
-var _ writebackStarter = osFile{}
+	"golang.org/x/sys/unix"
+)
+
+var (
+	_ writebackStarter = osFile{}
+	_ partsWriter      = osFile{}
+)
+
+// WriteParts writes parts with writev(2), at most IOV_MAX at a time,
+// going on after a short write as os.File.Write does.
+func (f osFile) WriteParts(parts [][]byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	const iovMax = 1024
+	total := 0
+	for {
+		for len(parts) > 0 && len(parts[0]) == 0 {
+			parts = parts[1:]
+		}
+		if len(parts) == 0 {
+			return total, nil
+		}
+		var n int
+		var werr error
+		if cerr := rc.Write(func(fd uintptr) bool {
+			n, werr = unix.Writev(int(fd), parts[:min(len(parts), iovMax)])
+			return !errors.Is(werr, unix.EAGAIN)
+		}); cerr != nil {
+			return total, cerr
+		}
+		if errors.Is(werr, unix.EINTR) {
+			continue
+		}
+		if werr != nil {
+			return total, &os.PathError{Op: "write", Path: f.Name(), Err: werr}
+		}
+		if n <= 0 {
+			return total, io.ErrShortWrite
+		}
+		total += n
+		for n >= len(parts[0]) {
+			n -= len(parts[0])
+			if parts = parts[1:]; len(parts) == 0 {
+				break
+			}
+		}
+		if n > 0 { // a short write ended inside parts[0]
+			parts = append([][]byte{parts[0][n:]}, parts[1:]...)
+		}
+	}
+}
 
 // StartWriteback starts the write-out of the range's dirty pages and
 // returns without waiting for it (SYNC_FILE_RANGE_WRITE). Errors are

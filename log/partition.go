@@ -325,10 +325,17 @@ func (p *Partition) assignOffsets(records []byte, leo int64, now time.Time) {
 // publishes it (p.leo) after updating the producer state. appendMu held
 // on entry.
 func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time.Time) (int64, error) {
+	return p.writePartsLocked([][]byte{records}, int64(len(records)), next, firstMaxTs, now)
+}
+
+// writePartsLocked is writeLocked for batches in several buffers (each
+// whole batches, size bytes in all), written in one vectored write
+// where the file can (writeParts) rather than joined first.
+func (p *Partition) writePartsLocked(parts [][]byte, size, next, firstMaxTs int64, now time.Time) (int64, error) {
 	cfg := &p.cfg
 	// Roll first if the batches do not fit in the active segment.
 	seg := p.active
-	if seg.size > 0 && (seg.size+int64(len(records)) > cfg.SegmentBytes ||
+	if seg.size > 0 && (seg.size+size > cfg.SegmentBytes ||
 		next-1-seg.base > math.MaxUint32 ||
 		p.segmentAge(seg, firstMaxTs, now) > cfg.SegmentMs) {
 		if err := p.rollLocked(now); err != nil {
@@ -338,8 +345,8 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 	}
 
 	pos := seg.size
-	n, err := seg.log.Write(records)
-	if err == nil && n != len(records) {
+	n, err := writeParts(seg.log, parts)
+	if err == nil && int64(n) != size {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
@@ -351,15 +358,17 @@ func (p *Partition) writeLocked(records []byte, next, firstMaxTs int64, now time
 
 	// Index; the caller publishes the new end to readers.
 	seg.mu.Lock()
-	for rest := records; len(rest) > 0; {
-		h, _ := protocol.ParseBatchHeader(rest)
-		seg.indexBatch(pos, &h, cfg.IndexIntervalBytes)
-		pos += h.Size()
-		rest = rest[h.Size():]
+	for _, part := range parts {
+		for rest := part; len(rest) > 0; {
+			h, _ := protocol.ParseBatchHeader(rest)
+			seg.indexBatch(pos, &h, cfg.IndexIntervalBytes)
+			pos += h.Size()
+			rest = rest[h.Size():]
+		}
 	}
 	p.nextOrd.Store(seg.baseOrd + seg.count)
 	seg.mu.Unlock()
-	p.size.Add(int64(len(records)))
+	p.size.Add(size)
 	return next, nil
 }
 

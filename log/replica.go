@@ -74,24 +74,43 @@ func (p *Partition) PrepareMarker(m Marker, now time.Time) ([]byte, error) {
 // replica must hold what the majority holds. All-or-nothing on a
 // validation error.
 func (p *Partition) AppendReplicated(records []byte, now time.Time) (AppendResult, error) {
+	var batches [][]byte
+	for rest := records; len(rest) > 0; {
+		n := len(rest) // not a whole batch: left to the validation to refuse
+		if h, err := protocol.ParseBatchHeader(rest); err == nil && h.Size() > 0 && h.Size() <= int64(len(rest)) {
+			n = int(h.Size())
+		}
+		batches = append(batches, rest[:n])
+		rest = rest[n:]
+	}
+	return p.AppendReplicatedBatches(batches, false, now)
+}
+
+// AppendReplicatedBatches is AppendReplicated for batches one per
+// buffer, written without being joined (one vectored write per run
+// that fits a segment). crcChecked says this process made or already
+// verified every batch (a raft leader's own entries: Prepare checked a
+// client's CRC, and raft's own control batches are encoded here): the
+// CRC is not computed again; everything else still is checked.
+func (p *Partition) AppendReplicatedBatches(batches [][]byte, crcChecked bool, now time.Time) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.unlockAppend()
 	if err := p.writableLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if len(records) == 0 {
+	if len(batches) == 0 {
 		return AppendResult{}, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
 	}
 	leo := p.leo.Load()
 	next := leo
-	for rest, i := records, 0; len(rest) > 0; i++ {
-		h, err := protocol.ParseBatchHeader(rest)
-		if err != nil || h.Validate() != nil || h.Size() > int64(len(rest)) {
+	for i, b := range batches {
+		h, err := protocol.ParseBatchHeader(b)
+		if err != nil || h.Validate() != nil || h.Size() != int64(len(b)) {
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d is not a whole RecordBatch v2", ErrCorruptMessage, i)
 		}
 		size := h.Size()
 		switch {
-		case !protocol.VerifyBatchCRC(rest[:size]):
+		case !crcChecked && !protocol.VerifyBatchCRC(b):
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d crc mismatch", ErrCorruptMessage, i)
 		case h.BaseOffset != next:
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d starts at offset %d, not at the log end %d", ErrInvalidRecord, i, h.BaseOffset, next)
@@ -102,38 +121,35 @@ func (p *Partition) AppendReplicated(records []byte, now time.Time) (AppendResul
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d of %d bytes exceeds segment.bytes %d", ErrMessageTooLarge, i, size, p.cfg.SegmentBytes)
 		}
 		next = h.LastOffset() + 1
-		rest = rest[size:]
 	}
 	// Write in runs that fit a segment (raft may hand over many entries
 	// at once), in bytes and in 32-bit relative offsets, each run one
 	// write: what recovery accepts (scanSegment).
-	for len(records) > 0 {
-		n, start := int64(0), p.leo.Load()
+	for len(batches) > 0 {
+		k, n, start := 0, int64(0), p.leo.Load()
 		end := start
 		var firstMaxTs int64
-		for rest := records[n:]; len(rest) > 0; {
-			h, _ := protocol.ParseBatchHeader(rest)
-			if n > 0 && (n+h.Size() > p.cfg.SegmentBytes || h.LastOffset()-start > math.MaxUint32) {
+		for ; k < len(batches); k++ {
+			h, _ := protocol.ParseBatchHeader(batches[k])
+			if k > 0 && (n+h.Size() > p.cfg.SegmentBytes || h.LastOffset()-start > math.MaxUint32) {
 				break
 			}
-			if n == 0 {
+			if k == 0 {
 				firstMaxTs = h.MaxTimestamp
 			}
 			n += h.Size()
 			end = h.LastOffset() + 1
-			rest = records[n:]
 		}
-		run := records[:n]
-		if _, err := p.writeLocked(run, end, firstMaxTs, now); err != nil {
+		run := batches[:k]
+		if _, err := p.writePartsLocked(run, n, end, firstMaxTs, now); err != nil {
 			return AppendResult{}, err
 		}
-		for rest := run; len(rest) > 0; {
-			h, _ := protocol.ParseBatchHeader(rest)
-			p.applyReplicatedLocked(&h, rest[:h.Size()])
-			rest = rest[h.Size():]
+		for _, b := range run {
+			h, _ := protocol.ParseBatchHeader(b)
+			p.applyReplicatedLocked(&h, b)
 		}
 		p.leo.Store(end)
-		records = records[n:]
+		batches = batches[k:]
 	}
 	return AppendResult{BaseOffset: leo, LastOffset: next - 1, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}, nil
 }

@@ -40,8 +40,9 @@ type Storage struct {
 	state  State
 	terms  *Terms
 	failed error
-	// buf is Append's scratch for the encoded batches.
-	buf []byte
+	// parts is Append's scratch for the encoded batches, one per entry
+	// (cleared after each use, so it pins no entry's data).
+	parts [][]byte
 	// recent holds the entries Append wrote that raft has not applied
 	// yet, as raft handed them over: entries recentFirst on. Raft reads
 	// every committed entry back to apply it (and a follower a little
@@ -557,19 +558,31 @@ func (s *Storage) fail(err error) error {
 // them to raft. Entries before FirstIndex are skipped, as
 // MemoryStorage skips them.
 func (s *Storage) Append(entries []*raftpb.Entry, now time.Time) error {
+	return s.appendEntries(entries, false, now)
+}
+
+// AppendOwn is Append for entries this process made: a raft leader's
+// entries of its own term, whose data batches log.Partition.Prepare
+// checked (their CRCs are not computed a second time) and whose other
+// entries are encoded here.
+func (s *Storage) AppendOwn(entries []*raftpb.Entry, now time.Time) error {
+	return s.appendEntries(entries, true, now)
+}
+
+func (s *Storage) appendEntries(entries []*raftpb.Entry, own bool, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed != nil {
 		return s.failed
 	}
-	if err := s.append(entries, now); err != nil {
+	if err := s.append(entries, own, now); err != nil {
 		s.dropRecent(uint64(len(s.recent)))
 		return s.fail(err)
 	}
 	return nil
 }
 
-func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
+func (s *Storage) append(entries []*raftpb.Entry, own bool, now time.Time) error {
 	first, next := uint64(s.p.FirstOrdinal()), uint64(s.p.NextOrdinal())
 	for len(entries) > 0 && entries[0].GetIndex() < first {
 		entries = entries[1:]
@@ -593,7 +606,7 @@ func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
 		s.terms.Compact(n, s.p.LogStartOffset()) // retention moved the log start
 		dirty = true
 	}
-	buf := s.buf[:0]
+	parts := s.parts[:0]
 	offset := s.p.LogEndOffset()
 	last := s.terms.Last()
 	for k, e := range entries {
@@ -612,21 +625,17 @@ func (s *Storage) append(entries []*raftpb.Entry, now time.Time) error {
 		}
 		h, _ := protocol.ParseBatchHeader(b)
 		offset = h.LastOffset() + 1
-		if len(entries) == 1 {
-			buf = b // one batch: written as it is, not copied
-		} else {
-			buf = append(buf, b...)
-		}
+		parts = append(parts, b) // written as they are, not joined
 	}
-	if len(entries) > 1 {
-		s.buf = buf[:0] // the scratch keeps what it grew to
-	}
+	s.parts = parts[:0] // the scratch keeps what it grew to
 	if dirty {
 		if err := WriteTerms(s.fs, s.dir, s.terms); err != nil {
 			return err
 		}
 	}
-	if _, err := s.p.AppendReplicated(buf, now); err != nil {
+	_, err := s.p.AppendReplicatedBatches(parts, own, now)
+	clear(parts) // the scratch must not pin the entries' data
+	if err != nil {
 		return err
 	}
 	s.keepRecent(at, entries)
