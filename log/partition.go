@@ -582,10 +582,12 @@ func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 func (p *Partition) Size() int64 { return p.size.Load() }
 
 // SetConfig replaces the configuration; it applies to the next Append or
-// EnforceRetention.
+// EnforceRetention. Replica is kept as Open set it (a dynamic config
+// change of a cluster's partition must not turn its log into a leader's).
 func (p *Partition) SetConfig(cfg Config) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
+	cfg.Replica = p.cfg.Replica // a mode fixed at Open, not a setting
 	p.cfg = cfg.normalized()
 }
 

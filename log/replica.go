@@ -108,7 +108,6 @@ func (p *Partition) AppendReplicatedBatches(batches [][]byte, crcChecked bool, n
 		if err != nil || h.Validate() != nil || h.Size() != int64(len(b)) {
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d is not a whole RecordBatch v2", ErrCorruptMessage, i)
 		}
-		size := h.Size()
 		switch {
 		case !crcChecked && !protocol.VerifyBatchCRC(b):
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d crc mismatch", ErrCorruptMessage, i)
@@ -117,9 +116,12 @@ func (p *Partition) AppendReplicatedBatches(batches [][]byte, crcChecked bool, n
 		case h.RecordCount < 0 || h.LastOffsetDelta < 0 || int64(h.RecordCount) > int64(h.LastOffsetDelta)+1 ||
 			h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1:
 			return AppendResult{}, fmt.Errorf("%w: replicated batch %d has %d records and lastOffsetDelta %d", ErrInvalidRecord, i, h.RecordCount, h.LastOffsetDelta)
-		case size > p.cfg.SegmentBytes:
-			return AppendResult{}, fmt.Errorf("%w: replicated batch %d of %d bytes exceeds segment.bytes %d", ErrMessageTooLarge, i, size, p.cfg.SegmentBytes)
 		}
+		// No size limit: the leader's Prepare applied max.message.bytes
+		// and segment.bytes when the batch was produced, and a replica
+		// must store what the majority holds whatever its config says
+		// now (segment.bytes lowered since, by an AlterConfigs): a batch
+		// larger than a segment gets a segment of its own.
 		next = h.LastOffset() + 1
 	}
 	// Write in runs that fit a segment (raft may hand over many entries

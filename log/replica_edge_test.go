@@ -553,3 +553,23 @@ func TestOldFormatCheckpointAndIndexes(t *testing.T) {
 		require.NoError(t, p.Close())
 	})
 }
+
+// TestReplicatedBatchLargerThanASegment: a replica stores a replicated
+// batch larger than segment.bytes (lowered after the batch was
+// produced, by a topic config change), in a segment of its own, and
+// reads it back after a clean reopen and a crash: a follower must hold
+// what the majority holds whatever its config says now.
+func TestReplicatedBatchLargerThanASegment(t *testing.T) {
+	cfg := replicaCfg()
+	cfg.SegmentBytes = 4096
+	e := newEdgeLog(t, cfg)
+	e.fill(3, 500)
+	e.add(testBatch(1, 10_000, -1, 0, 0)) // over 4 KiB
+	e.fill(3, 500)
+	e.check("appended")
+	e.reopen()
+	e.check("reopened")
+	e.crash()
+	e.check("after a crash")
+	require.GreaterOrEqual(t, len(e.segBases()), 3, "the large batch rolled segments")
+}
