@@ -74,6 +74,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		bytes   int
 	}
 	var waits []waitFor
+	var released []<-chan struct{} // cluster partitions' (clusterProduce)
 	ackErr := int16(0)
 	var ackMsg *string
 	switch {
@@ -139,7 +140,13 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 					break
 				}
 				st.Partitions = append(st.Partitions, sp)
-				waits = append(waits, waitFor{cluster: b.clusterProduce(p, rp.Records), rp: &st.Partitions[len(st.Partitions)-1], p: p, bytes: len(rp.Records)})
+				need := 0 // min.insync.replicas applies to acks=all only, as in Kafka
+				if req.Acks == -1 {
+					need = int(minISR)
+				}
+				ch, rel := b.clusterProduce(p, rp.Records, need)
+				released = append(released, rel)
+				waits = append(waits, waitFor{cluster: ch, rp: &st.Partitions[len(st.Partitions)-1], p: p, bytes: len(rp.Records)})
 				continue
 			case req.Acks == -1 && minISR > 1:
 				sp.ErrorCode = kerr.NotEnoughReplicas.Code
@@ -181,6 +188,11 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	// The request's buffer is the connection's again once this returns:
+	// every cluster partition must have taken its batches by then.
+	for _, rel := range released {
+		<-rel
 	}
 	if req.Acks == 0 {
 		// No response; as in Kafka, a failed acks=0 produce closes the

@@ -11,7 +11,8 @@ package broker
 // hosted elsewhere published them (during an election the last leader
 // known, as Kafka names a failed leader until a new one is chosen;
 // LEADER_NOT_AVAILABLE before the first); its ISR as its leader
-// published it (every replica until it has), and no replica as offline.
+// published it (every replica until it has), and as offline the replicas
+// on fenced brokers (not heard from for broker.session.timeout.ms).
 // A null topic list (an empty one at v0) asks for every topic. Topics
 // may be named or, from v10, given by topic id. Unknown topics are
 // created with num.partitions when auto-creation is on and the request

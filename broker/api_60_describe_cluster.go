@@ -15,7 +15,12 @@ package broker
 // Version notes: v1 adds EndpointType (KIP-919): we serve the broker
 // endpoint (1) only; asking for controllers (2) or anything else gets
 // UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers. v2 adds
-// IncludeFencedBrokers and IsFenced; we are never fenced.
+// IncludeFencedBrokers and IsFenced (KIP-1073): a single node is never
+// fenced; in a cluster a broker the metadata leader has not heard from
+// for broker.session.timeout.ms is (cluster.Image.Fenced), left out
+// unless IncludeFencedBrokers. Metadata keeps listing it (a partition's
+// published leader may still name it until a new one publishes) and
+// reports its replicas in OfflineReplicas.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,8 +44,12 @@ func handleDescribeCluster(c *conn, req *kmsg.DescribeClusterRequest) kmsg.Respo
 		brokers, controller := b.clusterBrokers()
 		resp.ControllerID = controller
 		for _, mb := range brokers {
+			fenced := b.cluster.Fenced(uint64(mb.NodeID))
+			if fenced && !req.IncludeFencedBrokers {
+				continue // as Kafka: fenced brokers only when asked for
+			}
 			br := kmsg.NewDescribeClusterResponseBroker()
-			br.NodeID, br.Host, br.Port, br.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+			br.NodeID, br.Host, br.Port, br.Rack, br.IsFenced = mb.NodeID, mb.Host, mb.Port, mb.Rack, fenced
 			resp.Brokers = append(resp.Brokers, br)
 		}
 	} else {

@@ -176,6 +176,8 @@ func Start(cfg Config) (*Broker, error) {
 		DropShareState: func(id [16]byte) error { return b.shares.DeleteTopicState(id) }, // nil-safe before the shares load
 		BeforeCleanup:  cfg.beforeTopicCleanup,
 		Clustered:      cfg.Voters != "",
+		// Only a cluster's topics are replicated, so only they call it.
+		ReplicateConfigs: b.replicateTopicConfigs,
 	})
 	began := time.Now()
 	if err := b.topicAdmin.Load(); err != nil {

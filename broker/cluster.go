@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,10 +66,11 @@ func (b *Broker) startCluster() error {
 	node, err := cluster.Start(cluster.Config{
 		NodeID: uint64(b.cfg.NodeID), ClusterID: b.clusterID, DataDir: filepath.Join(b.cfg.DataDir, "cluster"),
 		FS: b.fs, PeerListen: peer, Voters: voters, Host: ln.advHost, Port: ln.advPort,
-		Log: b.logConfig(nil), Logger: b.lg,
+		Log: b.logConfig(nil), LogConfig: b.logConfig, Logger: b.lg, SessionTimeout: b.cfg.BrokerSessionTimeout,
 		OnTopic: func(t *cluster.Topic, hosted map[int32]*slog.Partition) {
-			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), hosted)
+			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), t.Configs, hosted)
 		},
+		OnTopicConfigs: func(t *cluster.Topic) { b.topicAdmin.AdoptConfigs(t.Name, t.Configs) },
 		OnHighWatermark: func(name string) {
 			if p := b.clusterPartition(name); p != nil {
 				p.Notify()
@@ -132,15 +134,15 @@ func (b *Broker) leaderState(p *topics.Partition, current int32) (epoch int32, c
 }
 
 // clusterProduce hands a produce's batches to the partition's raft group
-// and returns a channel that yields the outcome once they committed. The
-// batches are copied: the request's buffer is reused once the handler
-// returns, and raft keeps the proposed bytes until they are committed
-// (pitfall 2 of the design).
-func (b *Broker) clusterProduce(p *topics.Partition, records []byte) <-chan clusterResult {
-	records = slices.Clone(records)
+// and returns a channel that yields the outcome once they committed, and
+// one closed once the group has taken records (cluster.ProduceAsync):
+// the handler must not return before, as the request's buffer is reused
+// for the next request once it has. Not copying the batches here saves
+// a copy of every produced byte: raft copies each proposed entry itself.
+func (b *Broker) clusterProduce(p *topics.Partition, records []byte, minInSync int) (result <-chan clusterResult, released <-chan struct{}) {
 	ch := make(chan clusterResult, 1)
-	b.cluster.ProduceAsync(groupName(p), records, func(res slog.AppendResult, err error) { ch <- clusterResult{res, err} })
-	return ch
+	released = b.cluster.ProduceAsync(groupName(p), records, minInSync, func(res slog.AppendResult, err error) { ch <- clusterResult{res, err} })
+	return ch, released
 }
 
 // createClusterTopic creates a topic through the metadata group and
@@ -151,7 +153,8 @@ func (b *Broker) clusterProduce(p *topics.Partition, records []byte) <-chan clus
 // after a cluster starts, until every broker has registered, a topic
 // asking for every broker is refused rather than created with fewer
 // replicas than it asked for.
-// Topic configs are not replicated yet, so none is accepted.
+// The configs (validated by the caller) go into the metadata log with
+// the topic: every broker's replicas take them.
 func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topics.Topic, int32, error) {
 	brokers := len(b.cluster.Brokers().Brokers)
 	if rf == -1 {
@@ -164,15 +167,12 @@ func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, con
 		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidReplicationFactor,
 			"Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, brokers)
 	}
-	if len(configs) > 0 {
-		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Topic configs are not replicated in a cluster yet.")
-	}
 	if validateOnly {
 		return &topics.Topic{Name: name}, partitions, nil
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	if err := b.cluster.CreateTopic(ctx, name, int(partitions), int(rf)); err != nil {
+	if err := b.cluster.CreateTopic(ctx, name, int(partitions), int(rf), configs); err != nil {
 		if strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
 			return nil, 0, kafkaerr.Refuse(kafkaerr.ErrTopicExists, "Topic '%s' already exists.", name)
 		}
@@ -183,6 +183,41 @@ func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, con
 		return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Topic '%s' was created but its partitions did not start here.", name)
 	}
 	return t, partitions, nil
+}
+
+// replicateTopicConfigs changes a replicated topic's configs through the
+// metadata log (topics.Options.ReplicateConfigs): read, update, and
+// propose the result for the version read; when another broker's change
+// came first, again from what it left.
+func (b *Broker) replicateTopicConfigs(t *topics.Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	for {
+		cur, version, ok := b.cluster.TopicConfigs(t.Name)
+		if !ok {
+			return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
+		}
+		mine := maps.Clone(cur)
+		if mine == nil {
+			mine = map[string]string{}
+		}
+		next, err := update(mine)
+		if err != nil || validateOnly {
+			return err
+		}
+		err = b.cluster.AlterTopicConfigs(ctx, t.Name, version, next)
+		switch {
+		case errors.Is(err, cluster.ErrConfigConflict):
+			continue
+		case errors.Is(err, cluster.ErrUnknownTopic):
+			return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
+		case ctx.Err() != nil:
+			return kafkaerr.Refuse(kafkaerr.ErrRequestTimedOut, "The change of the configs of topic '%s' was not applied in time (no metadata quorum?).", t.Name)
+		case err != nil:
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%v", err)
+		}
+		return nil
+	}
 }
 
 // clusterReplicationFactor is the replication factor of topic as
@@ -229,7 +264,7 @@ func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 // clusterPartitionMetadata fills partition index of topic's leader,
 // epoch, replicas and ISR: from its raft group when this broker hosts
 // it, otherwise from the state its leader published (LEADER_NOT_AVAILABLE
-// until one has).
+// until one has); its offline replicas are those on fenced brokers.
 func (b *Broker) clusterPartitionMetadata(topic string, index int32, sp *kmsg.MetadataResponseTopicPartition) {
 	name := cluster.PartitionName(topic, index)
 	st, _ := b.cluster.Leadership(name)
@@ -250,6 +285,12 @@ func (b *Broker) clusterPartitionMetadata(topic string, index int32, sp *kmsg.Me
 		sp.Replicas = append(sp.Replicas, int32(id))
 	}
 	sp.ISR = clusterISR(b.cluster, name, uint64(sp.LeaderEpoch), sp.Replicas)
+	sp.OfflineReplicas = sp.OfflineReplicas[:0]
+	for _, id := range sp.Replicas {
+		if b.cluster.Fenced(uint64(id)) {
+			sp.OfflineReplicas = append(sp.OfflineReplicas, id) // its broker is fenced
+		}
+	}
 }
 
 // clusterISR is a partition's in-sync replicas as its leader last
@@ -353,10 +394,14 @@ func (b *Broker) absentPartitionCode(topic string, index int32) int16 {
 func clusterCode(err error) int16 {
 	var nl *cluster.ErrNotLeader
 	switch {
-	case errors.As(err, &nl), errors.Is(err, cluster.ErrUnknownPartition):
-		return kerr.NotLeaderForPartition.Code
+	case errors.As(err, &nl), errors.Is(err, cluster.ErrUnknownPartition), errors.Is(err, replica.ErrStopped):
+		return kerr.NotLeaderForPartition.Code // stopped: this broker is shutting down
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):
+		return kerr.NotEnoughReplicasAfterAppend.Code
 	}
 	return kafkaerr.Code(err)
 }

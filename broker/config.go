@@ -77,6 +77,11 @@ type Config struct {
 	// every registered broker. A single node has one replica whatever
 	// it says.
 	DefaultReplicationFactor int16
+	// BrokerSessionTimeout is broker.session.timeout.ms: in a cluster, a
+	// broker the metadata group's leader has not heard from for this
+	// long is fenced (its replicas reported offline) until it is back.
+	// Kafka's default, 9 s.
+	BrokerSessionTimeout time.Duration
 	// Fsync is the durability policy; see FsyncPolicy.
 	Fsync FsyncPolicy
 	// FlushInterval is the fsync period under FsyncInterval
@@ -186,6 +191,7 @@ func DefaultConfig() Config {
 		ShareBatchCacheBytes:   share.DefaultBatchCacheBytes,
 		ShutdownTimeout:        10 * time.Second,
 		IdleTimeout:            10 * time.Minute,
+		BrokerSessionTimeout:   9 * time.Second,
 	}
 }
 

@@ -29,6 +29,7 @@ type clusterChild struct {
 	bin, addr, peer   string
 	id                int
 	voters, dir, logf string
+	extra             []string // more flags
 	cmd               *exec.Cmd
 	done              chan error
 }
@@ -38,8 +39,9 @@ func (c *clusterChild) start() {
 	logf, err := os.OpenFile(c.logf, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(c.t, err)
 	fmt.Fprintf(logf, "=== test: start at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.bin, "--node-id", strconv.Itoa(c.id), "--listen", c.addr, "--voters", c.voters,
-		"--peer-listen", c.peer, "--data-dir", c.dir, "--fsync", "always", "--log-level", "info", "--http-addr", "")
+	args := []string{"--node-id", strconv.Itoa(c.id), "--listen", c.addr, "--voters", c.voters,
+		"--peer-listen", c.peer, "--data-dir", c.dir, "--fsync", "always", "--log-level", "info", "--http-addr", ""}
+	cmd := exec.Command(c.bin, append(args, c.extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(c.t, cmd.Start())

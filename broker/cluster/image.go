@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -17,11 +18,17 @@ type Broker struct {
 }
 
 // Topic is a topic and the replicas of each partition (the first one
-// is the preferred leader, as in Kafka).
+// is the preferred leader, as in Kafka), with its config overrides
+// (Kafka's topic configs: retention.ms, min.insync.replicas, ...).
+// ConfigVersion counts the changes of Configs since the topic was
+// created: a change names the version it read (record.Expect), so two
+// brokers' read-modify-writes cannot lose one of them.
 type Topic struct {
-	Name       string     `json:"name"`
-	ID         [16]byte   `json:"id"`
-	Partitions [][]uint64 `json:"partitions"`
+	Name          string            `json:"name"`
+	ID            [16]byte          `json:"id"`
+	Partitions    [][]uint64        `json:"partitions"`
+	Configs       map[string]string `json:"configs,omitempty"`
+	ConfigVersion uint64            `json:"config_version,omitempty"`
 }
 
 // PartitionState is what a partition's leader last published of its
@@ -45,7 +52,11 @@ func (ps PartitionState) same(o PartitionState) bool {
 // Image is the applied state of the metadata log.
 type Image struct {
 	Brokers map[uint64]Broker
-	Topics  map[string]*Topic
+	// Fenced are the registered brokers the metadata group's leader has
+	// not heard from within broker.session.timeout.ms (a "fence" record
+	// names them all), until they register again.
+	Fenced map[uint64]bool
+	Topics map[string]*Topic
 	// Partitions are the partition states published, by group name.
 	Partitions map[string]PartitionState
 	// results are the outcomes of applied requests by request id (an
@@ -56,13 +67,13 @@ type Image struct {
 }
 
 func newImage() *Image {
-	return &Image{Brokers: map[uint64]Broker{}, Topics: map[string]*Topic{}, Partitions: map[string]PartitionState{},
+	return &Image{Brokers: map[uint64]Broker{}, Fenced: map[uint64]bool{}, Topics: map[string]*Topic{}, Partitions: map[string]PartitionState{},
 		results: map[string]string{}}
 }
 
 // clone copies the image for readers outside the lock.
 func (im *Image) clone() Image {
-	c := Image{Brokers: make(map[uint64]Broker, len(im.Brokers)), Topics: make(map[string]*Topic, len(im.Topics)),
+	c := Image{Brokers: make(map[uint64]Broker, len(im.Brokers)), Fenced: maps.Clone(im.Fenced), Topics: make(map[string]*Topic, len(im.Topics)),
 		Partitions: make(map[string]PartitionState, len(im.Partitions)), Applied: im.Applied}
 	for n, ps := range im.Partitions {
 		c.Partitions[n] = ps // ISR slices are never changed in place
@@ -86,33 +97,53 @@ func (im *Image) BrokerIDs() []uint64 {
 	return ids
 }
 
+// FencedIDs returns the fenced brokers' ids, ascending.
+func (im *Image) FencedIDs() []uint64 {
+	ids := make([]uint64, 0, len(im.Fenced))
+	for id := range im.Fenced {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // record is one metadata log entry.
 type record struct {
-	Op        string          `json:"op"` // "register", "create_topic", "partition_state"
+	Op        string          `json:"op"` // "register", "create_topic", "topic_configs", "partition_state", "fence"
 	Request   string          `json:"req,omitempty"`
 	Broker    *Broker         `json:"broker,omitempty"`
 	Topic     *Topic          `json:"topic,omitempty"`
 	Partition *PartitionState `json:"partition,omitempty"`
+	// Expect is a topic_configs record's ConfigVersion as its proposer
+	// read it: applied only if the topic is still at that version.
+	Expect uint64 `json:"expect,omitempty"`
+	// Fenced is a fence record's brokers: all that are fenced now.
+	Fenced []uint64 `json:"fenced,omitempty"`
 }
 
 // Errors a create's outcome may carry (Kafka's names).
 const (
-	errTopicExists = "TOPIC_ALREADY_EXISTS"
-	errBadRecord   = "INVALID_REQUEST"
+	errTopicExists  = "TOPIC_ALREADY_EXISTS"
+	errUnknownTopic = "UNKNOWN_TOPIC_OR_PARTITION"
+	errBadRecord    = "INVALID_REQUEST"
+	// errConfigConflict: a topic_configs record read an older version
+	// than the topic's (another change came first); its proposer reads
+	// again and retries.
+	errConfigConflict = "CONFIG_VERSION_CONFLICT"
 )
 
 // apply applies one committed record; it returns the outcome recorded
-// for its request ("" when it succeeded) and the topic it created, if
-// any. Deterministic: every broker applies the same records in the same
+// for its request ("" when it succeeded) and the topic it created, or
+// the one whose configs it changed, if any. Deterministic: every broker applies the same records in the same
 // order to the same image.
-func (im *Image) apply(index uint64, body []byte) (outcome string, created *Topic) {
+func (im *Image) apply(index uint64, body []byte) (outcome string, created, reconfigured *Topic) {
 	im.Applied = index
 	var r record
 	if err := json.Unmarshal(body, &r); err != nil {
-		return errBadRecord, nil
+		return errBadRecord, nil, nil
 	}
 	if prev, ok := im.results[r.Request]; ok && r.Request != "" {
-		return prev, nil // a retried proposal: the first one's outcome
+		return prev, nil, nil // a retried proposal: the first one's outcome
 	}
 	defer func() {
 		if r.Request != "" {
@@ -122,14 +153,37 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created *Topi
 	switch {
 	case r.Op == "register" && r.Broker != nil:
 		im.Brokers[r.Broker.ID] = *r.Broker
-		return "", nil
+		delete(im.Fenced, r.Broker.ID) // it is back
+		return "", nil, nil
+	case r.Op == "fence":
+		clear(im.Fenced)
+		for _, id := range r.Fenced {
+			if _, ok := im.Brokers[id]; ok {
+				im.Fenced[id] = true
+			}
+		}
+		return "", nil, nil
 	case r.Op == "create_topic" && r.Topic != nil && validTopic(r.Topic):
 		if _, ok := im.Topics[r.Topic.Name]; ok {
-			return errTopicExists, nil
+			return errTopicExists, nil, nil
 		}
 		t := *r.Topic
+		t.ConfigVersion = 0
 		im.Topics[t.Name] = &t
-		return "", &t
+		return "", &t, nil
+	case r.Op == "topic_configs" && r.Topic != nil:
+		cur, ok := im.Topics[r.Topic.Name]
+		switch {
+		case !ok:
+			return errUnknownTopic, nil, nil
+		case cur.ConfigVersion != r.Expect:
+			return errConfigConflict, nil, nil
+		}
+		t := *cur // topics are never changed in place (clone)
+		t.Configs = r.Topic.Configs
+		t.ConfigVersion++
+		im.Topics[t.Name] = &t
+		return "", nil, &t
 	case r.Op == "partition_state" && r.Partition != nil && r.Partition.Partition != "" && r.Partition.Leader != 0:
 		// A newer term's report wins, and a later one of the same
 		// leader and term; an older one (delayed) is ignored.
@@ -137,9 +191,9 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created *Topi
 		if ps.Term > cur.Term || ps.Term == cur.Term && ps.Leader == cur.Leader {
 			im.Partitions[ps.Partition] = ps
 		}
-		return "", nil
+		return "", nil, nil
 	}
-	return errBadRecord, nil
+	return errBadRecord, nil, nil
 }
 
 func validTopic(t *Topic) bool {

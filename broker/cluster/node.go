@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -48,16 +49,30 @@ type Config struct {
 	// Tick is the raft tick (100 ms if zero); an election takes 10 to
 	// 20 ticks without a leader, a heartbeat one.
 	Tick time.Duration
-	// Log configures every partition log this node opens (Replica is
-	// set for it).
-	Log    log.Config
-	Logger *zap.Logger
+	// SessionTimeout is broker.session.timeout.ms (9 s if zero, Kafka's
+	// default): a registered broker the metadata group's leader has not
+	// heard from for that long is fenced (Image.Fenced): reported
+	// offline in its partitions' replicas, until it registers again.
+	SessionTimeout time.Duration
+	// Log configures the metadata log, and every partition log when
+	// LogConfig is unset (Replica is set for it).
+	Log log.Config
+	// LogConfig, when set, gives a partition's log config from its
+	// topic's config overrides (Topic.Configs): the broker's topic
+	// config defaults under them.
+	LogConfig func(topicConfigs map[string]string) log.Config
+	Logger    *zap.Logger
 	// OnTopic is called once for each topic, when its creation is
 	// applied (from the metadata group's goroutine), with the logs of
 	// the partitions placed here, by index, their groups started: the
 	// broker serves those logs from then on; the groups write and close
 	// them. The topic's other partitions live on other brokers.
 	OnTopic func(t *Topic, hosted map[int32]*log.Partition)
+	// OnTopicConfigs is called (from the metadata group's goroutine)
+	// when a change of a topic's configs is applied, with the topic as
+	// changed. The partitions' logs here already have their new config
+	// (LogConfig).
+	OnTopicConfigs func(t *Topic)
 	// OnHighWatermark is called (from the group's goroutine) when a
 	// partition's high watermark moved: long polls wake.
 	OnHighWatermark func(name string)
@@ -100,6 +115,9 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Tick == 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 9 * time.Second
+	}
 	if _, ok := cfg.Voters[cfg.NodeID]; !ok {
 		return nil, fmt.Errorf("cluster: node %d is not among the voters", cfg.NodeID)
 	}
@@ -116,7 +134,7 @@ func Start(cfg Config) (*Node, error) {
 	for id := range cfg.Voters {
 		voters = append(voters, id)
 	}
-	meta, err := n.openGroup(MetadataGroup, voters, true)
+	meta, err := n.openGroup(MetadataGroup, voters, true, cfg.Log)
 	if err != nil {
 		_ = tr.Close()
 		return nil, err
@@ -128,9 +146,9 @@ func Start(cfg Config) (*Node, error) {
 }
 
 // openGroup opens a group's log and replica and starts its goroutine.
-func (n *Node) openGroup(name string, voters []uint64, metadata bool) (*group, error) {
+func (n *Node) openGroup(name string, voters []uint64, metadata bool, lc log.Config) (*group, error) {
 	dir := filepath.Join(n.cfg.DataDir, name)
-	p, err := log.Open(n.cfg.FS, dir, n.cfg.Log, n.logger)
+	p, err := log.Open(n.cfg.FS, dir, lc, n.logger)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
 	}
@@ -139,8 +157,10 @@ func (n *Node) openGroup(name string, voters []uint64, metadata bool) (*group, e
 		_ = p.Close()
 		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
 	}
+	var g *group
 	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name)),
-		Send: func(m replica.Message) { n.tr.Send(name, m.To, m.Parts...) }}
+		Send: func(m replica.Message) { n.tr.Send(name, m.To, m.Parts...) },
+		Sync: func(j *replica.SyncJob) { g.sync(j) }}
 	if metadata {
 		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
 	}
@@ -149,7 +169,7 @@ func (n *Node) openGroup(name string, voters []uint64, metadata bool) (*group, e
 		_ = p.Close()
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
-	g := &group{name: name, n: n, r: r, p: p, work: make(chan func(), 1024)}
+	g = &group{name: name, n: n, r: r, p: p, work: make(chan func(), 1024), synced: make(chan *replica.SyncJob, 1), quit: make(chan struct{})}
 	n.mu.Lock()
 	n.groups[name] = g
 	n.mu.Unlock()
@@ -169,7 +189,7 @@ func (n *Node) deliver(name string, from uint64, data []byte) {
 		return
 	}
 	g.queue(func() {
-		if err := g.r.Step(data); err != nil {
+		if err := g.r.Step(data); err != nil && !errors.Is(err, replica.ErrStopped) {
 			g.n.logger.Warn("raft message refused", zap.String("group", name), zap.Uint64("from", from), zap.Error(err))
 		}
 	})
@@ -180,11 +200,14 @@ func (n *Node) deliver(name string, from uint64, data []byte) {
 // placed here.
 func (n *Node) applyMetadata(index uint64, body []byte) {
 	n.mu.Lock()
-	outcome, created := n.image.apply(index, body)
+	outcome, created, reconfigured := n.image.apply(index, body)
 	closed := n.closed
 	n.mu.Unlock()
 	if created != nil && !closed {
 		n.startPartitions(created)
+	}
+	if reconfigured != nil && !closed {
+		n.reconfigure(reconfigured)
 	}
 	// The proposer hears of the outcome once the partitions run here.
 	var r record
@@ -195,6 +218,34 @@ func (n *Node) applyMetadata(index uint64, body []byte) {
 			ch <- outcome
 		}
 		n.mu.Unlock()
+	}
+}
+
+// logConfig is the log config of a partition of a topic with
+// overrides topicConfigs.
+func (n *Node) logConfig(topicConfigs map[string]string) log.Config {
+	lc := n.cfg.Log
+	if n.cfg.LogConfig != nil {
+		lc = n.cfg.LogConfig(topicConfigs)
+	}
+	lc.Replica = true
+	return lc
+}
+
+// reconfigure gives the logs of t's partitions here their new config,
+// then tells OnTopicConfigs.
+func (n *Node) reconfigure(t *Topic) {
+	lc := n.logConfig(t.Configs)
+	for i := range t.Partitions {
+		n.mu.Lock()
+		g := n.groups[PartitionName(t.Name, int32(i))]
+		n.mu.Unlock()
+		if g != nil {
+			g.p.SetConfig(lc)
+		}
+	}
+	if n.cfg.OnTopicConfigs != nil {
+		n.cfg.OnTopicConfigs(t)
 	}
 }
 
@@ -219,7 +270,7 @@ func (n *Node) startPartitions(t *Topic) {
 			hosted[int32(i)] = running.p
 			continue
 		}
-		g, err := n.openGroup(name, replicas, false)
+		g, err := n.openGroup(name, replicas, false, n.logConfig(t.Configs))
 		if err != nil {
 			n.logger.Error("cannot start a partition placed here", zap.String("partition", name), zap.Error(err))
 			continue
@@ -287,7 +338,7 @@ func (n *Node) register() {
 // each, placed over the registered brokers, and returns once this
 // broker applied the creation. An existing topic is an error naming
 // TOPIC_ALREADY_EXISTS.
-func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int) error {
+func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int, configs map[string]string) error {
 	if partitions < 1 {
 		return fmt.Errorf("cluster: %d partitions", partitions)
 	}
@@ -299,12 +350,51 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int)
 	}
 	var id [16]byte
 	_, _ = rand.Read(id[:])
-	outcome, err := n.propose(ctx, record{Op: "create_topic", Topic: &Topic{Name: name, ID: id, Partitions: assign}})
+	outcome, err := n.propose(ctx, record{Op: "create_topic", Topic: &Topic{Name: name, ID: id, Partitions: assign, Configs: configs}})
 	if err != nil {
 		return err
 	}
 	if outcome != "" {
 		return fmt.Errorf("cluster: create topic %s: %s", name, outcome)
+	}
+	return nil
+}
+
+// ErrConfigConflict is AlterTopicConfigs finding the topic's configs
+// changed since the version the caller read: read them again and retry.
+var ErrConfigConflict = errors.New("cluster: the topic's configs changed meanwhile")
+
+// ErrUnknownTopic is AlterTopicConfigs on a topic that does not exist.
+var ErrUnknownTopic = errors.New("cluster: unknown topic")
+
+// TopicConfigs returns topic's config overrides as applied here (not to
+// be changed) and their version, for AlterTopicConfigs.
+func (n *Node) TopicConfigs(topic string) (configs map[string]string, version uint64, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.image.Topics[topic]
+	if t == nil {
+		return nil, 0, false
+	}
+	return t.Configs, t.ConfigVersion, true
+}
+
+// AlterTopicConfigs replaces topic's config overrides with configs
+// through the metadata group, if they are still at version (as
+// TopicConfigs returned it; else ErrConfigConflict), and returns once
+// this broker applied the change: every broker's partitions of the
+// topic take the new config as they apply it.
+func (n *Node) AlterTopicConfigs(ctx context.Context, topic string, version uint64, configs map[string]string) error {
+	outcome, err := n.propose(ctx, record{Op: "topic_configs", Topic: &Topic{Name: topic, Configs: configs}, Expect: version})
+	switch {
+	case err != nil:
+		return err
+	case outcome == errConfigConflict:
+		return ErrConfigConflict
+	case outcome == errUnknownTopic:
+		return ErrUnknownTopic
+	case outcome != "":
+		return fmt.Errorf("cluster: alter configs of %s: %s", topic, outcome)
 	}
 	return nil
 }
@@ -372,11 +462,18 @@ func (n *Node) VoterCount() int { return len(n.cfg.Voters) }
 func (n *Node) Brokers() Image {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	im := Image{Brokers: make(map[uint64]Broker, len(n.image.Brokers))}
+	im := Image{Brokers: make(map[uint64]Broker, len(n.image.Brokers)), Fenced: maps.Clone(n.image.Fenced)}
 	for id, b := range n.image.Brokers {
 		im.Brokers[id] = b
 	}
 	return im
+}
+
+// Fenced reports whether broker id is fenced (Image.Fenced).
+func (n *Node) Fenced(id uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.image.Fenced[id]
 }
 
 // Image returns a copy of the applied metadata.
@@ -434,11 +531,12 @@ func (n *Node) Produce(ctx context.Context, partition string, records []byte) (l
 		err error
 	}
 	ch := make(chan result, 1)
-	n.ProduceAsync(partition, records, func(res log.AppendResult, err error) { ch <- result{res, err} })
+	released := n.ProduceAsync(partition, records, 0, func(res log.AppendResult, err error) { ch <- result{res, err} })
 	select {
 	case r := <-ch:
 		return r.res, r.err
 	case <-ctx.Done():
+		<-released // records are the caller's again
 		return log.AppendResult{}, ctx.Err()
 	}
 }
@@ -446,13 +544,23 @@ func (n *Node) Produce(ctx context.Context, partition string, records []byte) (l
 // ProduceAsync is Produce calling done with the outcome instead: from
 // the partition's goroutine (done must not block), or at once. A
 // broker that does not lead the partition answers *ErrNotLeader.
-func (n *Node) ProduceAsync(partition string, records []byte, done func(log.AppendResult, error)) {
+//
+// records is read, and changed in place (offsets, leader epoch), until
+// released is closed: once the partition's goroutine has proposed them
+// (raft keeps a copy of each proposed entry, which
+// TestProduceKeepsNoRecords checks) or refused them. That comes soon,
+// long before done in general, so a caller can reuse the buffer for
+// the next request while this one waits for its commit, without
+// copying it first.
+func (n *Node) ProduceAsync(partition string, records []byte, minInSync int, done func(log.AppendResult, error)) (released <-chan struct{}) {
+	rel := make(chan struct{})
 	n.mu.Lock()
 	g := n.groups[partition]
 	n.mu.Unlock()
 	if g == nil {
+		close(rel)
 		done(log.AppendResult{}, ErrUnknownPartition)
-		return
+		return rel
 	}
 	answer := func(res log.AppendResult, err error) {
 		if errors.Is(err, replica.ErrNotLeader) {
@@ -460,9 +568,20 @@ func (n *Node) ProduceAsync(partition string, records []byte, done func(log.Appe
 		}
 		done(res, err)
 	}
-	if !g.queue(func() { g.r.Produce(records, time.Now(), answer) }) {
-		done(log.AppendResult{}, &ErrNotLeader{Leader: g.status().Leader}) // overloaded: the client retries
+	if !g.queue(func() {
+		g.r.Produce(records, time.Now(), minInSync, answer)
+		close(rel)
+	}) {
+		close(rel)
+		// Overloaded or stopped: the client retries, told of the leader
+		// this broker knows, unless that is itself.
+		leader := g.status().Leader
+		if leader == n.cfg.NodeID {
+			leader = 0
+		}
+		done(log.AppendResult{}, &ErrNotLeader{Leader: leader})
 	}
+	return rel
 }
 
 // EndOffsetFor answers OffsetForLeaderEpoch for a partition this broker
@@ -511,6 +630,23 @@ type group struct {
 	r    *replica.Replica
 	p    *log.Partition
 	work chan func()
+	// workMu orders queue against stop: nothing is queued once the
+	// goroutine has drained work for the last time.
+	workMu  sync.Mutex
+	stopped bool
+	// synced brings a replica's SyncJob back from its fsync goroutine
+	// (sync); syncs counts those goroutines, which stop waits for.
+	synced chan *replica.SyncJob
+	syncs  sync.WaitGroup
+	quit   chan struct{} // closed by stop
+
+	// The metadata group's leader's view of the brokers (checkBrokers,
+	// group goroutine): when each voter was last heard from in the term
+	// heardTerm, and the fence record proposed last, and when.
+	heardAt   map[uint64]time.Time
+	heardTerm uint64
+	fencePub  []uint64
+	fenceAt   time.Time
 
 	leader, term         atomic.Uint64
 	lastLeader, lastTerm atomic.Uint64
@@ -542,14 +678,98 @@ func (g *group) publish() {
 	meta.queue(func() { _ = meta.r.ProposeInternal(body) })
 }
 
+// checkBrokers, on the metadata group's leader, fences the voters it
+// has not heard from (replica.Replica.Active) for SessionTimeout, as
+// Kafka's controller fences a broker whose heartbeats stop, and lifts a
+// fence once it hears from one again: it proposes a fence record with
+// the whole set when the image shows another, again each second until
+// it does. A new leader starts with every voter heard from.
+func (g *group) checkBrokers() {
+	now := time.Now()
+	if term := g.r.Term(); g.heardAt == nil || g.heardTerm != term {
+		g.heardAt, g.heardTerm = map[uint64]time.Time{}, term
+		for id := range g.n.cfg.Voters {
+			g.heardAt[id] = now
+		}
+	}
+	for _, id := range g.r.Active() {
+		g.heardAt[id] = now
+	}
+	var fenced []uint64
+	g.n.mu.Lock()
+	for id, at := range g.heardAt {
+		if _, registered := g.n.image.Brokers[id]; registered && now.Sub(at) > g.n.cfg.SessionTimeout {
+			fenced = append(fenced, id)
+		}
+	}
+	cur := g.n.image.FencedIDs()
+	g.n.mu.Unlock()
+	slices.Sort(fenced)
+	if slices.Equal(cur, fenced) || slices.Equal(g.fencePub, fenced) && now.Sub(g.fenceAt) < time.Second {
+		return
+	}
+	body, err := json.Marshal(record{Op: "fence", Fenced: fenced})
+	if err != nil {
+		return
+	}
+	g.fencePub, g.fenceAt = fenced, now
+	if err := g.r.ProposeInternal(body); err == nil && len(fenced) != len(cur) {
+		g.n.logger.Info("fencing brokers not heard from", zap.Uint64s("fenced", fenced),
+			zap.Duration("session_timeout", g.n.cfg.SessionTimeout))
+	}
+}
+
 // queue hands f to the group's goroutine; false when its queue is full
 // (the caller answers as if the message were lost).
 func (g *group) queue(f func()) bool {
+	g.workMu.Lock()
+	defer g.workMu.Unlock()
+	if g.stopped {
+		return false
+	}
 	select {
 	case g.work <- f:
 		return true
 	default:
 		return false
+	}
+}
+
+// sync runs a replica's fsync on a goroutine of its own, so the group
+// goes on proposing and writing while it runs (replica.Config.Sync),
+// and brings the job back to the group's goroutine. One job is out at a
+// time, but one taken back early (before a truncation) may still be on
+// its way when the next is out: a send waits its turn, or quit.
+func (g *group) sync(j *replica.SyncJob) {
+	g.syncs.Add(1)
+	go func() {
+		defer g.syncs.Done()
+		j.Run()
+		select {
+		case g.synced <- j:
+		case <-g.quit: // the goroutine has stopped: nobody takes it back
+		}
+	}()
+}
+
+// stop ends the group's goroutine's work: its replica is stopped (every
+// waiting produce answered), nothing more is queued, and what was
+// queued runs now, against the stopped replica, so it too is answered
+// (a produce's records released) rather than left waiting.
+func (g *group) stop() {
+	close(g.quit)
+	g.syncs.Wait() // no fsync runs once the Node closes the log
+	g.r.Stop()
+	g.workMu.Lock()
+	g.stopped = true
+	g.workMu.Unlock()
+	for {
+		select {
+		case f := <-g.work:
+			f()
+		default:
+			return
+		}
 	}
 }
 
@@ -561,6 +781,7 @@ func (g *group) status() Status {
 // run is the group's goroutine: the only caller of its Replica.
 func (g *group) run() {
 	defer g.n.wg.Done()
+	defer g.stop()
 	tick := time.NewTicker(g.n.cfg.Tick)
 	defer tick.Stop()
 	for {
@@ -578,13 +799,21 @@ func (g *group) run() {
 					break drain
 				}
 			}
+		case j := <-g.synced:
+			if err := g.r.Synced(j); err != nil {
+				g.failed(err)
+				return
+			}
 		case <-tick.C:
 			if err := g.r.Tick(); err != nil {
 				g.failed(err)
 				return
 			}
-			if g != g.n.meta && g.isLeader.Load() {
+			switch {
+			case g != g.n.meta && g.isLeader.Load():
 				g.publish()
+			case g == g.n.meta && g.isLeader.Load():
+				g.checkBrokers()
 			}
 		}
 		if err := g.r.Process(); err != nil {

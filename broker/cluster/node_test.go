@@ -59,7 +59,7 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 func (c *testCluster) start(i int) {
 	cfg := Config{NodeID: uint64(i + 1), ClusterID: "test", DataDir: c.dirs[i], FS: log.OSFS(),
 		PeerListen: c.addrs[uint64(i+1)], Voters: c.addrs, Host: "127.0.0.1", Port: int32(9092 + i),
-		Tick: testTick, Log: log.DefaultConfig(), Logger: c.logger}
+		Tick: testTick, SessionTimeout: testSessionTimeout, Log: log.DefaultConfig(), Logger: c.logger}
 	var err error
 	for range 50 { // the port may linger for a moment after a close
 		if c.nodes[i], err = Start(cfg); err == nil {
@@ -131,8 +131,8 @@ func TestClusterReplicates(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, c.nodes[1].CreateTopic(ctx, "orders", 3, 3))
-	err := c.nodes[2].CreateTopic(ctx, "orders", 3, 3)
+	require.NoError(t, c.nodes[1].CreateTopic(ctx, "orders", 3, 3, nil))
+	err := c.nodes[2].CreateTopic(ctx, "orders", 3, 3, nil)
 	require.ErrorContains(t, err, "TOPIC_ALREADY_EXISTS")
 	require.Eventually(t, func() bool {
 		for _, nd := range c.nodes {
@@ -219,6 +219,10 @@ func readCommitted(p *log.Partition) ([]byte, error) {
 
 var testTick = 10 * time.Millisecond
 
+// testSessionTimeout is broker.session.timeout.ms in these tests: 50
+// ticks, five election timeouts at most.
+var testSessionTimeout = 500 * time.Millisecond
+
 // TestPartitionState: a partition's leader publishes itself, its term
 // and the replicas in sync with it into the metadata image, on every
 // broker; a stopped follower leaves the ISR, and returns to it once it
@@ -228,7 +232,7 @@ func TestPartitionState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 3 }, 20*time.Second, 10*time.Millisecond)
-	require.NoError(t, c.nodes[0].CreateTopic(ctx, "isr", 1, 3))
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "isr", 1, 3, nil))
 	lead := c.leaderOf("isr-0")
 	c.produce("isr-0", 0)
 	state := func(i int) PartitionState {

@@ -47,6 +47,14 @@ type node struct {
 	checked int64
 }
 
+// syncJob is a replica's fsync handed out (replica.Config.Sync), run
+// and handed back at a random later step, or lost with the power.
+type syncJob struct {
+	n *node
+	r *replica.Replica // the replica that handed it out
+	j *replica.SyncJob
+}
+
 type envelope struct {
 	at int
 	m  replica.Message
@@ -58,6 +66,7 @@ type Sim struct {
 	rng   *mrand.Rand
 	nodes []*node
 	net   []envelope
+	jobs  []syncJob
 	step  int
 	group map[uint64]int // the side of the current partition each node is on
 	// leaders: the leader seen for each term.
@@ -193,7 +202,14 @@ func (s *Sim) start(n *node, voters []uint64) error {
 	if err != nil {
 		return fmt.Errorf("node %d: open storage: %w", n.id, err)
 	}
-	r, err := replica.New(p, st, replica.Config{ID: n.id, Voters: voters, Send: s.post})
+	rc := replica.Config{ID: n.id, Voters: voters, Send: s.post}
+	// Half the nodes (drawn at each start) sync asynchronously, as a
+	// broker's groups do: Process writes and hands the fsync out, and the
+	// responses that wait for it go once the job comes back.
+	if s.rng.IntN(2) == 0 {
+		rc.Sync = func(j *replica.SyncJob) { s.jobs = append(s.jobs, syncJob{n: n, r: n.r, j: j}) }
+	}
+	r, err := replica.New(p, st, rc)
 	if err != nil {
 		return fmt.Errorf("node %d: replica: %w", n.id, err)
 	}
@@ -236,6 +252,7 @@ func (s *Sim) tick() {
 			s.retain(n)
 		}
 	}
+	s.syncs()
 	for _, n := range s.nodes {
 		if n.up {
 			if err := n.r.Tick(); err != nil {
@@ -248,6 +265,36 @@ func (s *Sim) tick() {
 	s.deliver()
 	s.produce()
 	s.check()
+}
+
+// syncs runs some of the fsyncs handed out, in random order (a node has
+// one out at a time), and hands them back; the others wait. Those of a
+// replica that lost its power are gone with what they would have synced.
+func (s *Sim) syncs() {
+	keep := s.jobs[:0]
+	var due []syncJob
+	for _, sj := range s.jobs {
+		switch {
+		case !sj.n.up || sj.n.r != sj.r:
+		case s.rng.IntN(3) == 0:
+			due = append(due, sj)
+		default:
+			keep = append(keep, sj)
+		}
+	}
+	s.jobs = keep
+	s.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	for _, sj := range due {
+		if !sj.n.up || sj.n.r != sj.r { // crashed at an earlier job's fsync
+			continue
+		}
+		sj.j.Run()
+		if err := sj.r.Synced(sj.j); err != nil {
+			s.fault(sj.n, "synced", err)
+			continue
+		}
+		s.process(sj.n)
+	}
 }
 
 // crash replaces a node's file system with what power loss left (fs).
@@ -401,7 +448,7 @@ func (s *Sim) produce() {
 		seq := p.next
 		p.next++
 		p.outstanding++
-		leader.r.Produce(Batch(seq), time.UnixMilli(1_700_000_000_000), func(res log.AppendResult, err error) {
+		leader.r.Produce(Batch(seq), time.UnixMilli(1_700_000_000_000), 0, func(res log.AppendResult, err error) {
 			if err == nil { // every acknowledgement is checked, even one the producer gave up on
 				if prev, ok := p.everAcked[seq]; ok && prev != res.BaseOffset {
 					s.violation("sequence %d acknowledged at offset %d and at %d", seq, prev, res.BaseOffset)

@@ -40,6 +40,8 @@ func Code(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, ErrInvalidTopic):
 		return kerr.InvalidTopicException.Code
+	case errors.Is(err, ErrRequestTimedOut):
+		return kerr.RequestTimedOut.Code
 	case errors.Is(err, ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, ErrInvalidRequest):

@@ -23,6 +23,7 @@ var (
 	ErrTopicAuthorization       = errors.New("broker: topic authorization failed")   // TOPIC_AUTHORIZATION_FAILED
 	ErrGroupAuthorization       = errors.New("broker: group authorization failed")   // GROUP_AUTHORIZATION_FAILED
 	ErrClusterAuthorization     = errors.New("broker: cluster authorization failed") // CLUSTER_AUTHORIZATION_FAILED
+	ErrRequestTimedOut          = errors.New("broker: request timed out")            // REQUEST_TIMED_OUT
 	// ErrQuotaEntityType is UNSUPPORTED_VERSION: Kafka's answer to a
 	// DescribeClientQuotas filter on a custom entity type or match type.
 	ErrQuotaEntityType = errors.New("broker: unsupported quota filter")

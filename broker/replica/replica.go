@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -22,6 +23,20 @@ import (
 // NOT_LEADER_OR_FOLLOWER: the client refreshes metadata and retries;
 // an idempotent retry gets the original offsets if the batch survived).
 var ErrNotLeader = errors.New("replica: not the leader")
+
+// ErrNotEnoughReplicas is a produce asking for more replicas in sync
+// (min.insync.replicas) than the leader has: nothing was appended.
+// ErrNotEnoughReplicasAfterAppend: it was appended and committed, but
+// fewer replicas than asked have it and are in sync now (Kafka's
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the client may retry, and an
+// idempotent retry gets the original offsets).
+var (
+	ErrNotEnoughReplicas            = errors.New("replica: fewer replicas in sync than min.insync.replicas")
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: appended, but fewer replicas in sync than min.insync.replicas now")
+)
+
+// ErrStopped is a stopped replica's answer (Stop).
+var ErrStopped = errors.New("replica: stopped")
 
 // Config configures a Replica.
 type Config struct {
@@ -56,6 +71,35 @@ type Config struct {
 	// offsets where they land (the metadata group). Data groups keep it
 	// off: only a leader prepares batches.
 	ForwardProposals bool
+	// Sync, when set, takes the fsync out of Process: each one comes as
+	// a SyncJob, which Sync must Run on a goroutine other than the
+	// owner's and then hand back to Synced on the owner's. Meanwhile
+	// Process goes on writing what comes next (produces keep being
+	// proposed while the log syncs), and the responses that promise
+	// durability wait for their job. One job is out at a time. Unset:
+	// Process syncs before it returns. It must not block.
+	Sync func(*SyncJob)
+}
+
+// SyncJob is one fsync of the replica's log, handed out by Process when
+// Config.Sync is set, with the responses that wait for it.
+type SyncJob struct {
+	once  sync.Once
+	p     *log.Partition
+	fsync bool // something was written since the last job
+	resps []*raftpb.Message
+	err   error
+}
+
+// Run fsyncs the log (everything written so far: at least what the
+// job's responses acknowledge). It is safe on any goroutine and runs
+// the fsync once however often it is called.
+func (j *SyncJob) Run() {
+	j.once.Do(func() {
+		if j.fsync {
+			_, j.err = j.p.Sync()
+		}
+	})
 }
 
 // Stats counts a replica's events since it started.
@@ -75,6 +119,9 @@ type waiter struct {
 	index, term uint64
 	res         log.AppendResult
 	done        Done
+	// need, when above a majority, is the replicas that must have the
+	// entry at index durable before it is answered (min.insync.replicas).
+	need int
 }
 
 // Replica is one replica of one partition. See the package doc: one
@@ -107,6 +154,9 @@ type Replica struct {
 	// responses raft gave for them, delivered once they are durable.
 	dirty     bool
 	afterSync []*raftpb.Message
+	// syncer is Config.Sync; syncing the job it has out (nil: none).
+	syncer  func(*SyncJob)
+	syncing *SyncJob
 }
 
 // New starts the replica of partition p (opened with log.Config.Replica)
@@ -158,7 +208,7 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower, applied: max(st.ConfIndex, first-1),
-		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send}, nil
+		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync}, nil
 }
 
 // Tick advances raft's logical clock by one tick.
@@ -258,6 +308,23 @@ func (r *Replica) InSync() []uint64 {
 	return out
 }
 
+// Active returns, on the leader, the voters it heard from within the
+// last election timeout (raft's RecentActive, which CheckQuorum resets
+// every election timeout), itself included. Nil on a follower.
+func (r *Replica) Active() []uint64 {
+	if r.state != raft.StateLeader || r.failed != nil {
+		return nil
+	}
+	var out []uint64
+	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if typ == raft.ProgressTypePeer && (id == r.id || pr.RecentActive) {
+			out = append(out, id)
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
 // Partition returns the replica's log.
 func (r *Replica) Partition() *log.Partition { return r.p }
 
@@ -288,7 +355,14 @@ func (r *Replica) Outbox() []Message {
 // ErrNotLeader if this replica is not the leader or loses leadership
 // first. A retry of a batch the log already has waits for that batch's
 // commit and reports its original offsets.
-func (r *Replica) Produce(records []byte, now time.Time, done Done) {
+//
+// minInSync is min.insync.replicas for acks=all (0 or 1: none). Above a
+// majority of the voters, a produce with fewer replicas in sync
+// (InSync) is ErrNotEnoughReplicas, and done waits until that many
+// replicas have the batches durable, not just a majority (or answers
+// ErrNotEnoughReplicasAfterAppend once they are committed and too few
+// replicas are in sync to get there).
+func (r *Replica) Produce(records []byte, now time.Time, minInSync int, done Done) {
 	// Offsets are assigned from the log end: every entry raft has must
 	// be in the log first (a leader's empty entry of a new term, the
 	// produces before this one), written but not synced: Process syncs
@@ -300,6 +374,21 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 	if r.state != raft.StateLeader {
 		done(log.AppendResult{}, ErrNotLeader)
 		return
+	}
+	// Up to a majority, raft's commit is min.insync.replicas already: a
+	// produce is answered once a majority has it durable, and waits (the
+	// client's timeout) while no majority is in sync, where Kafka answers
+	// NOT_ENOUGH_REPLICAS at once; refusing up front by InSync would also
+	// refuse every produce in a new leader's first heartbeats, before its
+	// followers have answered it. Above a majority it is checked first
+	// and waited for.
+	need := 0
+	if minInSync > 1 && minInSync > r.majority() {
+		if len(r.InSync()) < minInSync {
+			done(log.AppendResult{}, ErrNotEnoughReplicas)
+			return
+		}
+		need = minInSync
 	}
 	res, err := r.p.Prepare(records, now)
 	if err != nil {
@@ -333,7 +422,32 @@ func (r *Replica) Produce(records []byte, now time.Time, done Done) {
 			return
 		}
 	}
-	r.waiters = append(r.waiters, waiter{index: last + uint64(len(batches)), term: term, res: res, done: done})
+	r.waiters = append(r.waiters, waiter{index: last + uint64(len(batches)), term: term, res: res, done: done, need: need})
+}
+
+// majority is the smallest majority of the voters.
+func (r *Replica) majority() int {
+	voters := 0
+	r.rn.WithProgress(func(_ uint64, typ raft.ProgressType, _ tracker.Progress) {
+		if typ == raft.ProgressTypePeer {
+			voters++
+		}
+	})
+	return voters/2 + 1
+}
+
+// durableOn counts the replicas (this leader included) that have the
+// entry at index durable: raft's Match of each, which a follower's
+// append response (sent once its fsync ran) and the leader's own storage
+// response raise.
+func (r *Replica) durableOn(index uint64) int {
+	n := 0
+	r.rn.WithProgress(func(_ uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if typ == raft.ProgressTypePeer && pr.Match >= index {
+			n++
+		}
+	})
+	return n
 }
 
 // ProposeInternal proposes an internal entry carrying body, applied by
@@ -371,6 +485,14 @@ func (r *Replica) ProposeInternal(body []byte) error {
 // produces share one fsync here.
 func (r *Replica) Process() error {
 	return r.guard(func() error {
+		if r.syncer != nil {
+			if err := r.write(); err != nil {
+				return err
+			}
+			r.startSync()
+			r.resolve()
+			return nil
+		}
 		for {
 			if err := r.write(); err != nil {
 				return err
@@ -434,6 +556,17 @@ func (r *Replica) write() error {
 // storageAppend writes a MsgStorageAppend's snapshot, entries and hard
 // state, and keeps its responses for after the fsync.
 func (r *Replica) storageAppend(m *raftpb.Message) error {
+	if r.syncing != nil && r.replaces(m) {
+		// The job out may acknowledge entries this message overwrites
+		// (or a snapshot replaces): it finishes first, so the order of
+		// durability is raft's, as if the fsync had run inline. The log
+		// itself would cope (TruncateFrom and ResetTo fsync what they
+		// keep and serialise with a running Sync), so this is a belt;
+		// it costs a wait only on a follower whose tail is replaced.
+		if err := r.finishSync(); err != nil {
+			return err
+		}
+	}
 	if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
 		// The leader's log begins past this one's end: start over
 		// there (raftlog.Storage.Snapshot says what a snapshot is).
@@ -444,8 +577,12 @@ func (r *Replica) storageAppend(m *raftpb.Message) error {
 		r.applied = snap.GetMetadata().GetIndex()
 		r.stats.SnapshotsInstalled++
 	}
-	if len(m.GetEntries()) > 0 {
-		if err := r.s.Append(m.GetEntries(), time.Now()); err != nil {
+	if ents := m.GetEntries(); len(ents) > 0 {
+		append := r.s.Append
+		if r.ownEntries(ents) {
+			append = r.s.AppendOwn
+		}
+		if err := append(ents, time.Now()); err != nil {
 			return err
 		}
 		r.dirty = true
@@ -458,6 +595,38 @@ func (r *Replica) storageAppend(m *raftpb.Message) error {
 	}
 	r.afterSync = append(r.afterSync, m.GetResponses()...)
 	return nil
+}
+
+// replaces reports whether a MsgStorageAppend changes what the log
+// already holds: a snapshot, or entries from an index the log has.
+func (r *Replica) replaces(m *raftpb.Message) bool {
+	if !raft.IsEmptySnap(m.GetSnapshot()) {
+		return true
+	}
+	ents := m.GetEntries()
+	if len(ents) == 0 {
+		return false
+	}
+	last, err := r.s.LastIndex()
+	return err != nil || ents[0].GetIndex() <= last
+}
+
+// ownEntries reports whether this replica made every one of ents: it
+// leads, every entry is of its term (raft's leader of a term is the only
+// maker of that term's entries), and it takes no proposal forwarded by a
+// follower (Config.ForwardProposals), so each data entry went through
+// Produce, whose log.Partition.Prepare checked the batch's CRC.
+func (r *Replica) ownEntries(ents []*raftpb.Entry) bool {
+	if r.forward || r.state != raft.StateLeader {
+		return false
+	}
+	term := r.Term()
+	for _, e := range ents {
+		if e.GetTerm() != term {
+			return false
+		}
+	}
+	return true
 }
 
 // storageApply applies a MsgStorageApply's committed entries (raft
@@ -511,6 +680,54 @@ func (r *Replica) sync() error {
 	resps := r.afterSync
 	r.afterSync = nil
 	for _, m := range resps {
+		if err := r.deliver(m); err != nil {
+			return r.fail(err)
+		}
+	}
+	return nil
+}
+
+// startSync hands out a SyncJob for what was written since the last
+// one, with the responses that wait for it, unless one is out already
+// (it then goes with the next): jobs complete in order, so responses
+// are delivered in the order raft gave them. Called inside guard.
+func (r *Replica) startSync() {
+	if r.syncing != nil || !r.dirty && len(r.afterSync) == 0 {
+		return
+	}
+	j := &SyncJob{p: r.p, fsync: r.dirty, resps: r.afterSync}
+	r.dirty, r.afterSync = false, nil
+	r.syncing = j
+	r.syncer(j)
+}
+
+// Synced takes back a SyncJob that has Run: its responses are delivered
+// (to raft, or to the Outbox); the caller then calls Process, which
+// answers what committed and hands out the next job. A failed fsync is
+// the replica's failure. A job already taken back (finishSync) is
+// ignored.
+func (r *Replica) Synced(j *SyncJob) error {
+	return r.guard(func() error {
+		if r.syncing != j {
+			return nil
+		}
+		return r.finishSync()
+	})
+}
+
+// finishSync waits for the job out to have Run (running it here if it
+// has not started) and delivers its responses. Called inside guard.
+func (r *Replica) finishSync() error {
+	j := r.syncing
+	if j == nil {
+		return nil
+	}
+	j.Run()
+	r.syncing = nil
+	if j.err != nil {
+		return r.fail(j.err)
+	}
+	for _, m := range j.resps {
 		if err := r.deliver(m); err != nil {
 			return r.fail(err)
 		}
@@ -575,6 +792,14 @@ func (r *Replica) resolve() {
 		}
 		t, err := r.s.Term(w.index)
 		switch {
+		case err == nil && t == w.term && w.need > 0 && r.state == raft.StateLeader && r.durableOn(w.index) < w.need:
+			// Committed, not yet on min.insync.replicas of them.
+			if len(r.InSync()) < w.need {
+				w.done(log.AppendResult{}, ErrNotEnoughReplicasAfterAppend)
+				continue
+			}
+			r.waiters[n] = w
+			n++
 		case err == nil && t == w.term:
 			w.done(w.res, nil)
 		case err == nil:
@@ -599,6 +824,16 @@ func (r *Replica) resolve() {
 	}
 	clear(r.hwWaits[n:])
 	r.hwWaits = r.hwWaits[:n]
+}
+
+// Stop ends the replica for good, as a failure does: every waiting
+// produce is answered ErrStopped, and so is every call after (the
+// broker is shutting down, or the group's goroutine gave up on it). A
+// replica that failed keeps its failure.
+func (r *Replica) Stop() {
+	if r.failed == nil {
+		r.fail(ErrStopped)
+	}
 }
 
 // failAll answers every waiting produce with err.

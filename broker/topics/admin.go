@@ -50,9 +50,15 @@ type Options struct {
 	// an error leaves it pending as a failed clean-up would.
 	BeforeCleanup func(topic string) error
 	// Clustered: topics come from the cluster's metadata log (Adopt);
-	// Create refuses, and a replicated topic cannot be deleted, grown or
-	// reconfigured here (not replicated yet).
+	// Create refuses, and a replicated topic cannot be deleted or grown
+	// (not replicated yet). Its configs change through ReplicateConfigs.
 	Clustered bool
+	// ReplicateConfigs, in a cluster, changes a replicated topic's
+	// configs through the metadata log: it reads the current ones,
+	// update validates and returns the next, and the change is applied
+	// on every broker (AdoptConfigs) before it returns. Nil: they
+	// cannot be changed.
+	ReplicateConfigs func(t *Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error
 }
 
 // errClustered refuses a change the cluster does not replicate yet.
@@ -83,13 +89,16 @@ func NewAdmin(o Options) *Admin {
 // in the topic's count but have no Partition here: Registry.Partition
 // returns nil for them and Snapshot leaves them out (their leaders are
 // other brokers). Adopting a topic again changes nothing.
-func (a *Admin) Adopt(name string, id [16]byte, count int32, hosted map[int32]*slog.Partition) {
+func (a *Admin) Adopt(name string, id [16]byte, count int32, configs map[string]string, hosted map[int32]*slog.Partition) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.r.Get(name) != nil {
 		return
 	}
-	t := &Topic{Name: name, ID: id, configs: map[string]string{}, partitions: make([]*Partition, count), replicated: true}
+	t := &Topic{Name: name, ID: id, configs: maps.Clone(configs), partitions: make([]*Partition, count), replicated: true}
+	if t.configs == nil {
+		t.configs = map[string]string{}
+	}
 	for idx, lp := range hosted {
 		if idx >= 0 && idx < count {
 			t.partitions[idx] = &Partition{Topic: name, Index: idx, Log: lp, M: a.o.Metrics.Topic(name)}
@@ -101,6 +110,26 @@ func (a *Admin) Adopt(name string, id [16]byte, count int32, hosted map[int32]*s
 	a.r.mu.Unlock()
 	a.o.Logger.Info("serving a replicated topic", zap.String("topic", name), zap.Int32("partitions", count),
 		zap.Int("hosted", len(hosted)))
+}
+
+// AdoptConfigs sets a replicated topic's configs as the cluster's
+// metadata log changed them (the logs of its partitions here have them
+// already: package cluster sets those).
+func (a *Admin) AdoptConfigs(name string, configs map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.r.Get(name)
+	if t == nil || !t.replicated {
+		return
+	}
+	next := maps.Clone(configs)
+	if next == nil {
+		next = map[string]string{}
+	}
+	a.r.mu.Lock()
+	t.configs = next
+	a.r.mu.Unlock()
+	a.o.Logger.Info("altered topic configs", zap.String("topic", name), zap.Any("configs", next))
 }
 
 // Exclusive runs fn under the Admin's lock: no topic is created,
@@ -120,7 +149,10 @@ func (a *Admin) Exclusive(fn func() error) error {
 // deleted meanwhile is reported unknown instead of being written back.
 func (a *Admin) UpdateConfigs(t *Topic, validateOnly bool, update func(cur map[string]string) (map[string]string, error)) error {
 	if t.replicated {
-		return errClustered("Changing a topic's configs")
+		if a.o.ReplicateConfigs == nil {
+			return errClustered("Changing a topic's configs")
+		}
+		return a.o.ReplicateConfigs(t, validateOnly, update)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
