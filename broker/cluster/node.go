@@ -824,6 +824,11 @@ func (g *group) run() {
 			g.n.tr.Send(g.name, m.To, m.Parts...)
 		}
 		lead, isLeader := g.r.Leader()
+		if isLeader && (!g.isLeader.Load() || g.term.Load() != g.r.Term()) {
+			// One line per election won, as Kafka logs leader changes;
+			// the leader-stability test counts them.
+			g.n.logger.Info("elected leader", zap.String("group", g.name), zap.Uint64("term", g.r.Term()))
+		}
 		g.leader.Store(lead)
 		g.isLeader.Store(isLeader)
 		g.term.Store(g.r.Term())
