@@ -41,6 +41,27 @@ type Config struct {
 	// forgets idempotent producers idle for longer. <= 0 means the default
 	// (1 day).
 	ProducerIDExpirationMs int64
+	// Cleanup is cleanup.policy: CleanupDelete (the zero value) deletes
+	// old segments by retention.ms and retention.bytes; CleanupCompact
+	// keeps every segment and lets Clean drop superseded records;
+	// CleanupCompactDelete does both.
+	Cleanup CleanupPolicy
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: Clean's
+	// caller cleans a log once its dirty part is at least this share of
+	// its cleanable bytes (CleanableInfo.Ratio). Informational here.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs is min.compaction.lag.ms: a record stays
+	// uncompacted at least this long (Clean stops before the first
+	// segment holding a newer batch).
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms: a log whose dirty part
+	// starts with a batch older than this is due for cleaning whatever
+	// its dirty ratio (CleanableInfo.Due).
+	MaxCompactionLagMs int64
+	// DeleteRetentionMs is delete.retention.ms: Clean removes a tombstone
+	// (a record with a null value) once its batch's max timestamp is
+	// older than this. < 0 keeps tombstones; 0 means 0.
+	DeleteRetentionMs int64
 	// CheckpointIntervalMs is the broker's
 	// log.flush.offset.checkpoint.interval.ms: a Sync rewrites the
 	// checkpoint, moving the recovery point to what it made durable, when
@@ -67,6 +88,21 @@ type Config struct {
 	Replica bool
 }
 
+// CleanupPolicy is cleanup.policy.
+type CleanupPolicy uint8
+
+const (
+	CleanupDelete CleanupPolicy = iota
+	CleanupCompact
+	CleanupCompactDelete
+)
+
+// Compacts says whether Clean applies to the log.
+func (c CleanupPolicy) Compacts() bool { return c != CleanupDelete }
+
+// Deletes says whether retention.ms and retention.bytes apply.
+func (c CleanupPolicy) Deletes() bool { return c != CleanupCompact }
+
 // Defaults, as in Kafka.
 const (
 	DefaultSegmentBytes           = 1 << 30
@@ -76,6 +112,9 @@ const (
 	DefaultMaxMessageBytes        = 1048588
 	DefaultProducerIDExpirationMs = 24 * 60 * 60 * 1000
 	DefaultCheckpointIntervalMs   = 60 * 1000
+	DefaultMinCleanableDirtyRatio = 0.5
+	DefaultDeleteRetentionMs      = 24 * 60 * 60 * 1000
+	DefaultMaxCompactionLagMs     = math.MaxInt64
 )
 
 // DefaultConfig returns Kafka's defaults.
@@ -91,6 +130,9 @@ func DefaultConfig() Config {
 		FlushMs:                math.MaxInt64,
 		ProducerIDExpirationMs: DefaultProducerIDExpirationMs,
 		CheckpointIntervalMs:   DefaultCheckpointIntervalMs,
+		MinCleanableDirtyRatio: DefaultMinCleanableDirtyRatio,
+		DeleteRetentionMs:      DefaultDeleteRetentionMs,
+		MaxCompactionLagMs:     DefaultMaxCompactionLagMs,
 	}
 }
 
@@ -113,6 +155,9 @@ func (c Config) normalized() Config {
 	}
 	if c.ProducerIDExpirationMs <= 0 {
 		c.ProducerIDExpirationMs = DefaultProducerIDExpirationMs
+	}
+	if c.MaxCompactionLagMs <= 0 {
+		c.MaxCompactionLagMs = DefaultMaxCompactionLagMs
 	}
 	if c.CheckpointIntervalMs == 0 {
 		c.CheckpointIntervalMs = DefaultCheckpointIntervalMs

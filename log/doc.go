@@ -262,6 +262,60 @@
 // transactions and keeps them (no retention) carries them all; Kafka's
 // per-segment .txnindex files would bound that.
 //
+// # Compaction (clean.go)
+//
+// With cleanup.policy compact (Config.Cleanup), Clean keeps at least the
+// last record of every key, as Kafka's log cleaner does; offsets never
+// change. One pass: the plan (under the append lock) takes the sealed,
+// fsynced segments up to End, the base of the first segment that is
+// active, above the high watermark or the last stable offset (an open
+// transaction's records are never cleaned), or holds a batch newer than
+// min.compaction.lag.ms. The offset map (OffsetMap: a 128-bit hash of
+// the key and the last offset, 24 bytes per key, Kafka's dedupe buffer)
+// takes the keys of [FirstDirty, End); when it fills, End drops to the
+// batch that did not fit and the rest waits for the next pass. Then
+// every segment from the first one below End is rewritten to a
+// "<base>.log.clean.tmp" file: a record below End goes if a later record
+// of its key is below End, if it has no key (Kafka's cleaner drops them
+// too), if its transaction was aborted, or if it is a tombstone whose
+// batch's max timestamp is older than delete.retention.ms. Kept batches
+// keep every header field but length, record count and CRC (their
+// lastOffsetDelta too, so they still span their offsets; compressed
+// ones are recompressed with their codec through CleanOptions.Codec).
+// A batch left without records becomes an empty header: transactional
+// ones and each idempotent producer's newest batch keep theirs (replay
+// and sequence checks need them); the rest, consecutive, collapse into
+// one empty batch without a producer spanning their offsets, so the log
+// stays contiguous, as recovery requires. Ordinals of a single node's
+// log may then skip (only a replica needs them dense; a replica's log
+// is not compacted). A segment whose copy is no different is left as
+// it is.
+//
+// Swap: the copy and its two index files are fsynced under names of
+// their own, then, under the sync lock, renamed over the segment's
+// (index files first) and the segment list takes the new segment;
+// readers still reading the old one keep its files open. Segments are
+// swapped in log order, and a crash leaves each either old or new: any
+// such mix is a valid log with the same final table (a tombstone is
+// only dropped once every older record of its key, in earlier
+// segments, is gone). An index that disagrees with its .log after a
+// crash between renames is rebuilt by Open, which also deletes *.tmp.
+// The end of the pass is recorded in "cleaner.checkpoint" (magic SHCC,
+// version, offset, CRC-32C; 20 bytes), so the next pass maps only what
+// came after; its loss only makes a pass redo work.
+//
+// Locks: Clean holds cleanMu (one clean per log) throughout, the
+// append lock to plan, the sync lock and then the append and segment
+// locks only for the renames and the swap. Retention, DeleteRecords or
+// Close removing a segment meanwhile abandons the pass. Under compact
+// alone, retention.ms and retention.bytes delete nothing.
+//
+// Differences from Kafka: delete.retention.ms counts from the
+// tombstone's batch's max timestamp, not from when the cleaner first
+// saw it (Kafka's delete horizon, KIP-534); transaction markers are
+// kept for ever, and batches left empty are merged rather than
+// dropped (offsets between segments must be contiguous here).
+//
 // # Replicas
 //
 // A raft replica's log is written differently (log/replica.go). The

@@ -71,6 +71,13 @@ type Partition struct {
 	txnMu   sync.RWMutex
 	aborted []AbortedTxn // by LastOffset (the abort marker), ascending
 
+	// Compaction (clean.go): cleanMu serialises Clean (and is taken
+	// before any other lock); cleanedTo is where the last clean ended,
+	// loaded from the cleaner checkpoint once (cleanLoaded, cleanMu).
+	cleanMu     sync.Mutex
+	cleanLoaded bool
+	cleanedTo   atomic.Int64
+
 	leo      atomic.Int64 // log end offset
 	hw       atomic.Int64 // high watermark
 	logStart atomic.Int64
@@ -779,8 +786,9 @@ func (p *Partition) EnforceRetention(now time.Time) (int64, error) {
 		if largest < 0 {
 			largest = s.created.UnixMilli() // no timestamps: like Kafka's file mtime fallback
 		}
-		del := cfg.RetentionMs >= 0 && nowMs-largest > cfg.RetentionMs
-		del = del || (cfg.RetentionBytes >= 0 && diff-s.size >= 0)
+		deletes := cfg.Cleanup.Deletes() // cleanup.policy=compact keeps old segments
+		del := deletes && cfg.RetentionMs >= 0 && nowMs-largest > cfg.RetentionMs
+		del = del || (deletes && cfg.RetentionBytes >= 0 && diff-s.size >= 0)
 		del = del || (!last && p.segs[i+1].base <= logStart)
 		if !del {
 			break

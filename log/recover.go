@@ -525,7 +525,13 @@ func (p *Partition) loadIndexes(s *segment, logSize int64) bool {
 	if !ok {
 		return false
 	}
-	if m.baseOrd != s.baseOrd { // stale: written before an earlier truncation or deletion moved the ordinals
+	switch {
+	case m.baseOrd == s.baseOrd:
+	case !p.replica && m.baseOrd > s.baseOrd && s != p.segs[0]:
+		// A cleaned segment before this one holds fewer batches than it
+		// did: a single node's ordinals only count batches, and may skip.
+		s.baseOrd = m.baseOrd
+	default: // stale: written before an earlier truncation or deletion moved the ordinals
 		_ = offF.Close()
 		return false
 	}

@@ -212,22 +212,7 @@ func (s *segment) meta() segmentMeta {
 // files. Caller owns the appender role.
 func writeIndexFiles(fsys FS, dir string, s *segment) (offF, timeF File, err error) {
 	write := func(suffix, magic string, entrySize int, entries []byte) (File, error) {
-		name := fileName(dir, s.base, suffix)
-		f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("%w: create %s: %w", ErrStorage, name, err)
-		}
-		m := s.meta()
-		m.entries = uint32(len(entries) / entrySize)
-		m.entriesCRC = crc(entries)
-		buf := make([]byte, indexHeaderSize+len(entries))
-		encodeIndexHeader(buf, magic, m)
-		copy(buf[indexHeaderSize:], entries)
-		if _, err := f.Write(buf); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("%w: write %s: %w", ErrStorage, name, err)
-		}
-		return f, nil
+		return writeIndexFile(fsys, fileName(dir, s.base, suffix), magic, entrySize, s.meta(), entries)
 	}
 	if offF, err = write(indexSuffix, offsetIndexMagic, offsetEntrySize, s.offIdx); err != nil {
 		return nil, nil, err
@@ -237,6 +222,25 @@ func writeIndexFiles(fsys FS, dir string, s *segment) (offF, timeF File, err err
 		return nil, nil, err
 	}
 	return offF, timeF, nil
+}
+
+// writeIndexFile writes one index file (truncating it) without syncing
+// and returns it open.
+func writeIndexFile(fsys FS, name, magic string, entrySize int, m segmentMeta, entries []byte) (File, error) {
+	f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create %s: %w", ErrStorage, name, err)
+	}
+	m.entries = uint32(len(entries) / entrySize)
+	m.entriesCRC = crc(entries)
+	buf := make([]byte, indexHeaderSize+len(entries))
+	encodeIndexHeader(buf, magic, m)
+	copy(buf[indexHeaderSize:], entries)
+	if _, err := f.Write(buf); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("%w: write %s: %w", ErrStorage, name, err)
+	}
+	return f, nil
 }
 
 // seal switches s to its index files (already written). Readers see either

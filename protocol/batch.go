@@ -386,3 +386,67 @@ func validateRecords(batch []byte, holes bool) error {
 	}
 	return nil
 }
+
+// RawRecord is one record of an uncompressed record section, as
+// EachRawRecord finds it: its whole wire form (length prefix included),
+// its offset delta, its key (nil when null) and whether its value is
+// null (a tombstone).
+type RawRecord struct {
+	Wire        []byte
+	OffsetDelta int32
+	Key         []byte
+	KeyNull     bool
+	ValueNull   bool
+}
+
+// EachRawRecord calls fn for each of the n records in recs, the record
+// section of a batch (after its 61-byte header, decompressed if the
+// batch is compressed), stopping at fn's first error. It returns
+// ErrBadRecord for a record that does not decode or bytes left over; it
+// never panics. Record fields after the value (headers) are not decoded.
+func EachRawRecord(recs []byte, n int32, fn func(r *RawRecord) error) error {
+	var r RawRecord
+	for i := int32(0); i < n; i++ {
+		length, ln := binary.Varint(recs)
+		if ln <= 0 || length < 1 || length > int64(len(recs)-ln) {
+			return fmt.Errorf("%w: record %d length", ErrBadRecord, i)
+		}
+		wire := recs[:ln+int(length)]
+		body := recs[ln+1 : ln+int(length)] // past the attributes byte
+		recs = recs[ln+int(length):]
+		if _, k := binary.Varint(body); k <= 0 { // timestamp delta
+			return fmt.Errorf("%w: record %d timestamp", ErrBadRecord, i)
+		} else {
+			body = body[k:]
+		}
+		offDelta, k := binary.Varint(body)
+		if k <= 0 || offDelta < 0 || offDelta > 1<<31-1 {
+			return fmt.Errorf("%w: record %d offset delta", ErrBadRecord, i)
+		}
+		body = body[k:]
+		keyLen, k := binary.Varint(body)
+		if k <= 0 || keyLen < -1 || keyLen > int64(len(body)-k) {
+			return fmt.Errorf("%w: record %d key", ErrBadRecord, i)
+		}
+		body = body[k:]
+		r = RawRecord{Wire: wire, OffsetDelta: int32(offDelta)}
+		if keyLen < 0 {
+			r.KeyNull = true
+		} else {
+			r.Key = body[:keyLen]
+			body = body[keyLen:]
+		}
+		valLen, k := binary.Varint(body)
+		if k <= 0 || valLen < -1 || valLen > int64(len(body)-k) {
+			return fmt.Errorf("%w: record %d value", ErrBadRecord, i)
+		}
+		r.ValueNull = valLen < 0
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	if len(recs) != 0 {
+		return fmt.Errorf("%w: %d bytes after the %d records", ErrBadRecord, len(recs), n)
+	}
+	return nil
+}

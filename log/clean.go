@@ -1,0 +1,730 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// Compaction (cleanup.policy=compact): see doc.go, "Compaction".
+
+// Codec inflates and deflates the record sections of compressed batches
+// for Clean (the broker's codecs: this package has none of its own).
+type Codec interface {
+	// Decompress appends the inflated records of src to dst.
+	Decompress(dst, src []byte, c protocol.Compression) ([]byte, error)
+	// Compress deflates raw records with c, as a producer would.
+	Compress(raw []byte, c protocol.Compression) ([]byte, error)
+}
+
+// CleanOptions are one Clean call's resources.
+type CleanOptions struct {
+	Now time.Time
+	// Map is the offset map (log.cleaner.dedupe.buffer.size); reused
+	// across calls, one per cleaner thread.
+	Map *OffsetMap
+	// Codec handles compressed batches; without one a log holding a
+	// compressed batch in the range to clean is not cleaned.
+	Codec Codec
+	// Throttle, when set, is called with the bytes read or written so
+	// far and may sleep (log.cleaner.io.max.bytes.per.second).
+	Throttle func(n int)
+}
+
+// CleanStats describe one Clean.
+type CleanStats struct {
+	// FirstDirty..End is the range the offset map covered: every record
+	// below End whose key has a later record below End is gone.
+	FirstDirty, End         int64
+	Segments                int   // segments rewritten
+	BytesRead, BytesWritten int64 // segment bytes read, and written
+	Removed, Tombstones     int64 // records removed, of which tombstones
+}
+
+// CleanableInfo is what a cleaner needs to pick a log (Cleanable).
+type CleanableInfo struct {
+	// Compacts: cleanup.policy includes compact and the log is not a
+	// raft replica.
+	Compacts bool
+	// FirstDirty is where the last clean ended (the log start before
+	// any); End the end of what may be cleaned now: the base of the
+	// first segment that is active, not yet fsynced, above the high
+	// watermark or the last stable offset, or newer than
+	// min.compaction.lag.ms.
+	FirstDirty, End int64
+	// CleanBytes are the bytes of the segments below FirstDirty's;
+	// DirtyBytes those from it to End.
+	CleanBytes, DirtyBytes int64
+	// Ratio is DirtyBytes / (CleanBytes + DirtyBytes), Kafka's dirty
+	// ratio (min.cleanable.dirty.ratio compares with it).
+	Ratio float64
+	// Due: the first dirty batch is older than max.compaction.lag.ms.
+	Due bool
+	// OldestDirty is the max timestamp of the first dirty segment (-1:
+	// none), for "time since it became dirty".
+	OldestDirty int64
+}
+
+// OffsetMap maps record keys, by a 128-bit hash, to the last offset
+// holding them, in memory fixed at creation: Kafka's dedupe buffer (24
+// bytes per entry, filled to a load factor). Not safe for concurrent use.
+type OffsetMap struct {
+	seed1, seed2 maphash.Seed
+	slots        []mapSlot
+	used, limit  int
+}
+
+type mapSlot struct {
+	h1, h2 uint64
+	off    int64 // offset + 1; 0: empty
+}
+
+// NewOffsetMap returns a map using about bytes of memory, holding at
+// most loadFactor of its slots (log.cleaner.io.buffer.load.factor, 0.9).
+func NewOffsetMap(bytes int64, loadFactor float64) *OffsetMap {
+	n := max(int(bytes/24), 16)
+	return &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), slots: make([]mapSlot, n),
+		limit: max(int(float64(n)*loadFactor), 1)}
+}
+
+// Capacity is how many keys the map holds.
+func (m *OffsetMap) Capacity() int { return m.limit }
+
+func (m *OffsetMap) reset() {
+	clear(m.slots)
+	m.used = 0
+}
+
+// find returns the slot of key: its own or the empty one it would take.
+func (m *OffsetMap) find(key []byte) (*mapSlot, uint64, uint64) {
+	h1, h2 := maphash.Bytes(m.seed1, key), maphash.Bytes(m.seed2, key)
+	n := uint64(len(m.slots))
+	for i := h1 % n; ; i = (i + 1) % n {
+		s := &m.slots[i]
+		if s.off == 0 || (s.h1 == h1 && s.h2 == h2) {
+			return s, h1, h2
+		}
+	}
+}
+
+// put records off as key's latest offset; false when key is new and
+// the map is full.
+func (m *OffsetMap) put(key []byte, off int64) bool {
+	s, h1, h2 := m.find(key)
+	if s.off == 0 {
+		if m.used >= m.limit {
+			return false
+		}
+		m.used++
+		s.h1, s.h2 = h1, h2
+	}
+	s.off = off + 1
+	return true
+}
+
+// get returns key's latest offset, if the map holds it.
+func (m *OffsetMap) get(key []byte) (int64, bool) {
+	s, _, _ := m.find(key)
+	return s.off - 1, s.off != 0
+}
+
+const (
+	cleanerCheckpointName  = "cleaner.checkpoint"
+	cleanerCheckpointMagic = "SHCC"
+	cleanSuffix            = ".clean" + tmpSuffix // a segment being rewritten; Open deletes it
+)
+
+// ErrMapTooSmall is a Clean whose offset map cannot hold the keys of
+// one batch.
+var ErrMapTooSmall = errors.New("log: offset map too small for one batch; raise log.cleaner.dedupe.buffer.size")
+
+// firstDirtyLocked is where the last clean ended, read from the cleaner
+// checkpoint the first time. cleanMu held.
+func (p *Partition) firstDirtyLocked() int64 {
+	if !p.cleanLoaded {
+		p.cleanLoaded = true
+		b, err := readWholeFile(p.fs, filepath.Join(p.dir, cleanerCheckpointName))
+		if err == nil && len(b) == 20 && string(b[:4]) == cleanerCheckpointMagic &&
+			crc(b[:16]) == binary.BigEndian.Uint32(b[16:]) {
+			p.cleanedTo.Store(int64(binary.BigEndian.Uint64(b[8:])))
+		}
+	}
+	return max(p.cleanedTo.Load(), p.logStart.Load())
+}
+
+// writeCleanerCheckpoint durably records that the log is clean below
+// off. Its loss only makes the next Clean redo work.
+func (p *Partition) writeCleanerCheckpoint(off int64) error {
+	b := make([]byte, 20)
+	copy(b, cleanerCheckpointMagic)
+	b[4] = 1
+	binary.BigEndian.PutUint64(b[8:], uint64(off))
+	binary.BigEndian.PutUint32(b[16:], crc(b[:16]))
+	if err := p.writeFileAtomic(filepath.Join(p.dir, cleanerCheckpointName), b); err != nil {
+		return err
+	}
+	return p.fs.SyncDir(p.dir)
+}
+
+// cleanPlan is what Clean works on, taken under appendMu.
+type cleanPlan struct {
+	cfg      Config
+	info     CleanableInfo
+	segs     []*segment // sealed, fsynced segments from the first up to End
+	aborted  []AbortedTxn
+	lastOf   map[int64]int64 // producer id -> last offset of its newest batch
+	interval int32
+}
+
+// Cleanable reports whether and how much of the log Clean would clean
+// now.
+// A log being cleaned reports nothing to do.
+func (p *Partition) Cleanable(now time.Time) CleanableInfo {
+	if !p.cleanMu.TryLock() {
+		return CleanableInfo{}
+	}
+	defer p.cleanMu.Unlock()
+	plan := p.plan(now)
+	return plan.info
+}
+
+// plan takes the clean's inputs. cleanMu held.
+func (p *Partition) plan(now time.Time) cleanPlan {
+	firstDirty := p.firstDirtyLocked()
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	cfg := p.cfg
+	pl := cleanPlan{cfg: cfg, interval: cfg.IndexIntervalBytes}
+	pl.info = CleanableInfo{Compacts: cfg.Cleanup.Compacts() && !p.replica, FirstDirty: firstDirty, End: firstDirty, OldestDirty: -1}
+	if !pl.info.Compacts || p.closed || p.stickyErr() != nil {
+		return pl
+	}
+	limit := min(p.hw.Load(), p.firstUnstable.Load(), p.active.base)
+	nowMs := now.UnixMilli()
+	unsynced := func(s *segment) bool { return slices.Contains(p.unsynced, s) }
+	for _, s := range p.segs[:len(p.segs)-1] {
+		if s.next <= firstDirty {
+			pl.info.CleanBytes += s.size
+			pl.segs = append(pl.segs, s)
+			continue
+		}
+		if s.next > limit || unsynced(s) || (cfg.MinCompactionLagMs > 0 && s.maxTs > nowMs-cfg.MinCompactionLagMs) {
+			break
+		}
+		if pl.info.OldestDirty < 0 {
+			pl.info.OldestDirty = s.maxTs
+			first := s.firstTs
+			if first < 0 {
+				first = s.maxTs
+			}
+			pl.info.Due = cfg.MaxCompactionLagMs > 0 && first >= 0 && nowMs-first > cfg.MaxCompactionLagMs
+		}
+		pl.info.DirtyBytes += s.size
+		pl.info.End = s.next
+		pl.segs = append(pl.segs, s)
+	}
+	if pl.info.End <= firstDirty {
+		pl.segs = nil
+		return pl
+	}
+	if total := pl.info.CleanBytes + pl.info.DirtyBytes; total > 0 {
+		pl.info.Ratio = float64(pl.info.DirtyBytes) / float64(total)
+	}
+	pl.aborted = p.AbortedTransactions(p.logStart.Load(), pl.info.End)
+	pl.lastOf = make(map[int64]int64, len(p.producers.entries))
+	for id, e := range p.producers.entries {
+		if e.n > 0 {
+			pl.lastOf[id] = e.batches[e.n-1].lastOffset
+		}
+	}
+	return pl
+}
+
+func (pl *cleanPlan) isAborted(h *protocol.BatchHeader) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for _, a := range pl.aborted {
+		if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// cleaner is one Clean's working state.
+type cleaner struct {
+	p     *Partition
+	pl    *cleanPlan
+	opts  CleanOptions
+	stats CleanStats
+	raw   []byte // scratch: a batch's inflated records
+	io    int
+}
+
+func (c *cleaner) throttle(n int) {
+	c.io += n
+	if c.opts.Throttle != nil {
+		c.opts.Throttle(n)
+	}
+}
+
+// records returns the record section of batch, inflated if compressed.
+func (c *cleaner) records(h *protocol.BatchHeader, batch []byte) ([]byte, error) {
+	body := batch[protocol.BatchHeaderSize:h.Size()]
+	codec := h.Compression()
+	if codec == protocol.CompressionNone {
+		return body, nil
+	}
+	if c.opts.Codec == nil {
+		return nil, fmt.Errorf("log: batch at offset %d is compressed and the cleaner has no codec", h.BaseOffset)
+	}
+	var err error
+	c.raw, err = c.opts.Codec.Decompress(c.raw[:0], body, codec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: batch at offset %d does not decompress: %w", ErrCorruption, h.BaseOffset, err)
+	}
+	return c.raw, nil
+}
+
+// eachBatch reads s's batches in order, calling fn with each whole batch
+// (valid until fn returns). A read that fails because retention or Close
+// removed the segment meanwhile is errAbandoned.
+func (c *cleaner) eachBatch(s *segment, fn func(pos int64, h *protocol.BatchHeader, batch []byte) error) error {
+	r := batchReader{f: s.log, end: s.size, full: true, window: 1 << 20}
+	for {
+		pos, h, batch, err := r.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			if c.p.segmentGone(s) {
+				return errAbandoned
+			}
+			return fmt.Errorf("%w: segment %d at position %d: %w", ErrCorruption, s.base, pos, err)
+		}
+		c.throttle(len(batch))
+		c.stats.BytesRead += int64(len(batch))
+		if err := fn(pos, &h, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// errAbandoned ends a Clean whose segments retention, DeleteRecords or
+// Close removed meanwhile: nothing is swapped, nothing is wrong.
+var errAbandoned = errors.New("log: clean abandoned")
+
+// segmentGone says whether s left the log (or the log closed).
+func (p *Partition) segmentGone(s *segment) bool {
+	p.segMu.RLock()
+	defer p.segMu.RUnlock()
+	return p.readClosed || !slices.Contains(p.segs, s)
+}
+
+// Clean compacts the log once (Kafka's LogCleaner, one pass): it maps
+// the keys of the dirty range [FirstDirty, End) to their last offsets,
+// as many as opts.Map holds (End is lowered to the first batch that no
+// longer fits; the rest is cleaned next time), then rewrites every
+// segment from the first one holding records below End, keeping each
+// record unless a later record of its key lies below End, it has no key,
+// it belongs to an aborted transaction, or it is a tombstone older than
+// delete.retention.ms. Offsets, timestamps, producer fields and
+// attributes of kept batches are unchanged; batches left without
+// records collapse into empty batches holding their offsets (see
+// doc.go). Each segment is swapped whole (rename), in log order, so a
+// crash leaves every segment either old or new, and any such mix is a
+// valid log. Produce and Fetch go on meanwhile: locks are held only to
+// take the plan and to swap a segment.
+func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
+	if opts.Map == nil {
+		return CleanStats{}, errors.New("log: Clean without an offset map")
+	}
+	p.cleanMu.Lock()
+	defer p.cleanMu.Unlock()
+	pl := p.plan(opts.Now)
+	c := &cleaner{p: p, pl: &pl, opts: opts}
+	c.stats.FirstDirty, c.stats.End = pl.info.FirstDirty, pl.info.FirstDirty
+	if len(pl.segs) == 0 {
+		return c.stats, nil
+	}
+	end, err := c.buildMap()
+	if errors.Is(err, errAbandoned) {
+		return c.stats, nil
+	}
+	if err != nil {
+		return c.stats, err
+	}
+	c.stats.End = end
+	for _, s := range pl.segs {
+		if s.base >= end {
+			break
+		}
+		if err := c.rewrite(s, end); err != nil {
+			if errors.Is(err, errAbandoned) {
+				return c.stats, nil
+			}
+			return c.stats, err
+		}
+	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return c.stats, p.fail(storageErr("sync dir", p.dir, err))
+	}
+	p.cleanedTo.Store(end)
+	if err := p.writeCleanerCheckpoint(end); err != nil {
+		p.logger.Warn("cannot write the cleaner checkpoint", zap.Error(err))
+	}
+	return c.stats, nil
+}
+
+// buildMap fills the offset map from FirstDirty and returns where it
+// stopped.
+func (c *cleaner) buildMap() (int64, error) {
+	m := c.opts.Map
+	m.reset()
+	first, end := c.pl.info.FirstDirty, c.pl.info.End
+	stop := end
+	full := errors.New("full")
+	for _, s := range c.pl.segs {
+		if s.next <= first {
+			continue
+		}
+		err := c.eachBatch(s, func(_ int64, h *protocol.BatchHeader, batch []byte) error {
+			if h.LastOffset() < first {
+				return nil
+			}
+			if h.IsControl() || c.pl.isAborted(h) || h.RecordCount == 0 {
+				return nil
+			}
+			recs, err := c.records(h, batch)
+			if err != nil {
+				return err
+			}
+			return protocol.EachRawRecord(recs, h.RecordCount, func(r *protocol.RawRecord) error {
+				if r.KeyNull {
+					return nil
+				}
+				if !m.put(r.Key, h.BaseOffset+int64(r.OffsetDelta)) {
+					stop = h.BaseOffset
+					return full
+				}
+				return nil
+			})
+		})
+		if errors.Is(err, full) {
+			if stop <= first {
+				return 0, ErrMapTooSmall
+			}
+			return stop, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return stop, nil
+}
+
+// emptyRun is consecutive batches left without records, to be written
+// as one empty batch spanning their offsets.
+type emptyRun struct {
+	base, last int64
+	maxTs      int64
+	attrs      int16
+	epoch      int32
+}
+
+// rewrite writes the cleaned copy of s and swaps it in if it differs.
+func (c *cleaner) rewrite(s *segment, end int64) error {
+	p := c.p
+	name := fileName(p.dir, s.base, logSuffix)
+	tmp := name + cleanSuffix
+	f, err := p.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return p.fail(storageErr("create", tmp, err))
+	}
+	ns := newSegment(s.base, s.baseOrd, f, s.created)
+	var out []byte
+	var pos int64
+	changed := false
+	flush := func(force bool) error {
+		if len(out) == 0 || (!force && len(out) < 1<<20) {
+			return nil
+		}
+		if _, err := f.Write(out); err != nil {
+			return p.fail(storageErr("write", tmp, err))
+		}
+		c.throttle(len(out))
+		c.stats.BytesWritten += int64(len(out))
+		out = out[:0]
+		return nil
+	}
+	emit := func(b []byte) error {
+		h, _ := protocol.ParseBatchHeader(b)
+		ns.indexBatch(pos, &h, c.pl.interval)
+		pos += int64(len(b))
+		out = append(out, b...)
+		return flush(false)
+	}
+	var run *emptyRun
+	endRun := func() error {
+		if run == nil {
+			return nil
+		}
+		r := run
+		run = nil
+		return emit(emptyBatch(r))
+	}
+	discard := func() {
+		_ = f.Close()
+		_ = p.fs.Remove(tmp)
+	}
+	deleteBefore := c.opts.Now.UnixMilli() - c.pl.cfg.DeleteRetentionMs
+	var kept [][]byte
+	err = c.eachBatch(s, func(_ int64, h *protocol.BatchHeader, batch []byte) error {
+		if h.IsControl() {
+			if err := endRun(); err != nil {
+				return err
+			}
+			return emit(batch)
+		}
+		kept = kept[:0]
+		var recs []byte
+		removed := int64(0)
+		if h.RecordCount > 0 {
+			var err error
+			if recs, err = c.records(h, batch); err != nil {
+				return err
+			}
+			aborted := c.pl.isAborted(h)
+			err = protocol.EachRawRecord(recs, h.RecordCount, func(r *protocol.RawRecord) error {
+				off := h.BaseOffset + int64(r.OffsetDelta)
+				keep := !aborted
+				switch {
+				case !keep:
+				case off >= end:
+				case r.KeyNull:
+					keep = false // Kafka's cleaner drops records without a key
+				default:
+					if last, ok := c.opts.Map.get(r.Key); ok && last > off {
+						keep = false
+					} else if r.ValueNull && c.pl.cfg.DeleteRetentionMs >= 0 && h.MaxTimestamp < deleteBefore {
+						keep = false
+						c.stats.Tombstones++
+					}
+				}
+				if keep {
+					kept = append(kept, r.Wire)
+				} else {
+					removed++
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("%w: batch at offset %d: %w", ErrCorruption, h.BaseOffset, err)
+			}
+		}
+		c.stats.Removed += removed
+		switch {
+		case removed == 0 && h.RecordCount > 0:
+			if err := endRun(); err != nil {
+				return err
+			}
+			return emit(batch)
+		case len(kept) > 0:
+			nb, err := c.rebuild(h, batch, kept)
+			if err != nil {
+				return err
+			}
+			changed = true
+			if err := endRun(); err != nil {
+				return err
+			}
+			return emit(nb)
+		}
+		// No record left. A transactional batch stays (empty) so that
+		// recovery's replay opens its transaction as before; so does an
+		// idempotent producer's newest batch, which carries its epoch and
+		// sequence (Kafka keeps it too). The rest join an empty run.
+		if h.IsTransactional() || (h.ProducerID >= 0 && c.pl.lastOf[h.ProducerID] == h.LastOffset()) {
+			if h.RecordCount > 0 {
+				changed = true
+			}
+			if err := endRun(); err != nil {
+				return err
+			}
+			return emit(emptyCopy(batch))
+		}
+		if h.RecordCount > 0 {
+			changed = true
+		}
+		if run != nil && h.LastOffset()-run.base <= 1<<31-1 {
+			changed = true // two batches become one
+			run.last = h.LastOffset()
+			run.maxTs = max(run.maxTs, h.MaxTimestamp)
+			return nil
+		}
+		if err := endRun(); err != nil {
+			return err
+		}
+		run = &emptyRun{base: h.BaseOffset, last: h.LastOffset(), maxTs: h.MaxTimestamp,
+			attrs: h.Attributes & protocol.AttrTimestampType, epoch: h.PartitionLeaderEpoch}
+		return nil
+	})
+	if err == nil {
+		err = endRun()
+	}
+	if err == nil {
+		err = flush(true)
+	}
+	if err != nil || !changed {
+		discard()
+		if err != nil && p.segmentGone(s) {
+			return errAbandoned
+		}
+		return err
+	}
+	if ns.next != s.next {
+		discard()
+		return fmt.Errorf("log: cleaned segment %d ends at %d, not %d", s.base, ns.next, s.next)
+	}
+	if err := f.Sync(); err != nil {
+		discard()
+		if p.segmentGone(s) {
+			return errAbandoned
+		}
+		return p.fail(storageErr("sync", tmp, err))
+	}
+	return c.swap(s, ns, tmp, name)
+}
+
+// rebuild encodes batch again with only the kept records (their wire
+// bytes), compressed with the batch's codec, every header field but the
+// length, record count and CRC as it was: lastOffsetDelta too, so the
+// batch still spans its offsets.
+func (c *cleaner) rebuild(h *protocol.BatchHeader, batch []byte, kept [][]byte) ([]byte, error) {
+	var body []byte
+	for _, w := range kept {
+		body = append(body, w...)
+	}
+	if codec := h.Compression(); codec != protocol.CompressionNone {
+		var err error
+		if body, err = c.opts.Codec.Compress(body, codec); err != nil {
+			return nil, fmt.Errorf("log: recompress batch at offset %d: %w", h.BaseOffset, err)
+		}
+	}
+	nb := make([]byte, protocol.BatchHeaderSize+len(body))
+	copy(nb, batch[:protocol.BatchHeaderSize])
+	copy(nb[protocol.BatchHeaderSize:], body)
+	binary.BigEndian.PutUint32(nb[8:], uint32(len(nb)-protocol.BatchLengthPrefix))
+	binary.BigEndian.PutUint32(nb[57:], uint32(len(kept)))
+	protocol.SetBatchCRC(nb)
+	return nb, nil
+}
+
+// emptyCopy is batch's header alone, holding no record.
+func emptyCopy(batch []byte) []byte {
+	nb := slices.Clone(batch[:protocol.BatchHeaderSize])
+	binary.BigEndian.PutUint16(nb[21:], uint16(int16(binary.BigEndian.Uint16(nb[21:]))&^protocol.AttrCompressionMask))
+	binary.BigEndian.PutUint32(nb[8:], uint32(protocol.BatchHeaderSize-protocol.BatchLengthPrefix))
+	binary.BigEndian.PutUint32(nb[57:], 0)
+	protocol.SetBatchCRC(nb)
+	return nb
+}
+
+// emptyBatch is one batch without records spanning r's offsets: no
+// producer, its timestamps r's largest.
+func emptyBatch(r *emptyRun) []byte {
+	b := make([]byte, protocol.BatchHeaderSize)
+	binary.BigEndian.PutUint64(b[0:], uint64(r.base))
+	binary.BigEndian.PutUint32(b[8:], uint32(protocol.BatchHeaderSize-protocol.BatchLengthPrefix))
+	binary.BigEndian.PutUint32(b[12:], uint32(r.epoch))
+	b[16] = 2
+	binary.BigEndian.PutUint16(b[21:], uint16(r.attrs))
+	binary.BigEndian.PutUint32(b[23:], uint32(r.last-r.base))
+	binary.BigEndian.PutUint64(b[27:], uint64(r.maxTs))
+	binary.BigEndian.PutUint64(b[35:], uint64(r.maxTs))
+	binary.BigEndian.PutUint64(b[43:], ^uint64(0)) // producer id -1
+	binary.BigEndian.PutUint16(b[51:], ^uint16(0)) // epoch -1
+	binary.BigEndian.PutUint32(b[53:], ^uint32(0)) // base sequence -1
+	protocol.SetBatchCRC(b)
+	return b
+}
+
+// swap puts the cleaned segment ns (written and fsynced to tmp) in s's
+// place. Its index files are written and fsynced under names of their
+// own first, outside every lock; then, under the sync lock (so no
+// retention or Close removes s meanwhile), three renames replace s's
+// files in one step each (readers of s keep reading its old files
+// through their open handles) and the segment list swaps s for ns. A
+// crash between the renames leaves an index that disagrees with its
+// .log, which Open rebuilds; the directory is synced by Clean.
+func (c *cleaner) swap(s, ns *segment, tmp, name string) error {
+	p := c.p
+	offTmp := fileName(p.dir, s.base, indexSuffix) + cleanSuffix
+	timeTmp := fileName(p.dir, s.base, timeIndexSuffix) + cleanSuffix
+	var files []File
+	cleanup := func(err error) error {
+		for _, f := range append(files, ns.log) {
+			_ = f.Close()
+		}
+		for _, n := range []string{tmp, offTmp, timeTmp} {
+			_ = p.fs.Remove(n)
+		}
+		if errors.Is(err, errAbandoned) || p.segmentGone(s) {
+			return errAbandoned
+		}
+		return p.fail(err)
+	}
+	for _, ix := range []struct {
+		name, magic string
+		size        int
+		entries     []byte
+	}{{offTmp, offsetIndexMagic, offsetEntrySize, ns.offIdx}, {timeTmp, timeIndexMagic, timeEntrySize, ns.timeIdx}} {
+		f, err := writeIndexFile(p.fs, ix.name, ix.magic, ix.size, ns.meta(), ix.entries)
+		if err != nil {
+			return cleanup(err)
+		}
+		files = append(files, f)
+		if err := f.Sync(); err != nil {
+			return cleanup(storageErr("sync", ix.name, err))
+		}
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	if p.segmentGone(s) {
+		return cleanup(errAbandoned)
+	}
+	for _, r := range [][2]string{{offTmp, fileName(p.dir, s.base, indexSuffix)},
+		{timeTmp, fileName(p.dir, s.base, timeIndexSuffix)}, {tmp, name}} {
+		if err := p.fs.Rename(r[0], r[1]); err != nil {
+			return cleanup(storageErr("rename", r[0], err))
+		}
+	}
+	ns.seal(files[0], files[1])
+	p.appendMu.Lock()
+	p.segMu.Lock()
+	i := slices.Index(p.segs, s)
+	p.segs = slices.Clone(p.segs)
+	p.segs[i] = ns
+	s.deleted = true
+	p.segMu.Unlock()
+	p.size.Add(ns.size - s.size)
+	p.appendMu.Unlock()
+	for _, f := range []File{s.log, s.offFile, s.timeFile} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	c.stats.Segments++
+	return nil
+}
