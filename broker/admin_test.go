@@ -249,7 +249,7 @@ func TestAdminCreateTopicsInvalid(t *testing.T) {
 		{name: "rf0", partitions: 1, rf: 0, want: kerr.InvalidReplicationFactor},
 		{name: "unknowncfg", partitions: 1, rf: 1, configs: map[string]*string{"no.such.config": cfgVal("1")}, want: kerr.InvalidConfig},
 		{name: "badcfg", partitions: 1, rf: 1, configs: map[string]*string{"retention.ms": cfgVal("soon")}, want: kerr.InvalidConfig},
-		{name: "compact", partitions: 1, rf: 1, configs: map[string]*string{"cleanup.policy": cfgVal("compact")}, want: kerr.InvalidConfig},
+		{name: "badpolicy", partitions: 1, rf: 1, configs: map[string]*string{"cleanup.policy": cfgVal("compact,shred")}, want: kerr.InvalidConfig},
 		{name: "nullcfg", partitions: 1, rf: 1, configs: map[string]*string{"retention.ms": nil}, want: kerr.InvalidConfig},
 		{name: "assign", partitions: -1, rf: -1, assign: [][]int32{{0}, {0}}, want: noError},
 		{name: "assignother", partitions: -1, rf: -1, assign: [][]int32{{5}}, want: kerr.InvalidReplicaAssignment},
@@ -339,8 +339,8 @@ func TestAdminAlterTopicConfigs(t *testing.T) {
 		t.Errorf("failed alter changed retention to %d", r)
 	}
 	for _, op := range []kadm.AlterConfig{
-		{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: cfgVal("compact")}, // result delete,compact is refused
-		{Op: kadm.AppendConfig, Name: "retention.ms", Value: cfgVal("1")},         // not a LIST
+		{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: cfgVal("shred")}, // result delete,shred is refused
+		{Op: kadm.AppendConfig, Name: "retention.ms", Value: cfgVal("1")},       // not a LIST
 		{Op: kadm.SetConfig, Name: "no.such.config", Value: cfgVal("1")},
 	} {
 		ar, _ = e.adm.AlterTopicConfigs(e.ctx, []kadm.AlterConfig{op}, "cfg")

@@ -103,11 +103,13 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		t := b.topics.Get(rt.Topic)
 		minISR := int64(1)
 		var dd dedup.Settings // window 0: off
+		compacted := false
 		if t != nil {
 			_, cfgs := b.topics.Snapshot(t)
 			v, _ := b.topicConfigValue(cfgs, "min.insync.replicas")
 			minISR = configs.Int(v, 1)
 			dd = b.dedupSettingsFor(cfgs)
+			compacted = b.compactedTopic(cfgs)
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -151,6 +153,10 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 			case req.Acks == -1 && minISR > 1:
 				sp.ErrorCode = kerr.NotEnoughReplicas.Code
 				msg := "min.insync.replicas is " + strconv.FormatInt(minISR, 10) + " but this broker is the only replica"
+				sp.ErrorMessage = &msg
+			case compacted && !keyedRecords(rp.Records):
+				sp.ErrorCode = kerr.InvalidRecord.Code
+				msg := "Compacted topic cannot accept message without key in topic partition " + rt.Topic + "-" + strconv.Itoa(int(rp.Partition)) + "."
 				sp.ErrorMessage = &msg
 			case req.TransactionID == nil && hasTransactionalBatch(rp.Records):
 				// As Kafka: transactional records need a transactional id.

@@ -163,7 +163,7 @@ func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		if cfg.Value == nil {
 			return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "Null value not supported for topic configs: %s", cfg.Name)
 		}
-		if err := validateTopicConfig(cfg.Name, *cfg.Value); err != nil {
+		if err := b.checkTopicConfig(cfg.Name, *cfg.Value); err != nil {
 			return nil, 0, kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%v", err)
 		}
 		configs[cfg.Name] = *cfg.Value

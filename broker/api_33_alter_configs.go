@@ -89,7 +89,7 @@ func (b *Broker) alterConfigsResource(rr *kmsg.AlterConfigsRequestResource, vali
 		}
 		next := make(map[string]string, len(rr.Configs))
 		for _, cfg := range rr.Configs {
-			if err := validateTopicConfig(cfg.Name, *cfg.Value); err != nil {
+			if err := b.checkTopicConfig(cfg.Name, *cfg.Value); err != nil {
 				return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%v", err)
 			}
 			next[cfg.Name] = *cfg.Value

@@ -88,7 +88,7 @@ func (b *Broker) incrementalAlterResource(rr *kmsg.IncrementalAlterConfigsReques
 				if value == nil {
 					return nil
 				}
-				if err := validateTopicConfig(name, *value); err != nil {
+				if err := b.checkTopicConfig(name, *value); err != nil {
 					return kafkaerr.Refuse(kafkaerr.ErrInvalidConfig, "%v", err)
 				}
 				return nil

@@ -251,6 +251,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b.goroutine(b.syncer.Run)
 	b.goroutine(b.retentionLoop)
+	b.goroutine(b.cleanerLoop)
 	b.goroutine(b.groups.ExpireLoop)
 	b.goroutine(b.txns.ExpireLoop)
 	for _, l := range b.listeners {
@@ -492,6 +493,16 @@ func (b *Broker) logConfig(overrides map[string]string) slog.Config {
 	lc.FlushMs = configs.Int(get("flush.ms"), lc.FlushMs)
 	lc.CheckpointIntervalMs = b.cfg.CheckpointInterval.Milliseconds()
 	lc.StartWriteback = b.cfg.Fsync == FsyncAlways
+	switch compact, del, _ := configs.CleanupPolicy(get("cleanup.policy")); {
+	case compact && del:
+		lc.Cleanup = slog.CleanupCompactDelete
+	case compact:
+		lc.Cleanup = slog.CleanupCompact
+	}
+	lc.MinCleanableDirtyRatio = configs.Float(get("min.cleanable.dirty.ratio"), lc.MinCleanableDirtyRatio)
+	lc.MinCompactionLagMs = configs.Int(get("min.compaction.lag.ms"), lc.MinCompactionLagMs)
+	lc.MaxCompactionLagMs = configs.Int(get("max.compaction.lag.ms"), lc.MaxCompactionLagMs)
+	lc.DeleteRetentionMs = configs.Int(get("delete.retention.ms"), lc.DeleteRetentionMs)
 	return lc
 }
 

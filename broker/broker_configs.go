@@ -167,6 +167,7 @@ var brokerConfigDefs = func() []brokerConfigDef {
 	for _, dd := range share.DLQBrokerConfigDefs { // share/dlq.go
 		defs = append(defs, brokerConfigDef{name: dd.Name, typ: dd.Type, doc: dd.Doc, def: dd.Def, check: dd.Check})
 	}
+	defs = append(defs, cleanerBrokerConfigDefs...) // cleaner.go
 	// Broker-wide rate limits and connection limits (quota_limits.go).
 	for _, qd := range quotaBrokerConfigDefs {
 		defs = append(defs, brokerConfigDef{name: qd.name, typ: kmsg.ConfigTypeLong, doc: qd.doc,

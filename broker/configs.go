@@ -16,8 +16,21 @@ import (
 // silently ignored.
 var topicConfigDefs = append([]configs.Def{
 	{Name: "cleanup.policy", BrokerName: "log.cleanup.policy", Type: kmsg.ConfigTypeList, Default: "delete",
-		Doc:   "Only delete is supported: Shoal does not compact logs, so compact is refused rather than ignored.",
-		Check: configs.OneOf("delete")},
+		Doc: "delete removes old segments by retention.ms and retention.bytes; compact keeps the last record of every key (the log cleaner); compact,delete does both. Compaction is not yet available on a cluster's replicated topics.",
+		Check: func(v string) error {
+			if _, _, ok := configs.CleanupPolicy(v); !ok {
+				return fmt.Errorf("value %q is not a list of delete and compact", v)
+			}
+			return nil
+		}},
+	{Name: "min.cleanable.dirty.ratio", BrokerName: "log.cleaner.min.cleanable.ratio", Type: kmsg.ConfigTypeDouble, Default: "0.5",
+		Doc: "A compacted log is cleaned once its uncleaned part is at least this share of its cleanable bytes.", Check: configs.FloatRange(0, 1)},
+	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", Type: kmsg.ConfigTypeLong, Default: "0",
+		Doc: "A record stays uncompacted for at least this long.", Check: configs.IntRange(0, math.MaxInt64)},
+	{Name: "max.compaction.lag.ms", BrokerName: "log.cleaner.max.compaction.lag.ms", Type: kmsg.ConfigTypeLong, Default: "9223372036854775807",
+		Doc: "A compacted log whose oldest uncleaned record is older than this is cleaned whatever its dirty ratio.", Check: configs.IntRange(1, math.MaxInt64)},
+	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", Type: kmsg.ConfigTypeLong, Default: "86400000",
+		Doc: "A tombstone (null value) of a compacted topic is removed by the cleaner once its batch's timestamp is older than this.", Check: configs.IntRange(0, math.MaxInt64)},
 	{Name: "compression.type", BrokerName: "compression.type", Type: kmsg.ConfigTypeString, Default: "producer",
 		Doc:   "Batches are stored as the producer compressed them; Shoal never recompresses, so only producer is accepted.",
 		Check: configs.OneOf("producer")},
@@ -88,4 +101,20 @@ func sortedTopicConfigNames() []string {
 // dedupSettingsFor resolves the dedup configs of a topic's overrides.
 func (b *Broker) dedupSettingsFor(overrides map[string]string) dedup.Settings {
 	return dedup.SettingsFrom(func(name string) string { v, _ := b.topicConfigValue(overrides, name); return v })
+}
+
+// checkTopicConfig is validateTopicConfig plus what this broker cannot
+// do: a cluster's replicas are not compacted yet (each replica's log
+// is raft's log, whose entries a cleaner must not rewrite under it),
+// so compact is refused there rather than accepted and ignored.
+func (b *Broker) checkTopicConfig(name, value string) error {
+	if err := validateTopicConfig(name, value); err != nil {
+		return err
+	}
+	if name == "cleanup.policy" && b.cluster != nil {
+		if compact, _, _ := configs.CleanupPolicy(value); compact {
+			return fmt.Errorf("invalid value for cleanup.policy: compaction is not available on a cluster yet")
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -62,4 +63,50 @@ func Int(v string, def int64) int64 {
 		return def
 	}
 	return n
+}
+
+// FloatRange accepts the numbers of [lo, hi].
+func FloatRange(lo, hi float64) func(string) error {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("value %q is not a number", v)
+		}
+		if f < lo || f > hi {
+			return fmt.Errorf("value %v is outside [%v, %v]", f, lo, hi)
+		}
+		return nil
+	}
+}
+
+// Float is a config value as a number, def when it is not one.
+func Float(v string, def float64) float64 {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return def
+	}
+	return f
+}
+
+// CleanupPolicy parses cleanup.policy, Kafka's list of delete and
+// compact (either order, each at most once, spaces around commas
+// allowed): ok false for anything else, or an empty list.
+func CleanupPolicy(v string) (compact, del, ok bool) {
+	for _, part := range strings.Split(v, ",") {
+		switch strings.TrimSpace(part) {
+		case "compact":
+			if compact {
+				return false, false, false
+			}
+			compact = true
+		case "delete":
+			if del {
+				return false, false, false
+			}
+			del = true
+		default:
+			return false, false, false
+		}
+	}
+	return compact, del, true
 }

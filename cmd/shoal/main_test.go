@@ -129,7 +129,7 @@ func TestBadConfigRejected(t *testing.T) {
 		{name: "bad dynamic broker config", lines: []string{"log.retention.ms=forever"}, want: []string{"log.retention.ms", `"forever" is not an integer`}},
 		{name: "dynamic broker config out of range", lines: []string{"group.share.max.size=0"}, want: []string{"group.share.max.size", "outside [1, 1000]"}},
 		{name: "read-only broker config", lines: []string{"broker.id=3"}, want: []string{"broker.id", "another key"}},
-		{name: "unsupported topic default", lines: []string{"log.cleanup.policy=compact"}, want: []string{"log.cleanup.policy", "compact"}},
+		{name: "unsupported topic default", lines: []string{"log.cleanup.policy=shred"}, want: []string{"log.cleanup.policy", "shred"}},
 		{name: "duplicate key", lines: []string{"num.partitions=2", "num.partitions=3"}, want: []string{"line 2", "already set on line 1"}},
 		{name: "bad env", env: envMap{"SHOAL_NUM_PARTITIONS": "x"}, want: []string{"SHOAL_NUM_PARTITIONS", "num.partitions", `"x"`}},
 		{name: "bad flag", args: []string{"--idle-timeout", "-1s"}, want: []string{"idle-timeout", "positive"}},
