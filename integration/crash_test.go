@@ -172,6 +172,7 @@ type childBroker struct {
 	addr    string
 	dataDir string
 	logPath string
+	args    []string // more command-line arguments
 
 	cmd    *exec.Cmd
 	done   chan error
@@ -223,6 +224,7 @@ func (c *childBroker) start() {
 		"--log-level", "info",
 		"--http-addr", "", // several children (and other test runs) must not fight over 127.0.0.1:9644
 	)
+	cmd.Args = append(cmd.Args, c.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
 	require.NoError(c.t, cmd.Start(), "start shoal")
