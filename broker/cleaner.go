@@ -196,7 +196,7 @@ func (b *Broker) cleanPartition(c cleanCandidate, m *slog.OffsetMap, th *ioThrot
 		b.metrics.CleanerCleaned(c.p.Topic, c.p.Index, time.Now())
 		b.lg.Info("cleaned log", zapPartition(c.p), zap.Int64("first_dirty", stats.FirstDirty), zap.Int64("end", stats.End),
 			zap.Int("segments", stats.Segments), zap.Int64("bytes_read", stats.BytesRead), zap.Int64("bytes_written", stats.BytesWritten),
-			zap.Int64("records_removed", stats.Removed), zap.Int64("tombstones_removed", stats.Tombstones), zap.Duration("took", time.Since(start)))
+			zap.Int64("records_removed", stats.Removed), zap.Int64("tombstones_removed", stats.Tombstones), zap.Int64("markers_removed", stats.Markers), zap.Duration("took", time.Since(start)))
 	}
 }
 

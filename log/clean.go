@@ -49,6 +49,7 @@ type CleanStats struct {
 	Segments                int   // segments rewritten
 	BytesRead, BytesWritten int64 // segment bytes read, and written
 	Removed, Tombstones     int64 // records removed, of which tombstones
+	Markers                 int64 // transaction markers removed
 }
 
 // CleanableInfo is what a cleaner needs to pick a log (Cleanable).
@@ -270,6 +271,15 @@ type cleaner struct {
 	stats CleanStats
 	raw   []byte // scratch: a batch's inflated records
 	io    int
+	// txnKept: producer ids whose current transaction (since their last
+	// marker, in the rewrite's log order) kept a batch.
+	txnKept map[int64]bool
+	// snapshotAt is the oldest producer snapshot kept when the clean
+	// began: recovery replays from it or a newer one (or, with none
+	// valid, from the first segment, where the transaction's batches are
+	// gone too), so a marker below it never has to close a transaction
+	// the replay opened.
+	snapshotAt int64
 }
 
 func (c *cleaner) throttle(n int) {
@@ -352,8 +362,14 @@ func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
 	}
 	p.cleanMu.Lock()
 	defer p.cleanMu.Unlock()
+	p.syncMu.Lock()
+	snapshotAt := int64(-1)
+	if len(p.snapshots) > 0 {
+		snapshotAt = p.snapshots[0]
+	}
+	p.syncMu.Unlock()
 	pl := p.plan(opts.Now)
-	c := &cleaner{p: p, pl: &pl, opts: opts}
+	c := &cleaner{p: p, pl: &pl, opts: opts, txnKept: map[int64]bool{}, snapshotAt: snapshotAt}
 	c.stats.FirstDirty, c.stats.End = pl.info.FirstDirty, pl.info.FirstDirty
 	if len(pl.segs) == 0 {
 		return c.stats, nil
@@ -489,9 +505,57 @@ func (c *cleaner) rewrite(s *segment, end int64) error {
 		_ = p.fs.Remove(tmp)
 	}
 	deleteBefore := c.opts.Now.UnixMilli() - c.pl.cfg.DeleteRetentionMs
+	// toRun adds a batch that keeps no record to the current empty run.
+	toRun := func(h *protocol.BatchHeader) error {
+		if h.RecordCount > 0 {
+			changed = true
+		}
+		if run != nil && h.LastOffset()-run.base <= 1<<31-1 {
+			changed = true // two batches become one
+			run.last = h.LastOffset()
+			run.maxTs = max(run.maxTs, h.MaxTimestamp)
+			return nil
+		}
+		if err := endRun(); err != nil {
+			return err
+		}
+		run = &emptyRun{base: h.BaseOffset, last: h.LastOffset(), maxTs: h.MaxTimestamp,
+			attrs: h.Attributes & protocol.AttrTimestampType, epoch: h.PartitionLeaderEpoch}
+		return nil
+	}
+	emitData := func(h *protocol.BatchHeader, b []byte) error {
+		if h.IsTransactional() && h.ProducerID >= 0 {
+			c.txnKept[h.ProducerID] = true
+		}
+		if err := endRun(); err != nil {
+			return err
+		}
+		return emit(b)
+	}
 	var kept [][]byte
 	err = c.eachBatch(s, func(_ int64, h *protocol.BatchHeader, batch []byte) error {
 		if h.IsControl() {
+			// A commit marker goes, as in Kafka, once no batch of its
+			// transaction is left and it is older than
+			// delete.retention.ms (a consumer that read the transaction's
+			// records has had that long to read the marker too), and once
+			// recovery no longer replays from below it. Abort markers
+			// stay: the aborted-transaction index (in memory and in
+			// producer snapshots) lists every aborted transaction, and a
+			// read_committed consumer given one skips its producer's
+			// batches until it reads that abort marker; without it, the
+			// producer's later committed records would be skipped too.
+			if h.IsTransactional() && h.ProducerID >= 0 {
+				txnKept := c.txnKept[h.ProducerID]
+				delete(c.txnKept, h.ProducerID)
+				if typ, _, ok := parseMarker(batch); ok && typ == controlCommit && !txnKept &&
+					c.pl.cfg.DeleteRetentionMs >= 0 && h.MaxTimestamp < deleteBefore &&
+					h.LastOffset() < end && h.LastOffset() < c.snapshotAt {
+					c.stats.Markers++
+					changed = true
+					return toRun(h)
+				}
+			}
 			if err := endRun(); err != nil {
 				return err
 			}
@@ -536,49 +600,27 @@ func (c *cleaner) rewrite(s *segment, end int64) error {
 		c.stats.Removed += removed
 		switch {
 		case removed == 0 && h.RecordCount > 0:
-			if err := endRun(); err != nil {
-				return err
-			}
-			return emit(batch)
+			return emitData(h, batch)
 		case len(kept) > 0:
 			nb, err := c.rebuild(h, batch, kept)
 			if err != nil {
 				return err
 			}
 			changed = true
-			if err := endRun(); err != nil {
-				return err
-			}
-			return emit(nb)
+			return emitData(h, nb)
 		}
-		// No record left. A transactional batch stays (empty) so that
-		// recovery's replay opens its transaction as before; so does an
-		// idempotent producer's newest batch, which carries its epoch and
-		// sequence (Kafka keeps it too). The rest join an empty run.
-		if h.IsTransactional() || (h.ProducerID >= 0 && c.pl.lastOf[h.ProducerID] == h.LastOffset()) {
+		// No record left. A producer's newest batch stays, empty: it
+		// carries the producer's epoch and sequence (Kafka keeps it too),
+		// and, if transactional, keeps its transaction's marker. The rest
+		// join an empty run (a transaction's batches too: its marker,
+		// left without them, closes nothing in recovery's replay).
+		if h.ProducerID >= 0 && c.pl.lastOf[h.ProducerID] == h.LastOffset() {
 			if h.RecordCount > 0 {
 				changed = true
 			}
-			if err := endRun(); err != nil {
-				return err
-			}
-			return emit(emptyCopy(batch))
+			return emitData(h, emptyCopy(batch))
 		}
-		if h.RecordCount > 0 {
-			changed = true
-		}
-		if run != nil && h.LastOffset()-run.base <= 1<<31-1 {
-			changed = true // two batches become one
-			run.last = h.LastOffset()
-			run.maxTs = max(run.maxTs, h.MaxTimestamp)
-			return nil
-		}
-		if err := endRun(); err != nil {
-			return err
-		}
-		run = &emptyRun{base: h.BaseOffset, last: h.LastOffset(), maxTs: h.MaxTimestamp,
-			attrs: h.Attributes & protocol.AttrTimestampType, epoch: h.PartitionLeaderEpoch}
-		return nil
+		return toRun(h)
 	})
 	if err == nil {
 		err = endRun()

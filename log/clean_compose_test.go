@@ -1,9 +1,11 @@
 package log
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand"
+	randv2 "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,4 +181,136 @@ type errGap struct{ want, got int64 }
 
 func (e errGap) Error() string {
 	return fmt.Sprintf("read not contiguous: want offset %d, got %d", e.want, e.got)
+}
+
+// Commit markers go once their transaction has no batch left and they
+// are older than delete.retention.ms, as in Kafka; abort markers and
+// the marker of a transaction that kept a batch (here the producer's
+// newest, which carries its epoch and sequence) stay. Transactions
+// stay closed, aborted records stay hidden, and a reopen (and a crash at
+// every step of the clean) finds no transaction open.
+func TestCleanRemovesCommitMarkersOfEmptiedTransactions(t *testing.T) {
+	cfg := compactConfig()
+	cfg.DeleteRetentionMs = 60_000
+	fsys := NewMemFS()
+	p := openMem(t, fsys, cfg)
+	txnBatch := func(pid int64, seq int32, key, val string) []byte {
+		b := keyedBatch(t, []kv{{[]byte(key), []byte(val)}}, pid, seq, baseTime, false)
+		binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|protocol.AttrTransactional)
+		protocol.SetBatchCRC(b)
+		return b
+	}
+	marker := func(pid int64, commit bool) {
+		res, err := p.WriteMarker(Marker{ProducerID: pid, Commit: commit}, testNow)
+		require.NoError(t, err)
+		p.SetHighWatermark(res.LastOffset + 1)
+	}
+	want := map[string]string{}
+	seq1, seq2 := int32(0), int32(0)
+	for i := range 60 {
+		mustAppend(t, p, txnBatch(1, seq1, fmt.Sprintf("k%d", i%3), fmt.Sprintf("committed %d", i)))
+		seq1++
+		marker(1, true)
+		want[fmt.Sprintf("k%d", i%3)] = fmt.Sprintf("committed %d", i)
+		if i%10 == 0 {
+			mustAppend(t, p, txnBatch(2, seq2, "k0", "aborted"))
+			seq2++
+			marker(2, false)
+		}
+		for j := range 5 { // rolls segments (4 KiB), so snapshots are written
+			mustAppend(t, p, keyedBatch(t, []kv{{fmt.Appendf(nil, "f%d", j), make([]byte, 100)}}, -1, 0, baseTime, false))
+			want[fmt.Sprintf("f%d", j)] = string(make([]byte, 100))
+		}
+	}
+	_, err := p.Sync()
+	require.NoError(t, err)
+	markers := func(p *Partition) (commits, aborts int) {
+		hs, bs := readAll(t, p, p.LogStartOffset())
+		for i, h := range hs {
+			if h.IsControl() {
+				if typ, _ := controlType(bs[i]); typ == controlCommit {
+					commits++
+				} else {
+					aborts++
+				}
+			}
+		}
+		return commits, aborts
+	}
+	committed := func(p *Partition) map[string]string {
+		got := map[string]string{}
+		aborted := p.AbortedTransactions(0, p.LogEndOffset())
+		for _, r := range readRecords(t, p) {
+			skip := false
+			for _, a := range aborted {
+				skip = skip || (r.off >= a.FirstOffset && r.off <= a.LastOffset && r.key == "k0" && r.val == "aborted")
+			}
+			require.False(t, skip || r.val == "aborted", "aborted record at %d", r.off)
+			got[r.key] = r.val
+		}
+		return got
+	}
+	c0, a0 := markers(p)
+	require.Equal(t, 60, c0)
+	require.Equal(t, 6, a0)
+
+	// Within delete.retention.ms: every marker stays.
+	cleanFully(t, p, NewOffsetMap(1<<20, 0.9), time.UnixMilli(baseTime+30_000))
+	c1, a1 := markers(p)
+	require.Equal(t, 60, c1)
+	require.Equal(t, 6, a1)
+	require.Equal(t, want, committed(p))
+
+	// Later, after more records (so there is something dirty to clean):
+	// the commit markers of emptied transactions go.
+	base := fsys.CrashClone()
+	later := time.UnixMilli(baseTime + 120_000)
+	dirty := func(p *Partition) { // a segment and more of updates: something to clean
+		for range 50 {
+			mustAppend(t, p, keyedBatch(t, []kv{{[]byte("f0"), make([]byte, 100)}}, -1, 0, baseTime, false))
+		}
+		_, err := p.Sync()
+		require.NoError(t, err)
+	}
+	dirty(p)
+	st := cleanFully(t, p, NewOffsetMap(1<<20, 0.9), later)
+	require.NotEmpty(t, st)
+	c2, a2 := markers(p)
+	t.Logf("commit markers %d -> %d, abort markers %d -> %d", c1, c2, a1, a2)
+	require.Less(t, c2, 10, "commit markers of emptied transactions are removed")
+	require.Positive(t, c2, "the marker of the transaction holding the producer's newest batch stays")
+	require.Equal(t, 6, a2, "abort markers stay")
+	require.Equal(t, want, committed(p))
+	require.Equal(t, p.HighWatermark(), p.LastStableOffset())
+
+	// Reopened: nothing open, the producers go on.
+	require.NoError(t, p.Close())
+	p = openMem(t, fsys, cfg)
+	require.Empty(t, p.OpenTransactions())
+	require.Equal(t, p.HighWatermark(), p.LastStableOffset())
+	require.Equal(t, want, committed(p))
+	mustAppend(t, p, txnBatch(1, seq1, "k0", "next"))
+	marker(1, true)
+	require.NoError(t, p.Close())
+
+	// A power loss at every step of that clean: whatever is left opens
+	// with no transaction open and the same committed table.
+	for n := 1; ; n++ {
+		fs := base.CrashClone()
+		q := openMem(t, fs, cfg)
+		dirty(q)
+		fs.SetCrashPoint(n, randv2.New(randv2.NewPCG(uint64(n), 7)))
+		_, err := q.Clean(CleanOptions{Now: later, Map: NewOffsetMap(1<<20, 0.9)})
+		crashed := fs.Crashed()
+		if crashed == nil {
+			require.NoError(t, err)
+			require.Greater(t, n, 5)
+			break
+		}
+		r := openMem(t, crashed, cfg)
+		require.Empty(t, r.OpenTransactions(), "crash at step %d", n)
+		got := committed(r)
+		require.Equal(t, want, got, "crash at step %d", n)
+		require.NoError(t, r.Close())
+	}
 }

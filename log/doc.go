@@ -282,11 +282,22 @@
 // keep every header field but length, record count and CRC (their
 // lastOffsetDelta too, so they still span their offsets; compressed
 // ones are recompressed with their codec through CleanOptions.Codec).
-// A batch left without records becomes an empty header: transactional
-// ones and each idempotent producer's newest batch keep theirs (replay
-// and sequence checks need them); the rest, consecutive, collapse into
-// one empty batch without a producer spanning their offsets, so the log
-// stays contiguous, as recovery requires. Ordinals of a single node's
+// A batch left without records becomes an empty header if it is a
+// producer's newest batch (sequence checks and recovery's replay need
+// its epoch and sequence; Kafka keeps it too); the rest, consecutive,
+// collapse into one empty batch without a producer spanning their
+// offsets, so the log stays contiguous, as recovery requires.
+// Transaction markers stay, but for a commit marker whose transaction
+// kept no batch in the pass (the rewrite tracks, in log order, whether
+// each producer's current transaction kept one), that is older than
+// delete.retention.ms, and that lies below the oldest producer snapshot
+// kept (recovery replays from a snapshot, or from the first segment,
+// where that transaction's batches are gone too, so no replay opens a
+// transaction the marker would have closed): it goes, as in Kafka. Abort
+// markers stay: the aborted-transaction index (in memory, and in the
+// producer snapshots) still lists their transactions, and a
+// read_committed consumer given an aborted transaction skips its
+// producer's batches until it reads the abort marker. Ordinals of a single node's
 // log may then skip (only a replica needs them dense; a replica's log
 // is not compacted). A segment whose copy is no different is left as
 // it is.
