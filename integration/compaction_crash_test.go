@@ -194,8 +194,10 @@ func TestCompactionCrash(t *testing.T) {
 		t.Logf("final: partition %d: %d updates acknowledged, %d records left for %d keys", p, acked, rd.n, len(rd.table))
 		require.Greater(t, acked, 5000, "too little was produced to test anything")
 	}
-	cleaned := strings.Count(readFileString(t, child.logPath), "cleaned log")
-	t.Logf("%d of %d kills left half-cleaned files; the cleaner logged %d cleans", tmpLeft, cycles, cleaned)
+	shoalLog := readFileString(t, child.logPath)
+	cleaned := strings.Count(shoalLog, "cleaned log")
+	t.Logf("%d of %d kills left half-cleaned files (%d restarts completed a merge); the cleaner logged %d cleans",
+		tmpLeft, cycles, strings.Count(shoalLog, "completed an interrupted merge"), cleaned)
 	require.Positive(t, cleaned, "the cleaner never cleaned")
 	if cycles >= 5 {
 		require.Positive(t, tmpLeft, "no kill landed during a clean")
@@ -331,11 +333,11 @@ func (h *compactHistory) verify(t *testing.T, addr, topic string, p int) compact
 }
 
 // cleanTmpFiles counts the cleaner's half-written files (a segment or
-// index being rewritten) under dir.
+// index being rewritten, merged segments not yet swapped in) under dir.
 func cleanTmpFiles(t *testing.T, dir string) int {
 	n := 0
 	_ = filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
-		if err == nil && strings.HasSuffix(path, ".clean.tmp") {
+		if err == nil && (strings.HasSuffix(path, ".clean.tmp") || strings.HasSuffix(path, ".log.swap")) {
 			n++
 		}
 		return nil

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -50,6 +53,7 @@ type CleanStats struct {
 	BytesRead, BytesWritten int64 // segment bytes read, and written
 	Removed, Tombstones     int64 // records removed, of which tombstones
 	Markers                 int64 // transaction markers removed
+	Merged                  int   // segments merged into the one before them
 }
 
 // CleanableInfo is what a cleaner needs to pick a log (Cleanable).
@@ -143,6 +147,7 @@ const (
 	cleanerCheckpointName  = "cleaner.checkpoint"
 	cleanerCheckpointMagic = "SHCC"
 	cleanSuffix            = ".clean" + tmpSuffix // a segment being rewritten; Open deletes it
+	swapSuffix             = ".swap"              // "<base>.log.swap": merged segments; Open completes the swap
 )
 
 // ErrMapTooSmall is a Clean whose offset map cannot hold the keys of
@@ -382,11 +387,8 @@ func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
 		return c.stats, err
 	}
 	c.stats.End = end
-	for _, s := range pl.segs {
-		if s.base >= end {
-			break
-		}
-		if err := c.rewrite(s, end); err != nil {
+	for _, g := range groupSegments(pl.segs, end, pl.cfg.SegmentBytes) {
+		if err := c.rewrite(g, end); err != nil {
 			if errors.Is(err, errAbandoned) {
 				return c.stats, nil
 			}
@@ -459,9 +461,37 @@ type emptyRun struct {
 	epoch      int32
 }
 
-// rewrite writes the cleaned copy of s and swaps it in if it differs.
-func (c *cleaner) rewrite(s *segment, end int64) error {
+// groupSegments splits the segments below end into runs of consecutive
+// ones to be cleaned into one segment each, as Kafka's cleaner groups
+// them: together at most segment.bytes before cleaning (so the cleaned
+// one is no larger than a segment may be), and spanning fewer than 2^31
+// offsets (index entries hold 32-bit relative offsets). Cleaned logs so
+// keep few segments, and few open files, however many rolls wrote them.
+func groupSegments(segs []*segment, end, maxBytes int64) [][]*segment {
+	var out [][]*segment
+	var g []*segment
+	var bytes int64
+	for _, s := range segs {
+		if s.base >= end {
+			break
+		}
+		if len(g) > 0 && (bytes+s.size > maxBytes || s.next-1-g[0].base > math.MaxInt32) {
+			out, g, bytes = append(out, g), nil, 0
+		}
+		g = append(g, s)
+		bytes += s.size
+	}
+	if len(g) > 0 {
+		out = append(out, g)
+	}
+	return out
+}
+
+// rewrite writes the cleaned copy of the segments g as one segment and
+// swaps it in if it differs.
+func (c *cleaner) rewrite(g []*segment, end int64) error {
 	p := c.p
+	s := g[0]
 	name := fileName(p.dir, s.base, logSuffix)
 	tmp := name + cleanSuffix
 	f, err := p.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -471,7 +501,7 @@ func (c *cleaner) rewrite(s *segment, end int64) error {
 	ns := newSegment(s.base, s.baseOrd, f, s.created)
 	var out []byte
 	var pos int64
-	changed := false
+	changed := len(g) > 1 // segments merge
 	flush := func(force bool) error {
 		if len(out) == 0 || (!force && len(out) < 1<<20) {
 			return nil
@@ -533,7 +563,23 @@ func (c *cleaner) rewrite(s *segment, end int64) error {
 		return emit(b)
 	}
 	var kept [][]byte
-	err = c.eachBatch(s, func(_ int64, h *protocol.BatchHeader, batch []byte) error {
+	each := func(fn func(pos int64, h *protocol.BatchHeader, batch []byte) error) error {
+		for _, s := range g {
+			if err := c.eachBatch(s, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	gone := func() bool {
+		for _, s := range g {
+			if p.segmentGone(s) {
+				return true
+			}
+		}
+		return false
+	}
+	err = each(func(_ int64, h *protocol.BatchHeader, batch []byte) error {
 		if h.IsControl() {
 			// A commit marker goes, as in Kafka, once no batch of its
 			// transaction is left and it is older than
@@ -630,23 +676,23 @@ func (c *cleaner) rewrite(s *segment, end int64) error {
 	}
 	if err != nil || !changed {
 		discard()
-		if err != nil && p.segmentGone(s) {
+		if err != nil && gone() {
 			return errAbandoned
 		}
 		return err
 	}
-	if ns.next != s.next {
+	if last := g[len(g)-1]; ns.next != last.next {
 		discard()
-		return fmt.Errorf("log: cleaned segment %d ends at %d, not %d", s.base, ns.next, s.next)
+		return fmt.Errorf("log: cleaned segment %d ends at %d, not %d", s.base, ns.next, last.next)
 	}
 	if err := f.Sync(); err != nil {
 		discard()
-		if p.segmentGone(s) {
+		if gone() {
 			return errAbandoned
 		}
 		return p.fail(storageErr("sync", tmp, err))
 	}
-	return c.swap(s, ns, tmp, name)
+	return c.swap(g, ns, tmp, name)
 }
 
 // rebuild encodes batch again with only the kept records (their wire
@@ -702,16 +748,25 @@ func emptyBatch(r *emptyRun) []byte {
 	return b
 }
 
-// swap puts the cleaned segment ns (written and fsynced to tmp) in s's
-// place. Its index files are written and fsynced under names of their
-// own first, outside every lock; then, under the sync lock (so no
-// retention or Close removes s meanwhile), three renames replace s's
-// files in one step each (readers of s keep reading its old files
-// through their open handles) and the segment list swaps s for ns. A
-// crash between the renames leaves an index that disagrees with its
-// .log, which Open rebuilds; the directory is synced by Clean.
-func (c *cleaner) swap(s, ns *segment, tmp, name string) error {
+// swap puts the cleaned segment ns (written and fsynced to tmp) in the
+// place of the segments g. Its index files are written and fsynced under
+// names of their own first, outside every lock; then, under the sync
+// lock (so no retention or Close removes a segment of g meanwhile),
+// three renames replace the first segment's files in one step each
+// (readers keep reading old files through their open handles) and the
+// segment list swaps g for ns. A crash between the renames leaves an
+// index that disagrees with its .log, which Open rebuilds; the
+// directory is synced by Clean.
+//
+// Merging (g longer than one) must never leave the merged segment beside
+// a segment it replaced: the copy is first renamed to "<base>.log.swap"
+// and the directory synced, from when on Open completes the swap (it
+// deletes the segments the .swap file covers and renames it); then the
+// other segments' files are deleted and the directory synced; only then
+// is the .swap renamed over the first segment's .log.
+func (c *cleaner) swap(g []*segment, ns *segment, tmp, name string) error {
 	p := c.p
+	s := g[0]
 	offTmp := fileName(p.dir, s.base, indexSuffix) + cleanSuffix
 	timeTmp := fileName(p.dir, s.base, timeIndexSuffix) + cleanSuffix
 	var files []File
@@ -743,30 +798,136 @@ func (c *cleaner) swap(s, ns *segment, tmp, name string) error {
 	}
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
-	if p.segmentGone(s) {
-		return cleanup(errAbandoned)
+	for _, s := range g {
+		if p.segmentGone(s) {
+			return cleanup(errAbandoned)
+		}
+	}
+	if len(g) > 1 {
+		swapName := name + swapSuffix
+		if err := p.fs.Rename(tmp, swapName); err != nil {
+			return cleanup(storageErr("rename", tmp, err))
+		}
+		tmp = swapName
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return p.fail(storageErr("sync dir", p.dir, err)) // Open completes the swap
+		}
+		for _, o := range g[1:] {
+			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				if err := p.fs.Remove(fileName(p.dir, o.base, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return p.fail(storageErr("remove", fileName(p.dir, o.base, suffix), err))
+				}
+			}
+		}
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return p.fail(storageErr("sync dir", p.dir, err))
+		}
 	}
 	for _, r := range [][2]string{{offTmp, fileName(p.dir, s.base, indexSuffix)},
 		{timeTmp, fileName(p.dir, s.base, timeIndexSuffix)}, {tmp, name}} {
 		if err := p.fs.Rename(r[0], r[1]); err != nil {
+			if len(g) > 1 {
+				return p.fail(storageErr("rename", r[0], err))
+			}
 			return cleanup(storageErr("rename", r[0], err))
 		}
 	}
 	ns.seal(files[0], files[1])
+	var old int64
+	for _, o := range g {
+		old += o.size
+	}
 	p.appendMu.Lock()
 	p.segMu.Lock()
 	i := slices.Index(p.segs, s)
-	p.segs = slices.Clone(p.segs)
-	p.segs[i] = ns
-	s.deleted = true
+	p.segs = slices.Concat(p.segs[:i], []*segment{ns}, p.segs[i+len(g):])
+	for _, o := range g {
+		o.deleted = true
+	}
 	p.segMu.Unlock()
-	p.size.Add(ns.size - s.size)
+	p.size.Add(ns.size - old)
 	p.appendMu.Unlock()
-	for _, f := range []File{s.log, s.offFile, s.timeFile} {
-		if f != nil {
-			_ = f.Close()
+	for _, o := range g {
+		for _, f := range []File{o.log, o.offFile, o.timeFile} {
+			if f != nil {
+				_ = f.Close()
+			}
 		}
 	}
-	c.stats.Segments++
+	c.stats.Segments += len(g)
+	c.stats.Merged += len(g) - 1
 	return nil
+}
+
+// completeSwaps finishes the merges a crash interrupted (swap): each
+// "<base>.log.swap" is a fsynced cleaned copy of the segments from base
+// to its last offset, made durable before any of them was deleted. The
+// segments it covers go (the first one's index files too: they describe
+// the old .log), then it becomes "<base>.log". It reports whether it
+// changed anything. Called by Open before the segments are listed.
+func (p *Partition) completeSwaps(names []string) (bool, error) {
+	did := false
+	for _, n := range names {
+		logName, ok := strings.CutSuffix(n, swapSuffix)
+		if !ok {
+			continue
+		}
+		base, ok := parseFileName(logName, logSuffix)
+		if !ok {
+			continue
+		}
+		swapName := filepath.Join(p.dir, n)
+		f, err := p.fs.OpenFile(swapName, os.O_RDONLY, 0)
+		if err != nil {
+			return false, storageErr("open", swapName, err)
+		}
+		size, err := f.Size()
+		if err != nil {
+			_ = f.Close()
+			return false, storageErr("stat", swapName, err)
+		}
+		next := base
+		r := batchReader{f: f, end: size}
+		for {
+			_, h, _, err := r.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				_ = f.Close()
+				return false, fmt.Errorf("%w: merged segment %s is damaged: %w", ErrCorruption, swapName, err)
+			}
+			next = h.LastOffset() + 1
+		}
+		_ = f.Close()
+		for _, m := range names {
+			b, ok := parseFileName(m, logSuffix)
+			if !ok || b < base || b >= next {
+				continue
+			}
+			suffixes := []string{indexSuffix, timeIndexSuffix}
+			if b != base {
+				suffixes = append(suffixes, logSuffix)
+			}
+			for _, suffix := range suffixes {
+				if err := p.fs.Remove(fileName(p.dir, b, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return false, storageErr("remove", fileName(p.dir, b, suffix), err)
+				}
+			}
+		}
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return false, storageErr("sync dir", p.dir, err)
+		}
+		if err := p.fs.Rename(swapName, fileName(p.dir, base, logSuffix)); err != nil {
+			return false, storageErr("rename", swapName, err)
+		}
+		p.logger.Info("completed an interrupted merge of cleaned segments", zap.Int64("base", base), zap.Int64("next", next))
+		did = true
+	}
+	if did {
+		if err := p.fs.SyncDir(p.dir); err != nil {
+			return false, storageErr("sync dir", p.dir, err)
+		}
+	}
+	return did, nil
 }

@@ -314,3 +314,75 @@ func TestCleanRemovesCommitMarkersOfEmptiedTransactions(t *testing.T) {
 		require.NoError(t, r.Close())
 	}
 }
+
+// Cleaned segments merge, as Kafka's cleaner groups them (at most
+// segment.bytes together), so a compacted log keeps few segments; a
+// power loss at every step of a merging clean leaves a log that opens
+// (completing an interrupted merge from its .swap file) with the same
+// records at the same offsets, never two segments holding one offset.
+func TestCleanMergesSegmentsCrashAtEveryStep(t *testing.T) {
+	cfg := compactConfig()
+	fsys := NewMemFS()
+	p := openMem(t, fsys, cfg)
+	rng := rand.New(rand.NewSource(21))
+	written := fillKeyed(t, p, rng, 3000, 20, true, false)
+	before := len(p.segs)
+	st := cleanFully(t, p, NewOffsetMap(1<<20, 0.9), testNow)
+	merged := 0
+	for _, s := range st {
+		merged += s.Merged
+	}
+	written = append(written, fillKeyed(t, p, rng, 1000, 20, true, false)...)
+	require.NoError(t, p.Close())
+	base := fsys.CrashClone()
+
+	check := func(q *Partition, step int) {
+		got := readRecords(t, q) // contiguous offsets, whole batches
+		require.Equal(t, table(written), table(got), "crash at step %d", step)
+		byOff := map[int64]rec{}
+		for _, r := range written {
+			byOff[r.off] = r
+		}
+		for _, r := range got {
+			require.Equal(t, byOff[r.off], r, "crash at step %d", step)
+		}
+		for i := 1; i < len(q.segs); i++ {
+			require.Equal(t, q.segs[i-1].next, q.segs[i].base, "crash at step %d: segments overlap or leave a gap", step)
+		}
+	}
+	steps := 0
+	for n := 1; ; n++ {
+		fs := base.CrashClone()
+		q := openMem(t, fs, cfg)
+		fs.SetCrashPoint(n, randv2.New(randv2.NewPCG(uint64(n), 21)))
+		st, err := q.Clean(CleanOptions{Now: testNow, Map: NewOffsetMap(1<<20, 0.9)})
+		crashed := fs.Crashed()
+		if crashed == nil {
+			require.NoError(t, err)
+			fs.SetCrashPoint(0, nil)
+			merged += st.Merged
+			steps = n
+			check(q, n)
+			t.Logf("%d segments written, %d after cleaning; %d merged in all; %d crash points", before, len(q.segs), merged, n-1)
+			require.Less(t, len(q.segs), before/2, "cleaned segments were not merged")
+			require.NoError(t, q.Close())
+			break
+		}
+		r := openMem(t, crashed, cfg)
+		check(r, n)
+		names, err := crashed.ReadDir("/data/topic-0")
+		require.NoError(t, err)
+		for _, name := range names {
+			require.NotContains(t, name, ".swap", "crash at step %d: Open left %s", n, name)
+		}
+		// It cleans on from there.
+		cleanFully(t, r, NewOffsetMap(1<<20, 0.9), testNow)
+		check(r, n)
+		require.NoError(t, r.Close())
+		r = openMem(t, crashed, cfg)
+		check(r, n)
+		require.NoError(t, r.Close())
+	}
+	require.Positive(t, merged)
+	require.Greater(t, steps, 10)
+}

@@ -302,10 +302,21 @@
 // is not compacted). A segment whose copy is no different is left as
 // it is.
 //
+// Consecutive segments are cleaned into one, as Kafka's cleaner groups
+// them: at most segment.bytes together before cleaning and fewer than
+// 2^31 offsets, so a compacted log keeps few segments (and open files)
+// however often it rolled.
+//
 // Swap: the copy and its two index files are fsynced under names of
-// their own, then, under the sync lock, renamed over the segment's
-// (index files first) and the segment list takes the new segment;
-// readers still reading the old one keep its files open. Segments are
+// their own, then, under the sync lock, renamed over the first
+// segment's (index files first) and the segment list takes the new
+// segment; readers still reading an old one keep its files open. A
+// merge must never leave the merged segment beside one it replaced (two
+// segments holding one offset), so its copy is first renamed to
+// "<base>.log.swap" and the directory synced; the other segments' files
+// are then deleted and the directory synced again; only then is the
+// .swap renamed over "<base>.log". Open completes a .swap it finds: it
+// deletes the segments it covers and renames it. Segments are
 // swapped in log order, and a crash leaves each either old or new: any
 // such mix is a valid log with the same final table (a tombstone is
 // only dropped once every older record of its key, in earlier

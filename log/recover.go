@@ -137,6 +137,13 @@ func (p *Partition) load(now time.Time) error {
 	if err != nil {
 		return storageErr("read dir", p.dir, err)
 	}
+	if did, err := p.completeSwaps(names); err != nil {
+		return err
+	} else if did {
+		if names, err = p.fs.ReadDir(p.dir); err != nil {
+			return storageErr("read dir", p.dir, err)
+		}
+	}
 	var bases, snaps []int64
 	var indexFiles []string
 	haveCheckpoint := false
