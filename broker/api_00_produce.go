@@ -154,10 +154,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorCode = kerr.NotEnoughReplicas.Code
 				msg := "min.insync.replicas is " + strconv.FormatInt(minISR, 10) + " but this broker is the only replica"
 				sp.ErrorMessage = &msg
-			case compacted && !keyedRecords(rp.Records):
-				sp.ErrorCode = kerr.InvalidRecord.Code
-				msg := "Compacted topic cannot accept message without key in topic partition " + rt.Topic + "-" + strconv.Itoa(int(rp.Partition)) + "."
-				sp.ErrorMessage = &msg
+			case compacted && compactedRecordsError(rp.Records, rt.Topic, rp.Partition, &sp):
 			case req.TransactionID == nil && hasTransactionalBatch(rp.Records):
 				// As Kafka: transactional records need a transactional id.
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code

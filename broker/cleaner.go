@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -82,7 +85,7 @@ func (t *ioThrottle) setRate(r float64) {
 	t.mu.Unlock()
 }
 
-func (t *ioThrottle) wait(n int) {
+func (t *ioThrottle) wait(n int, cancel <-chan struct{}) {
 	t.mu.Lock()
 	now := time.Now()
 	if t.start.IsZero() || now.Sub(t.start) > time.Second {
@@ -97,7 +100,12 @@ func (t *ioThrottle) wait(n int) {
 	}
 	t.mu.Unlock()
 	if sleep > 0 {
-		time.Sleep(sleep)
+		tm := time.NewTimer(sleep)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-cancel: // shutting down: Clean sees it at its next batch
+		}
 	}
 }
 
@@ -148,7 +156,7 @@ func (b *Broker) cleanRound(st *cleanerState, now time.Time) bool {
 			}
 			info := p.Log.Cleanable(now)
 			b.metrics.CleanerDirty(p.Topic, p.Index, info.Ratio)
-			if info.End > info.FirstDirty && (info.Ratio >= cfg.MinCleanableDirtyRatio || info.Due) {
+			if info.Uncleanable == nil && ((info.End > info.FirstDirty && (info.Ratio >= cfg.MinCleanableDirtyRatio || info.Due)) || info.TombstonesDue) {
 				due = append(due, cleanCandidate{p, info})
 			}
 		}
@@ -170,6 +178,8 @@ func (b *Broker) cleanRound(st *cleanerState, now time.Time) bool {
 	}
 	st.throttle.setRate(b.cleanerFloat("log.cleaner.io.max.bytes.per.second"))
 	var wg sync.WaitGroup
+	var progress sync.Mutex
+	cleaned := false
 	for i, c := range due {
 		if st.maps[i] == nil {
 			st.maps[i] = slog.NewOffsetMap(bytes, load)
@@ -177,60 +187,80 @@ func (b *Broker) cleanRound(st *cleanerState, now time.Time) bool {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.cleanPartition(c, st.maps[i], &st.throttle, now)
+			if b.cleanPartition(c, st.maps[i], &st.throttle, now) {
+				progress.Lock()
+				cleaned = true
+				progress.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
-	return true
+	return cleaned
 }
 
-func (b *Broker) cleanPartition(c cleanCandidate, m *slog.OffsetMap, th *ioThrottle, now time.Time) {
+// cleanPartition cleans one partition once and reports whether the
+// clean got anywhere (a failed one marks the log uncleanable, so the
+// loop backs off instead of retrying it at once).
+func (b *Broker) cleanPartition(c cleanCandidate, m *slog.OffsetMap, th *ioThrottle, now time.Time) bool {
 	start := time.Now()
-	stats, err := c.p.Log.Clean(slog.CleanOptions{Now: now, Map: m, Codec: recordsCodec{}, Throttle: th.wait})
+	wait := func(n int) { th.wait(n, b.ctx.Done()) }
+	stats, err := c.p.Log.Clean(slog.CleanOptions{Now: now, Map: m, Codec: recordsCodec{}, Throttle: wait, Cancel: b.ctx.Done()})
 	b.metrics.CleanerRun(stats.BytesRead, stats.BytesWritten, time.Since(start), err != nil)
 	if err != nil {
 		b.lg.Error("log cleaning failed", zapPartition(c.p), zapErr(err))
-		return
+		return false
 	}
 	if stats.Segments > 0 {
 		b.metrics.CleanerCleaned(c.p.Topic, c.p.Index, time.Now())
 		b.lg.Info("cleaned log", zapPartition(c.p), zap.Int64("first_dirty", stats.FirstDirty), zap.Int64("end", stats.End),
 			zap.Int("segments", stats.Segments), zap.Int64("bytes_read", stats.BytesRead), zap.Int64("bytes_written", stats.BytesWritten),
-			zap.Int64("records_removed", stats.Removed), zap.Int64("tombstones_removed", stats.Tombstones), zap.Int64("markers_removed", stats.Markers), zap.Duration("took", time.Since(start)))
+			zap.Int64("records_removed", stats.Removed), zap.Int64("tombstones_removed", stats.Tombstones), zap.Int64("markers_removed", stats.Markers),
+			zap.Int("segments_merged", stats.Merged), zap.Duration("took", time.Since(start)))
 	}
+	return stats.End > stats.FirstDirty
 }
 
-// keyedRecords says whether every record of a produce's batches has a
-// key, as a compacted topic requires (Kafka's LogValidator); batches
-// that do not decode are left to the log's own validation.
-func keyedRecords(recs []byte) bool {
+// compactedRecordsError checks a produce's batches for a compacted
+// topic, as Kafka's LogValidator does: every record needs a key
+// (INVALID_RECORD), and every record must decode, compressed batches
+// included (CORRUPT_MESSAGE): the cleaner reads every record, and one it
+// cannot read would stop the partition's cleaning for good. It sets the
+// error on sp and reports whether it did. Framing the log validates
+// itself (SplitBatches, header, CRC) is left to it.
+func compactedRecordsError(recs []byte, topic string, partition int32, sp *kmsg.ProduceResponseTopicPartition) bool {
 	batches, err := protocol.SplitBatches(recs)
 	if err != nil {
+		return false
+	}
+	fail := func(code int16, msg string) bool {
+		sp.ErrorCode, sp.ErrorMessage = code, &msg
 		return true
 	}
 	var buf []byte
 	for _, batch := range batches {
 		h, err := protocol.ParseBatchHeader(batch)
-		if err != nil || h.Size() > int64(len(batch)) {
-			return true
+		if err != nil || h.Size() > int64(len(batch)) || !protocol.VerifyBatchCRC(batch) {
+			return false
 		}
 		body := batch[protocol.BatchHeaderSize:h.Size()]
 		if c := h.Compression(); c != protocol.CompressionNone {
 			if buf, err = records.DecompressAppend(buf[:0], body, c, records.MaxDecompressed); err != nil {
-				return true
+				return fail(kerr.CorruptMessage.Code, fmt.Sprintf("A compressed record batch for %s-%d does not decompress: %v", topic, partition, err))
 			}
 			body = buf
 		}
 		keyless := false
-		_ = protocol.EachRawRecord(body, h.RecordCount, func(r *protocol.RawRecord) error {
+		if err := protocol.EachRawRecord(body, h.RecordCount, func(r *protocol.RawRecord) error {
 			keyless = keyless || r.KeyNull
 			return nil
-		})
+		}); err != nil {
+			return fail(kerr.CorruptMessage.Code, fmt.Sprintf("Records of a batch for %s-%d do not decode: %v", topic, partition, err))
+		}
 		if keyless {
-			return false
+			return fail(kerr.InvalidRecord.Code, "Compacted topic cannot accept message without key in topic partition "+topic+"-"+strconv.Itoa(int(partition))+".")
 		}
 	}
-	return true
+	return false
 }
 
 // compactedTopic says whether cfgs (a topic's overrides) make it

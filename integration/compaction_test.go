@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker"
 )
@@ -158,4 +162,85 @@ func listEnd(t *testing.T, ctx context.Context, b *testBroker, topic string) int
 	require.True(t, ok)
 	require.NoError(t, o.Err)
 	return o.Offset
+}
+
+// TestCompactedTopicRefusesUndecodableBatches: on a compacted topic every
+// record must decode, compressed batches included (Kafka's LogValidator
+// reads them all), since the cleaner must read every record: a gzip batch
+// whose payload is not records is CORRUPT_MESSAGE, one holding a keyless
+// record INVALID_RECORD; nothing is appended, and the topic cleans on.
+func TestCompactedTopicRefusesUndecodableBatches(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, func(c *broker.Config) {
+		c.BrokerConfigs = map[string]string{"log.cleaner.backoff.ms": "100"}
+	})
+	ctx := testContext(t)
+	topic := b.createTopic(t, 1, map[string]*string{"cleanup.policy": strp("compact"), "segment.ms": strp("1000")})
+	cl := b.client(t)
+
+	gzipBatch := func(payload []byte, n int32) []byte {
+		var buf bytes.Buffer
+		w := gzip.NewWriter(&buf)
+		_, _ = w.Write(payload)
+		require.NoError(t, w.Close())
+		now := time.Now().UnixMilli()
+		rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 1, LastOffsetDelta: n - 1,
+			FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: n, Records: buf.Bytes()}
+		raw := rb.AppendTo(nil)
+		rb.Length = int32(len(raw) - 12)
+		raw = rb.AppendTo(nil)
+		rb.CRC = int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+		return rb.AppendTo(nil)
+	}
+	produce := func(batch []byte) (int16, string) {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		p := resp.Topics[0].Partitions[0]
+		msg := ""
+		if p.ErrorMessage != nil {
+			msg = *p.ErrorMessage
+		}
+		return p.ErrorCode, msg
+	}
+	code, msg := produce(gzipBatch([]byte("not records at all"), 1))
+	require.Equal(t, kerr.CorruptMessage.Code, code, msg)
+	require.Contains(t, msg, "do not decode") // not the CRC check: the batch is well framed
+	keyless := kmsg.Record{Value: []byte("no key")}
+	keyless.Length = int32(len(keyless.AppendTo(nil)) - 1)
+	code, msg = produce(gzipBatch(keyless.AppendTo(nil), 1))
+	require.Equal(t, kerr.InvalidRecord.Code, code, msg)
+	require.Equal(t, int64(0), listEnd(t, ctx, b, topic), "a refused batch was appended")
+
+	// The topic takes keyed records and compacts them.
+	for i := range 3 {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: fmt.Appendf(nil, "v%d", i)}).FirstErr())
+	}
+	time.Sleep(1100 * time.Millisecond)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("roll"), Value: []byte("r")}).FirstErr())
+	require.Eventually(t, func() bool {
+		return countFrom(t, ctx, b, topic) == 2
+	}, 30*time.Second, 200*time.Millisecond, "the topic was not compacted")
+}
+
+// countFrom reads partition 0 of topic from the start to its end and
+// returns how many records it holds.
+func countFrom(t *testing.T, ctx context.Context, b *testBroker, topic string) int {
+	end := listEnd(t, ctx, b, topic)
+	cl := b.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	n := 0
+	for next := int64(0); next < end; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err())
+		fs.EachRecord(func(r *kgo.Record) { n, next = n+1, r.Offset+1 })
+	}
+	return n
 }

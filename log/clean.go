@@ -42,6 +42,9 @@ type CleanOptions struct {
 	// Throttle, when set, is called with the bytes read or written so
 	// far and may sleep (log.cleaner.io.max.bytes.per.second).
 	Throttle func(n int)
+	// Cancel, when closed, abandons the clean at its next batch (the
+	// segments swapped so far stay: each is a valid log).
+	Cancel <-chan struct{}
 }
 
 // CleanStats describe one Clean.
@@ -78,6 +81,12 @@ type CleanableInfo struct {
 	// OldestDirty is the max timestamp of the first dirty segment (-1:
 	// none), for "time since it became dirty".
 	OldestDirty int64
+	// Uncleanable is why an earlier Clean failed on the log's contents;
+	// until the log is reopened there is nothing to clean.
+	Uncleanable error
+	// TombstonesDue: a tombstone's delete horizon has passed, so a clean
+	// would remove it even if nothing is dirty.
+	TombstonesDue bool
 }
 
 // OffsetMap maps record keys, by a 128-bit hash, to the last offset
@@ -98,8 +107,10 @@ type mapSlot struct {
 // most loadFactor of its slots (log.cleaner.io.buffer.load.factor, 0.9).
 func NewOffsetMap(bytes int64, loadFactor float64) *OffsetMap {
 	n := max(int(bytes/24), 16)
+	// At least one slot stays empty, whatever the load factor: probing
+	// for a key the map lacks ends at an empty slot.
 	return &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), slots: make([]mapSlot, n),
-		limit: max(int(float64(n)*loadFactor), 1)}
+		limit: min(max(int(float64(n)*loadFactor), 1), n-1)}
 }
 
 // Capacity is how many keys the map holds.
@@ -165,6 +176,11 @@ func (p *Partition) firstDirtyLocked() int64 {
 			p.cleanedTo.Store(int64(binary.BigEndian.Uint64(b[8:])))
 		}
 	}
+	if p.cleanedTo.Load() > p.leo.Load() {
+		// The log was cut below where cleaning ended (recovery truncated
+		// a damaged tail): what follows the cut is not clean.
+		p.cleanedTo.Store(p.logStart.Load())
+	}
 	return max(p.cleanedTo.Load(), p.logStart.Load())
 }
 
@@ -204,6 +220,17 @@ func (p *Partition) Cleanable(now time.Time) CleanableInfo {
 	return plan.info
 }
 
+// cleanFailed marks the log uncleanable after a Clean failed on its
+// contents (a storage failure fails the partition instead). cleanMu
+// held.
+func (p *Partition) cleanFailed(err error) error {
+	if err != nil && p.stickyErr() == nil {
+		p.uncleanable = err
+		p.logger.Error("log cannot be cleaned; not cleaning it again until it is reopened", zap.Error(err))
+	}
+	return err
+}
+
 // plan takes the clean's inputs. cleanMu held.
 func (p *Partition) plan(now time.Time) cleanPlan {
 	firstDirty := p.firstDirtyLocked()
@@ -211,8 +238,9 @@ func (p *Partition) plan(now time.Time) cleanPlan {
 	defer p.appendMu.Unlock()
 	cfg := p.cfg
 	pl := cleanPlan{cfg: cfg, interval: cfg.IndexIntervalBytes}
-	pl.info = CleanableInfo{Compacts: cfg.Cleanup.Compacts() && !p.replica, FirstDirty: firstDirty, End: firstDirty, OldestDirty: -1}
-	if !pl.info.Compacts || p.closed || p.stickyErr() != nil {
+	pl.info = CleanableInfo{Compacts: cfg.Cleanup.Compacts() && !p.replica, FirstDirty: firstDirty, End: firstDirty, OldestDirty: -1,
+		Uncleanable: p.uncleanable}
+	if !pl.info.Compacts || p.closed || p.stickyErr() != nil || p.uncleanable != nil {
 		return pl
 	}
 	limit := min(p.hw.Load(), p.firstUnstable.Load(), p.active.base)
@@ -239,7 +267,8 @@ func (p *Partition) plan(now time.Time) cleanPlan {
 		pl.info.End = s.next
 		pl.segs = append(pl.segs, s)
 	}
-	if pl.info.End <= firstDirty {
+	pl.info.TombstonesDue = p.deleteHorizon > 0 && p.deleteHorizon <= nowMs
+	if pl.info.End <= firstDirty && !pl.info.TombstonesDue {
 		pl.segs = nil
 		return pl
 	}
@@ -279,6 +308,8 @@ type cleaner struct {
 	// txnKept: producer ids whose current transaction (since their last
 	// marker, in the rewrite's log order) kept a batch.
 	txnKept map[int64]bool
+	// horizon is the latest delete horizon left on a kept tombstone.
+	horizon int64
 	// snapshotAt is the oldest producer snapshot kept when the clean
 	// began: recovery replays from it or a newer one (or, with none
 	// valid, from the first segment, where the transaction's batches are
@@ -314,10 +345,15 @@ func (c *cleaner) records(h *protocol.BatchHeader, batch []byte) ([]byte, error)
 
 // eachBatch reads s's batches in order, calling fn with each whole batch
 // (valid until fn returns). A read that fails because retention or Close
-// removed the segment meanwhile is errAbandoned.
+// removed the segment meanwhile, or a cancelled clean, is errAbandoned.
 func (c *cleaner) eachBatch(s *segment, fn func(pos int64, h *protocol.BatchHeader, batch []byte) error) error {
 	r := batchReader{f: s.log, end: s.size, full: true, window: 1 << 20}
 	for {
+		select {
+		case <-c.opts.Cancel:
+			return errAbandoned
+		default:
+		}
 		pos, h, batch, err := r.next()
 		switch {
 		case errors.Is(err, io.EOF):
@@ -384,7 +420,7 @@ func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
 		return c.stats, nil
 	}
 	if err != nil {
-		return c.stats, err
+		return c.stats, p.cleanFailed(err)
 	}
 	c.stats.End = end
 	for _, g := range groupSegments(pl.segs, end, pl.cfg.SegmentBytes) {
@@ -392,13 +428,14 @@ func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
 			if errors.Is(err, errAbandoned) {
 				return c.stats, nil
 			}
-			return c.stats, err
+			return c.stats, p.cleanFailed(err)
 		}
 	}
 	if err := p.fs.SyncDir(p.dir); err != nil {
 		return c.stats, p.fail(storageErr("sync dir", p.dir, err))
 	}
 	p.cleanedTo.Store(end)
+	p.deleteHorizon = c.horizon
 	if err := p.writeCleanerCheckpoint(end); err != nil {
 		p.logger.Warn("cannot write the cleaner checkpoint", zap.Error(err))
 	}
@@ -428,7 +465,7 @@ func (c *cleaner) buildMap() (int64, error) {
 			if err != nil {
 				return err
 			}
-			return protocol.EachRawRecord(recs, h.RecordCount, func(r *protocol.RawRecord) error {
+			err = protocol.EachRawRecord(recs, h.RecordCount, func(r *protocol.RawRecord) error {
 				if r.KeyNull {
 					return nil
 				}
@@ -438,6 +475,10 @@ func (c *cleaner) buildMap() (int64, error) {
 				}
 				return nil
 			})
+			if err != nil && !errors.Is(err, full) {
+				return fmt.Errorf("%w: batch at offset %d: %w", ErrCorruption, h.BaseOffset, err)
+			}
+			return err
 		})
 		if errors.Is(err, full) {
 			if stop <= first {
@@ -535,6 +576,7 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 		_ = p.fs.Remove(tmp)
 	}
 	deleteBefore := c.opts.Now.UnixMilli() - c.pl.cfg.DeleteRetentionMs
+	nowMs := c.opts.Now.UnixMilli()
 	// toRun adds a batch that keeps no record to the current empty run.
 	toRun := func(h *protocol.BatchHeader) error {
 		if h.RecordCount > 0 {
@@ -610,6 +652,15 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 		kept = kept[:0]
 		var recs []byte
 		removed := int64(0)
+		maxTsDelta := int64(math.MinInt64)
+		// Tombstones (KIP-534): the first clean that keeps one stamps its
+		// batch with a delete horizon, delete.retention.ms from then;
+		// a clean after the horizon removes it. (Counting from the
+		// record's own timestamp would drop at once a tombstone produced
+		// with an old one, before a consumer that read the value it
+		// deletes could see it.)
+		horizonSet := h.Attributes&protocol.AttrDeleteHorizon != 0
+		keptTombstone := false
 		if h.RecordCount > 0 {
 			var err error
 			if recs, err = c.records(h, batch); err != nil {
@@ -627,13 +678,15 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 				default:
 					if last, ok := c.opts.Map.get(r.Key); ok && last > off {
 						keep = false
-					} else if r.ValueNull && c.pl.cfg.DeleteRetentionMs >= 0 && h.MaxTimestamp < deleteBefore {
+					} else if r.ValueNull && horizonSet && h.BaseTimestamp <= nowMs {
 						keep = false
 						c.stats.Tombstones++
 					}
 				}
 				if keep {
 					kept = append(kept, r.Wire)
+					maxTsDelta = max(maxTsDelta, r.TimestampDelta)
+					keptTombstone = keptTombstone || r.ValueNull
 				} else {
 					removed++
 				}
@@ -644,11 +697,18 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 			}
 		}
 		c.stats.Removed += removed
+		stamp := int64(-1)
+		if keptTombstone && !horizonSet && c.pl.cfg.DeleteRetentionMs >= 0 && h.LastOffset() < end {
+			stamp = nowMs + c.pl.cfg.DeleteRetentionMs
+			c.horizon = max(c.horizon, stamp)
+		} else if keptTombstone && horizonSet {
+			c.horizon = max(c.horizon, h.BaseTimestamp)
+		}
 		switch {
-		case removed == 0 && h.RecordCount > 0:
+		case removed == 0 && h.RecordCount > 0 && stamp < 0:
 			return emitData(h, batch)
 		case len(kept) > 0:
-			nb, err := c.rebuild(h, batch, kept)
+			nb, err := c.rebuild(h, batch, kept, maxTsDelta, stamp)
 			if err != nil {
 				return err
 			}
@@ -697,12 +757,29 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 
 // rebuild encodes batch again with only the kept records (their wire
 // bytes), compressed with the batch's codec, every header field but the
-// length, record count and CRC as it was: lastOffsetDelta too, so the
-// batch still spans its offsets.
-func (c *cleaner) rebuild(h *protocol.BatchHeader, batch []byte, kept [][]byte) ([]byte, error) {
+// length, record count, CRC and, with CreateTime, the max timestamp (the
+// kept records' largest, maxTsDelta past the first timestamp, as Kafka
+// recomputes it) as it was: lastOffsetDelta too, so the batch still
+// spans its offsets. A horizon (>= 0) becomes the base timestamp, with
+// the delete-horizon attribute, and the records' timestamp deltas are
+// re-encoded from it, so every record keeps its timestamp.
+func (c *cleaner) rebuild(h *protocol.BatchHeader, batch []byte, kept [][]byte, maxTsDelta, horizon int64) ([]byte, error) {
 	var body []byte
 	for _, w := range kept {
-		body = append(body, w...)
+		if horizon < 0 {
+			body = append(body, w...)
+			continue
+		}
+		// length varint, attributes byte, timestamp delta varint, rest
+		// (EachRawRecord checked them).
+		_, n := binary.Varint(w)
+		attrs := w[n]
+		delta, k := binary.Varint(w[n+1:])
+		rest := w[n+1+k:]
+		rec := binary.AppendVarint([]byte{attrs}, h.BaseTimestamp+delta-horizon)
+		rec = append(rec, rest...)
+		body = binary.AppendVarint(body, int64(len(rec)))
+		body = append(body, rec...)
 	}
 	if codec := h.Compression(); codec != protocol.CompressionNone {
 		var err error
@@ -715,6 +792,13 @@ func (c *cleaner) rebuild(h *protocol.BatchHeader, batch []byte, kept [][]byte) 
 	copy(nb[protocol.BatchHeaderSize:], body)
 	binary.BigEndian.PutUint32(nb[8:], uint32(len(nb)-protocol.BatchLengthPrefix))
 	binary.BigEndian.PutUint32(nb[57:], uint32(len(kept)))
+	if !h.IsLogAppendTime() {
+		binary.BigEndian.PutUint64(nb[35:], uint64(h.BaseTimestamp+maxTsDelta))
+	}
+	if horizon >= 0 {
+		binary.BigEndian.PutUint64(nb[27:], uint64(horizon))
+		binary.BigEndian.PutUint16(nb[21:], uint16(h.Attributes|protocol.AttrDeleteHorizon))
+	}
 	protocol.SetBatchCRC(nb)
 	return nb, nil
 }

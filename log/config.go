@@ -103,6 +103,17 @@ func (c CleanupPolicy) Compacts() bool { return c != CleanupDelete }
 // Deletes says whether retention.ms and retention.bytes apply.
 func (c CleanupPolicy) Deletes() bool { return c != CleanupCompact }
 
+// maxSegmentMs is how old the active segment may grow before a roll:
+// segment.ms, or max.compaction.lag.ms if lower on a compacted log (as
+// Kafka's LogConfig.maxSegmentMs: the active segment is never cleaned,
+// so a record must leave it for the lag to be honoured).
+func (c *Config) maxSegmentMs() int64 {
+	if c.Cleanup.Compacts() && c.MaxCompactionLagMs > 0 {
+		return min(c.SegmentMs, c.MaxCompactionLagMs)
+	}
+	return c.SegmentMs
+}
+
 // Defaults, as in Kafka.
 const (
 	DefaultSegmentBytes           = 1 << 30

@@ -278,7 +278,14 @@
 // "<base>.log.clean.tmp" file: a record below End goes if a later record
 // of its key is below End, if it has no key (Kafka's cleaner drops them
 // too), if its transaction was aborted, or if it is a tombstone whose
-// batch's max timestamp is older than delete.retention.ms. Kept batches
+// batch's delete horizon has passed. The horizon is KIP-534's: the
+// first clean that keeps a tombstone wholly below End rewrites its
+// batch with the horizon (now + delete.retention.ms) as base timestamp
+// and the delete-horizon attribute (0x40), the records' timestamp deltas
+// re-encoded so that each keeps its timestamp; the partition remembers
+// the latest horizon it left (in memory), and once it passes the log is
+// due a clean even with nothing dirty. A kept CreateTime batch's max
+// timestamp is recomputed from its kept records, as Kafka does. Kept batches
 // keep every header field but length, record count and CRC (their
 // lastOffsetDelta too, so they still span their offsets; compressed
 // ones are recompressed with their codec through CleanOptions.Codec).
@@ -322,6 +329,13 @@
 // only dropped once every older record of its key, in earlier
 // segments, is gone). An index that disagrees with its .log after a
 // crash between renames is rebuilt by Open, which also deletes *.tmp.
+// A Clean that fails on the log's contents (a batch that does not
+// decode, an offset map too small for one batch) marks the log
+// uncleanable until it is reopened (CleanableInfo.Uncleanable), as Kafka
+// does, so one bad partition does not hold the cleaner. A cleaner
+// checkpoint beyond the log end (the log was cut in recovery) counts for
+// nothing. CleanOptions.Cancel abandons a clean between two batches.
+//
 // The end of the pass is recorded in "cleaner.checkpoint" (magic SHCC,
 // version, offset, CRC-32C; 20 bytes), so the next pass maps only what
 // came after; its loss only makes a pass redo work.

@@ -77,6 +77,15 @@ type Partition struct {
 	cleanMu     sync.Mutex
 	cleanLoaded bool
 	cleanedTo   atomic.Int64
+	// uncleanable is why a Clean failed on the log's contents (a batch
+	// that does not decode, a map too small for one batch): the log is
+	// not offered for cleaning again until reopened, as Kafka marks such
+	// partitions uncleanable. cleanMu.
+	uncleanable error
+	// deleteHorizon is the latest delete horizon (KIP-534) the last
+	// clean left on a tombstone it kept, 0 for none: once it passes, the
+	// log is due a clean even with nothing dirty. cleanMu.
+	deleteHorizon int64
 
 	leo      atomic.Int64 // log end offset
 	hw       atomic.Int64 // high watermark
@@ -344,7 +353,7 @@ func (p *Partition) writePartsLocked(parts [][]byte, size, next, firstMaxTs int6
 	seg := p.active
 	if seg.size > 0 && (seg.size+size > cfg.SegmentBytes ||
 		next-1-seg.base > math.MaxUint32 ||
-		p.segmentAge(seg, firstMaxTs, now) > cfg.SegmentMs) {
+		p.segmentAge(seg, firstMaxTs, now) > cfg.maxSegmentMs()) {
 		if err := p.rollLocked(now); err != nil {
 			return 0, err
 		}
@@ -762,7 +771,7 @@ func (p *Partition) EnforceRetention(now time.Time) (int64, error) {
 	}
 	cfg := p.cfg
 	nowMs := now.UnixMilli()
-	if a := p.active; a.size > 0 && nowMs-max(a.firstTs, a.created.UnixMilli()) > cfg.SegmentMs {
+	if a := p.active; a.size > 0 && nowMs-max(a.firstTs, a.created.UnixMilli()) > cfg.maxSegmentMs() {
 		if err := p.rollLocked(now); err != nil {
 			p.appendMu.Unlock()
 			return 0, err

@@ -250,8 +250,8 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset int64, timestamp int64,
 			if err != nil {
 				break
 			}
-			if h.LastOffset() < start || h.MaxTimestamp < ts {
-				continue
+			if h.LastOffset() < start || h.MaxTimestamp < ts || h.RecordCount == 0 {
+				continue // an empty batch (compaction's) holds no record to answer with
 			}
 			if h.BaseOffset >= hw {
 				return -1, -1, false

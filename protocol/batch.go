@@ -56,6 +56,10 @@ const (
 	AttrTimestampType   = 0x08 // set: LogAppendTime; clear: CreateTime
 	AttrTransactional   = 0x10
 	AttrControl         = 0x20
+	// AttrDeleteHorizon: the batch's base timestamp is the delete
+	// horizon the log cleaner set (KIP-534), after which its tombstones
+	// may go; record timestamps stay base timestamp + delta.
+	AttrDeleteHorizon = 0x40
 )
 
 // Compression is the codec in attribute bits 0-2.
@@ -392,11 +396,12 @@ func validateRecords(batch []byte, holes bool) error {
 // its offset delta, its key (nil when null) and whether its value is
 // null (a tombstone).
 type RawRecord struct {
-	Wire        []byte
-	OffsetDelta int32
-	Key         []byte
-	KeyNull     bool
-	ValueNull   bool
+	Wire           []byte
+	TimestampDelta int64
+	OffsetDelta    int32
+	Key            []byte
+	KeyNull        bool
+	ValueNull      bool
 }
 
 // EachRawRecord calls fn for each of the n records in recs, the record
@@ -414,11 +419,11 @@ func EachRawRecord(recs []byte, n int32, fn func(r *RawRecord) error) error {
 		wire := recs[:ln+int(length)]
 		body := recs[ln+1 : ln+int(length)] // past the attributes byte
 		recs = recs[ln+int(length):]
-		if _, k := binary.Varint(body); k <= 0 { // timestamp delta
+		tsDelta, k := binary.Varint(body)
+		if k <= 0 {
 			return fmt.Errorf("%w: record %d timestamp", ErrBadRecord, i)
-		} else {
-			body = body[k:]
 		}
+		body = body[k:]
 		offDelta, k := binary.Varint(body)
 		if k <= 0 || offDelta < 0 || offDelta > 1<<31-1 {
 			return fmt.Errorf("%w: record %d offset delta", ErrBadRecord, i)
@@ -429,7 +434,7 @@ func EachRawRecord(recs []byte, n int32, fn func(r *RawRecord) error) error {
 			return fmt.Errorf("%w: record %d key", ErrBadRecord, i)
 		}
 		body = body[k:]
-		r = RawRecord{Wire: wire, OffsetDelta: int32(offDelta)}
+		r = RawRecord{Wire: wire, TimestampDelta: tsDelta, OffsetDelta: int32(offDelta)}
 		if keyLen < 0 {
 			r.KeyNull = true
 		} else {
