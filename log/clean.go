@@ -221,10 +221,11 @@ func (p *Partition) Cleanable(now time.Time) CleanableInfo {
 }
 
 // cleanFailed marks the log uncleanable after a Clean failed on its
-// contents (a storage failure fails the partition instead). cleanMu
-// held.
+// contents (a storage failure fails the partition instead; a map too
+// small or a missing codec are the configuration's, and a later Clean
+// with another may succeed). cleanMu held.
 func (p *Partition) cleanFailed(err error) error {
-	if err != nil && p.stickyErr() == nil {
+	if errors.Is(err, ErrCorruption) && p.stickyErr() == nil {
 		p.uncleanable = err
 		p.logger.Error("log cannot be cleaned; not cleaning it again until it is reopened", zap.Error(err))
 	}
@@ -413,6 +414,9 @@ func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
 	c := &cleaner{p: p, pl: &pl, opts: opts, txnKept: map[int64]bool{}, snapshotAt: snapshotAt}
 	c.stats.FirstDirty, c.stats.End = pl.info.FirstDirty, pl.info.FirstDirty
 	if len(pl.segs) == 0 {
+		if pl.info.TombstonesDue {
+			p.deleteHorizon = 0 // the segments holding them are gone
+		}
 		return c.stats, nil
 	}
 	end, err := c.buildMap()
@@ -426,6 +430,14 @@ func (p *Partition) Clean(opts CleanOptions) (CleanStats, error) {
 	for _, g := range groupSegments(pl.segs, end, pl.cfg.SegmentBytes) {
 		if err := c.rewrite(g, end); err != nil {
 			if errors.Is(err, errAbandoned) {
+				// What was swapped stays: make it durable, and remember
+				// the horizons it stamped.
+				p.deleteHorizon = max(p.deleteHorizon, c.horizon)
+				if c.stats.Segments > 0 {
+					if err := p.fs.SyncDir(p.dir); err != nil {
+						return c.stats, p.fail(storageErr("sync dir", p.dir, err))
+					}
+				}
 				return c.stats, nil
 			}
 			return c.stats, p.cleanFailed(err)
@@ -578,8 +590,12 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 	deleteBefore := c.opts.Now.UnixMilli() - c.pl.cfg.DeleteRetentionMs
 	nowMs := c.opts.Now.UnixMilli()
 	// toRun adds a batch that keeps no record to the current empty run.
+	// One with a producer id (an empty copy kept by an earlier clean, a
+	// marker) changes the segment: left in place, a transactional one
+	// would outlive a commit marker this clean removes, and recovery's
+	// replay would open its transaction for good.
 	toRun := func(h *protocol.BatchHeader) error {
-		if h.RecordCount > 0 {
+		if h.RecordCount > 0 || h.ProducerID >= 0 {
 			changed = true
 		}
 		if run != nil && h.LastOffset()-run.base <= 1<<31-1 {
