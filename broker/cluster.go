@@ -11,6 +11,7 @@ package broker
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -28,7 +29,9 @@ import (
 
 	"github.com/shoal-mq/shoal/broker/cluster"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/raftnet"
 	"github.com/shoal-mq/shoal/broker/replica"
+	"github.com/shoal-mq/shoal/broker/security"
 	"github.com/shoal-mq/shoal/broker/topics"
 	slog "github.com/shoal-mq/shoal/log"
 )
@@ -62,10 +65,14 @@ func (b *Broker) startCluster() error {
 		peer = voters[uint64(b.cfg.NodeID)]
 	}
 	replica.SetRaftLogger(b.lg)
+	peerTLS, err := b.peerTLS()
+	if err != nil {
+		return err
+	}
 	ln := b.listeners[0]
 	node, err := cluster.Start(cluster.Config{
 		NodeID: uint64(b.cfg.NodeID), ClusterID: b.clusterID, DataDir: filepath.Join(b.cfg.DataDir, "cluster"),
-		FS: b.fs, PeerListen: peer, Voters: voters, Host: ln.advHost, Port: ln.advPort,
+		FS: b.fs, PeerListen: peer, PeerTLS: peerTLS, Voters: voters, Host: ln.advHost, Port: ln.advPort,
 		Log: b.logConfig(nil), LogConfig: b.logConfig, Logger: b.lg, SessionTimeout: b.cfg.BrokerSessionTimeout,
 		OnTopic: func(t *cluster.Topic, hosted map[int32]*slog.Partition) {
 			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), t.Configs, hosted)
@@ -89,8 +96,41 @@ func (b *Broker) startCluster() error {
 	if err := node.WaitCaughtUp(ctx); err != nil {
 		b.lg.Warn("serving before the metadata log caught up (no quorum?)", zap.Error(err))
 	}
-	b.lg.Info("joined the cluster", zap.String("voters", b.cfg.Voters), zap.String("peer_listener", peer))
+	b.lg.Info("joined the cluster", zap.String("voters", b.cfg.Voters), zap.String("peer_listener", peer),
+		zap.Bool("peer_tls", peerTLS != nil))
 	return nil
+}
+
+// peerTLS is the peer network's mutual TLS (shoal.peer.security.protocol
+// SSL), nil for PLAINTEXT: the peer listener's certificate and
+// truststore (listener.name.peer.ssl.* over ssl.*, re-read when the
+// files change), client certificates required, and on both ends of a
+// connection the other's principal must be among super.users (checked
+// at start to be non-empty).
+func (b *Broker) peerTLS() (*raftnet.TLSConfig, error) {
+	if security.Settings(b.cfg.Security).For("", security.PeerSecurityProtocol) != "SSL" {
+		return nil, nil
+	}
+	warn := func(msg string, err error) { b.lg.Warn(msg, zap.String("listener", "peer"), zap.Error(err)) }
+	st, err := security.NewServerTLS(security.PeerSettings(b.cfg.Security), security.PeerListener, warn)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %s=SSL: %w", security.PeerSecurityProtocol, err)
+	}
+	cfg := st.Config()
+	return &raftnet.TLSConfig{
+		Server: cfg,
+		Client: st.ClientConfig,
+		Verify: func(cs tls.ConnectionState) error {
+			p, err := st.Principal(cs)
+			if err != nil {
+				return err
+			}
+			if !b.superUsers[p] {
+				return fmt.Errorf("peer certificate's principal %s is not among super.users", p)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // clusterPartition finds the registry's partition of a group name

@@ -88,8 +88,19 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 	for _, ep := range eps {
 		names[ep.Name] = true
 	}
+	if c.Voters != "" {
+		names[security.PeerListener] = true // listener.name.peer.ssl.*
+	}
 	if err := security.Settings(c.Security).Validate(names); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if c.Voters != "" && security.Settings(c.Security).For("", security.PeerSecurityProtocol) == "SSL" {
+		if err := security.CheckServerTLS(security.PeerSettings(c.Security), security.PeerListener); err != nil {
+			return nil, fmt.Errorf("broker: %s=SSL: %w", security.PeerSecurityProtocol, err)
+		}
+		if su, _ := security.ParseSuperUsers(security.Settings(c.Security).For("", "super.users")); len(su) == 0 {
+			return nil, fmt.Errorf("broker: %s=SSL accepts only peers whose certificate principal is among super.users, which is empty: name the brokers' principals there (User:CN=...)", security.PeerSecurityProtocol)
+		}
 	}
 	var out []listenerSpec
 	for _, ep := range eps {

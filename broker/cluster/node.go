@@ -38,6 +38,8 @@ type Config struct {
 	// when set, is used instead.
 	PeerListen string
 	Listener   net.Listener
+	// PeerTLS, when set, secures the peer network (mutual TLS).
+	PeerTLS *raftnet.TLSConfig
 	// Voters maps the metadata group's voters to their peer addresses
 	// (controller.quorum.voters). Every broker of the cluster is one.
 	Voters map[uint64]string
@@ -125,7 +127,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger.With(zap.Uint64("node", cfg.NodeID)), stop: make(chan struct{}),
 		image: newImage(), groups: map[string]*group{}, waiting: map[string]chan string{}}
 	tr, err := raftnet.Start(raftnet.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Listen: cfg.PeerListen,
-		Listener: cfg.Listener, Peers: cfg.Voters, Handler: n.deliver, Logger: cfg.Logger})
+		Listener: cfg.Listener, Peers: cfg.Voters, Handler: n.deliver, Logger: cfg.Logger, TLS: cfg.PeerTLS})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package raftnet
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,6 +50,55 @@ type Config struct {
 	// Dial opens a connection (net.Dialer's DialContext by default;
 	// tests put a fault-injecting proxy in between by address instead).
 	Dial func(address string) (net.Conn, error)
+	// TLS, when set, secures every connection with mutual TLS.
+	TLS *TLSConfig
+}
+
+// TLSConfig is the peer network's mutual TLS: each end of a connection
+// proves itself with a certificate the other verifies, then passes
+// Verify (that certificate's owner is a broker of this cluster), before
+// the hello.
+type TLSConfig struct {
+	// Server serves accepted connections; it must require and verify
+	// client certificates.
+	Server *tls.Config
+	// Client returns the configuration to dial serverName (the peer
+	// address's host) with: this broker's certificate, and the CAs the
+	// peer's is verified against.
+	Client func(serverName string) *tls.Config
+	// Verify checks the other end's verified certificate.
+	Verify func(cs tls.ConnectionState) error
+}
+
+// handshakeTimeout bounds a connection's TLS handshake and hello.
+const handshakeTimeout = 10 * time.Second
+
+// secure runs the TLS handshake on conn (server or client side) and
+// checks the other end; conn is closed on failure.
+func (t *Transport) secure(conn net.Conn, server bool, addr string) (net.Conn, error) {
+	var tc *tls.Conn
+	if server {
+		tc = tls.Server(conn, t.cfg.TLS.Server)
+	} else {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		tc = tls.Client(conn, t.cfg.TLS.Client(host))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	if t.cfg.TLS.Verify != nil {
+		if err := t.cfg.TLS.Verify(tc.ConnectionState()); err != nil {
+			_ = tc.Close()
+			return nil, err
+		}
+	}
+	return tc, nil
 }
 
 // Transport is one broker's end of the peer network.
@@ -197,6 +248,11 @@ func (p *peer) run() {
 			return
 		}
 		conn, err := p.t.cfg.Dial(p.addr)
+		if err == nil && p.t.cfg.TLS != nil {
+			if conn, err = p.t.secure(conn, false, p.addr); err != nil {
+				p.t.logger.Warn("peer connection refused", zap.Uint64("peer", p.id), zap.String("addr", p.addr), zap.Error(err))
+			}
+		}
 		if err == nil {
 			err = p.serve(conn)
 			backoff = 50 * time.Millisecond
@@ -332,12 +388,24 @@ func (t *Transport) read(conn net.Conn) {
 		t.mu.Unlock()
 		_ = conn.Close()
 	}()
-	r := bufio.NewReaderSize(conn, 64<<10)
+	// A connection has handshakeTimeout for its TLS handshake and hello.
+	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	rc := conn // what frames are read from (the deferred Close of conn ends it too)
+	if t.cfg.TLS != nil {
+		tc, err := t.secure(conn, true, "")
+		if err != nil {
+			t.logger.Warn("refused peer connection", zap.Stringer("remote", conn.RemoteAddr()), zap.Error(err))
+			return
+		}
+		rc = tc
+	}
+	r := bufio.NewReaderSize(rc, 64<<10)
 	from, err := t.hello(r)
 	if err != nil {
 		t.logger.Warn("refused peer connection", zap.Stringer("remote", conn.RemoteAddr()), zap.Error(err))
 		return
 	}
+	_ = conn.SetDeadline(time.Time{})
 	var hdr [6]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:4]); err != nil {

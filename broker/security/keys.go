@@ -67,6 +67,8 @@ var Keys = func() []Key {
 		{Name: "sasl.oauthbearer.scope.claim.name", Def: "scope", Doc: "OAUTHBEARER: accepted for compatibility; scopes are not checked."},
 		{Name: "shoal.sasl.oauthbearer.unsecured.enable", Def: "false", Doc: "OAUTHBEARER: also accept unsigned tokens (alg none), as Kafka's development validator does. Never in production.",
 			Check: oneOf("true", "false")},
+		{Name: PeerSecurityProtocol, Def: "PLAINTEXT", Doc: "The cluster's peer (raft) network: PLAINTEXT, or SSL for mutual TLS, each broker proving itself with its certificate (listener.name.peer.ssl.* over the ssl.* settings; ssl.client.auth is always required there) and accepting only peers whose certificate's principal (ssl.principal.mapping.rules) is among super.users.",
+			Check: oneOf("PLAINTEXT", "SSL")},
 		{Name: "super.users", Doc: "Principals allowed everything, semicolon-separated (User:admin;User:CN=ops). With the authorizer off, when set, they are also the only ones who may call DescribeUserScramCredentials and AlterUserScramCredentials (Kafka without an authorizer lets anyone).",
 			Check: func(v string) error { _, err := ParseSuperUsers(v); return err }},
 		{Name: "authorizer.class.name", Doc: "Turns on ACL authorization: acl, or Kafka's names for its authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer), which all mean Shoal's implementation of StandardAuthorizer's semantics. Empty (the default, as in Kafka): every client may do everything.",

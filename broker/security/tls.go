@@ -182,6 +182,18 @@ func (t *ServerTLS) Config() *tls.Config {
 // ClientAuth is the listener's ssl.client.auth.
 func (t *ServerTLS) ClientAuth() ClientAuth { return t.auth }
 
+// ClientConfig is the configuration to dial serverName with as the
+// other end of a mutual TLS connection (the peer network): this
+// listener's newest certificate, and its truststore's CAs to verify the
+// server's certificate (its IP or DNS names must cover serverName).
+func (t *ServerTLS) ClientConfig(serverName string) *tls.Config {
+	cur := t.current()
+	return &tls.Config{
+		Certificates: cur.Certificates, RootCAs: cur.ClientCAs, ServerName: serverName,
+		MinVersion: t.minVer, MaxVersion: t.maxVer, CipherSuites: t.suites,
+	}
+}
+
 func (t *ServerTLS) current() *tls.Config {
 	t.mu.Lock()
 	err := t.reloadLocked(false)
@@ -317,4 +329,23 @@ func (t *ServerTLS) Principal(cs tls.ConnectionState) (string, error) {
 		return "", err
 	}
 	return "User:" + name, nil
+}
+
+// PeerSecurityProtocol is the setting that secures a cluster's peer
+// network, and PeerListener the listener name its ssl.* overrides use
+// (listener.name.peer.).
+const (
+	PeerSecurityProtocol = "shoal.peer.security.protocol"
+	PeerListener         = "PEER"
+)
+
+// PeerSettings are s with ssl.client.auth required on the peer
+// listener: peers always authenticate each other.
+func PeerSettings(s Settings) Settings {
+	out := make(Settings, len(s)+1)
+	for k, v := range s {
+		out[k] = v
+	}
+	out["listener.name.peer.ssl.client.auth"] = string(ClientAuthRequired)
+	return out
 }
