@@ -108,7 +108,7 @@ func (b *Broker) startCluster() error {
 // connection the other's principal must be among super.users (checked
 // at start to be non-empty).
 func (b *Broker) peerTLS() (*raftnet.TLSConfig, error) {
-	if security.Settings(b.cfg.Security).For("", security.PeerSecurityProtocol) != "SSL" {
+	if !security.PeerTLS(b.cfg.Security) {
 		return nil, nil
 	}
 	warn := func(msg string, err error) { b.lg.Warn(msg, zap.String("listener", "peer"), zap.Error(err)) }
@@ -125,7 +125,7 @@ func (b *Broker) peerTLS() (*raftnet.TLSConfig, error) {
 			if err != nil {
 				return err
 			}
-			if !b.superUsers[p] {
+			if p == security.Anonymous || !b.superUsers[p] {
 				return fmt.Errorf("peer certificate's principal %s is not among super.users", p)
 			}
 			return nil

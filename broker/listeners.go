@@ -94,7 +94,10 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 	if err := security.Settings(c.Security).Validate(names); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	if c.Voters != "" && security.Settings(c.Security).For("", security.PeerSecurityProtocol) == "SSL" {
+	if v, ok := c.Security["listener.name.peer.ssl.client.auth"]; ok && !strings.EqualFold(strings.TrimSpace(v), string(security.ClientAuthRequired)) {
+		return nil, fmt.Errorf("broker: listener.name.peer.ssl.client.auth=%s: peers always authenticate each other (required)", v)
+	}
+	if c.Voters != "" && security.PeerTLS(c.Security) {
 		if err := security.CheckServerTLS(security.PeerSettings(c.Security), security.PeerListener); err != nil {
 			return nil, fmt.Errorf("broker: %s=SSL: %w", security.PeerSecurityProtocol, err)
 		}

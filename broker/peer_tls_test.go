@@ -40,6 +40,8 @@ func TestPeerTLSSettingsAreChecked(t *testing.T) {
 	}{
 		{map[string]string{"shoal.peer.security.protocol": "TLS"}, "shoal.peer.security.protocol"},
 		{map[string]string{"shoal.peer.security.protocol": "SSL"}, "ssl.keystore.location"},
+		{map[string]string{"shoal.peer.security.protocol": "ssl"}, "ssl.keystore.location"}, // any case, as the check accepts
+		{map[string]string{"listener.name.peer.ssl.client.auth": "none"}, "always authenticate"},
 		{map[string]string{"shoal.peer.security.protocol": "SSL", "listener.name.peer.ssl.keystore.certificate.chain": certPEM,
 			"listener.name.peer.ssl.keystore.key": keyPEM}, "truststore"},
 		{map[string]string{"shoal.peer.security.protocol": "SSL", "listener.name.peer.ssl.keystore.certificate.chain": certPEM,

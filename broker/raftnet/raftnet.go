@@ -86,7 +86,7 @@ func (t *Transport) secure(conn net.Conn, server bool, addr string) (net.Conn, e
 		}
 		tc = tls.Client(conn, t.cfg.TLS.Client(host))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	ctx, cancel := context.WithTimeout(t.ctx, handshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = conn.Close()
@@ -106,6 +106,8 @@ type Transport struct {
 	cfg    Config
 	ln     net.Listener
 	logger *zap.Logger
+	ctx    context.Context // cancelled by Close: ends handshakes under way
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	peers   map[uint64]*peer
@@ -157,6 +159,7 @@ func Start(cfg Config) (*Transport, error) {
 	}
 	t := &Transport{cfg: cfg, ln: ln, logger: cfg.Logger.Named("raftnet"), peers: map[uint64]*peer{}, inbound: map[net.Conn]struct{}{},
 		done: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for id, addr := range cfg.Peers {
 		if id == cfg.NodeID {
 			continue
@@ -219,6 +222,7 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	close(t.done)
+	t.cancel()
 	err := t.ln.Close()
 	for c := range t.inbound {
 		_ = c.Close()
@@ -254,8 +258,14 @@ func (p *peer) run() {
 			}
 		}
 		if err == nil {
+			start := time.Now()
 			err = p.serve(conn)
-			backoff = 50 * time.Millisecond
+			if time.Since(start) > time.Second {
+				// It worked for a while: redial at once. One that breaks
+				// at once (a peer that refused this broker's certificate
+				// after a TLS 1.3 handshake looked complete here) backs off.
+				backoff = 50 * time.Millisecond
+			}
 		}
 		if p.isClosed() {
 			return

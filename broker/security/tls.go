@@ -339,6 +339,12 @@ const (
 	PeerListener         = "PEER"
 )
 
+// PeerTLS says whether s secures the peer network
+// (shoal.peer.security.protocol SSL, in any case, as its check accepts).
+func PeerTLS(s Settings) bool {
+	return strings.EqualFold(s.For("", PeerSecurityProtocol), "SSL")
+}
+
 // PeerSettings are s with ssl.client.auth required on the peer
 // listener: peers always authenticate each other.
 func PeerSettings(s Settings) Settings {
