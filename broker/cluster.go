@@ -116,16 +116,21 @@ func (b *Broker) peerTLS() (*raftnet.TLSConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: %s=SSL: %w", security.PeerSecurityProtocol, err)
 	}
-	cfg := st.Config()
+	principals, _ := security.ParsePeerPrincipals(security.Settings(b.cfg.Security).For("", security.PeerPrincipals)) // checked by Validate
 	return &raftnet.TLSConfig{
-		Server: cfg,
+		Server: st.Config(),
 		Client: st.ClientConfig,
-		Verify: func(cs tls.ConnectionState) error {
+		Verify: func(cs tls.ConnectionState, node uint64) error {
 			p, err := st.Principal(cs)
 			if err != nil {
 				return err
 			}
-			if p == security.Anonymous || !b.superUsers[p] {
+			switch {
+			case p == security.Anonymous:
+				return errors.New("peer presented no verified certificate")
+			case len(principals) > 0 && p != principals[node]:
+				return fmt.Errorf("peer certificate's principal %s is not node %d's (%s)", p, node, principals[node])
+			case len(principals) == 0 && !b.superUsers[p]:
 				return fmt.Errorf("peer certificate's principal %s is not among super.users", p)
 			}
 			return nil

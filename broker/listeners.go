@@ -101,8 +101,17 @@ func (c *Config) listenerPlan() ([]listenerSpec, error) {
 		if err := security.CheckServerTLS(security.PeerSettings(c.Security), security.PeerListener); err != nil {
 			return nil, fmt.Errorf("broker: %s=SSL: %w", security.PeerSecurityProtocol, err)
 		}
-		if su, _ := security.ParseSuperUsers(security.Settings(c.Security).For("", "super.users")); len(su) == 0 {
-			return nil, fmt.Errorf("broker: %s=SSL accepts only peers whose certificate principal is among super.users, which is empty: name the brokers' principals there (User:CN=...)", security.PeerSecurityProtocol)
+		pp, _ := security.ParsePeerPrincipals(security.Settings(c.Security).For("", security.PeerPrincipals)) // checked by Validate
+		voters, _ := ParseVoters(c.Voters)
+		switch su, _ := security.ParseSuperUsers(security.Settings(c.Security).For("", "super.users")); {
+		case len(pp) > 0:
+			for id := range voters {
+				if pp[id] == "" {
+					return nil, fmt.Errorf("broker: %s names no principal for voter %d", security.PeerPrincipals, id)
+				}
+			}
+		case len(su) == 0:
+			return nil, fmt.Errorf("broker: %s=SSL accepts only peers whose certificate principal is in %s or, without it, among super.users; both are empty: name the brokers' principals (User:CN=...)", security.PeerSecurityProtocol, security.PeerPrincipals)
 		}
 	}
 	var out []listenerSpec

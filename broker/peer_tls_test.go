@@ -51,6 +51,13 @@ func TestPeerTLSSettingsAreChecked(t *testing.T) {
 		require.Error(t, err, "%v", tc.sec)
 		require.Contains(t, err.Error(), tc.want)
 	}
+	noVoter := cfg(map[string]string{"shoal.peer.security.protocol": "SSL", "listener.name.peer.ssl.keystore.certificate.chain": certPEM,
+		"listener.name.peer.ssl.keystore.key": keyPEM, "ssl.truststore.certificates": certPEM, "shoal.peer.principals": "2=User:CN=broker-2"})
+	require.ErrorContains(t, noVoter.Validate(), "no principal for voter 1")
+	require.ErrorContains(t, cfg(map[string]string{"shoal.peer.principals": "1=broker"}).Validate(), "node-id=Type:name")
+	byNode := cfg(map[string]string{"shoal.peer.security.protocol": "SSL", "listener.name.peer.ssl.keystore.certificate.chain": certPEM,
+		"listener.name.peer.ssl.keystore.key": keyPEM, "ssl.truststore.certificates": certPEM, "shoal.peer.principals": "1=User:CN=broker-1"})
+	require.NoError(t, byNode.Validate()) // super.users not needed then
 	ok := cfg(map[string]string{"shoal.peer.security.protocol": "SSL", "listener.name.peer.ssl.keystore.certificate.chain": certPEM,
 		"listener.name.peer.ssl.keystore.key": keyPEM, "ssl.truststore.certificates": certPEM, "super.users": "User:CN=broker-1"})
 	require.NoError(t, ok.Validate())

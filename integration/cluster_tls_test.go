@@ -48,7 +48,8 @@ func (ca *testCA) issuePeer(t *testing.T, cn string) issued {
 // TestClusterPeerTLS: three broker processes whose peer (raft) network
 // is mutual TLS (shoal.peer.security.protocol=SSL, each broker's own
 // certificate in listener.name.peer.ssl.keystore.location, the CA in
-// ssl.truststore.location, the brokers' principals in super.users)
+// ssl.truststore.location, each node's principal in
+// shoal.peer.principals)
 // replicate a topic: records produced with acks=all to the RF 3 topic
 // are read back. A plaintext hello, a certificate of another CA and a
 // certificate of the cluster's CA whose principal is not a broker are
@@ -62,9 +63,10 @@ func TestClusterPeerTLS(t *testing.T) {
 	caFile := filepath.Join(dir, "ca.pem")
 	require.NoError(t, os.WriteFile(caFile, ca.pem, 0o600))
 	children := newCluster(t, 3, nil)
-	var supers []string
+	var supers, principals []string
 	for _, c := range children {
 		supers = append(supers, fmt.Sprintf("User:CN=broker-%d", c.id))
+		principals = append(principals, fmt.Sprintf("%d=User:CN=broker-%d", c.id, c.id))
 	}
 	for _, c := range children {
 		_, _, keystore := ca.issuePeer(t, fmt.Sprintf("broker-%d", c.id)).writeFiles(t, dir, fmt.Sprintf("broker-%d", c.id))
@@ -74,6 +76,7 @@ func TestClusterPeerTLS(t *testing.T) {
 			"listener.name.peer.ssl.keystore.location=" + keystore,
 			"listener.name.peer.ssl.truststore.location=" + caFile,
 			"super.users=" + strings.Join(supers, ";"),
+			"shoal.peer.principals=" + strings.Join(principals, ","), // each node its own certificate
 		}, "\n")+"\n"), 0o600))
 		c.extra = []string{"--config", props}
 		c.start()
@@ -127,7 +130,6 @@ func TestClusterPeerTLS(t *testing.T) {
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(children[0].logf)
 		log := string(b)
-		return strings.Contains(log, `"peer_tls": true`) && strings.Count(log, "refused peer connection") >= 3 &&
-			strings.Contains(log, "not among super.users")
+		return strings.Contains(log, `"peer_tls": true`) && strings.Count(log, "refused peer connection") >= 3
 	}, 10*time.Second, 100*time.Millisecond, "broker 1 did not log the refusals")
 }

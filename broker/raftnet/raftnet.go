@@ -55,9 +55,9 @@ type Config struct {
 }
 
 // TLSConfig is the peer network's mutual TLS: each end of a connection
-// proves itself with a certificate the other verifies, then passes
-// Verify (that certificate's owner is a broker of this cluster), before
-// the hello.
+// proves itself with a certificate the other verifies, and must pass
+// Verify for the node it is (the dialed peer; the one an inbound
+// connection's hello names) before any frame is taken.
 type TLSConfig struct {
 	// Server serves accepted connections; it must require and verify
 	// client certificates.
@@ -66,16 +66,17 @@ type TLSConfig struct {
 	// address's host) with: this broker's certificate, and the CAs the
 	// peer's is verified against.
 	Client func(serverName string) *tls.Config
-	// Verify checks the other end's verified certificate.
-	Verify func(cs tls.ConnectionState) error
+	// Verify checks that the other end's verified certificate is node's.
+	Verify func(cs tls.ConnectionState, node uint64) error
 }
 
 // handshakeTimeout bounds a connection's TLS handshake and hello.
 const handshakeTimeout = 10 * time.Second
 
-// secure runs the TLS handshake on conn (server or client side) and
-// checks the other end; conn is closed on failure.
-func (t *Transport) secure(conn net.Conn, server bool, addr string) (net.Conn, error) {
+// secure runs the TLS handshake on conn (server or client side); the
+// client side checks that the server is node. conn is closed on
+// failure.
+func (t *Transport) secure(conn net.Conn, server bool, addr string, node uint64) (*tls.Conn, error) {
 	var tc *tls.Conn
 	if server {
 		tc = tls.Server(conn, t.cfg.TLS.Server)
@@ -92,8 +93,8 @@ func (t *Transport) secure(conn net.Conn, server bool, addr string) (net.Conn, e
 		_ = conn.Close()
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
-	if t.cfg.TLS.Verify != nil {
-		if err := t.cfg.TLS.Verify(tc.ConnectionState()); err != nil {
+	if !server && t.cfg.TLS.Verify != nil {
+		if err := t.cfg.TLS.Verify(tc.ConnectionState(), node); err != nil {
 			_ = tc.Close()
 			return nil, err
 		}
@@ -253,7 +254,7 @@ func (p *peer) run() {
 		}
 		conn, err := p.t.cfg.Dial(p.addr)
 		if err == nil && p.t.cfg.TLS != nil {
-			if conn, err = p.t.secure(conn, false, p.addr); err != nil {
+			if conn, err = p.t.secure(conn, false, p.addr, p.id); err != nil {
 				p.t.logger.Warn("peer connection refused", zap.Uint64("peer", p.id), zap.String("addr", p.addr), zap.Error(err))
 			}
 		}
@@ -401,9 +402,10 @@ func (t *Transport) read(conn net.Conn) {
 	// A connection has handshakeTimeout for its TLS handshake and hello.
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	rc := conn // what frames are read from (the deferred Close of conn ends it too)
+	var tc *tls.Conn
 	if t.cfg.TLS != nil {
-		tc, err := t.secure(conn, true, "")
-		if err != nil {
+		var err error
+		if tc, err = t.secure(conn, true, "", 0); err != nil {
 			t.logger.Warn("refused peer connection", zap.Stringer("remote", conn.RemoteAddr()), zap.Error(err))
 			return
 		}
@@ -411,6 +413,9 @@ func (t *Transport) read(conn net.Conn) {
 	}
 	r := bufio.NewReaderSize(rc, 64<<10)
 	from, err := t.hello(r)
+	if err == nil && tc != nil && t.cfg.TLS.Verify != nil {
+		err = t.cfg.TLS.Verify(tc.ConnectionState(), from) // the certificate must be the node the hello names
+	}
 	if err != nil {
 		t.logger.Warn("refused peer connection", zap.Stringer("remote", conn.RemoteAddr()), zap.Error(err))
 		return

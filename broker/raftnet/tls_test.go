@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"testing"
@@ -58,9 +59,9 @@ func peerTLS(ca *testCA, cert tls.Certificate) *TLSConfig {
 		Client: func(host string) *tls.Config {
 			return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.pool, ServerName: host}
 		},
-		Verify: func(cs tls.ConnectionState) error {
-			if cn := cs.PeerCertificates[0].Subject.CommonName; len(cn) < 6 || cn[:6] != "broker" {
-				return errors.New("not a broker: " + cn)
+		Verify: func(cs tls.ConnectionState, node uint64) error {
+			if cn := cs.PeerCertificates[0].Subject.CommonName; cn != fmt.Sprintf("broker-%d", node) {
+				return errors.New("not broker " + fmt.Sprint(node) + ": " + cn)
 			}
 			return nil
 		},
@@ -77,7 +78,7 @@ func TestTransportMutualTLS(t *testing.T) {
 		1: peerTLS(ca, ca.issue(t, "broker-1")),
 		2: peerTLS(ca, ca.issue(t, "broker-2")),
 		3: peerTLS(ca, other.issue(t, "broker-3")), // another CA: neither side trusts the other
-		4: peerTLS(ca, ca.issue(t, "client-4")),    // the CA's, but not a broker's
+		4: peerTLS(ca, ca.issue(t, "broker-2")),    // the CA's, but broker 2's: it cannot be node 4
 	}
 	certs[3].Client = func(host string) *tls.Config { // trusts the cluster's CA, shows its own
 		c := certs[3].Server.Certificates

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -336,8 +337,30 @@ func (t *ServerTLS) Principal(cs tls.ConnectionState) (string, error) {
 // (listener.name.peer.).
 const (
 	PeerSecurityProtocol = "shoal.peer.security.protocol"
+	PeerPrincipals       = "shoal.peer.principals"
 	PeerListener         = "PEER"
 )
+
+// ParsePeerPrincipals parses shoal.peer.principals: id=principal,...
+func ParsePeerPrincipals(v string) (map[uint64]string, error) {
+	m := map[uint64]string{}
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		id, p, ok := strings.Cut(e, "=")
+		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+		p = strings.TrimSpace(p)
+		if !ok || err != nil || n == 0 || !strings.Contains(p, ":") {
+			return nil, fmt.Errorf("%q is not node-id=Type:name", e)
+		}
+		if _, dup := m[n]; dup {
+			return nil, fmt.Errorf("node %d is given twice", n)
+		}
+		m[n] = p
+	}
+	return m, nil
+}
 
 // PeerTLS says whether s secures the peer network
 // (shoal.peer.security.protocol SSL, in any case, as its check accepts).
