@@ -107,6 +107,9 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	case rt.Count < cur:
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "Topic currently has %d partitions, which is higher than the requested %d.", cur, rt.Count)
 	}
+	if t.Replicated() && b.cluster != nil {
+		return b.growClusterTopic(t, rt, cur, validateOnly)
+	}
 	if rt.Assignment != nil {
 		if add := rt.Count - cur; int32(len(rt.Assignment)) != add {
 			return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))

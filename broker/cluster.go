@@ -230,6 +230,56 @@ func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, con
 	return t, partitions, nil
 }
 
+// growClusterTopic adds partitions to a replicated topic through the
+// metadata log (CreatePartitions in a cluster): each new partition with
+// the topic's replication factor, placed by the cluster or as the
+// request's Assignment gives (registered brokers, each once, as many as
+// the topic's replication factor). It returns once this broker applied
+// the change.
+func (b *Broker) growClusterTopic(t *topics.Topic, rt *kmsg.CreatePartitionsRequestTopic, cur int32, validateOnly bool) error {
+	var assign [][]uint64
+	if rt.Assignment != nil {
+		if add := rt.Count - cur; int32(len(rt.Assignment)) != add {
+			return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", add, len(rt.Assignment))
+		}
+		rf := len(b.cluster.Replicas(t.Name, 0))
+		brokers := b.cluster.Brokers().Brokers
+		for _, a := range rt.Assignment {
+			if len(a.Replicas) != rf {
+				return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "Inconsistent replication factor between partitions, partition 0 has %d while partitions [%d] has replication factors [%d], respectively.", rf, cur+int32(len(assign)), len(a.Replicas))
+			}
+			var ids []uint64
+			for _, r := range a.Replicas {
+				if _, ok := brokers[uint64(r)]; !ok || r < 0 {
+					return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "The manual partition assignment includes broker %d, but no broker with that ID is registered.", r)
+				}
+				if slices.Contains(ids, uint64(r)) {
+					return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "The manual partition assignment includes the broker %d more than once.", r)
+				}
+				ids = append(ids, uint64(r))
+			}
+			assign = append(assign, ids)
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	err := b.cluster.CreatePartitions(ctx, t.Name, int(rt.Count), assign)
+	switch {
+	case errors.Is(err, cluster.ErrUnknownTopic):
+		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
+	case errors.Is(err, cluster.ErrPartitionsConflict):
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "The partition count of topic '%s' changed meanwhile; describe it and retry.", t.Name)
+	case ctx.Err() != nil:
+		return kafkaerr.Refuse(kafkaerr.ErrRequestTimedOut, "Adding partitions to topic '%s' was not applied in time (no metadata quorum?).", t.Name)
+	case err != nil:
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%v", err)
+	}
+	return nil
+}
+
 // replicateTopicConfigs changes a replicated topic's configs through the
 // metadata log (topics.Options.ReplicateConfigs): read, update, and
 // propose the result for the version read; when another broker's change

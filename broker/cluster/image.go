@@ -109,7 +109,7 @@ func (im *Image) FencedIDs() []uint64 {
 
 // record is one metadata log entry.
 type record struct {
-	Op        string          `json:"op"` // "register", "create_topic", "topic_configs", "partition_state", "fence"
+	Op        string          `json:"op"` // "register", "create_topic", "create_partitions", "topic_configs", "partition_state", "fence"
 	Request   string          `json:"req,omitempty"`
 	Broker    *Broker         `json:"broker,omitempty"`
 	Topic     *Topic          `json:"topic,omitempty"`
@@ -130,6 +130,9 @@ const (
 	// than the topic's (another change came first); its proposer reads
 	// again and retries.
 	errConfigConflict = "CONFIG_VERSION_CONFLICT"
+	// errPartitionsConflict: the topic's partition count changed since
+	// the added partitions were placed.
+	errPartitionsConflict = "PARTITION_COUNT_CONFLICT"
 )
 
 // apply applies one committed record; it returns the outcome recorded
@@ -169,6 +172,20 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 		}
 		t := *r.Topic
 		t.ConfigVersion = 0
+		im.Topics[t.Name] = &t
+		return "", &t, nil
+	case r.Op == "create_partitions" && r.Topic != nil && validTopic(r.Topic):
+		// r.Topic.Partitions are the partitions to add, placed; Expect
+		// the count they were placed after.
+		cur, ok := im.Topics[r.Topic.Name]
+		switch {
+		case !ok:
+			return errUnknownTopic, nil, nil
+		case uint64(len(cur.Partitions)) != r.Expect:
+			return errPartitionsConflict, nil, nil
+		}
+		t := *cur // never changed in place
+		t.Partitions = append(slices.Clone(cur.Partitions), r.Topic.Partitions...)
 		im.Topics[t.Name] = &t
 		return "", &t, nil
 	case r.Op == "topic_configs" && r.Topic != nil:

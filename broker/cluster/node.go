@@ -362,6 +362,54 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int,
 	return nil
 }
 
+// CreatePartitions grows topic to count partitions, the new ones with
+// the topic's replication factor, placed as a topic of count partitions
+// would be (or as assignment gives, one replica list per new
+// partition), and returns once this broker applied the change: every
+// broker starts the new partitions placed on it as it applies it. A
+// concurrent change of the count is ErrPartitionsConflict.
+func (n *Node) CreatePartitions(ctx context.Context, topic string, count int, assignment [][]uint64) error {
+	n.mu.Lock()
+	cur := n.image.Topics[topic]
+	if cur == nil {
+		n.mu.Unlock()
+		return ErrUnknownTopic
+	}
+	have, rf := len(cur.Partitions), len(cur.Partitions[0])
+	brokers := n.image.BrokerIDs()
+	n.mu.Unlock()
+	if count <= have {
+		return fmt.Errorf("cluster: topic %s has %d partitions, not fewer than %d", topic, have, count)
+	}
+	add := assignment
+	if add == nil {
+		all, err := place(brokers, topic, count, rf)
+		if err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		add = all[have:]
+	}
+	if len(add) != count-have {
+		return fmt.Errorf("cluster: %d replica lists for %d new partitions", len(add), count-have)
+	}
+	outcome, err := n.propose(ctx, record{Op: "create_partitions", Topic: &Topic{Name: topic, Partitions: add}, Expect: uint64(have)})
+	switch {
+	case err != nil:
+		return err
+	case outcome == errPartitionsConflict:
+		return ErrPartitionsConflict
+	case outcome == errUnknownTopic:
+		return ErrUnknownTopic
+	case outcome != "":
+		return fmt.Errorf("cluster: create partitions of %s: %s", topic, outcome)
+	}
+	return nil
+}
+
+// ErrPartitionsConflict is CreatePartitions finding the topic's
+// partition count changed meanwhile.
+var ErrPartitionsConflict = errors.New("cluster: the topic's partition count changed meanwhile")
+
 // ErrConfigConflict is AlterTopicConfigs finding the topic's configs
 // changed since the version the caller read: read them again and retry.
 var ErrConfigConflict = errors.New("cluster: the topic's configs changed meanwhile")

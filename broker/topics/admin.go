@@ -92,7 +92,8 @@ func NewAdmin(o Options) *Admin {
 func (a *Admin) Adopt(name string, id [16]byte, count int32, configs map[string]string, hosted map[int32]*slog.Partition) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.r.Get(name) != nil {
+	if cur := a.r.Get(name); cur != nil {
+		a.growLocked(cur, count, hosted)
 		return
 	}
 	t := &Topic{Name: name, ID: id, configs: maps.Clone(configs), partitions: make([]*Partition, count), replicated: true}
@@ -111,6 +112,30 @@ func (a *Admin) Adopt(name string, id [16]byte, count int32, configs map[string]
 	a.o.Logger.Info("serving a replicated topic", zap.String("topic", name), zap.Int32("partitions", count),
 		zap.Int("hosted", len(hosted)))
 }
+
+// growLocked gives a replicated topic the partitions the cluster's
+// metadata log added (CreatePartitions): count of them, those hosted
+// here with their logs. a.mu held.
+func (a *Admin) growLocked(t *Topic, count int32, hosted map[int32]*slog.Partition) {
+	a.r.mu.Lock()
+	defer a.r.mu.Unlock()
+	old := int32(len(t.partitions))
+	if !t.replicated || count <= old {
+		return
+	}
+	parts := make([]*Partition, count)
+	copy(parts, t.partitions)
+	for idx, lp := range hosted {
+		if idx >= old && idx < count {
+			parts[idx] = &Partition{Topic: t.Name, Index: idx, Log: lp, M: a.o.Metrics.Topic(t.Name)}
+		}
+	}
+	t.partitions = parts
+	a.o.Logger.Info("grew a replicated topic", zap.String("topic", t.Name), zap.Int32("from", old), zap.Int32("partitions", count))
+}
+
+// Replicated says whether t is a cluster's replicated topic.
+func (t *Topic) Replicated() bool { return t.replicated }
 
 // AdoptConfigs sets a replicated topic's configs as the cluster's
 // metadata log changed them (the logs of its partitions here have them
