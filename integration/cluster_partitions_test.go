@@ -28,14 +28,7 @@ func TestClusterCreatePartitions(t *testing.T) {
 	seeds := seedsOf(children)
 	adm := kadm.NewClient(newClusterClient(t, seeds))
 	const topic = "grow"
-	for {
-		resp, err := adm.CreateTopic(ctx, 2, 3, nil, topic)
-		if err == nil && resp.Err == nil {
-			break
-		}
-		require.NoError(t, ctx.Err(), "topic never created: %v %v", err, resp.Err)
-		time.Sleep(200 * time.Millisecond)
-	}
+	createClusterTopic(t, ctx, adm, topic, 2, 3)
 	newProducer := func() *kgo.Client {
 		return newClusterClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()))

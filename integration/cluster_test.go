@@ -300,8 +300,14 @@ func envInt(t *testing.T, name string, def int) int {
 // createLoopTopic creates topic (6 partitions on every broker) once
 // the cluster takes it.
 func createLoopTopic(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) {
+	createClusterTopic(t, ctx, adm, topic, 6, -1)
+}
+
+// createClusterTopic creates topic, retrying until the cluster can (its
+// brokers registered, a metadata leader).
+func createClusterTopic(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) {
 	for {
-		resp, err := adm.CreateTopic(ctx, 6, -1, nil, topic)
+		resp, err := adm.CreateTopic(ctx, partitions, rf, nil, topic)
 		if err == nil && resp.Err == nil {
 			return
 		}

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -35,14 +34,7 @@ func (ca *testCA) issuePeer(t *testing.T, cn string) issued {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	return issued{certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), cert: cert}
+	return ca.sign(t, tmpl, key)
 }
 
 // TestClusterPeerTLS: three broker processes whose peer (raft) network
@@ -87,14 +79,7 @@ func TestClusterPeerTLS(t *testing.T) {
 	seeds := seedsOf(children)
 	adm := kadm.NewClient(newClusterClient(t, seeds))
 	topic := "peer-tls"
-	for {
-		resp, err := adm.CreateTopic(ctx, 2, 3, nil, topic)
-		if err == nil && resp.Err == nil {
-			break
-		}
-		require.NoError(t, ctx.Err(), "topic never created: %v %v", err, resp.Err)
-		time.Sleep(200 * time.Millisecond)
-	}
+	createClusterTopic(t, ctx, adm, topic, 2, 3)
 	prod := newClusterClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	var rs []*kgo.Record
 	for i := range 500 {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shoal-mq/shoal/broker"
 	"github.com/shoal-mq/shoal/integration/workload"
 )
 
@@ -23,9 +22,7 @@ import (
 // reaches the high watermark with no lag left.
 func TestCompactedTopicShareGroup(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, func(c *broker.Config) {
-		c.BrokerConfigs = map[string]string{"log.cleaner.backoff.ms": "100"}
-	})
+	b, _ := startCompactingBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	topic := b.createTopic(t, 1, map[string]*string{

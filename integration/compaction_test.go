@@ -29,11 +29,7 @@ import (
 // A record without a key is refused with INVALID_RECORD.
 func TestCompactedTopic(t *testing.T) {
 	kcat := requireTool(t, "kcat")
-	dir := t.TempDir()
-	opts := []brokerOption{withDataDir(dir), func(c *broker.Config) {
-		c.BrokerConfigs = map[string]string{"log.cleaner.backoff.ms": "100"}
-	}}
-	b := startBroker(t, opts...)
+	b, opts := startCompactingBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := b.createTopic(t, 1, map[string]*string{
@@ -153,6 +149,15 @@ func TestCompactedTopic(t *testing.T) {
 	require.Equal(t, filler+1, res[0].Record.Offset)
 }
 
+// startCompactingBroker starts a broker on its own data dir whose
+// cleaner looks for work every 100 ms; opts start it again on that dir.
+func startCompactingBroker(t *testing.T) (*testBroker, []brokerOption) {
+	opts := []brokerOption{withDataDir(t.TempDir()), func(c *broker.Config) {
+		c.BrokerConfigs = map[string]string{"log.cleaner.backoff.ms": "100"}
+	}}
+	return startBroker(t, opts...), opts
+}
+
 // listEnd is a partition 0's high watermark.
 func listEnd(t *testing.T, ctx context.Context, b *testBroker, topic string) int64 {
 	adm := b.admin(t)
@@ -171,9 +176,7 @@ func listEnd(t *testing.T, ctx context.Context, b *testBroker, topic string) int
 // record INVALID_RECORD; nothing is appended, and the topic cleans on.
 func TestCompactedTopicRefusesUndecodableBatches(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, func(c *broker.Config) {
-		c.BrokerConfigs = map[string]string{"log.cleaner.backoff.ms": "100"}
-	})
+	b, _ := startCompactingBroker(t)
 	ctx := testContext(t)
 	topic := b.createTopic(t, 1, map[string]*string{"cleanup.policy": strp("compact"), "segment.ms": strp("1000")})
 	cl := b.client(t)

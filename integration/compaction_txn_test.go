@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/shoal-mq/shoal/broker"
 )
 
 // TestCompactedTopicTransactions: transactional and idempotent producers
@@ -25,11 +23,7 @@ import (
 // epochs and sequences, survived the cleaning), and after a restart the
 // table, the last stable offset and producing again are all as before.
 func TestCompactedTopicTransactions(t *testing.T) {
-	dir := t.TempDir()
-	opts := []brokerOption{withDataDir(dir), func(c *broker.Config) {
-		c.BrokerConfigs = map[string]string{"log.cleaner.backoff.ms": "100"}
-	}}
-	b := startBroker(t, opts...)
+	b, opts := startCompactingBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := b.createTopic(t, 1, map[string]*string{

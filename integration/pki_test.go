@@ -72,6 +72,12 @@ func (ca *testCA) issue(t *testing.T, subject pkix.Name, server bool) issued {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 		tmpl.DNSNames = []string{"localhost"}
 	}
+	return ca.sign(t, tmpl, key)
+}
+
+// sign issues tmpl's certificate for key.
+func (ca *testCA) sign(t *testing.T, tmpl *x509.Certificate, key *ecdsa.PrivateKey) issued {
+	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	require.NoError(t, err)
 	cert, err := x509.ParseCertificate(der)

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -194,12 +193,7 @@ func TestCleanRemovesCommitMarkersOfEmptiedTransactions(t *testing.T) {
 	cfg.DeleteRetentionMs = 60_000
 	fsys := NewMemFS()
 	p := openMem(t, fsys, cfg)
-	txnBatch := func(pid int64, seq int32, key, val string) []byte {
-		b := keyedBatch(t, []kv{{[]byte(key), []byte(val)}}, pid, seq, baseTime, false)
-		binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|protocol.AttrTransactional)
-		protocol.SetBatchCRC(b)
-		return b
-	}
+	txnBatch := func(pid int64, seq int32, key, val string) []byte { return txnKeyedBatch(t, pid, seq, key, val) }
 	marker := func(pid int64, commit bool) {
 		res, err := p.WriteMarker(Marker{ProducerID: pid, Commit: commit}, testNow)
 		require.NoError(t, err)

@@ -5,15 +5,12 @@ package log
 // change.
 
 import (
-	"encoding/binary"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/shoal-mq/shoal/protocol"
 )
 
 func review2Roll(t *testing.T, p *Partition) {
@@ -46,12 +43,7 @@ func TestReview2StaleEmptyTxnBatchOutlivesItsRemovedCommitMarker(t *testing.T) {
 	cfg.DeleteRetentionMs = 60_000
 	fsys := NewMemFS()
 	p := openMem(t, fsys, cfg)
-	txnBatch := func(pid int64, seq int32, key, val string) []byte {
-		b := keyedBatch(t, []kv{{[]byte(key), []byte(val)}}, pid, seq, baseTime, false)
-		binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|protocol.AttrTransactional)
-		protocol.SetBatchCRC(b)
-		return b
-	}
+	txnBatch := func(pid int64, seq int32, key, val string) []byte { return txnKeyedBatch(t, pid, seq, key, val) }
 	marker := func(pid int64) {
 		res, err := p.WriteMarker(Marker{ProducerID: pid, Commit: true}, testNow)
 		require.NoError(t, err)

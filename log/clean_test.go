@@ -50,6 +50,14 @@ func keyedBatch(t testing.TB, recs []kv, pid int64, seq int32, ts int64, gz bool
 	return b
 }
 
+// txnKeyedBatch is a transactional batch of one keyed record.
+func txnKeyedBatch(t testing.TB, pid int64, seq int32, key, val string) []byte {
+	b := keyedBatch(t, []kv{{[]byte(key), []byte(val)}}, pid, seq, baseTime, false)
+	binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|protocol.AttrTransactional)
+	protocol.SetBatchCRC(b)
+	return b
+}
+
 // gzipCodec is a Codec for the tests (the broker's has every codec).
 type gzipCodec struct{}
 
@@ -351,13 +359,7 @@ func TestCleanKeepsIdempotentProducersState(t *testing.T) {
 
 func TestCleanRemovesAbortedTransactionsAndStopsAtOpenOnes(t *testing.T) {
 	p := openMem(t, NewMemFS(), compactConfig())
-	txn := func(pid int64, seq int32, key, val string) []byte {
-		b := keyedBatch(t, []kv{{[]byte(key), []byte(val)}}, pid, seq, baseTime, false)
-		attrs := binary.BigEndian.Uint16(b[21:]) | protocol.AttrTransactional
-		binary.BigEndian.PutUint16(b[21:], attrs)
-		protocol.SetBatchCRC(b)
-		return b
-	}
+	txn := func(pid int64, seq int32, key, val string) []byte { return txnKeyedBatch(t, pid, seq, key, val) }
 	fill := func(n int) {
 		for i := range n {
 			mustAppend(t, p, keyedBatch(t, []kv{{fmt.Appendf(nil, "f%d", i%5), []byte("x")}}, -1, 0, baseTime, false))
