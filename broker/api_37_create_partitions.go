@@ -13,8 +13,10 @@ package broker
 //   - Count equal to the current count: INVALID_PARTITIONS "Topic already
 //     has N partition(s)."; below it: INVALID_PARTITIONS "Topic currently
 //     has N partitions, which is higher than the requested M.";
-//   - a manual Assignment must have one entry per new partition and each
-//     must be exactly our node id (INVALID_REPLICA_ASSIGNMENT otherwise);
+//   - a manual Assignment must have one entry per new partition; on a
+//     single node each must be exactly our node id, in a cluster
+//     registered brokers, each once, as many as the topic's replication
+//     factor (INVALID_REPLICA_ASSIGNMENT otherwise);
 //   - more than 10000 new partitions in one request: POLICY_VIOLATION for
 //     every topic, as Kafka's controller answers.
 //
@@ -77,8 +79,7 @@ func handleCreatePartitions(c *conn, req *kmsg.CreatePartitionsRequest) kmsg.Res
 			}
 			before := 0
 			if t := b.topics.Get(rt.Topic); t != nil {
-				parts, _ := b.topics.Snapshot(t)
-				before = len(parts)
+				before = int(b.topics.PartitionCount(t)) // in a cluster, not only the partitions hosted here
 			}
 			err = b.createPartitions(rt, req.ValidateOnly)
 			if err == nil && !req.ValidateOnly {

@@ -246,7 +246,7 @@ func (b *Broker) growClusterTopic(t *topics.Topic, rt *kmsg.CreatePartitionsRequ
 		brokers := b.cluster.Brokers().Brokers
 		for _, a := range rt.Assignment {
 			if len(a.Replicas) != rf {
-				return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "Inconsistent replication factor between partitions, partition 0 has %d while partitions [%d] has replication factors [%d], respectively.", rf, cur+int32(len(assign)), len(a.Replicas))
+				return kafkaerr.Refuse(kafkaerr.ErrInvalidReplicaAssignment, "The manual partition assignment includes a partition with %d replica(s), but this is not consistent with previous partitions, which have %d replica(s).", len(a.Replicas), rf)
 			}
 			var ids []uint64
 			for _, r := range a.Replicas {
@@ -268,9 +268,10 @@ func (b *Broker) growClusterTopic(t *topics.Topic, rt *kmsg.CreatePartitionsRequ
 	defer cancel()
 	err := b.cluster.CreatePartitions(ctx, t.Name, int(rt.Count), assign)
 	switch {
+	case err == nil:
 	case errors.Is(err, cluster.ErrUnknownTopic):
 		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic '%s' does not exist.", t.Name)
-	case errors.Is(err, cluster.ErrPartitionsConflict):
+	case errors.Is(err, cluster.ErrPartitionsConflict), errors.Is(err, cluster.ErrNotMorePartitions):
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidPartitions, "The partition count of topic '%s' changed meanwhile; describe it and retry.", t.Name)
 	case ctx.Err() != nil:
 		return kafkaerr.Refuse(kafkaerr.ErrRequestTimedOut, "Adding partitions to topic '%s' was not applied in time (no metadata quorum?).", t.Name)

@@ -184,6 +184,13 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 		case uint64(len(cur.Partitions)) != r.Expect:
 			return errPartitionsConflict, nil, nil
 		}
+		for _, rs := range r.Topic.Partitions { // every broker would start these groups: refuse a bad list outright
+			for i, id := range rs {
+				if _, known := im.Brokers[id]; !known || slices.Contains(rs[:i], id) || len(rs) != len(cur.Partitions[0]) {
+					return errBadRecord, nil, nil
+				}
+			}
+		}
 		t := *cur // never changed in place
 		t.Partitions = append(slices.Clone(cur.Partitions), r.Topic.Partitions...)
 		im.Topics[t.Name] = &t

@@ -64,9 +64,10 @@ type Config struct {
 	// config defaults under them.
 	LogConfig func(topicConfigs map[string]string) log.Config
 	Logger    *zap.Logger
-	// OnTopic is called once for each topic, when its creation is
-	// applied (from the metadata group's goroutine), with the logs of
-	// the partitions placed here, by index, their groups started: the
+	// OnTopic is called for each topic when its creation is applied, and
+	// again each time partitions are added to it (from the metadata
+	// group's goroutine), with the logs of the partitions placed here, by
+	// index, their groups started: the
 	// broker serves those logs from then on; the groups write and close
 	// them. The topic's other partitions live on other brokers.
 	OnTopic func(t *Topic, hosted map[int32]*log.Partition)
@@ -379,7 +380,7 @@ func (n *Node) CreatePartitions(ctx context.Context, topic string, count int, as
 	brokers := n.image.BrokerIDs()
 	n.mu.Unlock()
 	if count <= have {
-		return fmt.Errorf("cluster: topic %s has %d partitions, not fewer than %d", topic, have, count)
+		return fmt.Errorf("%w: topic %s has %d partitions, not fewer than %d", ErrNotMorePartitions, topic, have, count)
 	}
 	add := assignment
 	if add == nil {
@@ -405,6 +406,10 @@ func (n *Node) CreatePartitions(ctx context.Context, topic string, count int, as
 	}
 	return nil
 }
+
+// ErrNotMorePartitions is CreatePartitions asked for no more partitions
+// than the topic has.
+var ErrNotMorePartitions = errors.New("cluster: not more partitions than the topic has")
 
 // ErrPartitionsConflict is CreatePartitions finding the topic's
 // partition count changed meanwhile.

@@ -126,7 +126,9 @@ func (a *Admin) growLocked(t *Topic, count int32, hosted map[int32]*slog.Partiti
 	parts := make([]*Partition, count)
 	copy(parts, t.partitions)
 	for idx, lp := range hosted {
-		if idx >= old && idx < count {
+		// The new ones, and an old one whose group only started now
+		// (it failed to at the topic's creation).
+		if idx >= 0 && idx < count && parts[idx] == nil {
 			parts[idx] = &Partition{Topic: t.Name, Index: idx, Log: lp, M: a.o.Metrics.Topic(t.Name)}
 		}
 	}
