@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -178,8 +179,7 @@ func (b *Broker) cleanRound(st *cleanerState, now time.Time) bool {
 	}
 	st.throttle.setRate(b.cleanerFloat("log.cleaner.io.max.bytes.per.second"))
 	var wg sync.WaitGroup
-	var progress sync.Mutex
-	cleaned := false
+	var cleaned atomic.Bool
 	for i, c := range due {
 		if st.maps[i] == nil {
 			st.maps[i] = slog.NewOffsetMap(bytes, load)
@@ -188,14 +188,12 @@ func (b *Broker) cleanRound(st *cleanerState, now time.Time) bool {
 		go func() {
 			defer wg.Done()
 			if b.cleanPartition(c, st.maps[i], &st.throttle, now) {
-				progress.Lock()
-				cleaned = true
-				progress.Unlock()
+				cleaned.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
-	return cleaned
+	return cleaned.Load()
 }
 
 // cleanPartition cleans one partition once and reports whether the

@@ -105,8 +105,9 @@ func (b *Broker) startCluster() error {
 // SSL), nil for PLAINTEXT: the peer listener's certificate and
 // truststore (listener.name.peer.ssl.* over ssl.*, re-read when the
 // files change), client certificates required, and on both ends of a
-// connection the other's principal must be among super.users (checked
-// at start to be non-empty).
+// connection the other's principal must be its node's in
+// shoal.peer.principals or, without that, among super.users (one of the
+// two checked non-empty at start).
 func (b *Broker) peerTLS() (*raftnet.TLSConfig, error) {
 	if !security.PeerTLS(b.cfg.Security) {
 		return nil, nil

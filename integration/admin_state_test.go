@@ -167,13 +167,7 @@ func TestAdminState(t *testing.T) {
 	// The ten were produced as one batch, which one ShareFetch returns
 	// whole; the member must not poll again before acknowledging (the
 	// next poll would accept what it holds).
-	var held []*kgo.Record
-	for len(held) == 0 {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		held = cS.PollRecords(pctx, -1).Records()
-		cancel()
-		require.NoError(t, ctx.Err(), "the share member received nothing")
-	}
+	held := pollUntilHeld(t, ctx, cS, "the share member")
 	require.Len(t, held, int(tS.ends[0]), "one poll returns the whole batch")
 	for _, r := range held {
 		if r.Offset < 4 || r.Offset == 6 || r.Offset == 7 {

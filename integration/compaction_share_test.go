@@ -49,14 +49,7 @@ func TestCompactedTopicShareGroup(t *testing.T) {
 
 	var logA shareAckLog
 	a := b.client(t, kgo.ClientID("share-a"), kgo.ShareGroup(group), kgo.ConsumeTopics(topic), logA.opt())
-	var held []*kgo.Record
-	for len(held) == 0 {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		fs := a.PollRecords(pctx, -1)
-		cancel()
-		require.NoError(t, ctx.Err(), "A received nothing")
-		held = fs.Records()
-	}
+	held := pollUntilHeld(t, ctx, a, "A")
 	t.Logf("A holds %d records, offsets %d to %d", len(held), held[0].Offset, held[len(held)-1].Offset)
 
 	// Supersede them all, roll, and wait for the cleaner.

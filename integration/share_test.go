@@ -53,6 +53,20 @@ func (l *shareAckLog) take() []shareAckOutcome {
 	return out
 }
 
+// pollUntilHeld polls share consumer cl until one poll returns records
+// (acquiring them), and returns them; who names cl in a failure.
+func pollUntilHeld(t *testing.T, ctx context.Context, cl *kgo.Client, who string) []*kgo.Record {
+	t.Helper()
+	var held []*kgo.Record
+	for len(held) == 0 {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		held = cl.PollRecords(pctx, -1).Records()
+		cancel()
+		require.NoError(t, ctx.Err(), "%s received nothing", who)
+	}
+	return held
+}
+
 // shareStart returns the SPSO and lag of group's share-partition
 // topic/partition as DescribeShareGroupOffsets reports them.
 func shareStart(ctx context.Context, adm *kadm.Client, group, topic string, partition int32) (start, lag int64, err error) {
@@ -104,14 +118,7 @@ func TestShareAcksAfterReassignment(t *testing.T) {
 	// both, so one poll returns (and acquires, with the default 30 s lock)
 	// every record. A must not poll again before acknowledging: the next
 	// poll would auto-accept them.
-	var held []*kgo.Record
-	for len(held) == 0 {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		fs := a.PollRecords(pctx, -1)
-		cancel()
-		require.NoError(t, ctx.Err(), "A received nothing")
-		held = fs.Records()
-	}
+	held := pollUntilHeld(t, ctx, a, "A")
 	heldBy := map[int32]map[int64]bool{0: {}, 1: {}}
 	for _, r := range held {
 		require.Equal(t, int32(1), r.DeliveryCount(), "%s/%d@%d", r.Topic, r.Partition, r.Offset)

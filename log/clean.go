@@ -587,8 +587,8 @@ func (c *cleaner) rewrite(g []*segment, end int64) error {
 		_ = f.Close()
 		_ = p.fs.Remove(tmp)
 	}
-	deleteBefore := c.opts.Now.UnixMilli() - c.pl.cfg.DeleteRetentionMs
 	nowMs := c.opts.Now.UnixMilli()
+	deleteBefore := nowMs - c.pl.cfg.DeleteRetentionMs
 	// toRun adds a batch that keeps no record to the current empty run.
 	// One with a producer id (an empty copy kept by an earlier clean, a
 	// marker) changes the segment: left in place, a transactional one
@@ -1010,8 +1010,8 @@ func (p *Partition) completeSwaps(names []string) (bool, error) {
 				suffixes = append(suffixes, logSuffix)
 			}
 			for _, suffix := range suffixes {
-				if err := p.fs.Remove(fileName(p.dir, b, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return false, storageErr("remove", fileName(p.dir, b, suffix), err)
+				if err := p.remove(fileName(p.dir, b, suffix)); err != nil {
+					return false, err
 				}
 			}
 		}

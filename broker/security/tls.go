@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -371,9 +372,9 @@ func PeerTLS(s Settings) bool {
 // PeerSettings are s with ssl.client.auth required on the peer
 // listener: peers always authenticate each other.
 func PeerSettings(s Settings) Settings {
-	out := make(Settings, len(s)+1)
-	for k, v := range s {
-		out[k] = v
+	out := maps.Clone(s)
+	if out == nil {
+		out = Settings{}
 	}
 	out["listener.name.peer.ssl.client.auth"] = string(ClientAuthRequired)
 	return out
