@@ -6,6 +6,9 @@ import (
 )
 
 const (
+	// MaxLock is the longest acquisition lock LockNext and AckBatch.Lock
+	// accept: SQS's largest visibility timeout, 12 hours.
+	MaxLock = 12 * time.Hour
 	// DefaultMaxInFlight is Shoal's default in-flight window
 	// (Kafka: share.partition.max.record.locks, default 2000 there).
 	DefaultMaxInFlight = 120_000
@@ -25,7 +28,9 @@ type Config struct {
 	// acquisition (or a RENEW) locks records. Must be > 0.
 	RecordLockDuration time.Duration
 	// DeliveryCountLimit is share.delivery.count.limit: a record delivered
-	// this many times is archived instead of released. 2..25.
+	// this many times is archived instead of released. 2..25, or 0 for no
+	// limit (an SQS queue without a redrive policy: a record is released
+	// however often it was delivered).
 	DeliveryCountLimit int
 	// MaxInFlight is share.partition.max.record.locks: the largest window
 	// SPEO-SPSO (Kafka's SPEO-SPSO+1 with its inclusive SPEO). 1..1,000,000.
@@ -94,8 +99,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.RecordLockDuration <= 0:
 		return fmt.Errorf("%w: record lock duration %v must be positive", ErrInvalidConfig, c.RecordLockDuration)
-	case c.DeliveryCountLimit < 2 || c.DeliveryCountLimit > MaxDeliveryCountLimit:
-		return fmt.Errorf("%w: delivery count limit %d outside [2, %d]", ErrInvalidConfig, c.DeliveryCountLimit, MaxDeliveryCountLimit)
+	case c.DeliveryCountLimit != 0 && (c.DeliveryCountLimit < 2 || c.DeliveryCountLimit > MaxDeliveryCountLimit):
+		return fmt.Errorf("%w: delivery count limit %d outside [2, %d] (or 0: none)", ErrInvalidConfig, c.DeliveryCountLimit, MaxDeliveryCountLimit)
 	case c.MaxInFlight < 1 || c.MaxInFlight > MaxMaxInFlight:
 		return fmt.Errorf("%w: max in-flight %d outside [1, %d]", ErrInvalidConfig, c.MaxInFlight, MaxMaxInFlight)
 	case c.Groups > GroupsOrdered:

@@ -400,6 +400,7 @@ type GroupLimiter func(id string, want int64) int64
 func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecords int, limit GroupLimiter) ([]Acquired, Effects) {
 	start := p.begin()
 	nowNS := clockNanos(now)
+	lock := p.takeLock()
 	p.expire(nowNS)
 	p.acqAfter = 0
 	if maxRecords <= 0 {
@@ -422,7 +423,7 @@ func (p *Partition) AcquireGroupsLimited(now time.Time, member string, maxRecord
 	}
 	if p.groupMode() && p.available > 0 && maxRecords > 0 && !guarded {
 		p.trimGroups()
-		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, max: int64(maxRecords), limit: limit}
+		a := &groupAcquirer{p: p, member: member, nowNS: nowNS, lock: lock, max: int64(maxRecords), limit: limit}
 		if p.cfg.Groups == GroupsOrdered {
 			// A range per record, mostly: sized once, not regrown.
 			a.out = make([]Acquired, 0, min(maxRecords, p.mg.ready+int(min(p.mg.loose, 64)), 1024))
@@ -473,6 +474,7 @@ type groupAcquirer struct {
 	p      *Partition
 	member string
 	nowNS  int64
+	lock   time.Duration // of the acquisition (LockNext)
 	max    int64
 	got    int64
 	handle uint32
@@ -545,7 +547,7 @@ func (a *groupAcquirer) apply() {
 			if a.handle == 0 {
 				mh := p.members.intern(a.member)
 				p.members.ref(mh)
-				a.handle = p.acqs.alloc(mh, a.nowNS+int64(p.cfg.RecordLockDuration))
+				a.handle = p.acqs.alloc(mh, a.nowNS+int64(a.lock))
 			}
 			c := old.count() + 1
 			e.emit(ps, pe, pack(StateAcquired, c, a.handle))

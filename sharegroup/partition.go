@@ -41,6 +41,11 @@ type Partition struct {
 	// AcquireGroups call's AcquiredAfter.
 	ackSeq, acqAfter uint64
 
+	// nextLock, when set (lockSet), is the lock of the next acquisition
+	// call instead of RecordLockDuration (LockNext).
+	nextLock time.Duration
+	lockSet  bool
+
 	// opNow is the time of the operation in progress (set by expire), for
 	// redelivery backoff deadlines; backoffs caches this operation's
 	// backoff acquisitions by deadline.
@@ -97,6 +102,15 @@ type Acquired struct {
 type AckBatch struct {
 	First, Last int64
 	Types       []AckType
+	// DeliveryCount, when positive, must be every offset's delivery
+	// count, else the batch is ErrInvalidRecordState: an acknowledgement
+	// meant for an earlier delivery of the record (a stale SQS receipt
+	// handle) is refused even when the same member holds it again. Counts
+	// saturate at 63 (doc.go), beyond which deliveries look alike.
+	DeliveryCount int16
+	// Lock is the lock a RENEW takes (0: RecordLockDuration; at most
+	// MaxLock): SQS's ChangeMessageVisibility.
+	Lock time.Duration
 }
 
 // Effects is what the owner must do after an operation, in this order:
@@ -376,7 +390,7 @@ func (p *Partition) archivedMeta(count int) meta {
 // archived once the record has been delivered DeliveryCountLimit times.
 // With a redelivery backoff the record waits, held by backoffMember.
 func (p *Partition) releasedMeta(count int) meta {
-	if count >= p.cfg.DeliveryCountLimit {
+	if p.cfg.DeliveryCountLimit > 0 && count >= p.cfg.DeliveryCountLimit {
 		return p.archivedMeta(count)
 	}
 	if p.cfg.RedeliveryBackoff > 0 && !p.administrative {
@@ -413,6 +427,24 @@ func (p *Partition) isBackoff(h uint32) bool {
 	return p.members.names[p.acqs.entries[h].member] == backoffMember
 }
 
+// LockNext makes the next Acquire or AcquireGroups* call lock what it
+// acquires for d instead of RecordLockDuration: SQS's per-receive
+// visibility timeout. d is clamped to [0, MaxLock]; 0 locks until the
+// next operation, which expires it (the record is visible again at once,
+// its delivery counted).
+func (p *Partition) LockNext(d time.Duration) {
+	p.nextLock, p.lockSet = min(max(d, 0), MaxLock), true
+}
+
+// takeLock is the lock of this acquisition call, consuming LockNext's.
+func (p *Partition) takeLock() time.Duration {
+	if p.lockSet {
+		p.lockSet = false
+		return p.nextLock
+	}
+	return p.cfg.RecordLockDuration
+}
+
 // Acquire hands records to member. batches are the log batches the broker
 // read from NextFetchOffset(). Available records inside the window are
 // re-acquired first, then new records from SPEO on, as long as the window
@@ -433,6 +465,7 @@ func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, ma
 	}
 	start := p.begin()
 	nowNS := clockNanos(now)
+	lock := p.takeLock()
 	p.expire(nowNS)
 	if maxRecords <= 0 {
 		maxRecords = math.MaxInt
@@ -448,7 +481,7 @@ func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, ma
 		if handle == 0 {
 			mh := p.members.intern(member)
 			p.members.ref(mh)
-			handle = p.acqs.alloc(mh, nowNS+int64(p.cfg.RecordLockDuration))
+			handle = p.acqs.alloc(mh, nowNS+int64(lock))
 		}
 		return handle
 	}
@@ -598,11 +631,15 @@ func (p *Partition) Acknowledge(now time.Time, member string, acks []AckBatch) (
 	if err := p.checkAcks(member, acks); err != nil {
 		return p.finish(start), err
 	}
-	var renew uint32
 	for _, b := range acks {
 		lo := max(b.First, p.spso)
 		if lo > b.Last {
 			continue
+		}
+		var renew uint32 // a batch's RENEWs share one lock of its duration
+		lock := p.cfg.RecordLockDuration
+		if b.Lock > 0 {
+			lock = min(b.Lock, MaxLock)
 		}
 		p.rewrite(lo, b.Last, func(e *emitter, ps, pe int64, old meta) {
 			for off := ps; off <= pe; {
@@ -627,7 +664,7 @@ func (p *Partition) Acknowledge(now time.Time, member string, acks []AckBatch) (
 					if renew == 0 {
 						mh := p.acqs.entries[old.acq()].member
 						p.members.ref(mh)
-						renew = p.acqs.alloc(mh, nowNS+int64(p.cfg.RecordLockDuration))
+						renew = p.acqs.alloc(mh, nowNS+int64(lock))
 					}
 					m = pack(StateAcquired, c, renew)
 				}
@@ -675,8 +712,11 @@ func (p *Partition) checkAcks(member string, acks []AckBatch) error {
 		}
 		var err error
 		p.pieces(lo, b.Last, func(a, _ int64, m meta) bool {
-			if m.state() != StateAcquired || !known || p.acqs.entries[m.acq()].member != h {
+			switch {
+			case m.state() != StateAcquired || !known || p.acqs.entries[m.acq()].member != h:
 				err = fmt.Errorf("%w: offset %d is %v", ErrInvalidRecordState, a, p.describe(m))
+			case b.DeliveryCount > 0 && m.count() != min(int(b.DeliveryCount), maxStoredCount):
+				err = fmt.Errorf("%w: offset %d is in its delivery %d, not %d", ErrInvalidRecordState, a, m.count(), b.DeliveryCount)
 			}
 			return err == nil
 		})

@@ -1,0 +1,84 @@
+package sharegroup
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// What an SQS queue needs of the core: a lock per receive (LockNext),
+// a lock per message while held (RENEW with AckBatch.Lock), a delivery
+// identity an acknowledgement must match (AckBatch.DeliveryCount) and no
+// delivery limit (DeliveryCountLimit 0).
+
+func TestLockNextLocksOneAcquisition(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t)
+	p.LockNext(2 * time.Hour)
+	got, eff := p.Acquire(at(0), "a", batch(0, 4), 2, RecordLimit)
+	require.Equal(t, []Acquired{{0, 1, 1}}, got)
+	require.WithinDuration(t, at(0).Add(2*time.Hour), eff.NextDeadline, 0)
+	// The next call is back to RecordLockDuration (30 s).
+	got, _ = p.Acquire(at(1), "a", batch(0, 4), 2, RecordLimit)
+	require.Equal(t, []Acquired{{2, 3, 1}}, got)
+	eff = p.ExpireLocks(at(32))
+	require.Equal(t, int64(2), eff.Expired, "the default lock expired")
+	require.WithinDuration(t, at(0).Add(2*time.Hour), eff.NextDeadline, 0, "the long one still holds")
+
+	// Clamped to MaxLock; 0 is visible again at the next operation.
+	p.LockNext(100 * time.Hour)
+	_, eff = p.Acquire(at(40), "b", batch(0, 4), 1, RecordLimit)
+	require.WithinDuration(t, at(0).Add(2*time.Hour), eff.NextDeadline, 0)
+	require.WithinDuration(t, at(40).Add(MaxLock), p.Ranges()[len(p.Ranges())-2].Deadline, 0)
+	p.LockNext(0)
+	got, _ = p.Acquire(at(41), "b", batch(0, 4), 1, RecordLimit)
+	require.Equal(t, []Acquired{{3, 3, 2}}, got)
+	got, _ = p.Acquire(at(41), "c", batch(0, 4), 1, RecordLimit)
+	require.Equal(t, []Acquired{{3, 3, 3}}, got, "a lock of 0 expires at the next operation")
+}
+
+func TestLockNextInOrderedMode(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t, func(c *Config) { c.Groups = GroupsOrdered })
+	p.Classify([]LogBatch{{First: 0, Last: 1, Groups: []GroupSpan{{First: 0, Last: 0, ID: "g"}, {First: 1, Last: 1, ID: "h"}}}})
+	p.LockNext(time.Hour)
+	got, eff := p.AcquireGroups(at(0), "a", 10)
+	require.Equal(t, []Acquired{{0, 1, 1}}, got)
+	require.WithinDuration(t, at(0).Add(time.Hour), eff.NextDeadline, 0)
+}
+
+func TestRenewWithLockAndStaleDeliveries(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t)
+	p.Acquire(at(0), "sqs", batch(0, 0), 1, RecordLimit)
+	// A RENEW of 10 minutes: ChangeMessageVisibility.
+	eff := mustAck(t, p, at(1), "sqs", AckBatch{First: 0, Last: 0, Types: []AckType{AckRenew}, Lock: 10 * time.Minute, DeliveryCount: 1})
+	require.WithinDuration(t, at(1).Add(10*time.Minute), eff.NextDeadline, 0)
+	// Released and received again by the same member: the first
+	// delivery's acknowledgement is stale and refused, the second's is
+	// taken.
+	mustAck(t, p, at(2), "sqs", AckBatch{First: 0, Last: 0, Types: []AckType{AckRelease}, DeliveryCount: 1})
+	got, _ := p.Acquire(at(3), "sqs", batch(0, 0), 1, RecordLimit)
+	require.Equal(t, []Acquired{{0, 0, 2}}, got)
+	_, err := p.Acknowledge(at(4), "sqs", []AckBatch{{First: 0, Last: 0, Types: []AckType{AckAccept}, DeliveryCount: 1}})
+	require.True(t, errors.Is(err, ErrInvalidRecordState), "%v", err)
+	mustAck(t, p, at(4), "sqs", AckBatch{First: 0, Last: 0, Types: []AckType{AckAccept}, DeliveryCount: 2})
+	require.Equal(t, int64(1), p.SPSO())
+}
+
+func TestNoDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t, func(c *Config) { c.DeliveryCountLimit = 0 })
+	for n := 1; n <= 70; n++ {
+		got, _ := p.Acquire(at(n), "a", batch(0, 0), 1, RecordLimit)
+		require.Len(t, got, 1, "delivery %d", n)
+		require.Equal(t, int16(min(n, maxStoredCount+1)), got[0].DeliveryCount, "stored counts saturate at 63")
+		mustAck(t, p, at(n), "a", AckBatch{First: 0, Last: 0, Types: []AckType{AckRelease}, DeliveryCount: got[0].DeliveryCount})
+	}
+	require.Equal(t, StateAvailable, p.Ranges()[0].State)
+	cfg := DefaultConfig()
+	cfg.DeliveryCountLimit = 1
+	require.Error(t, cfg.Validate())
+}
