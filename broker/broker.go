@@ -26,6 +26,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/quota"
 	"github.com/shoal-mq/shoal/broker/security"
 	"github.com/shoal-mq/shoal/broker/share"
+	"github.com/shoal-mq/shoal/broker/sqs"
 	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/broker/txn"
 	slog "github.com/shoal-mq/shoal/log"
@@ -34,6 +35,11 @@ import (
 // Broker is one running Shoal node. Create it with Start; stop it with
 // Close. All exported methods are safe for concurrent use.
 type Broker struct {
+	// sqs is the SQS API (sqs_backend.go), once started; sqsHTTP its
+	// server.
+	sqs     atomic.Pointer[sqs.Server]
+	sqsHTTP httpServer
+
 	cfg       Config
 	lg        *zap.Logger
 	fs        slog.FS
@@ -214,6 +220,7 @@ func Start(cfg Config) (*Broker, error) {
 		BatchCacheBytes: cfg.ShareBatchCacheBytes, DefaultPartitions: cfg.DefaultPartitions,
 		BrokerConfig:    b.brokerConfig,
 		IsConsumerGroup: func(name string) bool { return b.groups.Exists(name) },
+		DeliveryLimit:   b.sqsDeliveryLimit,
 		BeforeCommit:    cfg.shareBeforeCommit,
 		DLQ:             cfg.shareDLQ,
 	}); err != nil {
@@ -258,6 +265,10 @@ func Start(cfg Config) (*Broker, error) {
 		b.goroutine(func() { b.acceptLoop(l) })
 	}
 	b.goroutine(b.shares.ResumeDLQ) // dead-letter writes pending at a crash (share/dlq.go)
+	if err := b.startSQS(); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
 	b.ready.Store(true)
 	for _, l := range b.listeners {
 		if l.mechanisms != nil && len(b.superUsers) == 0 && b.authz == nil {
@@ -375,6 +386,7 @@ func (b *Broker) Close() error {
 		b.ready.Store(false)
 		b.cancel()
 		b.closeListeners()
+		b.stopSQS()
 		b.conns.Lock()
 		for c := range b.conns.m {
 			c.stopReading()

@@ -116,6 +116,14 @@ type Config struct {
 	// tests and programs embedding several brokers do not collide;
 	// cmd/shoal defaults it to 127.0.0.1:9644 (shoal.http.listen).
 	HTTPAddr string
+	// SQSAddr is the host:port of the Amazon SQS API (package sqs); empty
+	// disables it. cmd/shoal defaults it to 127.0.0.1:9324
+	// (shoal.sqs.listen). A cluster does not serve it yet.
+	SQSAddr string
+	// SQSAdvertisedURL, SQSAccount and SQSRegion: the queue URLs' base
+	// (empty: from the request), and the account id and region of queue
+	// URLs and ARNs (defaults 000000000000, us-east-1).
+	SQSAdvertisedURL, SQSAccount, SQSRegion string
 	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
 	Pprof bool
 	// BrokerConfigs are static values of dynamic broker configs (the
@@ -179,6 +187,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:             "127.0.0.1:9092",
+		SQSAccount:             "000000000000",
+		SQSRegion:              "us-east-1",
 		DataDir:                "shoal-data",
 		NodeID:                 0,
 		AutoCreateTopics:       true,

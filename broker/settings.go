@@ -33,6 +33,10 @@ import (
 // /readyz unless told otherwise (Config.HTTPAddr).
 const DefaultHTTPAddr = "127.0.0.1:9644"
 
+// DefaultSQSAddr is where cmd/shoal serves the SQS API unless told
+// otherwise (Config.SQSAddr): ElasticMQ's port.
+const DefaultSQSAddr = "127.0.0.1:9324"
+
 // Options is everything cmd/shoal reads from its flags, the environment
 // and the properties file: the broker Config and the logger settings.
 type Options struct {
@@ -48,6 +52,7 @@ type Options struct {
 func DefaultOptions() Options {
 	o := Options{Config: DefaultConfig(), LogLevel: "info", LogFormat: "console"}
 	o.HTTPAddr = DefaultHTTPAddr
+	o.SQSAddr = DefaultSQSAddr
 	return o
 }
 
@@ -210,6 +215,42 @@ var Settings = func() []Setting {
 			Doc: "Address of the operations HTTP server: /metrics (Prometheus), /healthz, /readyz. Empty disables it.",
 			set: optionalAddress(func(o *Options) *string { return &o.HTTPAddr }),
 			get: func(o *Options) string { return o.HTTPAddr }},
+		{Key: "shoal.sqs.listen", Flag: "sqs-addr", Kind: KindAddress,
+			Doc: "Address of the Amazon SQS API (AWS JSON 1.0 and Query protocols; docs/SQS.md): a queue is a topic and the share group sqs.<queue>. Empty disables it; a cluster does not serve it yet.",
+			set: optionalAddress(func(o *Options) *string { return &o.SQSAddr }),
+			get: func(o *Options) string { return o.SQSAddr }},
+		{Key: "shoal.sqs.advertised.url", Flag: "sqs-advertised-url", Kind: KindString,
+			Doc: "scheme://host:port of the queue URLs the SQS API answers with. Empty: http:// and the Host the request came to.",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				if v != "" && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+					return fmt.Errorf("%q: must start with http:// or https://", v)
+				}
+				o.SQSAdvertisedURL = v
+				return nil
+			},
+			get: func(o *Options) string { return o.SQSAdvertisedURL }},
+		{Key: "shoal.sqs.account.id", Flag: "sqs-account-id", Kind: KindString,
+			Doc: "The AWS account id in queue URLs and ARNs (12 digits).",
+			set: func(o *Options, v string) error {
+				v = strings.TrimSpace(v)
+				if len(v) != 12 || strings.Trim(v, "0123456789") != "" {
+					return fmt.Errorf("%q: an account id is 12 digits", v)
+				}
+				o.SQSAccount = v
+				return nil
+			},
+			get: func(o *Options) string { return o.SQSAccount }},
+		{Key: "shoal.sqs.region", Flag: "sqs-region", Kind: KindString,
+			Doc: "The AWS region in queue ARNs.",
+			set: func(o *Options, v string) error {
+				if strings.TrimSpace(v) == "" {
+					return fmt.Errorf("must not be empty")
+				}
+				o.SQSRegion = strings.TrimSpace(v)
+				return nil
+			},
+			get: func(o *Options) string { return o.SQSRegion }},
 		{Key: "shoal.http.pprof.enable", Flag: "pprof", Kind: KindBool,
 			Doc: "Serve net/http/pprof under /debug/pprof/ on the HTTP server.",
 			set: boolSetting(func(o *Options, b bool) { o.Pprof = b }),

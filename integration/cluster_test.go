@@ -40,7 +40,7 @@ func (c *clusterChild) start() {
 	require.NoError(c.t, err)
 	fmt.Fprintf(logf, "=== test: start at %s\n", time.Now().Format(time.RFC3339Nano))
 	args := []string{"--node-id", strconv.Itoa(c.id), "--listen", c.addr, "--voters", c.voters,
-		"--peer-listen", c.peer, "--data-dir", c.dir, "--fsync", "always", "--log-level", "info", "--http-addr", ""}
+		"--peer-listen", c.peer, "--data-dir", c.dir, "--fsync", "always", "--log-level", "info", "--http-addr", "", "--sqs-addr", ""}
 	cmd := exec.Command(c.bin, append(args, c.extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

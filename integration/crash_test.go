@@ -223,6 +223,7 @@ func (c *childBroker) start() {
 		"--fsync", "always",
 		"--log-level", "info",
 		"--http-addr", "", // several children (and other test runs) must not fight over 127.0.0.1:9644
+		"--sqs-addr", "", // nor over 127.0.0.1:9324
 	)
 	cmd.Args = append(cmd.Args, c.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -105,8 +105,9 @@ type AckBatch struct {
 	// DeliveryCount, when positive, must be every offset's delivery
 	// count, else the batch is ErrInvalidRecordState: an acknowledgement
 	// meant for an earlier delivery of the record (a stale SQS receipt
-	// handle) is refused even when the same member holds it again. Counts
-	// saturate at 63 (doc.go), beyond which deliveries look alike.
+	// handle) is refused even when the same member holds it again, and
+	// so is one of an offset below the SPSO. Counts saturate at 63
+	// (doc.go), beyond which deliveries look alike.
 	DeliveryCount int16
 	// Lock is the lock a RENEW takes (0: RecordLockDuration; at most
 	// MaxLock): SQS's ChangeMessageVisibility.
@@ -703,6 +704,10 @@ func (p *Partition) checkAcks(member string, acks []AckBatch) error {
 	}
 	h, known := p.members.lookup(member)
 	for i, b := range acks {
+		if b.DeliveryCount > 0 && b.First < p.spso {
+			// Of a delivery that is over: the record is done.
+			return fmt.Errorf("%w: offset %d is below the SPSO %d", ErrInvalidRecordState, b.First, p.spso)
+		}
 		lo := max(b.First, p.spso)
 		if lo > b.Last {
 			continue // entirely below the SPSO: already done

@@ -66,6 +66,8 @@ func TestRenewWithLockAndStaleDeliveries(t *testing.T) {
 	require.True(t, errors.Is(err, ErrInvalidRecordState), "%v", err)
 	mustAck(t, p, at(4), "sqs", AckBatch{First: 0, Last: 0, Types: []AckType{AckAccept}, DeliveryCount: 2})
 	require.Equal(t, int64(1), p.SPSO())
+	_, err = p.Acknowledge(at(5), "sqs", []AckBatch{{First: 0, Last: 0, Types: []AckType{AckRenew}, DeliveryCount: 2}})
+	require.True(t, errors.Is(err, ErrInvalidRecordState), "a finished delivery below the SPSO: %v", err)
 }
 
 func TestNoDeliveryLimit(t *testing.T) {

@@ -83,6 +83,11 @@ type Metrics struct {
 	// throttle time given to a client by a quota.
 	DLQRecords    *prometheus.CounterVec
 	QuotaThrottle *prometheus.HistogramVec
+	// SQSRequests (shoal_sqs_requests_total{action,code}) counts SQS API
+	// requests by action and AWS error code ("" on success); SQSSeconds
+	// (shoal_sqs_request_duration_seconds{action}) their latency.
+	SQSRequests *prometheus.CounterVec
+	SQSSeconds  *prometheus.HistogramVec
 
 	// The log cleaner (compacted topics): bytes it read and wrote, its
 	// passes and their durations, and per partition the dirty ratio it
@@ -189,6 +194,11 @@ func New(apis []API, state ...prometheus.Collector) *Metrics {
 		Help:    "Throttle time owed to each throttle-mode quota that made a client wait, by scope (user, client-id, user+client-id, ip, broker, topic, share-group).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9), // 1ms to ~65s
 	}, []string{"entity_type"})
+	m.SQSRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shoal_sqs_requests_total",
+		Help: "SQS API requests by action and AWS error code (empty: success)."}, []string{"action", "code"})
+	m.SQSSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shoal_sqs_request_duration_seconds",
+		Help:    "SQS API request latency by action (a long poll's wait included).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"action"})
 	m.cleanerRead = prometheus.NewCounter(prometheus.CounterOpts{Name: "shoal_log_cleaner_bytes_read_total",
 		Help: "Segment bytes the log cleaner read (compacted topics)."})
 	m.cleanerWritten = prometheus.NewCounter(prometheus.CounterOpts{Name: "shoal_log_cleaner_bytes_written_total",
@@ -207,7 +217,7 @@ func New(apis []API, state ...prometheus.Collector) *Metrics {
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
 		m.Connections, m.ConnectionsAccepted, m.AuthFailures, m.AuthzDenied,
 		m.FsyncSeconds,
-		m.lockExpiries, m.archived, m.DLQRecords, m.QuotaThrottle,
+		m.lockExpiries, m.archived, m.DLQRecords, m.QuotaThrottle, m.SQSRequests, m.SQSSeconds,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

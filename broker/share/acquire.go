@@ -280,6 +280,9 @@ func (sp *sharePart) acquirePlain(now time.Time, st shareGroupSettings, member s
 		if span := batches[len(batches)-1].Last - batches[0].First + 1; span > 0 {
 			sp.mu.offsetBytes = int(max(int64(ends[len(ends)-1])/span, 1))
 		}
+		if st.lockSet {
+			p.LockNext(st.lock)
+		}
 		acq, eff := p.Acquire(now, member, batches, maxRecords-got, mode)
 		// Records that cannot be delivered (an aborted transaction's,
 		// others' in flight) take no part of maxRecords: after a round

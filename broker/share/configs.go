@@ -358,6 +358,10 @@ type shareGroupSettings struct {
 	groupMode         sharegroup.GroupMode
 	backoff           time.Duration
 	backoffMax        time.Duration
+	// lock, when lockSet, is this request's acquisition lock instead of
+	// lockDuration (Receive: SQS's VisibilityTimeout); not a group config.
+	lock    time.Duration
+	lockSet bool
 }
 
 // partitionConfig is the share-partition state machine's configuration.
@@ -438,7 +442,7 @@ func (c *Coordinator) shareSettings(group string) shareGroupSettings {
 	over := c.configs.overrides(group)
 	get := func(name string) string { return c.groupConfigValue(over, name) }
 	num := func(name string) int64 { n, _ := strconv.ParseInt(get(name), 10, 64); return n }
-	return shareGroupSettings{
+	st := shareGroupSettings{
 		sessionTimeout:    time.Duration(num("share.session.timeout.ms")) * time.Millisecond,
 		heartbeatInterval: time.Duration(num("share.heartbeat.interval.ms")) * time.Millisecond,
 		lockDuration:      time.Duration(num("share.record.lock.duration.ms")) * time.Millisecond,
@@ -455,6 +459,15 @@ func (c *Coordinator) shareSettings(group string) shareGroupSettings {
 		backoff:           time.Duration(num("share.redelivery.backoff.ms")) * time.Millisecond,
 		backoffMax:        time.Duration(num("share.redelivery.backoff.max.ms")) * time.Millisecond,
 	}
+	if c.o.DeliveryLimit != nil {
+		if n, ok := c.o.DeliveryLimit(group); ok {
+			// The group's owner decides (an SQS queue's redrive policy),
+			// its consumers change locks (ChangeMessageVisibility), and it
+			// delivers what was sent before its first receive.
+			st.deliveryLimit, st.renewEnabled, st.autoOffsetReset = n, true, "earliest"
+		}
+	}
+	return st
 }
 
 // checkGroupResource validates a GROUP resource name.

@@ -266,6 +266,9 @@ func (sp *sharePart) acquireGroups(now time.Time, st shareGroupSettings, member 
 	var acq []sharegroup.Acquired
 	var eff sharegroup.Effects
 	if maxRecords > 0 { // 0: AcquireGroupsLimited would take it as no limit
+		if st.lockSet {
+			p.LockNext(st.lock)
+		}
 		acq, eff = p.AcquireGroupsLimited(now, member, maxRecords, sp.messageGroupLimiterLocked(now))
 		sp.m.Observe(eff.Expired, eff.Archived)
 	}

@@ -82,6 +82,12 @@ type Options struct {
 	// IsConsumerGroup reports whether a consumer group (classic or
 	// KIP-848) has that name.
 	IsConsumerGroup func(name string) bool
+	// DeliveryLimit, if set, overrides share.delivery.count.limit for
+	// the groups it answers for (ok): an SQS queue's maxReceiveCount, or
+	// 0 for no limit (no redrive policy). Those groups also renew locks
+	// whatever share.renew.acknowledge.enable says, and start at the
+	// earliest offset.
+	DeliveryLimit func(group string) (limit int, ok bool)
 	// BeforeCommit (tests) runs before each share-state group commit;
 	// an error fails it (store.Options.BeforeCommit).
 	BeforeCommit func() error

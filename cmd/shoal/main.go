@@ -68,7 +68,7 @@ func run(args []string, lookupEnv func(string) (string, bool), stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	lg.Info("ready", zap.String("addr", b.Addr()), zap.String("http", b.HTTPAddr()), zap.Duration("startup", time.Since(start)))
+	lg.Info("ready", zap.String("addr", b.Addr()), zap.String("http", b.HTTPAddr()), zap.String("sqs", b.SQSAddr()), zap.Duration("startup", time.Since(start)))
 	<-ctx.Done()
 	stop()
 	return b.Close()

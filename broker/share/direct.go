@@ -1,0 +1,345 @@
+package share
+
+// Direct consumers: an in-process consumer of a share group that is no
+// Kafka client (the SQS API, broker/sqs). It acquires and acknowledges
+// through the same share-partitions, locks and change log as ShareFetch
+// and ShareAcknowledge, under a member id no Kafka client can take (a
+// NUL byte: checkShareIDs refuses it), with a lock duration per call and
+// acknowledgements checked against the delivery they answer.
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/records"
+	"github.com/shoal-mq/shoal/broker/topics"
+	"github.com/shoal-mq/shoal/protocol"
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+// DirectMember is the share member of direct consumers.
+const DirectMember = "\x00direct"
+
+// ErrStale is a settlement of a record that is no longer held in the
+// delivery it names: it was acknowledged, released, its lock ran out, or
+// it was delivered again since.
+var ErrStale = errors.New("share: the record is not held in that delivery")
+
+// DirectReceive asks for up to Max records of Topic's partitions.
+type DirectReceive struct {
+	Group string
+	Topic string
+	// Max is at most how many records to take (> 0).
+	Max int
+	// Lock is how long they stay locked (0 to sharegroup.MaxLock).
+	Lock time.Duration
+	// Wait is how long to wait for the first record (0: not at all).
+	Wait time.Duration
+}
+
+// DirectRecord is one acquired record.
+type DirectRecord struct {
+	Partition     int32
+	Offset        int64
+	DeliveryCount int16
+	Timestamp     int64 // milliseconds
+	Key, Value    []byte
+	Headers       []kmsg.Header
+}
+
+// DirectSettle is one settlement of an acquired record: ACCEPT, RELEASE
+// or REJECT, or RENEW for Lock.
+type DirectSettle struct {
+	Partition     int32
+	Offset        int64
+	DeliveryCount int16
+	Type          sharegroup.AckType
+	Lock          time.Duration
+}
+
+// directTurn rotates the partition a receive starts at.
+var directTurn atomic.Uint32
+
+// Receive acquires records for a direct consumer, waiting up to r.Wait
+// (or until ctx ends) for the first. What it returns is locked for
+// r.Lock and must be settled (or left to expire).
+func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRecord, error) {
+	t := c.o.Topics.Get(r.Topic)
+	if t == nil {
+		return nil, kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic %s does not exist.", r.Topic)
+	}
+	g, err := c.lockGroup(r.Group, true)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Unlock()
+	st := c.shareSettings(r.Group)
+	st.lock, st.lockSet = min(max(r.Lock, 0), sharegroup.MaxLock), true
+	parts, _ := c.o.Topics.Snapshot(t)
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	first := int(directTurn.Add(1)) % len(parts)
+	type target struct {
+		sp *sharePart
+		lp *topics.Partition
+	}
+	targets := make([]target, len(parts))
+	for i := range parts {
+		lp := parts[(first+i)%len(parts)]
+		targets[i] = target{c.part(shareKey(r.Group, shareTP{t.ID, lp.Index})), lp}
+	}
+	bp := records.GetBuffer()
+	defer func() { records.PutBuffer(bp, *bp) }()
+	var out []DirectRecord
+	try := func() error {
+		limit, _, settle := c.shareDeliveryGrant(r.Group, r.Max-len(out))
+		got := 0
+		defer func() { settle(got) }()
+		for _, tg := range targets {
+			if got >= limit {
+				break
+			}
+			*bp = (*bp)[:0]
+			acq, data, err := tg.sp.acquire(st, DirectMember, false, tg.lp, limit-got, sharegroup.RecordLimit, 32<<20, bp, nil)
+			if err != nil {
+				if len(out) > 0 {
+					return nil // the error shows at the next receive
+				}
+				return err
+			}
+			n := len(out)
+			out, err = appendDirect(out, tg.lp.Index, acq, data)
+			if err != nil {
+				return err
+			}
+			got += len(out) - n
+			for _, a := range acq {
+				c.o.Metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
+			}
+			tg.lp.M.RecordsOut.Add(float64(len(out) - n))
+		}
+		return nil
+	}
+	if err := try(); err != nil || len(out) > 0 || r.Wait <= 0 {
+		return out, err
+	}
+	deadline := time.Now().Add(r.Wait)
+	wake := make(chan struct{}, 1)
+	for _, tg := range targets {
+		tg.lp.Watch(wake)
+		tg.sp.waiters.add(wake, DirectMember)
+	}
+	defer func() {
+		for _, tg := range targets {
+			tg.lp.Unwatch(wake)
+			tg.sp.waiters.remove(wake)
+		}
+	}()
+	for {
+		// Registered first, then tried again: no wake-up is missed.
+		if err := try(); err != nil || len(out) > 0 {
+			return out, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		tm := time.NewTimer(left)
+		select {
+		case <-wake:
+		case <-tm.C:
+		case <-ctx.Done():
+		case <-c.o.Ctx.Done():
+		}
+		tm.Stop()
+		if ctx.Err() != nil || c.o.Ctx.Err() != nil {
+			return nil, nil
+		}
+	}
+}
+
+// appendDirect appends the records of data (log batches) that acq
+// covers.
+func appendDirect(out []DirectRecord, partition int32, acq []sharegroup.Acquired, data []byte) ([]DirectRecord, error) {
+	if len(acq) == 0 {
+		return out, nil
+	}
+	i := 0
+	err := records.EachBatch(data, func(h *protocol.BatchHeader, batch []byte) error {
+		return records.EachRecord(batch, func(off, ts int64, r *kmsg.Record, _ []byte) bool {
+			for i < len(acq) && acq[i].Last < off {
+				i++
+			}
+			if i == len(acq) {
+				return false
+			}
+			if off < acq[i].First {
+				return true
+			}
+			d := DirectRecord{Partition: partition, Offset: off, DeliveryCount: acq[i].DeliveryCount, Timestamp: ts}
+			if r.Key != nil {
+				d.Key = append([]byte{}, r.Key...)
+			}
+			if r.Value != nil {
+				d.Value = append([]byte{}, r.Value...)
+			}
+			for _, hd := range r.Headers {
+				d.Headers = append(d.Headers, kmsg.Header{Key: hd.Key, Value: append([]byte(nil), hd.Value...)})
+			}
+			if h.IsLogAppendTime() {
+				d.Timestamp = h.MaxTimestamp
+			}
+			out = append(out, d)
+			return true
+		})
+	})
+	return out, err
+}
+
+// Settle applies settlements of records a direct consumer received from
+// topicID, durably, and returns one result per entry: nil, ErrStale, or
+// another error. The entries of one partition are applied together; if
+// one of them is stale, each is tried alone.
+func (c *Coordinator) Settle(group string, topicID [16]byte, entries []DirectSettle) []error {
+	errs := make([]error, len(entries))
+	byPart := map[int32][]int{}
+	for i, e := range entries {
+		byPart[e.Partition] = append(byPart[e.Partition], i)
+	}
+	st := c.shareSettings(group)
+	var acks []*shareAck
+	var idx [][]int
+	build := func(p int32, is []int) {
+		sort.SliceStable(is, func(a, b int) bool { return entries[is[a]].Offset < entries[is[b]].Offset })
+		a := &shareAck{tp: shareTP{topicID, p}}
+		var kept []int
+		for _, i := range is {
+			e := entries[i]
+			if n := len(a.batches); n > 0 && a.batches[n-1].Last >= e.Offset {
+				errs[i] = ErrStale // the same record twice in one call: the first one settles it
+				continue
+			}
+			a.batches = append(a.batches, sharegroup.AckBatch{First: e.Offset, Last: e.Offset,
+				Types: []sharegroup.AckType{e.Type}, DeliveryCount: e.DeliveryCount, Lock: e.Lock})
+			kept = append(kept, i)
+		}
+		acks, idx = append(acks, a), append(idx, kept)
+	}
+	for p, is := range byPart {
+		build(p, is)
+	}
+	c.acknowledge(time.Now(), group, st, DirectMember, acks)
+	var retry [][]int
+	for k, a := range acks {
+		switch {
+		case a.code == kerr.InvalidRecordState.Code && len(idx[k]) > 1:
+			retry = append(retry, idx[k])
+		default:
+			for _, i := range idx[k] {
+				errs[i] = directError(a.code, a.msg)
+			}
+		}
+	}
+	for _, is := range retry {
+		acks, idx = acks[:0], idx[:0]
+		for _, i := range is {
+			build(entries[i].Partition, []int{i})
+		}
+		c.acknowledge(time.Now(), group, st, DirectMember, acks)
+		for k, a := range acks {
+			for _, i := range idx[k] {
+				errs[i] = directError(a.code, a.msg)
+			}
+		}
+	}
+	return errs
+}
+
+func directError(code int16, msg string) error {
+	switch code {
+	case 0:
+		return nil
+	case kerr.InvalidRecordState.Code, kerr.InvalidRequest.Code:
+		// INVALID_REQUEST: past the window, i.e. an offset never acquired
+		// (a forged or foreign handle that passed its signature check).
+		return ErrStale
+	}
+	return &DirectError{Code: code, Message: msg}
+}
+
+// DirectError is a settlement that failed for another reason than
+// staleness: the Kafka error code and message.
+type DirectError struct {
+	Code    int16
+	Message string
+}
+
+func (e *DirectError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return kerr.ErrorForCode(e.Code).Error()
+}
+
+// DirectCounts returns how many records of topic's partitions group has
+// not finished: visible (available to a receive, including those never
+// fetched) and in flight (locked). Partitions without state count their
+// whole log (an SQS queue's group starts at the earliest offset).
+func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight int64) {
+	t := c.o.Topics.Get(topic)
+	if t == nil {
+		return 0, 0
+	}
+	st := c.shareSettings(group)
+	parts, _ := c.o.Topics.Snapshot(t)
+	for _, lp := range parts {
+		hw, ls := lp.Log.HighWatermark(), lp.Log.LogStartOffset()
+		sp := c.part(shareKey(group, shareTP{t.ID, lp.Index}))
+		sp.mu.Lock()
+		err := sp.prepareLocked(time.Now(), st, false)
+		if err != nil {
+			sp.mu.Unlock()
+			if errors.Is(err, errNoShareState) {
+				visible += hw - ls
+			}
+			continue
+		}
+		lag := sp.mu.p.Lag(hw)
+		var held int64
+		for _, r := range sp.mu.p.Ranges() {
+			if r.State == sharegroup.StateAcquired || r.State == sharegroup.StateArchiving {
+				held += r.Last - r.First + 1
+			}
+		}
+		sp.mu.Unlock()
+		visible += max(lag-held, 0)
+		inFlight += held
+	}
+	return visible, inFlight
+}
+
+// DirectPurge restarts every share-partition of topic for group at the
+// high watermark: what was sent before is gone for group, in flight or
+// not (SQS's PurgeQueue). Durable when it returns.
+func (c *Coordinator) DirectPurge(group, topic string) error {
+	t := c.o.Topics.Get(topic)
+	if t == nil {
+		return kafkaerr.Refuse(kafkaerr.ErrUnknownTopic, "The topic %s does not exist.", topic)
+	}
+	st := c.shareSettings(group)
+	parts, _ := c.o.Topics.Snapshot(t)
+	for _, lp := range parts {
+		if code := c.resetOffset(shareKey(group, shareTP{t.ID, lp.Index}), st, lp, -1); code != 0 {
+			return &DirectError{Code: code}
+		}
+	}
+	return nil
+}

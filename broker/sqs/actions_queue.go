@@ -1,0 +1,377 @@
+package sqs
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func init() {
+	register("CreateQueue", (*Server).createQueue)
+	register("GetQueueUrl", (*Server).getQueueURL)
+	register("ListQueues", (*Server).listQueues)
+	register("DeleteQueue", (*Server).deleteQueue)
+	register("GetQueueAttributes", (*Server).getQueueAttributes)
+	register("SetQueueAttributes", (*Server).setQueueAttributes)
+	register("PurgeQueue", (*Server).purgeQueue)
+	register("TagQueue", (*Server).tagQueue)
+	register("UntagQueue", (*Server).untagQueue)
+	register("ListQueueTags", (*Server).listQueueTags)
+}
+
+// deletedRecently is how long a deleted queue's name cannot be reused.
+const deletedRecently = 60 * time.Second
+
+// topicConfigs are the configs of a queue's topic for its attributes.
+func topicConfigs(q *queue) map[string]string {
+	return map[string]string{
+		"retention.ms": strconv.FormatInt(q.intAttr("MessageRetentionPeriod")*1000, 10),
+		// A 1 MiB message with its attributes, or a batch of 10 totalling
+		// 1 MiB, in one record batch.
+		"max.message.bytes": strconv.Itoa(2 << 20),
+	}
+}
+
+func (s *Server) save(q *queue) *apiError {
+	rec, err := json.Marshal(q)
+	if err != nil {
+		return internal(err)
+	}
+	if err := s.be.SaveQueue(q.Name, rec); err != nil {
+		return internal(err)
+	}
+	return nil
+}
+
+func (s *Server) createQueue(r *http.Request, in input) (any, *apiError) {
+	name, err := in.required("QueueName")
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := in.strmap("Attributes")
+	if err != nil {
+		return nil, err
+	}
+	tags, err := in.strmap("tags")
+	if err != nil {
+		return nil, err
+	}
+	fifo := attrs["FifoQueue"] == "true"
+	if aerr := checkQueueName(name, fifo || strings.HasSuffix(name, ".fifo")); aerr != nil {
+		return nil, aerr
+	}
+	if strings.HasSuffix(name, ".fifo") && !fifo {
+		return nil, invalidParam("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.")
+	}
+	if aerr := checkAttrs(attrs, fifo, true); aerr != nil {
+		return nil, aerr
+	}
+	if fifo {
+		return nil, errf(errInvalidAttributeValue, "Invalid value for the parameter FifoQueue. Reason: FIFO queues are not served by Shoal's SQS API yet.")
+	}
+	if attrs["FifoQueue"] == "false" {
+		delete(attrs, "FifoQueue") // the default
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.mu.queues[name]; q != nil {
+		// Idempotent for the same attributes, as AWS: a differing one is
+		// QueueAlreadyExists.
+		for k, v := range attrs {
+			if q.attr(k) != v {
+				return nil, errf(errQueueNameExists, "A queue already exists with the same name and a different value for attribute %s", k)
+			}
+		}
+		return map[string]any{"QueueUrl": s.queueURL(r, name)}, nil
+	}
+	if at, ok := s.mu.deleted[name]; ok && time.Since(at) < deletedRecently {
+		return nil, errf(errQueueDeletedRecently, "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
+	}
+	now := time.Now().Unix()
+	q := &queue{Name: name, Topic: name, Group: groupPrefix + name, Attrs: attrs, Tags: tags, Created: now, Modified: now}
+	if q.Attrs == nil {
+		q.Attrs = map[string]string{}
+	}
+	id, terr := s.be.CreateTopic(q.Topic, s.cfg.Partitions, topicConfigs(q))
+	switch {
+	case errors.Is(terr, ErrTopicExists):
+		return nil, errf(errQueueNameExists, "A Kafka topic named %s exists and is not a queue.", name)
+	case terr != nil:
+		return nil, internal(terr)
+	}
+	q.TopicID = id
+	if aerr := s.save(q); aerr != nil {
+		return nil, aerr
+	}
+	s.mu.queues[name] = q
+	return map[string]any{"QueueUrl": s.queueURL(r, name)}, nil
+}
+
+func (s *Server) getQueueURL(r *http.Request, in input) (any, *apiError) {
+	name, err := in.required("QueueName")
+	if err != nil {
+		return nil, err
+	}
+	if owner, ok, err := in.str("QueueOwnerAWSAccountId"); err != nil {
+		return nil, err
+	} else if ok && owner != s.cfg.Account {
+		return nil, errf(errQueueDoesNotExist, "The specified queue does not exist.")
+	}
+	if _, aerr := s.queueNamed(name); aerr != nil {
+		return nil, aerr
+	}
+	return map[string]any{"QueueUrl": s.queueURL(r, name)}, nil
+}
+
+func (s *Server) listQueues(r *http.Request, in input) (any, *apiError) {
+	prefix, _, err := in.str("QueueNamePrefix")
+	if err != nil {
+		return nil, err
+	}
+	limit, err := in.bounded("MaxResults", 1, 1000, 1000, "MaxResults must be an integer between 1 and 1000.")
+	if err != nil {
+		return nil, err
+	}
+	_, paged := in["MaxResults"]
+	token, _, err := in.str("NextToken")
+	if err != nil {
+		return nil, err
+	}
+	after := ""
+	if token != "" {
+		b, derr := base64.RawURLEncoding.DecodeString(token)
+		if derr != nil {
+			return nil, invalidParam("Invalid NextToken value.")
+		}
+		after = string(b)
+	}
+	s.mu.Lock()
+	names := sortedNames(s.mu.queues)
+	s.mu.Unlock()
+	var urls []string
+	next := ""
+	for _, n := range names {
+		if !strings.HasPrefix(n, prefix) || n <= after && after != "" {
+			continue
+		}
+		if int64(len(urls)) == limit {
+			if paged {
+				next = base64.RawURLEncoding.EncodeToString([]byte(urls[len(urls)-1][strings.LastIndexByte(urls[len(urls)-1], '/')+1:]))
+			}
+			break
+		}
+		urls = append(urls, s.queueURL(r, n))
+	}
+	out := map[string]any{}
+	if len(urls) > 0 {
+		out["QueueUrls"] = urls
+	}
+	if next != "" {
+		out["NextToken"] = next
+	}
+	return out, nil
+}
+
+func (s *Server) deleteQueue(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if err := s.be.DeleteTopic(q.Topic, q.Group); err != nil {
+		return nil, internal(err)
+	}
+	if err := s.be.SaveQueue(q.Name, nil); err != nil {
+		return nil, internal(err)
+	}
+	s.mu.Lock()
+	delete(s.mu.queues, q.Name)
+	s.mu.deleted[q.Name] = time.Now()
+	s.mu.Unlock()
+	return map[string]any{}, nil
+}
+
+func (s *Server) getQueueAttributes(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	names, aerr := in.strings("AttributeNames")
+	if aerr != nil {
+		return nil, aerr
+	}
+	want := map[string]bool{}
+	all := false
+	for _, n := range names {
+		_, settable := attrDefs[n]
+		switch {
+		case n == "All":
+			all = true
+		case settable || contains(computedAttrs, n):
+			want[n] = true
+		default:
+			return nil, errf(errInvalidAttributeName, "Unknown Attribute %s.", n)
+		}
+	}
+	s.mu.Lock()
+	snap := *q
+	snap.Attrs = maps.Clone(q.Attrs)
+	s.mu.Unlock()
+	out := map[string]string{}
+	add := func(name, v string) {
+		if all || want[name] {
+			out[name] = v
+		}
+	}
+	for name, d := range attrDefs {
+		if d.unsupported != "" || d.fifoOnly && !snap.fifo() || name == "FifoQueue" && !snap.fifo() {
+			continue
+		}
+		if v := snap.attr(name); v != "" || name == "Policy" && snap.Attrs[name] != "" {
+			add(name, v)
+		}
+	}
+	if all || want["ApproximateNumberOfMessages"] || want["ApproximateNumberOfMessagesNotVisible"] {
+		visible, inFlight := s.be.Counts(q.Group, q.Topic)
+		add("ApproximateNumberOfMessages", strconv.FormatInt(visible, 10))
+		add("ApproximateNumberOfMessagesNotVisible", strconv.FormatInt(inFlight, 10))
+	}
+	add("ApproximateNumberOfMessagesDelayed", "0")
+	add("CreatedTimestamp", strconv.FormatInt(snap.Created, 10))
+	add("LastModifiedTimestamp", strconv.FormatInt(snap.Modified, 10))
+	add("QueueArn", s.arn(snap.Name))
+	res := map[string]any{}
+	if len(out) > 0 {
+		res["Attributes"] = out
+	}
+	return res, nil
+}
+
+func (s *Server) setQueueAttributes(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	attrs, aerr := in.strmap("Attributes")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkAttrs(attrs, q.fifo(), false); aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := *q
+	next.Attrs = maps.Clone(q.Attrs)
+	maps.Copy(next.Attrs, attrs)
+	next.Modified = time.Now().Unix()
+	if _, ok := attrs["MessageRetentionPeriod"]; ok {
+		if err := s.be.AlterTopic(q.Topic, topicConfigs(&next)); err != nil {
+			return nil, internal(err)
+		}
+	}
+	if aerr := s.save(&next); aerr != nil {
+		return nil, aerr
+	}
+	*q = next
+	return map[string]any{}, nil
+}
+
+func (s *Server) purgeQueue(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	if at, ok := s.mu.purged[q.Name]; ok && time.Since(at) < 60*time.Second {
+		s.mu.Unlock()
+		return nil, errf(errPurgeInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", q.Name)
+	}
+	s.mu.purged[q.Name] = time.Now()
+	s.mu.Unlock()
+	if err := s.be.Purge(q.Group, q.Topic); err != nil {
+		return nil, internal(err)
+	}
+	return map[string]any{}, nil
+}
+
+func (s *Server) tagQueue(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	tags, aerr := in.strmap("Tags")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if len(tags) == 0 {
+		return nil, missingParam("Tags")
+	}
+	return s.retag(q, func(m map[string]string) { maps.Copy(m, tags) })
+}
+
+func (s *Server) untagQueue(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	keys, aerr := in.strings("TagKeys")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if len(keys) == 0 {
+		return nil, missingParam("TagKeys")
+	}
+	return s.retag(q, func(m map[string]string) {
+		for _, k := range keys {
+			delete(m, k)
+		}
+	})
+}
+
+func (s *Server) retag(q *queue, change func(map[string]string)) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := *q
+	next.Tags = maps.Clone(q.Tags)
+	if next.Tags == nil {
+		next.Tags = map[string]string{}
+	}
+	change(next.Tags)
+	if len(next.Tags) > 50 {
+		return nil, invalidParam("Too many tags added for queue %s.", q.Name)
+	}
+	if aerr := s.save(&next); aerr != nil {
+		return nil, aerr
+	}
+	*q = next
+	return map[string]any{}, nil
+}
+
+func (s *Server) listQueueTags(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	tags := maps.Clone(q.Tags)
+	s.mu.Unlock()
+	out := map[string]any{}
+	if len(tags) > 0 {
+		out["Tags"] = tags
+	}
+	return out, nil
+}
+
+func contains(l []string, s string) bool {
+	for _, e := range l {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}

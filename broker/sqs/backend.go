@@ -1,0 +1,48 @@
+package sqs
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/share"
+)
+
+// Backend is what the SQS API needs of the broker: topics, appends, the
+// share group's direct consumer, and a durable place for queue records.
+// The root package implements it (sqs_backend.go).
+type Backend interface {
+	// CreateTopic creates a queue's topic with configs; ErrTopicExists
+	// if a topic of that name exists.
+	CreateTopic(name string, partitions int32, configs map[string]string) ([16]byte, error)
+	// DeleteTopic deletes a queue's topic and its share group.
+	DeleteTopic(name, group string) error
+	// AlterTopic sets configs of a queue's topic.
+	AlterTopic(name string, configs map[string]string) error
+	// TopicID is the topic's id, and whether it exists.
+	TopicID(name string) ([16]byte, bool)
+	// Append appends records to a partition of topic (-1: the backend
+	// picks) and returns once they are durable, with their offsets.
+	Append(topic string, partition int32, recs []Record) (part int32, base int64, err error)
+	// Receive, Settle, Counts and Purge are the share group's direct
+	// consumer (package share).
+	Receive(ctx context.Context, r share.DirectReceive) ([]share.DirectRecord, error)
+	Settle(group string, topicID [16]byte, entries []share.DirectSettle) []error
+	Counts(group, topic string) (visible, inFlight int64)
+	Purge(group, topic string) error
+	// SaveQueue stores a queue record durably (nil: deletes it);
+	// LoadQueues returns every stored one.
+	SaveQueue(name string, rec []byte) error
+	LoadQueues() (map[string][]byte, error)
+	// Secret is the broker's receipt-handle key, the same across
+	// restarts.
+	Secret() ([]byte, error)
+}
+
+// Record is a record to append.
+type Record struct {
+	Key, Value []byte
+	Headers    []kmsg.Header
+	Timestamp  time.Time
+}

@@ -1,0 +1,708 @@
+package sqs
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shoal-mq/shoal/broker/share"
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+func init() {
+	register("SendMessage", (*Server).sendMessage)
+	register("SendMessageBatch", (*Server).sendMessageBatch)
+	register("ReceiveMessage", (*Server).receiveMessage)
+	register("DeleteMessage", (*Server).deleteMessage)
+	register("DeleteMessageBatch", (*Server).deleteMessageBatch)
+	register("ChangeMessageVisibility", (*Server).changeMessageVisibility)
+	register("ChangeMessageVisibilityBatch", (*Server).changeMessageVisibilityBatch)
+}
+
+// Record headers of an SQS message: the message id, each message
+// attribute (its data type, a NUL, its value) and the system attributes.
+// A Kafka consumer sees them; a Kafka producer's record without them is
+// a message too (messageID).
+const (
+	hdrMessageID = "sqs.message-id"
+	hdrAttr      = "sqs.attr."
+	hdrSenderID  = "sqs.sender-id"
+	hdrTrace     = "AWSTraceHeader"
+)
+
+const (
+	maxBatchEntries = 10
+	maxBatchBytes   = 1 << 20
+	maxMessageAttrs = 10
+)
+
+// outgoing is one message to send, validated.
+type outgoing struct {
+	id    string // batch entry id
+	body  string
+	attrs map[string]msgAttr
+	trace string
+	delay int64
+}
+
+func (s *Server) parseOutgoing(q *queue, in input) (outgoing, *apiError) {
+	var o outgoing
+	body, ok, err := in.str("MessageBody")
+	if err != nil {
+		return o, err
+	}
+	if !ok || body == "" {
+		return o, missingParam("MessageBody")
+	}
+	if bad := invalidChar(body); bad {
+		return o, errf(errInvalidMessageContents, "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
+	}
+	o.body = body
+	if o.attrs, err = in.attrs("MessageAttributes"); err != nil {
+		return o, err
+	}
+	if err := checkMsgAttrs(o.attrs); err != nil {
+		return o, err
+	}
+	sys, err := in.attrs("MessageSystemAttributes")
+	if err != nil {
+		return o, err
+	}
+	for name, a := range sys {
+		if name != hdrTrace || baseType(a.DataType) != "String" || a.String == "" {
+			return o, invalidParam("Message system attribute name '%s' is invalid.", name)
+		}
+		o.trace = a.String
+	}
+	if o.delay, err = in.bounded("DelaySeconds", 0, 900, q.intAttr("DelaySeconds"), "DelaySeconds must be >= 0 and <= 900."); err != nil {
+		return o, err
+	}
+	if o.delay > 0 {
+		return o, invalidParam("Value %d for parameter DelaySeconds is invalid. Reason: delayed delivery is not served by Shoal's SQS API yet.", o.delay)
+	}
+	if n := int64(messageSize(o)); n > q.intAttr("MaximumMessageSize") {
+		return o, invalidParam("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", q.intAttr("MaximumMessageSize"))
+	}
+	for _, k := range []string{"MessageGroupId", "MessageDeduplicationId"} {
+		if _, ok := in[k]; ok {
+			return o, invalidParam("Value for parameter %s is invalid. Reason: The request include parameter that is not valid for this queue type.", k)
+		}
+	}
+	return o, nil
+}
+
+// messageSize is what counts against MaximumMessageSize: the body and
+// every attribute's name, type and value.
+func messageSize(o outgoing) int {
+	n := len(o.body)
+	for name, a := range o.attrs {
+		n += len(name) + len(a.DataType) + len(a.String) + len(a.Binary)
+	}
+	return n
+}
+
+func invalidChar(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD:
+		case r >= 0x20 && r <= 0xD7FF:
+		case r >= 0xE000 && r <= 0xFFFD && r != utf8.RuneError:
+		case r >= 0x10000 && r <= 0x10FFFF:
+		default:
+			return true
+		}
+	}
+	return !utf8.ValidString(s)
+}
+
+var attrNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,256}$`)
+
+func checkMsgAttrs(attrs map[string]msgAttr) *apiError {
+	if len(attrs) > maxMessageAttrs {
+		return invalidParam("Number of message attributes [%d] exceeds the allowed maximum [%d].", len(attrs), maxMessageAttrs)
+	}
+	for name, a := range attrs {
+		lower := strings.ToLower(name)
+		if !attrNameRE.MatchString(name) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
+			strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+			return invalidParam("Message (user) attribute name '%s' is invalid.", name)
+		}
+		switch baseType(a.DataType) {
+		case "String", "Number":
+			if a.String == "" {
+				return invalidParam("Message (user) attribute '%s' must contain a non-empty value of type '%s'.", name, baseType(a.DataType))
+			}
+			if baseType(a.DataType) == "Number" {
+				if _, err := strconv.ParseFloat(a.String, 64); err != nil {
+					return invalidParam("Can't cast the value of message (user) attribute '%s' to a number.", name)
+				}
+			}
+			if invalidChar(a.String) {
+				return invalidParam("Message (user) attribute '%s' contains invalid characters.", name)
+			}
+		case "Binary":
+			if len(a.Binary) == 0 {
+				return invalidParam("Message (user) attribute '%s' must contain a non-empty value of type 'Binary'.", name)
+			}
+		case "":
+			return invalidParam("The message (user) attribute '%s' must contain a non-empty message attribute type.", name)
+		default:
+			return invalidParam("The type of message (user) attribute '%s' is invalid. You must use only the following supported type prefixes: Binary, Number, String.", name)
+		}
+	}
+	return nil
+}
+
+// record builds the log record of a message.
+func (o outgoing) record(messageID string, now time.Time) Record {
+	r := Record{Value: []byte(o.body), Timestamp: now}
+	r.Headers = append(r.Headers, kmsg.Header{Key: hdrMessageID, Value: []byte(messageID)})
+	for _, name := range sortedNames(o.attrs) {
+		a := o.attrs[name]
+		v := append([]byte(a.DataType), 0)
+		if a.binaryType() {
+			v = append(v, a.Binary...)
+		} else {
+			v = append(v, a.String...)
+		}
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrAttr + name, Value: v})
+	}
+	if o.trace != "" {
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrTrace, Value: []byte(o.trace)})
+	}
+	return r
+}
+
+func newMessageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return uuidString(b)
+}
+
+func uuidString(b [16]byte) string {
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// sendResult is one sent message's answer.
+func sendResult(o outgoing, id string) map[string]any {
+	out := map[string]any{"MessageId": id, "MD5OfMessageBody": md5Hex([]byte(o.body))}
+	if len(o.attrs) > 0 {
+		out["MD5OfMessageAttributes"] = md5OfAttrs(o.attrs)
+	}
+	if o.trace != "" {
+		out["MD5OfMessageSystemAttributes"] = md5OfAttrs(map[string]msgAttr{hdrTrace: {DataType: "String", String: o.trace}})
+	}
+	return out
+}
+
+func (s *Server) sendMessage(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	o, aerr := s.parseOutgoing(q, in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	id := newMessageID()
+	if _, _, err := s.be.Append(q.Topic, -1, []Record{o.record(id, time.Now())}); err != nil {
+		return nil, internal(err)
+	}
+	return sendResult(o, id), nil
+}
+
+var batchIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+
+// batchEntries checks a batch's entries: 1 to 10, ids valid and
+// distinct.
+func batchEntries(in input, member string) ([]input, []string, *apiError) {
+	entries, aerr := in.list(member)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	switch {
+	case len(entries) == 0:
+		return nil, nil, errf(errEmptyBatch, "There should be at least one %s in the request.", strings.TrimSuffix(member, "s")+"RequestEntry")
+	case len(entries) > maxBatchEntries:
+		return nil, nil, errf(errTooManyEntries, "Maximum number of entries per request are %d. You have sent %d.", maxBatchEntries, len(entries))
+	}
+	ids := make([]string, len(entries))
+	seen := map[string]bool{}
+	for i, e := range entries {
+		id, _, aerr := e.str("Id")
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		if !batchIDRE.MatchString(id) {
+			return nil, nil, errf(errInvalidBatchEntryID, "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
+		}
+		if seen[id] {
+			return nil, nil, errf(errBatchIDsNotDistinct, "Id %s repeated.", id)
+		}
+		seen[id] = true
+		ids[i] = id
+	}
+	return entries, ids, nil
+}
+
+func failedEntry(id string, e *apiError) map[string]any {
+	return map[string]any{"Id": id, "Code": e.legacy, "Message": e.msg, "SenderFault": !e.receiver}
+}
+
+func (s *Server) sendMessageBatch(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	entries, ids, aerr := batchEntries(in, "Entries")
+	if aerr != nil {
+		return nil, aerr
+	}
+	var (
+		ok     []outgoing
+		msgIDs []string
+		recs   []Record
+		failed = []map[string]any{}
+		total  int
+	)
+	now := time.Now()
+	for i, e := range entries {
+		o, aerr := s.parseOutgoing(q, e)
+		if aerr != nil {
+			failed = append(failed, failedEntry(ids[i], aerr))
+			continue
+		}
+		o.id = ids[i]
+		total += messageSize(o)
+		id := newMessageID()
+		ok, msgIDs, recs = append(ok, o), append(msgIDs, id), append(recs, o.record(id, now))
+	}
+	if total > maxBatchBytes {
+		return nil, errf(errBatchTooLong, "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", maxBatchBytes, total)
+	}
+	success := []map[string]any{}
+	if len(recs) > 0 {
+		if _, _, err := s.be.Append(q.Topic, -1, recs); err != nil {
+			return nil, internal(err)
+		}
+		for i, o := range ok {
+			r := sendResult(o, msgIDs[i])
+			r["Id"] = o.id
+			success = append(success, r)
+		}
+	}
+	return map[string]any{"Successful": success, "Failed": failed}, nil
+}
+
+// Receipt handles: version, topic id, partition, offset, delivery count
+// and issue time, then an HMAC-SHA256 (first 16 bytes) over them with the
+// broker's secret, base64url. A forged or damaged handle fails the HMAC
+// (ReceiptHandleIsInvalid); a genuine one of an earlier delivery names
+// another delivery count, which the share-partition refuses (stale).
+const handleVersion = 1
+
+type handle struct {
+	topicID   [16]byte
+	partition int32
+	offset    int64
+	count     int16
+	issued    int64
+}
+
+func (s *Server) encodeHandle(h handle) string {
+	b := make([]byte, 0, 1+16+4+8+2+8+16)
+	b = append(b, handleVersion)
+	b = append(b, h.topicID[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(h.partition))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.offset))
+	b = binary.BigEndian.AppendUint16(b, uint16(h.count))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.issued))
+	m := hmac.New(sha256.New, s.secret)
+	m.Write(b)
+	b = m.Sum(b)[:len(b)+16]
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+const handleLen = 1 + 16 + 4 + 8 + 2 + 8 + 16
+
+func (s *Server) decodeHandle(q *queue, text string) (handle, *apiError) {
+	var h handle
+	invalid := errf(errReceiptHandleIsInvalid, "The input receipt handle \"%s\" is not a valid receipt handle.", text)
+	b, err := base64.RawURLEncoding.DecodeString(text)
+	if err != nil || len(b) != handleLen || b[0] != handleVersion {
+		return h, invalid
+	}
+	m := hmac.New(sha256.New, s.secret)
+	m.Write(b[:handleLen-16])
+	if !hmac.Equal(m.Sum(nil)[:16], b[handleLen-16:]) {
+		return h, invalid
+	}
+	copy(h.topicID[:], b[1:17])
+	h.partition = int32(binary.BigEndian.Uint32(b[17:]))
+	h.offset = int64(binary.BigEndian.Uint64(b[21:]))
+	h.count = int16(binary.BigEndian.Uint16(b[29:]))
+	h.issued = int64(binary.BigEndian.Uint64(b[31:]))
+	if h.topicID != q.TopicID {
+		return h, invalid // another queue's (or an earlier queue's of this name)
+	}
+	return h, nil
+}
+
+func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	max, aerr := in.bounded("MaxNumberOfMessages", 1, 10, 1, "Must be between 1 and 10, if provided.")
+	if aerr != nil {
+		return nil, aerr
+	}
+	vis, aerr := in.bounded("VisibilityTimeout", 0, 43200, q.intAttr("VisibilityTimeout"), "Must be between 0 and 43200, if provided.")
+	if aerr != nil {
+		return nil, aerr
+	}
+	wait, aerr := in.bounded("WaitTimeSeconds", 0, 20, q.intAttr("ReceiveMessageWaitTimeSeconds"), "Must be >= 0 and <= 20, if provided.")
+	if aerr != nil {
+		return nil, aerr
+	}
+	sysNames, aerr := in.strings("MessageSystemAttributeNames")
+	if aerr != nil {
+		return nil, aerr
+	}
+	old, aerr := in.strings("AttributeNames")
+	if aerr != nil {
+		return nil, aerr
+	}
+	sysNames = append(sysNames, old...)
+	attrNames, aerr := in.strings("MessageAttributeNames")
+	if aerr != nil {
+		return nil, aerr
+	}
+	recs, err := s.be.Receive(r.Context(), share.DirectReceive{
+		Group: q.Group, Topic: q.Topic, Max: int(max),
+		Lock: time.Duration(vis) * time.Second, Wait: time.Duration(wait) * time.Second,
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	now := time.Now()
+	msgs := make([]map[string]any, 0, len(recs))
+	for _, rec := range recs {
+		msgs = append(msgs, s.message(q, rec, now, sysNames, attrNames))
+	}
+	out := map[string]any{}
+	if len(msgs) > 0 {
+		out["Messages"] = msgs
+	}
+	return out, nil
+}
+
+// message renders a received record as an SQS message.
+func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNames, attrNames []string) map[string]any {
+	id := ""
+	attrs := map[string]msgAttr{}
+	var trace, sender string
+	for _, h := range rec.Headers {
+		switch {
+		case h.Key == hdrMessageID:
+			id = string(h.Value)
+		case strings.HasPrefix(h.Key, hdrAttr):
+			typ, val, ok := bytes.Cut(h.Value, []byte{0})
+			if !ok {
+				continue
+			}
+			a := msgAttr{DataType: string(typ)}
+			if a.binaryType() {
+				a.Binary = val
+			} else {
+				a.String = string(val)
+			}
+			attrs[strings.TrimPrefix(h.Key, hdrAttr)] = a
+		case h.Key == hdrTrace:
+			trace = string(h.Value)
+		case h.Key == hdrSenderID:
+			sender = string(h.Value)
+		}
+	}
+	if id == "" {
+		id = recordMessageID(q.TopicID, rec.Partition, rec.Offset) // a Kafka producer's record
+	}
+	if sender == "" {
+		sender = s.cfg.Account
+	}
+	body := string(rec.Value)
+	m := map[string]any{
+		"MessageId":     id,
+		"ReceiptHandle": s.encodeHandle(handle{q.TopicID, rec.Partition, rec.Offset, rec.DeliveryCount, now.UnixMilli()}),
+		"Body":          body,
+		"MD5OfBody":     md5Hex(rec.Value),
+	}
+	sys := map[string]string{
+		"SenderId":                sender,
+		"SentTimestamp":           strconv.FormatInt(rec.Timestamp, 10),
+		"ApproximateReceiveCount": strconv.Itoa(int(rec.DeliveryCount)),
+	}
+	if rec.DeliveryCount == 1 {
+		sys["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(now.UnixMilli(), 10)
+	}
+	if trace != "" {
+		sys[hdrTrace] = trace
+	}
+	chosen := map[string]string{}
+	for _, n := range sysNames {
+		if n == "All" {
+			chosen = sys
+			break
+		}
+		if v, ok := sys[n]; ok {
+			chosen[n] = v
+		}
+	}
+	if len(chosen) > 0 {
+		m["Attributes"] = chosen
+	}
+	picked := map[string]msgAttr{}
+	for name, a := range attrs {
+		for _, want := range attrNames {
+			if want == "All" || want == ".*" || want == name ||
+				strings.HasSuffix(want, ".*") && strings.HasPrefix(name, strings.TrimSuffix(want, "*")) {
+				picked[name] = a
+				break
+			}
+		}
+	}
+	if len(picked) > 0 {
+		out := map[string]any{}
+		for name, a := range picked {
+			v := map[string]any{"DataType": a.DataType}
+			if a.binaryType() {
+				v["BinaryValue"] = base64.StdEncoding.EncodeToString(a.Binary)
+			} else {
+				v["StringValue"] = a.String
+			}
+			out[name] = v
+		}
+		m["MessageAttributes"] = out
+		m["MD5OfMessageAttributes"] = md5OfAttrs(picked)
+	}
+	return m
+}
+
+// recordMessageID is the MessageId of a record that carries none (a
+// Kafka producer's): a UUID derived from its topic, partition and offset,
+// the same at every delivery.
+func recordMessageID(topicID [16]byte, partition int32, offset int64) string {
+	h := sha256.New()
+	h.Write(topicID[:])
+	_ = binary.Write(h, binary.BigEndian, partition)
+	_ = binary.Write(h, binary.BigEndian, offset)
+	var b [16]byte
+	copy(b[:], h.Sum(nil))
+	b[6] = b[6]&0x0f | 0x50
+	b[8] = b[8]&0x3f | 0x80
+	return uuidString(b)
+}
+
+func md5Hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// md5OfAttrs is MD5OfMessageAttributes as AWS computes it: the
+// attributes by name, each its name, data type (4-byte big-endian
+// lengths first), a transport byte (1 string, 2 binary) and its value.
+func md5OfAttrs(attrs map[string]msgAttr) string {
+	h := md5.New()
+	put := func(b []byte) {
+		var l [4]byte
+		binary.BigEndian.PutUint32(l[:], uint32(len(b)))
+		h.Write(l[:])
+		h.Write(b)
+	}
+	names := make([]string, 0, len(attrs))
+	for n := range attrs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		a := attrs[n]
+		put([]byte(n))
+		put([]byte(a.DataType))
+		if a.binaryType() {
+			h.Write([]byte{2})
+			put(a.Binary)
+		} else {
+			h.Write([]byte{1})
+			put([]byte(a.String))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// settle applies settlements of handles; results[i] is nil, or the
+// entry's error (stale: errStale).
+func (s *Server) settle(q *queue, hs []handle, typ sharegroup.AckType, lock time.Duration) []error {
+	entries := make([]share.DirectSettle, len(hs))
+	for i, h := range hs {
+		entries[i] = share.DirectSettle{Partition: h.partition, Offset: h.offset, DeliveryCount: h.count, Type: typ, Lock: lock}
+	}
+	return s.be.Settle(q.Group, q.TopicID, entries)
+}
+
+func (s *Server) deleteMessage(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	text, aerr := in.required("ReceiptHandle")
+	if aerr != nil {
+		return nil, aerr
+	}
+	h, aerr := s.decodeHandle(q, text)
+	if aerr != nil {
+		return nil, aerr
+	}
+	// A stale handle (the message was received again since, or is
+	// visible again) succeeds without deleting it, as AWS documents.
+	if err := s.settle(q, []handle{h}, sharegroup.AckAccept, 0)[0]; err != nil && !errors.Is(err, share.ErrStale) {
+		return nil, internal(err)
+	}
+	return map[string]any{}, nil
+}
+
+func (s *Server) deleteMessageBatch(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	entries, ids, aerr := batchEntries(in, "Entries")
+	if aerr != nil {
+		return nil, aerr
+	}
+	failed := []map[string]any{}
+	var hs []handle
+	var hIDs []string
+	for i, e := range entries {
+		text, aerr := e.required("ReceiptHandle")
+		var h handle
+		if aerr == nil {
+			h, aerr = s.decodeHandle(q, text)
+		}
+		if aerr != nil {
+			failed = append(failed, failedEntry(ids[i], aerr))
+			continue
+		}
+		hs, hIDs = append(hs, h), append(hIDs, ids[i])
+	}
+	success := []map[string]any{}
+	for i, err := range s.settle(q, hs, sharegroup.AckAccept, 0) {
+		if err != nil && !errors.Is(err, share.ErrStale) {
+			failed = append(failed, failedEntry(hIDs[i], internal(err)))
+			continue
+		}
+		success = append(success, map[string]any{"Id": hIDs[i]})
+	}
+	return map[string]any{"Successful": success, "Failed": failed}, nil
+}
+
+// visibility parses a ChangeMessageVisibility timeout into the
+// settlement it is: RELEASE for 0 (visible at once), else RENEW.
+func visibility(in input) (sharegroup.AckType, time.Duration, *apiError) {
+	if _, ok := in["VisibilityTimeout"]; !ok {
+		return 0, 0, missingParam("VisibilityTimeout")
+	}
+	v, aerr := in.bounded("VisibilityTimeout", 0, 43200, 0, "VisibilityTimeout must be between 0 and 43200 seconds.")
+	if aerr != nil {
+		return 0, 0, aerr
+	}
+	if v == 0 {
+		return sharegroup.AckRelease, 0, nil
+	}
+	return sharegroup.AckRenew, time.Duration(v) * time.Second, nil
+}
+
+func notInflight(text string) *apiError {
+	return errf(errMessageNotInflight, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", text)
+}
+
+func (s *Server) changeMessageVisibility(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	text, aerr := in.required("ReceiptHandle")
+	if aerr != nil {
+		return nil, aerr
+	}
+	typ, lock, aerr := visibility(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	h, aerr := s.decodeHandle(q, text)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if err := s.settle(q, []handle{h}, typ, lock)[0]; err != nil {
+		if errors.Is(err, share.ErrStale) {
+			return nil, notInflight(text)
+		}
+		return nil, internal(err)
+	}
+	return map[string]any{}, nil
+}
+
+func (s *Server) changeMessageVisibilityBatch(_ *http.Request, in input) (any, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, aerr
+	}
+	entries, ids, aerr := batchEntries(in, "Entries")
+	if aerr != nil {
+		return nil, aerr
+	}
+	failed := []map[string]any{}
+	success := []map[string]any{}
+	for i, e := range entries { // each its own timeout
+		text, aerr := e.required("ReceiptHandle")
+		var h handle
+		var typ sharegroup.AckType
+		var lock time.Duration
+		if aerr == nil {
+			typ, lock, aerr = visibility(e)
+		}
+		if aerr == nil {
+			h, aerr = s.decodeHandle(q, text)
+		}
+		if aerr == nil {
+			if err := s.settle(q, []handle{h}, typ, lock)[0]; errors.Is(err, share.ErrStale) {
+				aerr = notInflight(text)
+			} else if err != nil {
+				aerr = internal(err)
+			}
+		}
+		if aerr != nil {
+			failed = append(failed, failedEntry(ids[i], aerr))
+			continue
+		}
+		success = append(success, map[string]any{"Id": ids[i]})
+	}
+	return map[string]any{"Successful": success, "Failed": failed}, nil
+}
