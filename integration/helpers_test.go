@@ -38,6 +38,8 @@ type testBroker struct {
 	Seeds []string
 	// External is true when SHOAL_TEST_SEEDS chose the broker.
 	External bool
+	// SQSAddr is the SQS API's address (withSQS), in-process only.
+	SQSAddr string
 
 	close     func() error // in-process only
 	closeOnce sync.Once
@@ -45,6 +47,9 @@ type testBroker struct {
 
 // brokerOption adjusts the in-process broker's configuration.
 type brokerOption func(*broker.Config)
+
+// withSQS serves the SQS API on a free port (testBroker.SQSAddr).
+func withSQS() brokerOption { return func(c *broker.Config) { c.SQSAddr = "127.0.0.1:0" } }
 
 func withAutoCreateTopics(on bool) brokerOption {
 	return func(c *broker.Config) { c.AutoCreateTopics = on }
@@ -112,7 +117,7 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 	require.NoError(t, err, "broker.Start")
 	addr := b.Addr()
 	require.NotEmpty(t, addr, "broker.Addr")
-	tb := &testBroker{Addr: addr, Seeds: []string{addr}, close: b.Close}
+	tb := &testBroker{Addr: addr, Seeds: []string{addr}, close: b.Close, SQSAddr: b.SQSAddr()}
 	t.Cleanup(func() { tb.shutdown(t) })
 	return tb
 }
