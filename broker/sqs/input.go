@@ -79,23 +79,7 @@ func (in input) bounded(name string, lo, hi, def int64, reason string) (int64, *
 
 // strings returns a list of strings.
 func (in input) strings(name string) ([]string, *apiError) {
-	v, ok := in[name]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	l, ok := v.([]any)
-	if !ok {
-		return nil, serialization(name)
-	}
-	out := make([]string, 0, len(l))
-	for _, e := range l {
-		s, ok := e.(string)
-		if !ok {
-			return nil, serialization(name)
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return listOf(in, name, func(e any) (string, bool) { s, ok := e.(string); return s, ok })
 }
 
 // strmap returns a map of strings (Attributes, tags).
@@ -121,6 +105,11 @@ func (in input) strmap(name string) (map[string]string, *apiError) {
 
 // list returns a list of structures (batch entries).
 func (in input) list(name string) ([]input, *apiError) {
+	return listOf(in, name, func(e any) (input, bool) { m, ok := e.(map[string]any); return input(m), ok })
+}
+
+// listOf returns the list member name with each element converted by as.
+func listOf[T any](in input, name string, as func(any) (T, bool)) ([]T, *apiError) {
 	v, ok := in[name]
 	if !ok || v == nil {
 		return nil, nil
@@ -129,13 +118,13 @@ func (in input) list(name string) ([]input, *apiError) {
 	if !ok {
 		return nil, serialization(name)
 	}
-	out := make([]input, 0, len(l))
+	out := make([]T, 0, len(l))
 	for _, e := range l {
-		m, ok := e.(map[string]any)
+		t, ok := as(e)
 		if !ok {
 			return nil, serialization(name)
 		}
-		out = append(out, input(m))
+		out = append(out, t)
 	}
 	return out, nil
 }

@@ -263,16 +263,22 @@ func batchEntries(in input, member string) ([]input, []string, *apiError) {
 	return entries, ids, nil
 }
 
+// batch is a batch action's queue and entries.
+func (s *Server) batch(in input) (*queue, []input, []string, *apiError) {
+	q, aerr := s.queueFrom(in)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	entries, ids, aerr := batchEntries(in, "Entries")
+	return q, entries, ids, aerr
+}
+
 func failedEntry(id string, e *apiError) map[string]any {
 	return map[string]any{"Id": id, "Code": e.legacy, "Message": e.msg, "SenderFault": !e.receiver}
 }
 
 func (s *Server) sendMessageBatch(_ *http.Request, in input) (any, *apiError) {
-	q, aerr := s.queueFrom(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	entries, ids, aerr := batchEntries(in, "Entries")
+	q, entries, ids, aerr := s.batch(in)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -589,11 +595,7 @@ func (s *Server) deleteMessage(_ *http.Request, in input) (any, *apiError) {
 }
 
 func (s *Server) deleteMessageBatch(_ *http.Request, in input) (any, *apiError) {
-	q, aerr := s.queueFrom(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	entries, ids, aerr := batchEntries(in, "Entries")
+	q, entries, ids, aerr := s.batch(in)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -670,11 +672,7 @@ func (s *Server) changeMessageVisibility(_ *http.Request, in input) (any, *apiEr
 }
 
 func (s *Server) changeMessageVisibilityBatch(_ *http.Request, in input) (any, *apiError) {
-	q, aerr := s.queueFrom(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	entries, ids, aerr := batchEntries(in, "Entries")
+	q, entries, ids, aerr := s.batch(in)
 	if aerr != nil {
 		return nil, aerr
 	}
