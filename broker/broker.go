@@ -220,7 +220,7 @@ func Start(cfg Config) (*Broker, error) {
 		BatchCacheBytes: cfg.ShareBatchCacheBytes, DefaultPartitions: cfg.DefaultPartitions,
 		BrokerConfig:    b.brokerConfig,
 		IsConsumerGroup: func(name string) bool { return b.groups.Exists(name) },
-		DeliveryLimit:   b.sqsDeliveryLimit,
+		Owned:           b.sqsOwned,
 		BeforeCommit:    cfg.shareBeforeCommit,
 		DLQ:             cfg.shareDLQ,
 	}); err != nil {

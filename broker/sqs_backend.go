@@ -90,14 +90,15 @@ func (b *Broker) stopSQS() {
 	}
 }
 
-// sqsDeliveryLimit is share.Options.DeliveryLimit: a queue's group has
-// the queue's.
-func (b *Broker) sqsDeliveryLimit(group string) (int, bool) {
+// sqsOwned is share.Options.Owned: a queue's group has the queue's
+// settings.
+func (b *Broker) sqsOwned(group string) (share.Owned, bool) {
 	srv := b.sqs.Load()
 	if srv == nil {
-		return 0, false
+		return share.Owned{}, false
 	}
-	return srv.IsQueueGroup(group)
+	limit, dlq, ok := srv.QueueGroup(group)
+	return share.Owned{DeliveryLimit: limit, DeadLetterTopic: dlq}, ok
 }
 
 func (s *sqsBackend) CreateTopic(name string, partitions int32, configs map[string]string) ([16]byte, error) {

@@ -196,6 +196,12 @@ func TestSQSBatchesVisibilityAndRestart(t *testing.T) {
 	cl2 := sqsClient(b2)
 	url2, err := cl2.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String("jobs")})
 	require.NoError(t, err)
+	// A handle of the process before: stale, though the record's delivery
+	// count went back to what the next receive gives it.
+	_, err = cl2.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url2.QueueUrl, ReceiptHandle: recv.Messages[6].ReceiptHandle})
+	require.NoError(t, err, "a stale handle deletes nothing and succeeds")
+	_, err = cl2.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: url2.QueueUrl, ReceiptHandle: recv.Messages[6].ReceiptHandle, VisibilityTimeout: 10})
+	require.ErrorAs(t, err, &notInflight)
 	got := map[string]bool{}
 	for {
 		r, err := cl2.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url2.QueueUrl, MaxNumberOfMessages: 10})
@@ -208,6 +214,7 @@ func TestSQSBatchesVisibilityAndRestart(t *testing.T) {
 		}
 	}
 	require.Len(t, got, 6, "10 sent, 4 deleted")
+	require.True(t, got[aws.ToString(recv.Messages[6].Body)], "the stale delete deleted nothing")
 	for _, m := range recv.Messages[:4] {
 		require.False(t, got[aws.ToString(m.Body)], "%s was deleted", aws.ToString(m.Body))
 	}

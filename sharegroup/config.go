@@ -28,8 +28,8 @@ type Config struct {
 	// acquisition (or a RENEW) locks records. Must be > 0.
 	RecordLockDuration time.Duration
 	// DeliveryCountLimit is share.delivery.count.limit: a record delivered
-	// this many times is archived instead of released. 2..25, or 0 for no
-	// limit (an SQS queue without a redrive policy: a record is released
+	// this many times is archived instead of released: 1 to 63 (Kafka's
+	// configs: 2 to 25), or 0 for no limit (an SQS queue without a redrive policy: a record is released
 	// however often it was delivered).
 	DeliveryCountLimit int
 	// MaxInFlight is share.partition.max.record.locks: the largest window
@@ -99,8 +99,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.RecordLockDuration <= 0:
 		return fmt.Errorf("%w: record lock duration %v must be positive", ErrInvalidConfig, c.RecordLockDuration)
-	case c.DeliveryCountLimit != 0 && (c.DeliveryCountLimit < 2 || c.DeliveryCountLimit > MaxDeliveryCountLimit):
-		return fmt.Errorf("%w: delivery count limit %d outside [2, %d] (or 0: none)", ErrInvalidConfig, c.DeliveryCountLimit, MaxDeliveryCountLimit)
+	case c.DeliveryCountLimit < 0 || c.DeliveryCountLimit > maxStoredCount:
+		// Kafka's configs allow 2 to 25 (the broker checks them); an SQS
+		// queue's maxReceiveCount may be 1. Stored counts saturate above.
+		return fmt.Errorf("%w: delivery count limit %d outside [1, %d] (or 0: none)", ErrInvalidConfig, c.DeliveryCountLimit, maxStoredCount)
 	case c.MaxInFlight < 1 || c.MaxInFlight > MaxMaxInFlight:
 		return fmt.Errorf("%w: max in-flight %d outside [1, %d]", ErrInvalidConfig, c.MaxInFlight, MaxMaxInFlight)
 	case c.Groups > GroupsOrdered:

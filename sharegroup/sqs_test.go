@@ -81,6 +81,8 @@ func TestNoDeliveryLimit(t *testing.T) {
 	}
 	require.Equal(t, StateAvailable, p.Ranges()[0].State)
 	cfg := DefaultConfig()
-	cfg.DeliveryCountLimit = 1
+	cfg.DeliveryCountLimit = 1 // an SQS maxReceiveCount of 1
+	require.NoError(t, cfg.Validate())
+	cfg.DeliveryCountLimit = 64 // counts saturate at 63
 	require.Error(t, cfg.Validate())
 }

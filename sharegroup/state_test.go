@@ -54,8 +54,8 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, DefaultConfig().Validate())
 	for _, mut := range []func(*Config){
 		func(c *Config) { c.RecordLockDuration = 0 },
-		func(c *Config) { c.DeliveryCountLimit = 1 },
-		func(c *Config) { c.DeliveryCountLimit = MaxDeliveryCountLimit + 1 },
+		func(c *Config) { c.DeliveryCountLimit = -1 },
+		func(c *Config) { c.DeliveryCountLimit = maxStoredCount + 1 },
 		func(c *Config) { c.MaxInFlight = 0 },
 		func(c *Config) { c.MaxInFlight = MaxMaxInFlight + 1 },
 	} {

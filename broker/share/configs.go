@@ -354,6 +354,7 @@ type shareGroupSettings struct {
 	renewEnabled      bool
 	dlqTopic          string // errors.deadletterqueue.topic.name ("" = none)
 	dlqCopy           bool   // errors.deadletterqueue.copy.record.enable
+	dlqOwned          bool   // dlqTopic is an Owned group's: no prefix or opt-in rule
 	groupSource       messageGroupSource
 	groupMode         sharegroup.GroupMode
 	backoff           time.Duration
@@ -459,12 +460,10 @@ func (c *Coordinator) shareSettings(group string) shareGroupSettings {
 		backoff:           time.Duration(num("share.redelivery.backoff.ms")) * time.Millisecond,
 		backoffMax:        time.Duration(num("share.redelivery.backoff.max.ms")) * time.Millisecond,
 	}
-	if c.o.DeliveryLimit != nil {
-		if n, ok := c.o.DeliveryLimit(group); ok {
-			// The group's owner decides (an SQS queue's redrive policy),
-			// its consumers change locks (ChangeMessageVisibility), and it
-			// delivers what was sent before its first receive.
-			st.deliveryLimit, st.renewEnabled, st.autoOffsetReset = n, true, "earliest"
+	if c.o.Owned != nil {
+		if o, ok := c.o.Owned(group); ok {
+			st.deliveryLimit, st.renewEnabled, st.autoOffsetReset = o.DeliveryLimit, true, "earliest"
+			st.dlqTopic, st.dlqCopy, st.dlqOwned = o.DeadLetterTopic, o.DeadLetterTopic != "", o.DeadLetterTopic != ""
 		}
 	}
 	return st

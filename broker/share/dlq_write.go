@@ -165,7 +165,14 @@ func (c *Coordinator) writeDLQ(k store.Key, st shareGroupSettings, ranges []shar
 	if code != 0 {
 		return ranges, nil // the source is gone; its share state goes with it
 	}
-	dt, err := c.dlqTarget(st.dlqTopic)
+	var dt *topics.Topic
+	if st.dlqOwned {
+		if dt = c.o.Topics.Get(st.dlqTopic); dt == nil {
+			err = fmt.Errorf("%w: %s does not exist", errDLQUnavailable, st.dlqTopic)
+		}
+	} else {
+		dt, err = c.dlqTarget(st.dlqTopic)
+	}
 	if err != nil {
 		return nil, err
 	}

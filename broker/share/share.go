@@ -82,17 +82,29 @@ type Options struct {
 	// IsConsumerGroup reports whether a consumer group (classic or
 	// KIP-848) has that name.
 	IsConsumerGroup func(name string) bool
-	// DeliveryLimit, if set, overrides share.delivery.count.limit for
-	// the groups it answers for (ok): an SQS queue's maxReceiveCount, or
-	// 0 for no limit (no redrive policy). Those groups also renew locks
-	// whatever share.renew.acknowledge.enable says, and start at the
-	// earliest offset.
-	DeliveryLimit func(group string) (limit int, ok bool)
+	// Owned, if set, names the groups another API owns (an SQS queue's)
+	// and their settings, which replace the group configs: see Owned.
+	Owned func(group string) (Owned, bool)
 	// BeforeCommit (tests) runs before each share-state group commit;
 	// an error fails it (store.Options.BeforeCommit).
 	BeforeCommit func() error
 	// DLQ holds the dead-letter writer's test hooks.
 	DLQ DLQHooks
+}
+
+// Owned are the settings of a share group another API owns (an SQS
+// queue's, package sqs), replacing its group configs: such a group
+// delivers what was sent before its first receive (earliest), renews
+// locks whatever share.renew.acknowledge.enable says, and has this
+// delivery limit and dead-letter topic.
+type Owned struct {
+	// DeliveryLimit is the queue's maxReceiveCount (1 to 63), or 0 for
+	// no limit (no redrive policy).
+	DeliveryLimit int
+	// DeadLetterTopic is the redrive policy's target queue's topic (""
+	// none). The record is copied whole; the topic needs neither the
+	// dead-letter prefix nor errors.deadletterqueue.group.enable.
+	DeadLetterTopic string
 }
 
 // Coordinator owns share groups, share-partitions and share sessions.

@@ -79,6 +79,9 @@ func (s *Server) createQueue(r *http.Request, in input) (any, *apiError) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if aerr := s.applyRedrive(&queue{Name: name, Attrs: attrs}, attrs); aerr != nil {
+		return nil, aerr
+	}
 	if q := s.mu.queues[name]; q != nil {
 		// Idempotent for the same attributes, as AWS: a differing one is
 		// QueueAlreadyExists.
@@ -231,7 +234,7 @@ func (s *Server) getQueueAttributes(_ *http.Request, in input) (any, *apiError) 
 		if d.unsupported != "" || d.fifoOnly && !snap.fifo() || name == "FifoQueue" && !snap.fifo() {
 			continue
 		}
-		if v := snap.attr(name); v != "" || name == "Policy" && snap.Attrs[name] != "" {
+		if v := snap.attr(name); v != "" {
 			add(name, v)
 		}
 	}
@@ -265,9 +268,17 @@ func (s *Server) setQueueAttributes(_ *http.Request, in input) (any, *apiError) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if aerr := s.applyRedrive(q, attrs); aerr != nil {
+		return nil, aerr
+	}
 	next := *q
 	next.Attrs = maps.Clone(q.Attrs)
 	maps.Copy(next.Attrs, attrs)
+	for k, v := range next.Attrs {
+		if v == "" && (k == "RedrivePolicy" || k == "RedriveAllowPolicy" || k == "Policy") {
+			delete(next.Attrs, k) // "" removes a policy
+		}
+	}
 	next.Modified = time.Now().Unix()
 	if _, ok := attrs["MessageRetentionPeriod"]; ok {
 		if err := s.be.AlterTopic(q.Topic, topicConfigs(&next)); err != nil {

@@ -318,11 +318,16 @@ func (s *Server) sendMessageBatch(_ *http.Request, in input) (any, *apiError) {
 	return map[string]any{"Successful": success, "Failed": failed}, nil
 }
 
-// Receipt handles: version, topic id, partition, offset, delivery count
-// and issue time, then an HMAC-SHA256 (first 16 bytes) over them with the
-// broker's secret, base64url. A forged or damaged handle fails the HMAC
-// (ReceiptHandleIsInvalid); a genuine one of an earlier delivery names
-// another delivery count, which the share-partition refuses (stale).
+// Receipt handles: version, topic id, partition, offset, delivery count,
+// issue time and the issuing process's boot id, then an HMAC-SHA256
+// (first 16 bytes) over them with the broker's secret, base64url. A
+// forged or damaged handle fails the HMAC (ReceiptHandleIsInvalid); a
+// genuine one of an earlier delivery names another delivery count, which
+// the share-partition refuses (stale). Acquisitions do not survive a
+// restart, and a record's delivery count goes back to its durable value
+// with them, so a delivery after a restart may have the count of one
+// before it: a handle of an earlier process (another boot id) is stale
+// whatever its count.
 const handleVersion = 1
 
 type handle struct {
@@ -331,23 +336,26 @@ type handle struct {
 	offset    int64
 	count     int16
 	issued    int64
+	boot      uint64
+	stale     bool // decodeHandle: of an earlier process
 }
 
 func (s *Server) encodeHandle(h handle) string {
-	b := make([]byte, 0, 1+16+4+8+2+8+16)
+	b := make([]byte, 0, handleLen)
 	b = append(b, handleVersion)
 	b = append(b, h.topicID[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(h.partition))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.offset))
 	b = binary.BigEndian.AppendUint16(b, uint16(h.count))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.issued))
+	b = binary.BigEndian.AppendUint64(b, s.boot)
 	m := hmac.New(sha256.New, s.secret)
 	m.Write(b)
 	b = m.Sum(b)[:len(b)+16]
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-const handleLen = 1 + 16 + 4 + 8 + 2 + 8 + 16
+const handleLen = 1 + 16 + 4 + 8 + 2 + 8 + 8 + 16
 
 func (s *Server) decodeHandle(q *queue, text string) (handle, *apiError) {
 	var h handle
@@ -366,6 +374,8 @@ func (s *Server) decodeHandle(q *queue, text string) (handle, *apiError) {
 	h.offset = int64(binary.BigEndian.Uint64(b[21:]))
 	h.count = int16(binary.BigEndian.Uint16(b[29:]))
 	h.issued = int64(binary.BigEndian.Uint64(b[31:]))
+	h.boot = binary.BigEndian.Uint64(b[39:])
+	h.stale = h.boot != s.boot
 	if h.topicID != q.TopicID {
 		return h, invalid // another queue's (or an earlier queue's of this name)
 	}
@@ -425,9 +435,11 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNames, attrNames []string) map[string]any {
 	id := ""
 	attrs := map[string]msgAttr{}
-	var trace, sender string
+	var trace, sender, dlqSource string
 	for _, h := range rec.Headers {
 		switch {
+		case h.Key == share.DLQHeaderTopic:
+			dlqSource = string(h.Value)
 		case h.Key == hdrMessageID:
 			id = string(h.Value)
 		case strings.HasPrefix(h.Key, hdrAttr):
@@ -457,7 +469,7 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 	body := string(rec.Value)
 	m := map[string]any{
 		"MessageId":     id,
-		"ReceiptHandle": s.encodeHandle(handle{q.TopicID, rec.Partition, rec.Offset, rec.DeliveryCount, now.UnixMilli()}),
+		"ReceiptHandle": s.encodeHandle(handle{topicID: q.TopicID, partition: rec.Partition, offset: rec.Offset, count: rec.DeliveryCount, issued: now.UnixMilli()}),
 		"Body":          body,
 		"MD5OfBody":     md5Hex(rec.Value),
 	}
@@ -471,6 +483,11 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 	}
 	if trace != "" {
 		sys[hdrTrace] = trace
+	}
+	if dlqSource != "" {
+		if arn := s.sourceARN(dlqSource); arn != "" {
+			sys["DeadLetterQueueSourceArn"] = arn
+		}
 	}
 	chosen := map[string]string{}
 	for _, n := range sysNames {
@@ -566,11 +583,23 @@ func md5OfAttrs(attrs map[string]msgAttr) string {
 // settle applies settlements of handles; results[i] is nil, or the
 // entry's error (stale: errStale).
 func (s *Server) settle(q *queue, hs []handle, typ sharegroup.AckType, lock time.Duration) []error {
-	entries := make([]share.DirectSettle, len(hs))
+	errs := make([]error, len(hs))
+	var entries []share.DirectSettle
+	var at []int
 	for i, h := range hs {
-		entries[i] = share.DirectSettle{Partition: h.partition, Offset: h.offset, DeliveryCount: h.count, Type: typ, Lock: lock}
+		if h.stale {
+			errs[i] = share.ErrStale
+			continue
+		}
+		entries = append(entries, share.DirectSettle{Partition: h.partition, Offset: h.offset, DeliveryCount: h.count, Type: typ, Lock: lock})
+		at = append(at, i)
 	}
-	return s.be.Settle(q.Group, q.TopicID, entries)
+	if len(entries) > 0 {
+		for k, err := range s.be.Settle(q.Group, q.TopicID, entries) {
+			errs[at[k]] = err
+		}
+	}
+	return errs
 }
 
 func (s *Server) deleteMessage(_ *http.Request, in input) (any, *apiError) {

@@ -170,8 +170,12 @@ func (x *xmlWriter) members(action string, m map[string]any) {
 		case bool:
 			x.elem(k, strconv.FormatBool(v))
 		case []string: // QueueUrls and the like: flattened, singular
+			name := strings.TrimSuffix(k, "s")
+			if name == "queueUrl" {
+				name = "QueueUrl" // ListDeadLetterSourceQueues' JSON member is queueUrls
+			}
 			for _, e := range v {
-				x.elem(strings.TrimSuffix(k, "s"), e)
+				x.elem(name, e)
 			}
 		case map[string]string: // Attributes, Tags
 			name, key := "Attribute", "Name"

@@ -55,8 +55,8 @@ var attrDefs = map[string]attrDef{
 	"ReceiveMessageWaitTimeSeconds": {def: "0", integer: true, lo: 0, hi: 20},
 	"VisibilityTimeout":             {def: "30", integer: true, lo: 0, hi: 43200},
 	"Policy":                        {check: checkJSON},
-	"RedrivePolicy":                 {unsupported: "dead-letter queues (RedrivePolicy) are not served by Shoal's SQS API yet"},
-	"RedriveAllowPolicy":            {unsupported: "dead-letter queues (RedriveAllowPolicy) are not served by Shoal's SQS API yet"},
+	"RedrivePolicy":                 {}, // Server.applyRedrive
+	"RedriveAllowPolicy":            {},
 	"KmsMasterKeyId":                {},
 	"KmsDataKeyReusePeriodSeconds":  {def: "300", integer: true, lo: 60, hi: 86400},
 	"SqsManagedSseEnabled":          {def: "true", check: checkBool},
@@ -104,6 +104,10 @@ func checkAttrs(attrs map[string]string, fifo, create bool) *apiError {
 			return errf(errInvalidAttributeName, "Unknown Attribute %s.", name)
 		}
 		switch {
+		case name == "RedriveAllowPolicy":
+			if aerr := checkRedriveAllow(v); aerr != nil {
+				return aerr
+			}
 		case d.unsupported != "":
 			return errf(errInvalidAttributeName, "Attribute %s is not supported: %s.", name, d.unsupported)
 		case name == "FifoQueue" && !create:

@@ -3,6 +3,7 @@ package sqs
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ type Server struct {
 	be     Backend
 	lg     *zap.Logger
 	secret []byte
+	boot   uint64 // this process's, in every receipt handle
 	// Observe, if set, is told of every request: its action, the legacy
 	// error code ("" on success) and how long it took (/metrics).
 	Observe func(action, code string, took time.Duration)
@@ -59,6 +61,9 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 		cfg.Partitions = 1
 	}
 	s := &Server{cfg: cfg, be: be, lg: lg}
+	var boot [8]byte
+	_, _ = rand.Read(boot[:])
+	s.boot = binary.BigEndian.Uint64(boot[:])
 	var err error
 	if s.secret, err = be.Secret(); err != nil {
 		return nil, err
