@@ -124,6 +124,9 @@ type Config struct {
 	// (empty: from the request), and the account id and region of queue
 	// URLs and ARNs (defaults 000000000000, us-east-1).
 	SQSAdvertisedURL, SQSAccount, SQSRegion string
+	// SQSAuth is none (open mode) or sigv4: requests signed with a key
+	// of SQSCredentialsFile (package sqs, LoadCredentials).
+	SQSAuth, SQSCredentialsFile string
 	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
 	Pprof bool
 	// BrokerConfigs are static values of dynamic broker configs (the
@@ -189,6 +192,7 @@ func DefaultConfig() Config {
 		ListenAddr:             "127.0.0.1:9092",
 		SQSAccount:             "000000000000",
 		SQSRegion:              "us-east-1",
+		SQSAuth:                "none",
 		DataDir:                "shoal-data",
 		NodeID:                 0,
 		AutoCreateTopics:       true,

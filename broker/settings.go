@@ -241,6 +241,21 @@ var Settings = func() []Setting {
 				return nil
 			},
 			get: func(o *Options) string { return o.SQSAccount }},
+		{Key: "shoal.sqs.auth", Flag: "sqs-auth", Kind: KindString,
+			Doc: "none: every SQS request is accepted, signed or not; sigv4: requests must carry an AWS Signature Version 4 of an access key in shoal.sqs.credentials.file (compared in constant time, dates at most 5 minutes off).",
+			set: func(o *Options, v string) error {
+				switch v = strings.ToLower(strings.TrimSpace(v)); v {
+				case "none", "sigv4":
+					o.SQSAuth = v
+					return nil
+				}
+				return fmt.Errorf("%q: none or sigv4", v)
+			},
+			get: func(o *Options) string { return o.SQSAuth }},
+		{Key: "shoal.sqs.credentials.file", Flag: "sqs-credentials-file", Kind: KindString,
+			Doc: "The SQS API's access keys (shoal.sqs.auth=sigv4): one per line, ACCESS_KEY_ID SECRET_ACCESS_KEY [PRINCIPAL], the principal (default User:<ACCESS_KEY_ID>) what the ACLs see.",
+			set: func(o *Options, v string) error { o.SQSCredentialsFile = strings.TrimSpace(v); return nil },
+			get: func(o *Options) string { return o.SQSCredentialsFile }},
 		{Key: "shoal.sqs.region", Flag: "sqs-region", Kind: KindString,
 			Doc: "The AWS region in queue ARNs.",
 			set: func(o *Options, v string) error {

@@ -49,8 +49,19 @@ func (b *Broker) startSQS() error {
 		b.lg.Info("the SQS API is not served on a cluster yet", zap.String("sqs_addr", b.cfg.SQSAddr))
 		return nil
 	}
-	srv, err := sqs.New(sqs.Config{AdvertisedURL: b.cfg.SQSAdvertisedURL, Account: b.cfg.SQSAccount,
-		Region: b.cfg.SQSRegion, Partitions: b.cfg.DefaultPartitions}, &sqsBackend{b: b}, b.lg.Named("sqs"))
+	cfg := sqs.Config{AdvertisedURL: b.cfg.SQSAdvertisedURL, Account: b.cfg.SQSAccount,
+		Region: b.cfg.SQSRegion, Partitions: b.cfg.DefaultPartitions}
+	if b.cfg.SQSAuth == "sigv4" {
+		if b.cfg.SQSCredentialsFile == "" {
+			return fmt.Errorf("broker: shoal.sqs.auth=sigv4 needs shoal.sqs.credentials.file")
+		}
+		creds, err := sqs.LoadCredentials(b.cfg.SQSCredentialsFile)
+		if err != nil {
+			return fmt.Errorf("broker: shoal.sqs.credentials.file: %w", err)
+		}
+		cfg.Credentials = creds
+	}
+	srv, err := sqs.New(cfg, &sqsBackend{b: b}, b.lg.Named("sqs"))
 	if err != nil {
 		return fmt.Errorf("broker: sqs: %w", err)
 	}

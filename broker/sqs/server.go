@@ -28,6 +28,10 @@ type Config struct {
 	Account, Region string
 	// Partitions is a new queue's topic's partition count.
 	Partitions int32
+	// Credentials, when set, are the access keys requests must be
+	// SigV4-signed with (shoal.sqs.auth=sigv4); nil accepts every
+	// request, signed or not (open mode).
+	Credentials map[string]Credential
 }
 
 // Server serves the SQS API over HTTP.
@@ -37,6 +41,7 @@ type Server struct {
 	lg     *zap.Logger
 	secret []byte
 	boot   uint64 // this process's, in every receipt handle
+	creds  map[string]Credential
 	// Observe, if set, is told of every request: its action, the legacy
 	// error code ("" on success) and how long it took (/metrics).
 	Observe func(action, code string, took time.Duration)
@@ -60,7 +65,7 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 1
 	}
-	s := &Server{cfg: cfg, be: be, lg: lg}
+	s := &Server{cfg: cfg, be: be, lg: lg, creds: cfg.Credentials}
 	var boot [8]byte
 	_, _ = rand.Read(boot[:])
 	s.boot = binary.BigEndian.Uint64(boot[:])
@@ -117,7 +122,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	reqID := newRequestID()
 	w.Header().Set("x-amzn-RequestId", reqID)
-	name, in, query, aerr := s.decode(r)
+	query := r.Header.Get("X-Amz-Target") == ""
+	body, aerr := readBody(r)
+	if aerr == nil && s.creds != nil {
+		_, aerr = s.verify(r, body, time.Now())
+	}
+	var name string
+	var in input
+	if aerr == nil {
+		name, in, aerr = s.decode(r, body, query)
+	}
 	if aerr == nil {
 		a, ok := actions[name]
 		if !ok {
@@ -160,34 +174,40 @@ func (s *Server) observe(name, code string, start time.Time) {
 	}
 }
 
-// decode reads the action and its parameters: AWS JSON 1.0 (X-Amz-Target
-// AmazonSQS.<Action>) or the Query protocol (Action=…, form or URL).
-func (s *Server) decode(r *http.Request) (name string, in input, query bool, _ *apiError) {
+// readBody reads a request's body, at most maxRequestBytes.
+func readBody(r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
 	if err != nil {
-		return "", nil, false, invalidParam("The request body could not be read: %v", err)
+		return nil, invalidParam("The request body could not be read: %v", err)
 	}
 	if len(body) > maxRequestBytes {
-		return "", nil, false, errf(errBatchTooLong, "Batch requests cannot be longer than 1048576 bytes. You have sent %d bytes.", len(body))
+		return nil, errf(errBatchTooLong, "Batch requests cannot be longer than 1048576 bytes. You have sent %d bytes.", len(body))
 	}
-	if target := r.Header.Get("X-Amz-Target"); target != "" {
+	return body, nil
+}
+
+// decode reads the action and its parameters: AWS JSON 1.0 (X-Amz-Target
+// AmazonSQS.<Action>) or the Query protocol (Action=…, form or URL).
+func (s *Server) decode(r *http.Request, body []byte, query bool) (name string, in input, _ *apiError) {
+	if !query {
+		target := r.Header.Get("X-Amz-Target")
 		name, ok := strings.CutPrefix(target, "AmazonSQS.")
 		if !ok {
-			return target, nil, false, errf(errInvalidAction, "The action %s is not valid for this endpoint.", target)
+			return target, nil, errf(errInvalidAction, "The action %s is not valid for this endpoint.", target)
 		}
 		in := input{}
 		if len(bytes.TrimSpace(body)) > 0 {
 			d := json.NewDecoder(bytes.NewReader(body))
 			d.UseNumber()
 			if err := d.Decode(&in); err != nil {
-				return name, nil, false, serialization("the request body")
+				return name, nil, serialization("the request body")
 			}
 		}
-		return name, in, false, nil
+		return name, in, nil
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return "", nil, true, invalidParam("The request body is not a form: %v", err)
+		return "", nil, invalidParam("The request body is not a form: %v", err)
 	}
 	for k, v := range r.URL.Query() {
 		if _, ok := form[k]; !ok {
@@ -196,7 +216,7 @@ func (s *Server) decode(r *http.Request) (name string, in input, query bool, _ *
 	}
 	name = form.Get("Action")
 	if name == "" {
-		return "", nil, true, errf(errMissingParameter, "The request must contain the parameter Action.")
+		return "", nil, errf(errMissingParameter, "The request must contain the parameter Action.")
 	}
 	in, aerr := queryInput(name, form)
 	if aerr == nil && in["QueueUrl"] == nil && name != "CreateQueue" && name != "GetQueueUrl" && name != "ListQueues" {
@@ -205,7 +225,7 @@ func (s *Server) decode(r *http.Request) (name string, in input, query bool, _ *
 			in["QueueUrl"] = s.baseURL(r) + "/" + parts[0] + "/" + parts[1]
 		}
 	}
-	return name, in, true, aerr
+	return name, in, aerr
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
