@@ -219,7 +219,7 @@ func (s *sqsBackend) Settle(group string, topicID [16]byte, entries []share.Dire
 	return s.b.shares.Settle(group, topicID, entries)
 }
 
-func (s *sqsBackend) Counts(group, topic string) (int64, int64) {
+func (s *sqsBackend) Counts(group, topic string) (int64, int64, int64) {
 	return s.b.shares.DirectCounts(group, topic)
 }
 

@@ -84,3 +84,46 @@ func TestSQSRedrive(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, ga.Attributes, "RedrivePolicy")
 }
+
+// TestSQSDelays: a message sent with DelaySeconds (or to a queue with
+// one) is not received before then, and its receive count starts at 1.
+func TestSQSDelays(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("later")})
+	require.NoError(t, err)
+	sent := time.Now()
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("in 2 s"), DelaySeconds: 2})
+	require.NoError(t, err)
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("now")})
+	require.NoError(t, err)
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	require.Equal(t, "now", aws.ToString(r.Messages[0].Body))
+	ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []types.QueueAttributeName{"All"}})
+	require.NoError(t, err)
+	require.Equal(t, "1", ga.Attributes["ApproximateNumberOfMessagesDelayed"])
+	require.Equal(t, "0", ga.Attributes["ApproximateNumberOfMessages"])
+	r, err = cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 10,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{"ApproximateReceiveCount"}})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	require.Equal(t, "in 2 s", aws.ToString(r.Messages[0].Body))
+	require.GreaterOrEqual(t, time.Since(sent), 2*time.Second)
+	require.Equal(t, "1", r.Messages[0].Attributes["ApproximateReceiveCount"], "waiting out the delay is no receive")
+
+	dq, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("delay-queue"), Attributes: map[string]string{"DelaySeconds": "1"}})
+	require.NoError(t, err)
+	sent = time.Now()
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: dq.QueueUrl, MessageBody: aws.String("queue delay")})
+	require.NoError(t, err)
+	r, err = cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: dq.QueueUrl, WaitTimeSeconds: 10})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	require.GreaterOrEqual(t, time.Since(sent), time.Second)
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: dq.QueueUrl, MessageBody: aws.String("x"), DelaySeconds: 901})
+	require.Equal(t, "InvalidParameterValue", sqsCode(err))
+}

@@ -201,13 +201,29 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// handedOut are the addresses freeAddr gave in this process: a port
+// closed again may be handed out twice by the kernel (seen in CI, two
+// brokers of one cluster given one port), so it is never given twice.
+var handedOut = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
+
+// freeAddr returns a 127.0.0.1 address free now and not given before.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		require.NoError(t, l.Close())
+		if !handedOut.m[addr] {
+			handedOut.m[addr] = true
+			return addr
+		}
+	}
 }
 
 func (c *childBroker) start() {

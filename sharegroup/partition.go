@@ -410,7 +410,11 @@ func (p *Partition) backoffAcquisition(count int) uint32 {
 	if p.cfg.RedeliveryBackoffMax > 0 {
 		d = min(d, p.cfg.RedeliveryBackoffMax)
 	}
-	deadline := p.opNow + int64(d)
+	return p.backoffUntil(p.opNow + int64(d))
+}
+
+// backoffUntil returns the backoff acquisition ending at deadline.
+func (p *Partition) backoffUntil(deadline int64) uint32 {
 	for _, b := range p.backoffs {
 		if b.deadline == deadline {
 			return b.h
@@ -426,6 +430,35 @@ func (p *Partition) backoffAcquisition(count int) uint32 {
 // isBackoff reports whether acquisition h is a redelivery backoff.
 func (p *Partition) isBackoff(h uint32) bool {
 	return p.members.names[p.acqs.entries[h].member] == backoffMember
+}
+
+// Defer gives back records member acquired that must not be delivered
+// before until (an SQS message's delay): they wait, held as a redelivery
+// backoff is, and become Available at until without their acquisition
+// counted as a delivery. Records of [first, last] not Acquired by member
+// are left alone. Nothing durable changes (Effects carry no record but
+// expiries'): after a restart they are Available, and the broker defers
+// them again when it reads them. until is rounded up to a whole second,
+// so a burst of delays shares few backoff acquisitions.
+func (p *Partition) Defer(now time.Time, member string, first, last int64, until time.Time) Effects {
+	start := p.begin()
+	p.expire(clockNanos(now))
+	h, ok := p.members.lookup(member)
+	lo, hi := max(first, p.spso), min(last, p.speo-1)
+	if ok && lo <= hi {
+		deadline := clockNanos(until)
+		if r := deadline % int64(time.Second); r != 0 {
+			deadline += int64(time.Second) - r
+		}
+		p.rewrite(lo, hi, func(e *emitter, ps, pe int64, old meta) {
+			if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h {
+				e.emit(ps, pe, pack(StateAcquired, old.count(), p.backoffUntil(deadline)))
+			} else {
+				e.emit(ps, pe, old)
+			}
+		})
+	}
+	return p.finish(start)
 }
 
 // LockNext makes the next Acquire or AcquireGroups* call lock what it

@@ -86,3 +86,25 @@ func TestNoDeliveryLimit(t *testing.T) {
 	cfg.DeliveryCountLimit = 64 // counts saturate at 63
 	require.Error(t, cfg.Validate())
 }
+
+func TestDeferHoldsWithoutCountingADelivery(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t)
+	got, _ := p.Acquire(at(0), "sqs", batch(0, 3), 4, RecordLimit)
+	require.Equal(t, []Acquired{{0, 3, 1}}, got)
+	eff := p.Defer(at(0), "sqs", 1, 2, at(10)) // rounded up to within a second after
+	require.Empty(t, eff.Records, "nothing durable changes")
+	// Not acquirable before then, and not acknowledgeable by the member.
+	got, _ = p.Acquire(at(5), "other", batch(0, 3), 4, RecordLimit)
+	require.Empty(t, got)
+	_, err := p.Acknowledge(at(5), "sqs", []AckBatch{ack(1, 1, AckAccept)})
+	require.True(t, errors.Is(err, ErrInvalidRecordState))
+	// At until they are Available with the count they had before.
+	got, _ = p.Acquire(at(12), "other", batch(0, 3), 4, RecordLimit)
+	require.Equal(t, []Acquired{{1, 2, 1}}, got, "the deferred acquisition was not a delivery")
+	// A restart: the durable view never saw the deferral.
+	rec, err := Recover(p.Config(), []Record{p.Snapshot()})
+	require.NoError(t, err)
+	got, _ = rec.Acquire(at(13), "x", batch(0, 3), 4, RecordLimit)
+	require.Equal(t, []Acquired{{0, 3, 1}}, got)
+}

@@ -42,6 +42,11 @@ type DirectReceive struct {
 	Lock time.Duration
 	// Wait is how long to wait for the first record (0: not at all).
 	Wait time.Duration
+	// NotBefore, if set, is when a record may be delivered (zero: now):
+	// a record acquired before then is deferred to then
+	// (sharegroup.Partition.Defer), not returned, and not counted as
+	// delivered (an SQS message's delay).
+	NotBefore func(DirectRecord) time.Time
 }
 
 // DirectRecord is one acquired record.
@@ -120,6 +125,11 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 			if err != nil {
 				return err
 			}
+			if r.NotBefore != nil {
+				if out, err = tg.sp.deferDirect(st, out, n, r.NotBefore); err != nil {
+					return err
+				}
+			}
 			got += len(out) - n
 			for _, a := range acq {
 				c.o.Metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
@@ -164,6 +174,37 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 			return nil, nil
 		}
 	}
+}
+
+// deferDirect defers the records of out[from:] whose notBefore is still
+// ahead and returns out without them.
+func (sp *sharePart) deferDirect(st shareGroupSettings, out []DirectRecord, from int, notBefore func(DirectRecord) time.Time) ([]DirectRecord, error) {
+	now := time.Now()
+	kept := out[:from]
+	var later []DirectRecord
+	for _, d := range out[from:] {
+		if t := notBefore(d); t.After(now) {
+			later = append(later, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	if len(later) == 0 {
+		return kept, nil
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.mu.p == nil {
+		return kept, nil // discarded meanwhile: the acquisitions are gone with it
+	}
+	var recs []sharegroup.Record
+	for _, d := range later {
+		eff := sp.mu.p.Defer(now, DirectMember, d.Offset, d.Offset, notBefore(d))
+		recs = append(recs, eff.Records...)
+	}
+	err := sp.writeLocked(recs)
+	sp.armLocked(now)
+	return kept, err
 }
 
 // appendDirect appends the records of data (log batches) that acq
@@ -291,12 +332,13 @@ func (e *DirectError) Error() string {
 
 // DirectCounts returns how many records of topic's partitions group has
 // not finished: visible (available to a receive, including those never
-// fetched) and in flight (locked). Partitions without state count their
-// whole log (an SQS queue's group starts at the earliest offset).
-func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight int64) {
+// fetched), in flight (locked) and delayed (deferred, or waiting out a
+// redelivery backoff). Partitions without state count their whole log
+// (an SQS queue's group starts at the earliest offset).
+func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight, delayed int64) {
 	t := c.o.Topics.Get(topic)
 	if t == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	st := c.shareSettings(group)
 	parts, _ := c.o.Topics.Snapshot(t)
@@ -313,17 +355,21 @@ func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight int64
 			continue
 		}
 		lag := sp.mu.p.Lag(hw)
-		var held int64
+		var held, waiting int64
 		for _, r := range sp.mu.p.Ranges() {
-			if r.State == sharegroup.StateAcquired || r.State == sharegroup.StateArchiving {
-				held += r.Last - r.First + 1
+			switch n := r.Last - r.First + 1; {
+			case r.State == sharegroup.StateAcquired || r.State == sharegroup.StateArchiving:
+				held += n
+			case r.State == sharegroup.StateAvailable && !r.Deadline.IsZero(): // a backoff's (Ranges)
+				waiting += n
 			}
 		}
 		sp.mu.Unlock()
-		visible += max(lag-held, 0)
+		visible += max(lag-held-waiting, 0)
 		inFlight += held
+		delayed += waiting
 	}
-	return visible, inFlight
+	return visible, inFlight, delayed
 }
 
 // DirectPurge restarts every share-partition of topic for group at the

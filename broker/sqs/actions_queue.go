@@ -238,12 +238,12 @@ func (s *Server) getQueueAttributes(_ *http.Request, in input) (any, *apiError) 
 			add(name, v)
 		}
 	}
-	if all || want["ApproximateNumberOfMessages"] || want["ApproximateNumberOfMessagesNotVisible"] {
-		visible, inFlight := s.be.Counts(q.Group, q.Topic)
+	if all || want["ApproximateNumberOfMessages"] || want["ApproximateNumberOfMessagesNotVisible"] || want["ApproximateNumberOfMessagesDelayed"] {
+		visible, inFlight, delayed := s.be.Counts(q.Group, q.Topic)
 		add("ApproximateNumberOfMessages", strconv.FormatInt(visible, 10))
 		add("ApproximateNumberOfMessagesNotVisible", strconv.FormatInt(inFlight, 10))
+		add("ApproximateNumberOfMessagesDelayed", strconv.FormatInt(delayed, 10))
 	}
-	add("ApproximateNumberOfMessagesDelayed", "0")
 	add("CreatedTimestamp", strconv.FormatInt(snap.Created, 10))
 	add("LastModifiedTimestamp", strconv.FormatInt(snap.Modified, 10))
 	add("QueueArn", s.arn(snap.Name))

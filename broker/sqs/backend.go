@@ -29,7 +29,7 @@ type Backend interface {
 	// consumer (package share).
 	Receive(ctx context.Context, r share.DirectReceive) ([]share.DirectRecord, error)
 	Settle(group string, topicID [16]byte, entries []share.DirectSettle) []error
-	Counts(group, topic string) (visible, inFlight int64)
+	Counts(group, topic string) (visible, inFlight, delayed int64)
 	Purge(group, topic string) error
 	// SaveQueue stores a queue record durably (nil: deletes it);
 	// LoadQueues returns every stored one.

@@ -42,6 +42,7 @@ const (
 	hdrMessageID = "sqs.message-id"
 	hdrAttr      = "sqs.attr."
 	hdrSenderID  = "sqs.sender-id"
+	hdrDelay     = "sqs.deliver-at" // Unix milliseconds, for a delayed message
 	hdrTrace     = "AWSTraceHeader"
 )
 
@@ -91,9 +92,6 @@ func (s *Server) parseOutgoing(q *queue, in input) (outgoing, *apiError) {
 	}
 	if o.delay, err = in.bounded("DelaySeconds", 0, 900, q.intAttr("DelaySeconds"), "DelaySeconds must be >= 0 and <= 900."); err != nil {
 		return o, err
-	}
-	if o.delay > 0 {
-		return o, invalidParam("Value %d for parameter DelaySeconds is invalid. Reason: delayed delivery is not served by Shoal's SQS API yet.", o.delay)
 	}
 	if n := int64(messageSize(o)); n > q.intAttr("MaximumMessageSize") {
 		return o, invalidParam("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", q.intAttr("MaximumMessageSize"))
@@ -184,6 +182,10 @@ func (o outgoing) record(messageID string, now time.Time) Record {
 	}
 	if o.trace != "" {
 		r.Headers = append(r.Headers, kmsg.Header{Key: hdrTrace, Value: []byte(o.trace)})
+	}
+	if o.delay > 0 {
+		at := now.Add(time.Duration(o.delay) * time.Second).UnixMilli()
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrDelay, Value: []byte(strconv.FormatInt(at, 10))})
 	}
 	return r
 }
@@ -415,6 +417,7 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	recs, err := s.be.Receive(r.Context(), share.DirectReceive{
 		Group: q.Group, Topic: q.Topic, Max: int(max),
 		Lock: time.Duration(vis) * time.Second, Wait: time.Duration(wait) * time.Second,
+		NotBefore: deliverAt,
 	})
 	if err != nil {
 		return nil, internal(err)
@@ -429,6 +432,19 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 		out["Messages"] = msgs
 	}
 	return out, nil
+}
+
+// deliverAt is when a record may be received: a delayed message's
+// sqs.deliver-at, else now (share.DirectReceive.NotBefore).
+func deliverAt(rec share.DirectRecord) time.Time {
+	for _, h := range rec.Headers {
+		if h.Key == hdrDelay {
+			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				return time.UnixMilli(ms)
+			}
+		}
+	}
+	return time.Time{}
 }
 
 // message renders a received record as an SQS message.

@@ -119,9 +119,6 @@ func checkAttrs(attrs map[string]string, fifo, create bool) *apiError {
 			if err != nil || n < d.lo || n > d.hi {
 				return errf(errInvalidAttributeValue, "Invalid value for the parameter %s.", name)
 			}
-			if name == "DelaySeconds" && n > 0 {
-				return errf(errInvalidAttributeValue, "Invalid value for the parameter DelaySeconds. Reason: delay queues are not served by Shoal's SQS API yet.")
-			}
 		case d.check != nil:
 			if err := d.check(v); err != nil {
 				return errf(errInvalidAttributeValue, "Invalid value for the parameter %s. Reason: %v.", name, err)
