@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker"
+)
+
+var (
+	verbose     bool
+	fsyncAlways bool
+	partitions  int
 )
 
 type target struct {
@@ -49,7 +56,20 @@ func main() {
 	body := flag.Int("body", 256, "message body bytes")
 	targets := flag.String("targets", "shoal,goaws", "comma-separated: shoal, goaws")
 	dir := flag.String("dir", "", "data directory for Shoal (default: a temporary one)")
+	flag.BoolVar(&verbose, "v", false, "print each action's median latency per round")
+	flag.BoolVar(&fsyncAlways, "fsync", true, "Shoal's sends wait for their fsync (false: fsync=interval, an experiment; acknowledgements stay durable)")
+	flag.IntVar(&partitions, "partitions", 1, "partitions of a Shoal queue's topic")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Shoal runs in this process)")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sqsbench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 
 	var ts []*target
 	for _, name := range strings.Split(*targets, ",") {
@@ -106,6 +126,10 @@ func start(name, dir string) (*target, error) {
 		cfg := broker.DefaultConfig()
 		cfg.ListenAddr, cfg.DataDir, cfg.HTTPAddr, cfg.SQSAddr = "127.0.0.1:0", dir, "", "127.0.0.1:0"
 		cfg.Fsync = broker.FsyncAlways
+		cfg.DefaultPartitions = int32(partitions)
+		if !fsyncAlways {
+			cfg.Fsync = broker.FsyncInterval // an experiment: what waiting for the fsync costs
+		}
 		cfg.Logger = zap.NewNop()
 		b, err := broker.Start(cfg)
 		if err != nil {
@@ -139,8 +163,13 @@ func start(name, dir string) (*target, error) {
 	return nil, fmt.Errorf("unknown target %q", name)
 }
 
-// client speaks the Query protocol.
-type client struct{ http *http.Client }
+// client speaks the Query protocol; took collects each action's
+// latencies.
+type client struct {
+	http *http.Client
+	mu   sync.Mutex
+	took map[string][]time.Duration
+}
 
 type queryAnswer struct {
 	QueueURL string `xml:"CreateQueueResult>QueueUrl"`
@@ -161,6 +190,12 @@ func (c *client) call(ctx context.Context, base string, form url.Values) (*query
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+	start := time.Now()
+	defer func() {
+		c.mu.Lock()
+		c.took[form.Get("Action")] = append(c.took[form.Get("Action")], time.Since(start))
+		c.mu.Unlock()
+	}()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -186,7 +221,16 @@ func (c *client) call(ctx context.Context, base string, form url.Values) (*query
 // round runs the workers for d on a fresh queue and returns messages
 // deleted per second and the cycle latencies.
 func round(t *target, r, workers, bodySize int, d time.Duration) (float64, time.Duration, time.Duration, error) {
-	c := &client{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	c := &client{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, took: map[string][]time.Duration{}}
+	if verbose {
+		defer func() {
+			for _, a := range []string{"SendMessageBatch", "ReceiveMessage", "DeleteMessageBatch"} {
+				if l := c.took[a]; len(l) > 0 {
+					fmt.Printf("    %-20s p50 %6.2f ms\n", a, ms(median(l)))
+				}
+			}
+		}()
+	}
 	ctx := context.Background()
 	cq, err := c.call(ctx, t.base, url.Values{"Action": {"CreateQueue"}, "QueueName": {"bench-" + strconv.Itoa(r)}})
 	if err != nil {
