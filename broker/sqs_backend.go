@@ -27,6 +27,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/records"
 	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/broker/sqs"
+	slog "github.com/shoal-mq/shoal/log"
 )
 
 const (
@@ -129,9 +130,9 @@ func (s *sqsBackend) CreateTopic(name string, partitions int32, configs map[stri
 	return t.ID, nil
 }
 
-func (s *sqsBackend) DeleteTopic(name, group string) error {
+func (s *sqsBackend) DeleteTopic(name, group string, keepTopic bool) error {
 	b := s.b
-	if t := b.topics.Get(name); t != nil {
+	if t := b.topics.Get(name); t != nil && !keepTopic {
 		if err := b.topicAdmin.Delete(t); err != nil { // its share state goes with it
 			return err
 		}
@@ -194,6 +195,9 @@ func (s *sqsBackend) Append(topic string, partition int32, recs []sqs.Record) (i
 	batch := records.EncodeBatch(raw, int32(len(recs)), first, maxTs)
 	now := time.Now()
 	res, deps, err := b.dedup.Append(t, p, b.dedupSettingsFor(cfgs), batch, now)
+	if errors.Is(err, slog.ErrMessageTooLarge) {
+		return 0, 0, fmt.Errorf("%w: %v", sqs.ErrTooLarge, err)
+	}
 	if err != nil {
 		return 0, 0, err
 	}

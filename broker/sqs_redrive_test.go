@@ -9,6 +9,8 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestSQSRedrive: a message received maxReceiveCount times and not
@@ -126,4 +128,57 @@ func TestSQSDelays(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(sent), time.Second)
 	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: dq.QueueUrl, MessageBody: aws.String("x"), DelaySeconds: 901})
 	require.Equal(t, "InvalidParameterValue", sqsCode(err))
+}
+
+// TestSQSExposesKafkaTopic: CreateQueue of an existing Kafka topic makes
+// it a queue: its records (from the earliest) are messages, and
+// DeleteQueue leaves the topic.
+func TestSQSExposesKafkaTopic(t *testing.T) {
+	t.Parallel()
+	b, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc := newClient(t, b, kgo.AllowAutoTopicCreation())
+	for _, v := range []string{"one", "two"} {
+		require.NoError(t, kc.ProduceSync(ctx, &kgo.Record{Topic: "events", Value: []byte(v)}).FirstErr())
+	}
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("events")})
+	require.NoError(t, err)
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 2)
+	require.Equal(t, "one", aws.ToString(r.Messages[0].Body))
+	_, err = cl.DeleteQueue(ctx, &awssqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
+	require.NoError(t, err)
+	md, err := kadm.NewClient(kc).ListEndOffsets(ctx, "events")
+	require.NoError(t, err)
+	end, _ := md.Lookup("events", 0)
+	require.NoError(t, end.Err, "the topic stays")
+	require.Equal(t, int64(2), end.Offset)
+}
+
+func TestSQSPermissions(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("shared")})
+	require.NoError(t, err)
+	_, err = cl.AddPermission(ctx, &awssqs.AddPermissionInput{QueueUrl: q.QueueUrl, Label: aws.String("p1"),
+		AWSAccountIds: []string{"111122223333"}, Actions: []string{"SendMessage"}})
+	require.NoError(t, err)
+	_, err = cl.AddPermission(ctx, &awssqs.AddPermissionInput{QueueUrl: q.QueueUrl, Label: aws.String("p1"),
+		AWSAccountIds: []string{"111122223333"}, Actions: []string{"SendMessage"}})
+	require.Equal(t, "InvalidParameterValue", sqsCode(err), "a label twice")
+	ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []types.QueueAttributeName{"Policy"}})
+	require.NoError(t, err)
+	require.Contains(t, ga.Attributes["Policy"], `"Sid":"p1"`)
+	require.Contains(t, ga.Attributes["Policy"], `"SQS:SendMessage"`)
+	_, err = cl.RemovePermission(ctx, &awssqs.RemovePermissionInput{QueueUrl: q.QueueUrl, Label: aws.String("p1")})
+	require.NoError(t, err)
+	_, err = cl.RemovePermission(ctx, &awssqs.RemovePermissionInput{QueueUrl: q.QueueUrl, Label: aws.String("p1")})
+	require.Equal(t, "InvalidParameterValue", sqsCode(err))
+	ga, err = cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []types.QueueAttributeName{"All"}})
+	require.NoError(t, err)
+	require.NotContains(t, ga.Attributes, "Policy")
 }

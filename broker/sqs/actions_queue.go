@@ -103,7 +103,13 @@ func (s *Server) createQueue(r *http.Request, in input) (any, *apiError) {
 	id, terr := s.be.CreateTopic(q.Topic, s.cfg.Partitions, topicConfigs(q))
 	switch {
 	case errors.Is(terr, ErrTopicExists):
-		return nil, errf(errQueueNameExists, "A Kafka topic named %s exists and is not a queue.", name)
+		// A Kafka topic of that name: exposed as a queue, its records
+		// (from the earliest) messages. Its configs stay as they are.
+		var ok bool
+		if id, ok = s.be.TopicID(name); !ok {
+			return nil, internal(terr)
+		}
+		q.Adopted = true
 	case terr != nil:
 		return nil, internal(terr)
 	}
@@ -185,7 +191,7 @@ func (s *Server) deleteQueue(_ *http.Request, in input) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if err := s.be.DeleteTopic(q.Topic, q.Group); err != nil {
+	if err := s.be.DeleteTopic(q.Topic, q.Group, q.Adopted); err != nil {
 		return nil, internal(err)
 	}
 	if err := s.be.SaveQueue(q.Name, nil); err != nil {

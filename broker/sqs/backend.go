@@ -16,14 +16,16 @@ type Backend interface {
 	// CreateTopic creates a queue's topic with configs; ErrTopicExists
 	// if a topic of that name exists.
 	CreateTopic(name string, partitions int32, configs map[string]string) ([16]byte, error)
-	// DeleteTopic deletes a queue's topic and its share group.
-	DeleteTopic(name, group string) error
+	// DeleteTopic deletes a queue's share group and, unless keepTopic
+	// (an adopted Kafka topic), its topic.
+	DeleteTopic(name, group string, keepTopic bool) error
 	// AlterTopic sets configs of a queue's topic.
 	AlterTopic(name string, configs map[string]string) error
 	// TopicID is the topic's id, and whether it exists.
 	TopicID(name string) ([16]byte, bool)
 	// Append appends records to a partition of topic (-1: the backend
-	// picks) and returns once they are durable, with their offsets.
+	// picks) and returns once they are durable, with their offsets;
+	// ErrTooLarge if the topic's max.message.bytes refuses them.
 	Append(topic string, partition int32, recs []Record) (part int32, base int64, err error)
 	// Receive, Settle, Counts and Purge are the share group's direct
 	// consumer (package share).

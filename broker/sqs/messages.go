@@ -190,6 +190,14 @@ func (o outgoing) record(messageID string, now time.Time) Record {
 	return r
 }
 
+// appendError is the answer to a failed append.
+func appendError(err error) *apiError {
+	if errors.Is(err, ErrTooLarge) {
+		return invalidParam("One or more parameters are invalid. Reason: Message must be shorter than the topic's max.message.bytes (%v).", err)
+	}
+	return internal(err)
+}
+
 func newMessageID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -226,7 +234,7 @@ func (s *Server) sendMessage(_ *http.Request, in input) (any, *apiError) {
 	}
 	id := newMessageID()
 	if _, _, err := s.be.Append(q.Topic, -1, []Record{o.record(id, time.Now())}); err != nil {
-		return nil, internal(err)
+		return nil, appendError(err)
 	}
 	return sendResult(o, id), nil
 }
@@ -309,7 +317,7 @@ func (s *Server) sendMessageBatch(_ *http.Request, in input) (any, *apiError) {
 	success := []map[string]any{}
 	if len(recs) > 0 {
 		if _, _, err := s.be.Append(q.Topic, -1, recs); err != nil {
-			return nil, internal(err)
+			return nil, appendError(err)
 		}
 		for i, o := range ok {
 			r := sendResult(o, msgIDs[i])

@@ -20,6 +20,8 @@ var queryLists = map[string]string{
 	"MessageAttributeName":       "MessageAttributeNames",
 	"MessageSystemAttributeName": "MessageSystemAttributeNames",
 	"TagKey":                     "TagKeys",
+	"AWSAccountId":               "AWSAccountIds",
+	"ActionName":                 "Actions",
 }
 
 var queryEntries = map[string]bool{

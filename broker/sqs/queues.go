@@ -16,6 +16,9 @@ type queue struct {
 	Topic    string            `json:"topic"`
 	Group    string            `json:"group"`
 	TopicID  [16]byte          `json:"topic_id"`
+	// Adopted: the topic existed before the queue (a Kafka topic exposed
+	// as a queue); DeleteQueue leaves it.
+	Adopted bool `json:"adopted,omitempty"`
 	Attrs    map[string]string `json:"attrs"`
 	Tags     map[string]string `json:"tags,omitempty"`
 	Created  int64             `json:"created"`  // unix seconds

@@ -308,3 +308,7 @@ var errTopicExists = errors.New("sqs: topic exists")
 
 // ErrTopicExists is what Backend.CreateTopic returns for an existing topic.
 var ErrTopicExists = errTopicExists
+
+// ErrTooLarge is what Backend.Append returns for records the topic's
+// max.message.bytes refuses (an adopted topic's may be small).
+var ErrTooLarge = errors.New("sqs: records larger than the topic's max.message.bytes")
