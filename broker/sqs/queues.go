@@ -12,13 +12,13 @@ import (
 // topic and share group, the attributes a caller set (AWS's wire
 // strings), its tags and timestamps.
 type queue struct {
-	Name     string            `json:"name"`
-	Topic    string            `json:"topic"`
-	Group    string            `json:"group"`
-	TopicID  [16]byte          `json:"topic_id"`
+	Name    string   `json:"name"`
+	Topic   string   `json:"topic"`
+	Group   string   `json:"group"`
+	TopicID [16]byte `json:"topic_id"`
 	// Adopted: the topic existed before the queue (a Kafka topic exposed
 	// as a queue); DeleteQueue leaves it.
-	Adopted bool `json:"adopted,omitempty"`
+	Adopted  bool              `json:"adopted,omitempty"`
 	Attrs    map[string]string `json:"attrs"`
 	Tags     map[string]string `json:"tags,omitempty"`
 	Created  int64             `json:"created"`  // unix seconds
