@@ -62,6 +62,9 @@ func (b *Broker) startSQS() error {
 		}
 		cfg.Credentials = creds
 	}
+	if b.authz != nil {
+		cfg.Authorize = b.allowed
+	}
 	srv, err := sqs.New(cfg, &sqsBackend{b: b}, b.lg.Named("sqs"))
 	if err != nil {
 		return fmt.Errorf("broker: sqs: %w", err)

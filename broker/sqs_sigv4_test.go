@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 // TestSQSSigV4: with shoal.sqs.auth=sigv4 only requests signed with a
@@ -76,4 +78,50 @@ func TestSQSSigV4(t *testing.T) {
 	require.True(t, strings.HasPrefix(raw(form, time.Now(), ""), "200 "), raw(form, time.Now(), ""))
 	require.Contains(t, raw(form, time.Now().Add(-10*time.Minute), ""), "<Code>RequestExpired</Code>")
 	require.Contains(t, raw(form, time.Now(), "Action=ListQueues&Version=2012-11-06"), "<Code>SignatureDoesNotMatch</Code>")
+}
+
+// TestSQSAuthorizedByACLs: with the authorizer on, SQS actions need the
+// ACLs the Kafka requests doing the same would.
+func TestSQSAuthorizedByACLs(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(file, []byte("AKIDADMIN s-admin User:admin\nAKIDALICE s-alice User:alice\n"), 0o600))
+	b := startTest(t, func(c *Config) {
+		c.SQSAddr, c.SQSAuth, c.SQSCredentialsFile = "127.0.0.1:0", "sigv4", file
+		c.Security = map[string]string{"authorizer.class.name": "acl", "super.users": "User:admin"}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := func(id, secret string) *awssqs.Client {
+		return awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + b.SQSAddr()),
+			Credentials: credentials.NewStaticCredentialsProvider(id, secret, ""), Retryer: aws.NopRetryer{}})
+	}
+	admin, alice := client("AKIDADMIN", "s-admin"), client("AKIDALICE", "s-alice")
+	for _, n := range []string{"open", "closed"} {
+		_, err := admin.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(n)})
+		require.NoError(t, err)
+	}
+	_, err := alice.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("mine")})
+	require.Equal(t, "AccessDenied", sqsCode(err))
+	require.NoError(t, b.authz.Create([]acl.Binding{{ResourceType: acl.Topic, ResourceName: "open", PatternType: acl.Literal,
+		Principal: "User:alice", Host: "*", Operation: acl.Write, Permission: acl.Allow}}))
+	url := "http://" + b.SQSAddr() + "/000000000000/open"
+	_, err = alice.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("hi")})
+	require.NoError(t, err)
+	_, err = alice.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &url})
+	require.Equal(t, "AccessDenied", sqsCode(err), "READ on the topic and the group are needed")
+	closed := "http://" + b.SQSAddr() + "/000000000000/closed"
+	_, err = alice.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &closed, MessageBody: aws.String("hi")})
+	require.Equal(t, "AccessDenied", sqsCode(err))
+	lq, err := alice.ListQueues(ctx, &awssqs.ListQueuesInput{})
+	require.NoError(t, err)
+	require.Equal(t, []string{url}, lq.QueueUrls, "only the queues alice may describe")
+	require.NoError(t, b.authz.Create([]acl.Binding{
+		{ResourceType: acl.Topic, ResourceName: "open", PatternType: acl.Literal, Principal: "User:alice", Host: "*", Operation: acl.Read, Permission: acl.Allow},
+		{ResourceType: acl.Group, ResourceName: "sqs.open", PatternType: acl.Literal, Principal: "User:alice", Host: "*", Operation: acl.Read, Permission: acl.Allow}}))
+	r, err := alice.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &url})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	_, err = alice.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: r.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
 }

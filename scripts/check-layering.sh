@@ -57,7 +57,7 @@ allow broker/security  broker/meta
 allow broker/acl       broker/meta
 allow broker/dedup     broker/topics broker/configs broker/records log protocol
 allow broker/groups    broker/topics broker/meta protocol
-allow broker/sqs       broker/share sharegroup
+allow broker/sqs       broker/share broker/acl sharegroup
 allow broker/share     broker/topics broker/quota broker/configs broker/records broker/metrics \
                        broker/meta broker/kafkaerr sharegroup sharegroup/store log protocol
 allow broker/txn       broker/groups broker/topics broker/meta log protocol

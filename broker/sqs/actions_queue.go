@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shoal-mq/shoal/broker/acl"
 )
 
 func init() {
@@ -165,7 +167,7 @@ func (s *Server) listQueues(r *http.Request, in input) (any, *apiError) {
 	var urls []string
 	next := ""
 	for _, n := range names {
-		if !strings.HasPrefix(n, prefix) || n <= after && after != "" {
+		if !strings.HasPrefix(n, prefix) || n <= after && after != "" || !s.may(r, acl.Describe, acl.Topic, n) {
 			continue
 		}
 		if int64(len(urls)) == limit {

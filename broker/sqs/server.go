@@ -28,6 +28,9 @@ type Config struct {
 	Account, Region string
 	// Partitions is a new queue's topic's partition count.
 	Partitions int32
+	// Authorize, when set, authorizes each action with the broker's ACLs
+	// (authz.go).
+	Authorize Authorizer
 	// Credentials, when set, are the access keys requests must be
 	// SigV4-signed with (shoal.sqs.auth=sigv4); nil accepts every
 	// request, signed or not (open mode).
@@ -42,6 +45,7 @@ type Server struct {
 	secret []byte
 	boot   uint64 // this process's, in every receipt handle
 	creds  map[string]Credential
+	authz  Authorizer
 	// Observe, if set, is told of every request: its action, the legacy
 	// error code ("" on success) and how long it took (/metrics).
 	Observe func(action, code string, took time.Duration)
@@ -65,7 +69,7 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 1
 	}
-	s := &Server{cfg: cfg, be: be, lg: lg, creds: cfg.Credentials}
+	s := &Server{cfg: cfg, be: be, lg: lg, creds: cfg.Credentials, authz: cfg.Authorize}
 	var boot [8]byte
 	_, _ = rand.Read(boot[:])
 	s.boot = binary.BigEndian.Uint64(boot[:])
@@ -125,7 +129,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.Header.Get("X-Amz-Target") == ""
 	body, aerr := readBody(r)
 	if aerr == nil && s.creds != nil {
-		_, aerr = s.verify(r, body, time.Now())
+		var principal string
+		if principal, aerr = s.verify(r, body, time.Now()); aerr == nil {
+			r = withPrincipal(r, principal)
+		}
 	}
 	var name string
 	var in input
@@ -136,7 +143,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a, ok := actions[name]
 		if !ok {
 			aerr = errf(errInvalidAction, "The action %s is not valid for this endpoint.", name)
-		} else {
+		} else if aerr = s.authorize(r, name, in); aerr == nil {
 			var out any
 			if out, aerr = a(s, r, in); aerr == nil {
 				if query {
