@@ -103,6 +103,9 @@ func (b *Broker) stopSQS() {
 		defer cancel()
 		_ = b.sqsHTTP.srv.Shutdown(ctx)
 	}
+	if srv := b.sqs.Load(); srv != nil {
+		srv.Close() // its move tasks
+	}
 }
 
 // sqsOwned is share.Options.Owned: a queue's group has the queue's

@@ -182,3 +182,50 @@ func TestSQSPermissions(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, ga.Attributes, "Policy")
 }
+
+// TestSQSMessageMoveTask: a move task takes a dead-letter queue's
+// messages back to the queue they came from, MessageId and all.
+func TestSQSMessageMoveTask(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dlq, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("m-dlq")})
+	require.NoError(t, err)
+	dlqARN := "arn:aws:sqs:us-east-1:000000000000:m-dlq"
+	src, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("m-src"), Attributes: map[string]string{
+		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":1}`, "VisibilityTimeout": "1"}})
+	require.NoError(t, err)
+	_, err = cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:m-src")})
+	require.Equal(t, "InvalidParameterValue", sqsCode(err), "the source must be a dead-letter queue")
+	_, err = cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:none")})
+	var nf *types.ResourceNotFoundException
+	require.ErrorAs(t, err, &nf)
+
+	sent, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String("back again")})
+	require.NoError(t, err)
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 5})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1) // and its visibility runs out: to the dead-letter queue
+	require.Eventually(t, func() bool {
+		ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
+		return err == nil && ga.Attributes["ApproximateNumberOfMessages"] == "1"
+	}, 20*time.Second, 20*time.Millisecond)
+
+	st, err := cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN), MaxNumberOfMessagesPerSecond: aws.Int32(50)})
+	require.NoError(t, err)
+	require.NotEmpty(t, aws.ToString(st.TaskHandle))
+	r, err = cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 10})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(r.Messages[0].MessageId))
+	require.Equal(t, "back again", aws.ToString(r.Messages[0].Body))
+	_, err = cl.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: src.QueueUrl, ReceiptHandle: r.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		lt, err := cl.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
+		return err == nil && len(lt.Results) == 1 && aws.ToString(lt.Results[0].Status) == "COMPLETED" && lt.Results[0].ApproximateNumberOfMessagesMoved == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	_, err = cl.CancelMessageMoveTask(ctx, &awssqs.CancelMessageMoveTaskInput{TaskHandle: st.TaskHandle})
+	require.ErrorAs(t, err, &nf, "a finished task cannot be cancelled")
+}

@@ -13,8 +13,11 @@ package sqs
 //	SetQueueAttributes, Tag/UntagQueue,
 //	Add/RemovePermission                 ALTER_CONFIGS on the topic
 //	GetQueueAttributes, ListQueueTags    DESCRIBE_CONFIGS on the topic
-//	GetQueueUrl, ListDeadLetterSourceQueues DESCRIBE on the topic
+//	GetQueueUrl, ListDeadLetterSourceQueues,
+//	ListMessageMoveTasks                 DESCRIBE on the topic
+//	StartMessageMoveTask                 READ on the source's topic and group
 //	ListQueues                           lists the queues DESCRIBE allows
+//	CancelMessageMoveTask                the task's handle (12 random bytes)
 //
 // A refusal is AccessDenied (403), as AWS answers.
 
@@ -56,6 +59,8 @@ var permissions = map[string][]access{
 	"ListQueueTags":                {{op: acl.DescribeConfigs}},
 	"GetQueueUrl":                  {{op: acl.Describe}},
 	"ListDeadLetterSourceQueues":   {{op: acl.Describe}},
+	"StartMessageMoveTask":         {{op: acl.Read, group: true}},
+	"ListMessageMoveTasks":         {{op: acl.Describe}},
 }
 
 type principalKey struct{}
@@ -108,6 +113,9 @@ func (s *Server) authorize(r *http.Request, action string, in input) *apiError {
 		return nil // ListQueues filters; unknown actions fail on their own
 	}
 	name, _, _ := in.str("QueueName")
+	if arn, _, _ := in.str("SourceArn"); arn != "" {
+		name = arn[strings.LastIndexByte(arn, ':')+1:]
+	}
 	if u, _, _ := in.str("QueueUrl"); u != "" {
 		path := u
 		if pu, err := url.Parse(u); err == nil && pu.Path != "" {

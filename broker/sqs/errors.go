@@ -54,6 +54,7 @@ var (
 	errPurgeInProgress        = errKind{403, "com.amazonaws.sqs#PurgeQueueInProgress", "AWS.SimpleQueueService.PurgeQueueInProgress"}
 	errOverLimit              = errKind{403, "com.amazonaws.sqs#OverLimit", "OverLimit"}
 	errUnsupportedOperation   = errKind{400, "com.amazonaws.sqs#UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation"}
+	errResourceNotFound       = errKind{404, "com.amazonaws.sqs#ResourceNotFoundException", "ResourceNotFoundException"}
 	errInternal               = errKind{500, "com.amazon.coral.service#InternalFailure", "InternalFailure"}
 	errServiceUnavailable     = errKind{503, "com.amazon.coral.service#ServiceUnavailable", "ServiceUnavailable"}
 )

@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -46,6 +47,11 @@ type Server struct {
 	boot   uint64 // this process's, in every receipt handle
 	creds  map[string]Credential
 	authz  Authorizer
+	moves  moveTasks
+	// ctx ends at Close, which waits for wg (move tasks).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 	// Observe, if set, is told of every request: its action, the legacy
 	// error code ("" on success) and how long it took (/metrics).
 	Observe func(action, code string, took time.Duration)
@@ -70,6 +76,7 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 		cfg.Partitions = 1
 	}
 	s := &Server{cfg: cfg, be: be, lg: lg, creds: cfg.Credentials, authz: cfg.Authorize}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var boot [8]byte
 	_, _ = rand.Read(boot[:])
 	s.boot = binary.BigEndian.Uint64(boot[:])
@@ -94,19 +101,10 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 	return s, nil
 }
 
-// IsQueueGroup reports whether group is a queue's share group, and its
-// delivery limit (0: none; share.Options.DeliveryLimit).
-func (s *Server) IsQueueGroup(group string) (int, bool) {
-	if !strings.HasPrefix(group, groupPrefix) {
-		return 0, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.mu.queues[strings.TrimPrefix(group, groupPrefix)]
-	if q == nil || q.Group != group {
-		return 0, false
-	}
-	return 0, true // no redrive policy yet: no limit
+// Close stops the move tasks and waits for them.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
 }
 
 // groupPrefix names a queue's share group: sqs.<queue>.

@@ -1,0 +1,297 @@
+package sqs
+
+// Message move tasks (DLQ redrive): StartMessageMoveTask moves the
+// messages of a dead-letter queue to DestinationArn, or each back to the
+// queue it came from (the KIP-1191 copy names it), at most
+// MaxNumberOfMessagesPerSecond; each message is appended to the
+// destination (durably) before it is deleted from the dead-letter queue,
+// so a crash in between delivers it twice, never loses it. One task runs
+// per source. Tasks are kept in memory: a restart forgets them (a task
+// that was running stops; what it moved stays moved).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-mq/shoal/broker/share"
+	"github.com/shoal-mq/shoal/sharegroup"
+)
+
+func init() {
+	register("StartMessageMoveTask", (*Server).startMessageMoveTask)
+	register("ListMessageMoveTasks", (*Server).listMessageMoveTasks)
+	register("CancelMessageMoveTask", (*Server).cancelMessageMoveTask)
+}
+
+// moveTask is one task; mu guards its mutable fields.
+type moveTask struct {
+	handle      string
+	source      *queue
+	destination string // ARN, "" for each message's source
+	rate        int    // messages per second (0: 500)
+	started     int64  // unix ms
+	toMove      int64
+	cancel      context.CancelFunc
+
+	mu      sync.Mutex
+	status  string // RUNNING, CANCELLING, CANCELLED, COMPLETED, FAILED
+	moved   int64
+	failure string
+}
+
+const maxMoveRate = 500
+
+type moveTasks struct {
+	mu    sync.Mutex
+	bySrc map[string][]*moveTask // source queue name → newest last
+}
+
+func (s *Server) startMessageMoveTask(r *http.Request, in input) (any, *apiError) {
+	srcARN, aerr := in.required("SourceArn")
+	if aerr != nil {
+		return nil, aerr
+	}
+	dstARN, _, aerr := in.str("DestinationArn")
+	if aerr != nil {
+		return nil, aerr
+	}
+	rate, aerr := in.bounded("MaxNumberOfMessagesPerSecond", 1, maxMoveRate, 0, "must be between 1 and 500")
+	if aerr != nil {
+		return nil, aerr
+	}
+	prefix := "arn:aws:sqs:" + s.cfg.Region + ":" + s.cfg.Account + ":"
+	notFound := func(param string) *apiError {
+		return errf(errResourceNotFound, "The resource that you specified for the %s parameter doesn't exist.", param)
+	}
+	srcName, ok := strings.CutPrefix(srcARN, prefix)
+	if !ok {
+		return nil, notFound("SourceArn")
+	}
+	src, aerr := s.queueNamed(srcName)
+	if aerr != nil {
+		return nil, notFound("SourceArn")
+	}
+	if dstARN != "" {
+		dstName, ok := strings.CutPrefix(dstARN, prefix)
+		if !ok {
+			return nil, notFound("DestinationArn")
+		}
+		if _, aerr := s.queueNamed(dstName); aerr != nil {
+			return nil, notFound("DestinationArn")
+		}
+	}
+	if !s.isDeadLetterQueue(srcARN) {
+		return nil, invalidParam("Source queue must be configured as a Dead Letter Queue.")
+	}
+	s.moves.mu.Lock()
+	defer s.moves.mu.Unlock()
+	for _, t := range s.moves.bySrc[srcName] {
+		t.mu.Lock()
+		busy := t.status == "RUNNING" || t.status == "CANCELLING"
+		t.mu.Unlock()
+		if busy {
+			return nil, errf(errUnsupportedOperation, "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
+		}
+	}
+	visible, _, _ := s.be.Counts(src.Group, src.Topic)
+	var h [12]byte
+	_, _ = rand.Read(h[:])
+	ctx, cancel := context.WithCancel(s.ctx)
+	t := &moveTask{handle: base64.RawURLEncoding.EncodeToString(h[:]), source: src, destination: dstARN,
+		rate: int(rate), started: time.Now().UnixMilli(), toMove: visible, cancel: cancel, status: "RUNNING"}
+	if s.moves.bySrc == nil {
+		s.moves.bySrc = map[string][]*moveTask{}
+	}
+	s.moves.bySrc[srcName] = append(s.moves.bySrc[srcName], t)
+	if n := len(s.moves.bySrc[srcName]); n > 10 {
+		s.moves.bySrc[srcName] = s.moves.bySrc[srcName][n-10:] // the 10 most recent are listed
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.runMove(ctx, t)
+	}()
+	return map[string]any{"TaskHandle": t.handle}, nil
+}
+
+// isDeadLetterQueue reports whether some queue's RedrivePolicy targets arn.
+func (s *Server) isDeadLetterQueue(arn string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.mu.queues {
+		if v := q.Attrs["RedrivePolicy"]; v != "" {
+			if p, _ := s.parseRedrive(v); p != nil && p.arn == arn {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runMove moves messages until the source has none left or the task is
+// cancelled.
+func (t *moveTask) set(status, failure string) {
+	t.mu.Lock()
+	t.status, t.failure = status, failure
+	t.mu.Unlock()
+}
+
+func (s *Server) runMove(ctx context.Context, t *moveTask) {
+	rate := t.rate
+	if rate == 0 {
+		rate = maxMoveRate
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for {
+		if ctx.Err() != nil {
+			t.set("CANCELLED", "")
+			return
+		}
+		recs, err := s.be.Receive(ctx, share.DirectReceive{Group: t.source.Group, Topic: t.source.Topic, Max: min(10, rate),
+			Lock: 5 * time.Minute, Wait: time.Second})
+		if ctx.Err() != nil {
+			t.set("CANCELLED", "")
+			return
+		}
+		if err != nil {
+			t.set("FAILED", err.Error())
+			return
+		}
+		if len(recs) == 0 {
+			t.set("COMPLETED", "")
+			return
+		}
+		for _, rec := range recs {
+			dst := t.destination
+			if dst == "" {
+				dst = s.sourceARN(headerValue(rec, share.DLQHeaderTopic))
+			}
+			q, aerr := s.queueByARN(dst)
+			if aerr != nil {
+				t.set("FAILED", "the destination of a message does not exist: "+dst)
+				return
+			}
+			if _, _, err := s.be.Append(q.Topic, -1, []Record{moved(rec)}); err != nil {
+				t.set("FAILED", err.Error())
+				return
+			}
+			errs := s.be.Settle(t.source.Group, t.source.TopicID, []share.DirectSettle{{Partition: rec.Partition, Offset: rec.Offset,
+				DeliveryCount: rec.DeliveryCount, Type: sharegroup.AckAccept}})
+			if errs[0] != nil {
+				t.set("FAILED", errs[0].Error())
+				return
+			}
+			t.mu.Lock()
+			t.moved++
+			t.mu.Unlock()
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// moved is a dead-lettered record as it goes back: its own headers
+// (MessageId, attributes) without the KIP-1191 ones.
+func moved(rec share.DirectRecord) Record {
+	r := Record{Key: rec.Key, Value: rec.Value, Timestamp: time.Now()}
+	for _, h := range rec.Headers {
+		if !strings.HasPrefix(h.Key, "__dlq.") {
+			r.Headers = append(r.Headers, h)
+		}
+	}
+	return r
+}
+
+func headerValue(rec share.DirectRecord, key string) string {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (s *Server) queueByARN(arn string) (*queue, *apiError) {
+	name, ok := strings.CutPrefix(arn, "arn:aws:sqs:"+s.cfg.Region+":"+s.cfg.Account+":")
+	if !ok {
+		return nil, errf(errQueueDoesNotExist, "The specified queue does not exist.")
+	}
+	return s.queueNamed(name)
+}
+
+func (s *Server) listMessageMoveTasks(_ *http.Request, in input) (any, *apiError) {
+	srcARN, aerr := in.required("SourceArn")
+	if aerr != nil {
+		return nil, aerr
+	}
+	max, aerr := in.bounded("MaxResults", 1, 10, 1, "must be between 1 and 10")
+	if aerr != nil {
+		return nil, aerr
+	}
+	src, aerr := s.queueByARN(srcARN)
+	if aerr != nil {
+		return nil, errf(errResourceNotFound, "The resource that you specified for the SourceArn parameter doesn't exist.")
+	}
+	s.moves.mu.Lock()
+	tasks := append([]*moveTask(nil), s.moves.bySrc[src.Name]...)
+	s.moves.mu.Unlock()
+	out := []map[string]any{}
+	for i := len(tasks) - 1; i >= 0 && int64(len(out)) < max; i-- {
+		t := tasks[i]
+		t.mu.Lock()
+		e := map[string]any{"Status": t.status, "SourceArn": srcARN, "ApproximateNumberOfMessagesMoved": t.moved,
+			"ApproximateNumberOfMessagesToMove": t.toMove, "StartedTimestamp": t.started}
+		if t.status == "RUNNING" {
+			e["TaskHandle"] = t.handle
+		}
+		if t.destination != "" {
+			e["DestinationArn"] = t.destination
+		}
+		if t.rate > 0 {
+			e["MaxNumberOfMessagesPerSecond"] = t.rate
+		}
+		if t.failure != "" {
+			e["FailureReason"] = t.failure
+		}
+		t.mu.Unlock()
+		out = append(out, e)
+	}
+	return map[string]any{"Results": out}, nil
+}
+
+func (s *Server) cancelMessageMoveTask(_ *http.Request, in input) (any, *apiError) {
+	handle, aerr := in.required("TaskHandle")
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.moves.mu.Lock()
+	defer s.moves.mu.Unlock()
+	for _, ts := range s.moves.bySrc {
+		for _, t := range ts {
+			if t.handle != handle {
+				continue
+			}
+			t.mu.Lock()
+			running := t.status == "RUNNING"
+			if running {
+				t.status = "CANCELLING"
+			}
+			moved := t.moved
+			t.mu.Unlock()
+			if !running {
+				return nil, errf(errResourceNotFound, "Task does not exist.")
+			}
+			t.cancel()
+			return map[string]any{"ApproximateNumberOfMessagesMoved": moved}, nil
+		}
+	}
+	return nil, errf(errResourceNotFound, "Task does not exist.")
+}
