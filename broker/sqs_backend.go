@@ -115,8 +115,8 @@ func (b *Broker) sqsOwned(group string) (share.Owned, bool) {
 	if srv == nil {
 		return share.Owned{}, false
 	}
-	limit, dlq, ok := srv.QueueGroup(group)
-	return share.Owned{DeliveryLimit: limit, DeadLetterTopic: dlq}, ok
+	o, ok := srv.QueueGroup(group)
+	return share.Owned{DeliveryLimit: o.Limit, DeadLetterTopic: o.DeadLetterTopic, OrderedBy: o.OrderedBy}, ok
 }
 
 func (s *sqsBackend) CreateTopic(name string, partitions int32, configs map[string]string) ([16]byte, error) {
@@ -175,15 +175,15 @@ func (s *sqsBackend) TopicID(name string) ([16]byte, bool) {
 	return t.ID, true
 }
 
-func (s *sqsBackend) Append(topic string, partition int32, recs []sqs.Record) (int32, int64, error) {
+func (s *sqsBackend) Append(topic string, partition int32, recs []sqs.Record) ([]sqs.Position, error) {
 	b := s.b
 	t := b.topics.Get(topic)
 	if t == nil {
-		return 0, 0, fmt.Errorf("topic %s does not exist", topic)
+		return nil, fmt.Errorf("topic %s does not exist", topic)
 	}
 	parts, cfgs := b.topics.Snapshot(t)
 	if len(parts) == 0 {
-		return 0, 0, fmt.Errorf("topic %s has no partitions", topic)
+		return nil, fmt.Errorf("topic %s has no partitions", topic)
 	}
 	if partition < 0 || int(partition) >= len(parts) {
 		partition = int32(s.turn.Add(1) % uint32(len(parts)))
@@ -202,23 +202,40 @@ func (s *sqsBackend) Append(topic string, partition int32, recs []sqs.Record) (i
 	now := time.Now()
 	res, deps, err := b.dedup.Append(t, p, b.dedupSettingsFor(cfgs), batch, now)
 	if errors.Is(err, slog.ErrMessageTooLarge) {
-		return 0, 0, fmt.Errorf("%w: %v", sqs.ErrTooLarge, err)
+		return nil, fmt.Errorf("%w: %v", sqs.ErrTooLarge, err)
 	}
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	p.M.BytesIn.Add(float64(len(batch)))
 	p.M.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
 	if ch := b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, true); ch != nil {
 		if err := <-ch; err != nil {
 			deps.Failed()
-			return 0, 0, err
+			return nil, err
 		}
 	}
 	if err := deps.Wait(); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	return partition, res.BaseOffset, nil
+	// The log keeps a dropped record's offset as a hole: the i-th record
+	// is at base+i, or where its first copy is.
+	out := make([]sqs.Position, len(recs))
+	for i := range out {
+		out[i] = sqs.Position{Partition: partition, Offset: res.BaseOffset + int64(i)}
+	}
+	for _, o := range deps.Origins() {
+		out[o.Index] = sqs.Position{Partition: o.Partition, Offset: o.Offset}
+	}
+	return out, nil
+}
+
+func (s *sqsBackend) Partitions(topic string) int32 {
+	t := s.b.topics.Get(topic)
+	if t == nil {
+		return 0
+	}
+	return s.b.topics.PartitionCount(t)
 }
 
 func (s *sqsBackend) Receive(ctx context.Context, r share.DirectReceive) ([]share.DirectRecord, error) {

@@ -200,19 +200,36 @@ type topicTable struct {
 	head     int
 }
 
-// slot is one id of the window: its expiry (unix ms) and the append
-// that inserted it, nil once known durable (rebuilt from the log).
+// slot is one id of the window: its expiry (unix ms), the append that
+// inserted it (nil once known durable: rebuilt from the log), and where
+// its record is: partition and offset when rebuilt, else its offset
+// delta in w's append (w.base + delta once w is done).
 type slot struct {
-	exp int64
-	w   *write
+	exp   int64
+	w     *write
+	part  int32
+	off   int64 // -1: w.base + delta
+	delta int64
+}
+
+// Origin is where the first copy of a record Append dropped is: the
+// Index-th record of the append's batches, first stored at Partition,
+// Offset (an SQS FIFO queue answers a duplicate with the original's
+// MessageId and SequenceNumber, which derive from it).
+type Origin struct {
+	Index     int
+	Partition int32
+	Offset    int64
 }
 
 // write is one produce partition's append of records whose ids it
-// inserted. done is closed once the append returned; end (the offset
-// after its records) or err (it failed) are then set.
+// inserted. done is closed once the append returned; base and end (the
+// offsets of its first record and after its last) or err (it failed)
+// are then set.
 type write struct {
 	p    *topics.Partition
 	done chan struct{}
+	base int64
 	end  int64
 	err  error
 	// The ids it inserted, forgotten again if its append or fsync
@@ -281,8 +298,8 @@ func (d *topicTable) expireLocked(nowMs int64) {
 	}
 }
 
-func (d *topicTable) insertLocked(id string, exp int64, w *write) {
-	d.ids[id] = slot{exp, w}
+func (d *topicTable) insertLocked(id string, exp int64, w *write, part int32, off, delta int64) {
+	d.ids[id] = slot{exp: exp, w: w, part: part, off: off, delta: delta}
 	d.queue = append(d.queue, queued{id, exp})
 }
 
@@ -330,7 +347,7 @@ func (d *topicTable) rebuildLocked(win *Window, t *topics.Topic, s Settings, now
 									w = pending
 									w.ids = append(w.ids, id)
 								}
-								d.insertLocked(id, exp, w)
+								d.insertLocked(id, exp, w, p.Index, o, 0)
 							}
 						}
 					}
@@ -389,7 +406,7 @@ func (win *Window) Append(t *topics.Topic, p *topics.Partition, s Settings, batc
 		}
 	}
 	d.expireLocked(nowMs)
-	out, rewritten, added, deps, err := d.filterLocked(s, batches, exp, w)
+	out, rewritten, added, deps, origins, err := d.filterLocked(s, batches, exp, w)
 	w.ids = added
 	if err != nil {
 		w.forgetIDsLocked()
@@ -411,13 +428,13 @@ func (win *Window) Append(t *topics.Topic, p *topics.Partition, s Settings, batc
 		w.forgetIDs()
 		w.err = err
 	} else {
-		w.end = res.LastOffset + 1
+		w.base, w.end = res.BaseOffset, res.LastOffset+1
 	}
 	close(w.done)
 	if len(added) == 0 {
 		w = nil
 	}
-	return res, Deps{first: deps, own: w, win: win}, err
+	return res, Deps{first: deps, own: w, win: win, origins: origins}, err
 }
 
 // Deps are what a deduplicated append's answer depends on: the
@@ -425,9 +442,26 @@ func (win *Window) Append(t *topics.Topic, p *topics.Partition, s Settings, batc
 // own append when it inserted ids (own), whose ids are forgotten if its
 // fsync fails.
 type Deps struct {
-	first []*write
-	own   *write
-	win   *Window
+	first   []*write
+	own     *write
+	win     *Window
+	origins []pendingOrigin
+}
+
+// Origins are where the records the append dropped were first stored,
+// by their index in the append's batches. Call it after Wait returned
+// nil (the first copies' appends are then done).
+func (d Deps) Origins() []Origin {
+	out := make([]Origin, 0, len(d.origins))
+	for _, o := range d.origins {
+		at := Origin{Index: o.index, Partition: o.s.part, Offset: o.s.off}
+		if o.s.off < 0 {
+			<-o.s.w.done
+			at.Offset = o.s.w.base + o.s.delta
+		}
+		out = append(out, at)
+	}
+	return out
 }
 
 // Failed is called when the append's own fsync failed: its records were
@@ -455,26 +489,35 @@ func (d Deps) Waits() int { return len(d.first) }
 // records), the ids it inserted (for w, the append to come) and the
 // appends of the first copies of the records it dropped that are not
 // known durable. mu held.
-func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *write) (out []byte, rewritten bool, added []string, deps []*write, err error) {
+func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *write) (out []byte, rewritten bool, added []string, deps []*write, origins []pendingOrigin, err error) {
 	var keep [][]byte // wire records of the current batch
+	// index counts the records of the batches before this one; base is
+	// this batch's first offset delta in the append (batches after the
+	// first continue the offsets of those before, as the log assigns
+	// them).
+	index, base := 0, int64(0)
+	part := int32(-1)
+	if w != nil && w.p != nil {
+		part = w.p.Index
+	}
 	for pos := 0; pos < len(batches); {
 		batch, _, err := protocol.NextBatch(batches[pos:])
 		if err != nil {
-			return nil, false, added, deps, fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
+			return nil, false, added, deps, origins, fmt.Errorf("%w: %v", slog.ErrCorruptMessage, err)
 		}
 		start := pos
 		pos += len(batch)
 		h, _ := protocol.ParseBatchHeader(batch)
 		if !protocol.VerifyBatchCRC(batch) {
-			return nil, false, added, deps, fmt.Errorf("%w: batch crc mismatch", slog.ErrCorruptMessage)
+			return nil, false, added, deps, origins, fmt.Errorf("%w: batch crc mismatch", slog.ErrCorruptMessage)
 		}
 		// Refused here as the log's Append would: AppendCompacted must
 		// only ever see holes this filter made.
 		switch {
 		case h.IsControl():
-			return nil, false, added, deps, fmt.Errorf("%w: control batch", slog.ErrInvalidRecord)
+			return nil, false, added, deps, origins, fmt.Errorf("%w: control batch", slog.ErrInvalidRecord)
 		case h.RecordCount <= 0 || h.LastOffsetDelta < 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount):
-			return nil, false, added, deps, fmt.Errorf("%w: batch has %d records and lastOffsetDelta %d", slog.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+			return nil, false, added, deps, origins, fmt.Errorf("%w: batch has %d records and lastOffsetDelta %d", slog.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
 		}
 		if h.IsTransactional() {
 			// Not deduplicated: an aborted transaction's ids must not
@@ -483,6 +526,7 @@ func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *writ
 			if rewritten {
 				out = append(out, batch...)
 			}
+			index, base = index+int(h.RecordCount), base+int64(h.RecordCount)
 			continue
 		}
 		keep = keep[:0]
@@ -500,9 +544,10 @@ func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *writ
 					if e.w != nil && !slices.Contains(deps, e.w) {
 						deps = append(deps, e.w)
 					}
+					origins = append(origins, pendingOrigin{index: index + int(i) - 1, s: e})
 					return true
 				}
-				d.insertLocked(id, exp, w)
+				d.insertLocked(id, exp, w, part, -1, base+i-1)
 				added = append(added, id)
 			}
 			keep = append(keep, raw)
@@ -517,8 +562,9 @@ func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *writ
 			err = fmt.Errorf("%w: %d records, the header declares %d", slog.ErrInvalidRecord, i, h.RecordCount)
 		}
 		if err != nil {
-			return nil, false, added, deps, err
+			return nil, false, added, deps, origins, err
 		}
+		index, base = index+int(h.RecordCount), base+int64(h.RecordCount)
 		if dups == 0 {
 			if rewritten {
 				out = append(out, batch...)
@@ -534,8 +580,15 @@ func (d *topicTable) filterLocked(s Settings, batches []byte, exp int64, w *writ
 		// kmsg decodes leniently; the rewritten batch must pass the
 		// log's framing checks, as the client's would have.
 		if err := protocol.ValidateCompactedRecords(out[at:]); err != nil {
-			return nil, false, added, deps, fmt.Errorf("%w: %v", slog.ErrInvalidRecord, err)
+			return nil, false, added, deps, origins, fmt.Errorf("%w: %v", slog.ErrInvalidRecord, err)
 		}
 	}
-	return out, rewritten, added, deps, nil
+	return out, rewritten, added, deps, origins, nil
+}
+
+// pendingOrigin is a dropped record's first copy, resolved once the
+// appends are done (Deps.Origins).
+type pendingOrigin struct {
+	index int
+	s     slot
 }

@@ -28,7 +28,7 @@ func FuzzDedupFilter(f *testing.F) {
 		protocol.SetBatchCRC(data)
 		for _, s := range []Settings{{windowMs: 1, header: "dedup-id"}, {windowMs: 1, content: true, groupScope: true, groupHeader: "g"}} {
 			d := &topicTable{ids: map[string]slot{}}
-			out, rewritten, _, _, err := d.filterLocked(s, append([]byte(nil), data...), 10, nil)
+			out, rewritten, _, _, _, err := d.filterLocked(s, append([]byte(nil), data...), 10, nil)
 			if err != nil || !rewritten {
 				continue
 			}

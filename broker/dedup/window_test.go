@@ -305,7 +305,7 @@ func TestFilterNoDuplicates(t *testing.T) {
 	in := append(plain(t, idrec("a1", "a"), idrec("n1", ""), idrec("b1", "b")), plain(t, idrec("c1", "c"))...)
 	orig := append([]byte(nil), in...)
 	w := &write{}
-	out, rewritten, added, deps, err := d.filterLocked(headerSettings, in, 5000, w)
+	out, rewritten, added, deps, _, err := d.filterLocked(headerSettings, in, 5000, w)
 	require.NoError(t, err)
 	require.False(t, rewritten)
 	require.Nil(t, out, "no new buffer without duplicates")
@@ -313,8 +313,10 @@ func TestFilterNoDuplicates(t *testing.T) {
 	require.Empty(t, deps)
 	require.Equal(t, orig, in, "the input is not modified")
 	require.Len(t, d.ids, 3)
-	for _, id := range added {
-		require.Equal(t, slot{exp: 5000, w: w}, d.ids[id])
+	for i, id := range added {
+		// Where each record will be: its offset delta in the append
+		// (the record without an id, the second, takes delta 1).
+		require.Equal(t, slot{exp: 5000, w: w, part: -1, off: -1, delta: []int64{0, 2, 3}[i]}, d.ids[id])
 	}
 	require.Equal(t, []queued{{"a", 5000}, {"b", 5000}, {"c", 5000}}, d.queue)
 }
@@ -323,7 +325,7 @@ func TestFilterDuplicateInOneBatch(t *testing.T) {
 	d := newTable()
 	w := &write{}
 	in := plain(t, idrec("a1", "a"), idrec("b1", "b"), idrec("a2", "a"), idrec("n", ""), idrec("b2", "b"))
-	out, rewritten, added, deps, err := d.filterLocked(headerSettings, in, 5000, w)
+	out, rewritten, added, deps, _, err := d.filterLocked(headerSettings, in, 5000, w)
 	require.NoError(t, err)
 	require.True(t, rewritten)
 	require.Equal(t, []string{"a", "b"}, added)
@@ -343,7 +345,7 @@ func TestFilterDuplicateInOneBatch(t *testing.T) {
 func TestFilterDuplicateAcrossProducesKeepsHeader(t *testing.T) {
 	d := newTable()
 	first := &write{}
-	_, _, _, _, err := d.filterLocked(headerSettings, plain(t, idrec("a1", "a"), idrec("b1", "b")), 5000, first)
+	_, _, _, _, _, err := d.filterLocked(headerSettings, plain(t, idrec("a1", "a"), idrec("b1", "b")), 5000, first)
 	require.NoError(t, err)
 	d.ids["r"] = slot{exp: 5000} // rebuilt from the log: known durable
 	d.queue = append(d.queue, queued{"r", 5000})
@@ -355,7 +357,7 @@ func TestFilterDuplicateAcrossProducesKeepsHeader(t *testing.T) {
 			inH, err := protocol.ParseBatchHeader(in)
 			require.NoError(t, err)
 			second := &write{}
-			out, rewritten, added, deps, err := d.filterLocked(headerSettings, in, 6000, second)
+			out, rewritten, added, deps, _, err := d.filterLocked(headerSettings, in, 6000, second)
 			require.NoError(t, err)
 			require.True(t, rewritten)
 			require.Equal(t, []string{"c" + strconv.Itoa(int(codec))}, added)
@@ -392,10 +394,10 @@ func TestFilterDuplicateAcrossProducesKeepsHeader(t *testing.T) {
 
 func TestFilterEveryRecordDropped(t *testing.T) {
 	d := newTable()
-	_, _, _, _, err := d.filterLocked(headerSettings, plain(t, idrec("a1", "a"), idrec("b1", "b")), 5000, nil)
+	_, _, _, _, _, err := d.filterLocked(headerSettings, plain(t, idrec("a1", "a"), idrec("b1", "b")), 5000, nil)
 	require.NoError(t, err)
 	in := mkBatch(t, batchOpts{producerID: 9, epoch: 0, seq: 4}, idrec("b2", "b"), idrec("a2", "a"), idrec("a3", "a"))
-	out, rewritten, added, deps, err := d.filterLocked(headerSettings, in, 6000, &write{})
+	out, rewritten, added, deps, _, err := d.filterLocked(headerSettings, in, 6000, &write{})
 	require.NoError(t, err)
 	require.True(t, rewritten)
 	require.Empty(t, added)
@@ -416,7 +418,7 @@ func TestFilterMixedBatches(t *testing.T) {
 	dups := plain(t, idrec("b1", "b"), idrec("a2", "a"))
 	clean2 := plain(t, idrec("c1", "c"))
 	in := append(append(append([]byte(nil), clean1...), dups...), clean2...)
-	out, rewritten, added, _, err := d.filterLocked(headerSettings, in, 5000, &write{})
+	out, rewritten, added, _, _, err := d.filterLocked(headerSettings, in, 5000, &write{})
 	require.NoError(t, err)
 	require.True(t, rewritten)
 	require.Equal(t, []string{"a", "b", "c"}, added)
@@ -432,14 +434,14 @@ func TestFilterMixedBatches(t *testing.T) {
 
 func TestFilterTransactional(t *testing.T) {
 	d := newTable()
-	_, _, _, _, err := d.filterLocked(headerSettings, plain(t, idrec("a1", "a")), 5000, nil)
+	_, _, _, _, _, err := d.filterLocked(headerSettings, plain(t, idrec("a1", "a")), 5000, nil)
 	require.NoError(t, err)
 	txn := mkBatch(t, batchOpts{attrs: protocol.AttrTransactional, producerID: 5, epoch: 1, seq: 0},
 		idrec("a2", "a"), idrec("t1", "t"), idrec("t2", "t"))
 
 	// Alone: passed through untouched, its ids not remembered, its
 	// duplicates not dropped.
-	out, rewritten, added, deps, err := d.filterLocked(headerSettings, append([]byte(nil), txn...), 6000, &write{})
+	out, rewritten, added, deps, _, err := d.filterLocked(headerSettings, append([]byte(nil), txn...), 6000, &write{})
 	require.NoError(t, err)
 	require.False(t, rewritten)
 	require.Nil(t, out)
@@ -450,7 +452,7 @@ func TestFilterTransactional(t *testing.T) {
 
 	// After a rewritten batch: copied verbatim.
 	in := append(plain(t, idrec("a3", "a"), idrec("u1", "u")), txn...)
-	out, rewritten, added, _, err = d.filterLocked(headerSettings, in, 6000, &write{})
+	out, rewritten, added, _, _, err = d.filterLocked(headerSettings, in, 6000, &write{})
 	require.NoError(t, err)
 	require.True(t, rewritten)
 	require.Equal(t, []string{"u"}, added)
@@ -460,7 +462,7 @@ func TestFilterTransactional(t *testing.T) {
 	require.NotContains(t, d.ids, "t")
 
 	// A later non-transactional record with the transaction's id is stored.
-	_, rewritten, added, _, err = d.filterLocked(headerSettings, plain(t, idrec("t3", "t")), 7000, nil)
+	_, rewritten, added, _, _, err = d.filterLocked(headerSettings, plain(t, idrec("t3", "t")), 7000, nil)
 	require.NoError(t, err)
 	require.False(t, rewritten)
 	require.Equal(t, []string{"t"}, added)
@@ -506,7 +508,7 @@ func TestFilterRefusesBadBatches(t *testing.T) {
 			d := newTable()
 			w := &write{d: d}
 			in := append(append([]byte(nil), good...), tc.batch...)
-			out, rewritten, added, _, err := d.filterLocked(headerSettings, in, 5000, w)
+			out, rewritten, added, _, _, err := d.filterLocked(headerSettings, in, 5000, w)
 			require.Error(t, err)
 			require.True(t, errors.Is(err, tc.want), "%v is not %v", err, tc.want)
 			require.Nil(t, out)
@@ -524,9 +526,9 @@ func TestFilterRefusesBadBatches(t *testing.T) {
 func TestForgetIDsOnlyOwnSlots(t *testing.T) {
 	d := newTable()
 	w1, w2 := &write{d: d}, &write{d: d}
-	d.insertLocked("a", 10, w1)
-	d.insertLocked("b", 10, w2)
-	d.insertLocked("c", 10, nil)
+	d.insertLocked("a", 10, w1, 0, -1, 0)
+	d.insertLocked("b", 10, w2, 0, -1, 0)
+	d.insertLocked("c", 10, nil, 0, 5, 0)
 	w1.ids = []string{"a", "b", "c"}
 	w1.forgetIDs()
 	require.NotContains(t, d.ids, "a")
@@ -541,9 +543,9 @@ func TestForgetIDsOnlyOwnSlots(t *testing.T) {
 
 func TestExpireLocked(t *testing.T) {
 	d := newTable()
-	d.insertLocked("a", 100, nil)
-	d.insertLocked("b", 200, nil)
-	d.insertLocked("c", 300, nil)
+	d.insertLocked("a", 100, nil, 0, -1, 0)
+	d.insertLocked("b", 200, nil, 0, -1, 0)
+	d.insertLocked("c", 300, nil, 0, -1, 0)
 	d.expireLocked(99)
 	require.Len(t, d.ids, 3)
 	d.expireLocked(100)
@@ -563,29 +565,29 @@ func TestExpireLocked(t *testing.T) {
 func TestExpireKeepsReinsertedID(t *testing.T) {
 	d := newTable()
 	w := &write{d: d}
-	d.insertLocked("a", 100, w)
+	d.insertLocked("a", 100, w, 0, -1, 0)
 	// The append failed: its id was forgotten, and a retry inserted it
 	// again with a later expiry.
 	w.ids = []string{"a"}
 	w.forgetIDsLocked()
-	d.insertLocked("a", 200, nil)
+	d.insertLocked("a", 200, nil, 0, -1, 0)
 	d.expireLocked(150)
-	require.Equal(t, slot{exp: 200}, d.ids["a"], "the stale queue entry does not drop the live id")
+	require.Equal(t, slot{exp: 200, off: -1}, d.ids["a"], "the stale queue entry does not drop the live id")
 	d.expireLocked(200)
 	require.Empty(t, d.ids)
 
 	// A rebuild may insert an id twice, the later expiry winning.
 	d2 := newTable()
-	d2.insertLocked("x", 100, nil)
-	d2.insertLocked("x", 300, nil)
+	d2.insertLocked("x", 100, nil, 0, -1, 0)
+	d2.insertLocked("x", 300, nil, 0, -1, 0)
 	d2.expireLocked(100)
-	require.Equal(t, slot{exp: 300}, d2.ids["x"])
+	require.Equal(t, slot{exp: 300, off: -1}, d2.ids["x"])
 }
 
 func TestExpireCompactsQueue(t *testing.T) {
 	d := newTable()
 	for i := range 3000 {
-		d.insertLocked("id"+strconv.Itoa(i), int64(i+1), nil)
+		d.insertLocked("id"+strconv.Itoa(i), int64(i+1), nil, 0, int64(i), 0)
 	}
 	d.expireLocked(1024) // head 1024: not above 1024
 	require.Equal(t, 1024, d.head)

@@ -464,6 +464,9 @@ func (c *Coordinator) shareSettings(group string) shareGroupSettings {
 		if o, ok := c.o.Owned(group); ok {
 			st.deliveryLimit, st.renewEnabled, st.autoOffsetReset = o.DeliveryLimit, true, "earliest"
 			st.dlqTopic, st.dlqCopy, st.dlqOwned = o.DeadLetterTopic, o.DeadLetterTopic != "", o.DeadLetterTopic != ""
+			if o.OrderedBy != "" {
+				st.groupMode, st.groupSource = sharegroup.GroupsOrdered, messageGroupSource{header: o.OrderedBy}
+			}
 		}
 	}
 	return st

@@ -105,6 +105,10 @@ type Owned struct {
 	// none). The record is copied whole; the topic needs neither the
 	// dead-letter prefix nor errors.deadletterqueue.group.enable.
 	DeadLetterTopic string
+	// OrderedBy, when set, is the header naming a record's message
+	// group, each group delivered in order (a FIFO queue: the ordered
+	// message-group mode).
+	OrderedBy string
 }
 
 // Coordinator owns share groups, share-partitions and share sessions.

@@ -31,12 +31,22 @@ const deletedRecently = 60 * time.Second
 
 // topicConfigs are the configs of a queue's topic for its attributes.
 func topicConfigs(q *queue) map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		"retention.ms": strconv.FormatInt(q.intAttr("MessageRetentionPeriod")*1000, 10),
 		// A 1 MiB message with its attributes, or a batch of 10 totalling
 		// 1 MiB, in one record batch.
 		"max.message.bytes": strconv.Itoa(2 << 20),
 	}
+	if q.fifo() { // the 5-minute deduplication interval, in the queue's scope
+		m["dedup.window.ms"] = "300000"
+		m["dedup.key"] = "header:" + hdrDedup
+		m["dedup.message.group.header"] = hdrGroup
+		m["dedup.scope"] = "topic"
+		if q.attr("DeduplicationScope") == "messageGroup" {
+			m["dedup.scope"] = "message-group"
+		}
+	}
+	return m
 }
 
 func (s *Server) save(q *queue) *apiError {
@@ -73,9 +83,6 @@ func (s *Server) createQueue(r *http.Request, in input) (any, *apiError) {
 	if aerr := checkAttrs(attrs, fifo, true); aerr != nil {
 		return nil, aerr
 	}
-	if fifo {
-		return nil, errf(errInvalidAttributeValue, "Invalid value for the parameter FifoQueue. Reason: FIFO queues are not served by Shoal's SQS API yet.")
-	}
 	if attrs["FifoQueue"] == "false" {
 		delete(attrs, "FifoQueue") // the default
 	}
@@ -104,6 +111,8 @@ func (s *Server) createQueue(r *http.Request, in input) (any, *apiError) {
 	}
 	id, terr := s.be.CreateTopic(q.Topic, s.cfg.Partitions, topicConfigs(q))
 	switch {
+	case errors.Is(terr, ErrTopicExists) && fifo:
+		return nil, errf(errQueueNameExists, "A Kafka topic named %s exists: only a standard queue exposes an existing topic.", name)
 	case errors.Is(terr, ErrTopicExists):
 		// A Kafka topic of that name: exposed as a queue, its records
 		// (from the earliest) messages. Its configs stay as they are.
@@ -288,7 +297,9 @@ func (s *Server) setQueueAttributes(_ *http.Request, in input) (any, *apiError) 
 		}
 	}
 	next.Modified = time.Now().Unix()
-	if _, ok := attrs["MessageRetentionPeriod"]; ok {
+	_, retention := attrs["MessageRetentionPeriod"]
+	_, scope := attrs["DeduplicationScope"]
+	if retention || scope {
 		if err := s.be.AlterTopic(q.Topic, topicConfigs(&next)); err != nil {
 			return nil, internal(err)
 		}

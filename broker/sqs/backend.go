@@ -24,9 +24,12 @@ type Backend interface {
 	// TopicID is the topic's id, and whether it exists.
 	TopicID(name string) ([16]byte, bool)
 	// Append appends records to a partition of topic (-1: the backend
-	// picks) and returns once they are durable, with their offsets;
-	// ErrTooLarge if the topic's max.message.bytes refuses them.
-	Append(topic string, partition int32, recs []Record) (part int32, base int64, err error)
+	// picks) and returns once they are durable, with where each is: a
+	// record the topic's dedup window dropped is where its first copy
+	// is. ErrTooLarge if the topic's max.message.bytes refuses them.
+	Append(topic string, partition int32, recs []Record) ([]Position, error)
+	// Partitions is the topic's partition count.
+	Partitions(topic string) int32
 	// Receive, Settle, Counts and Purge are the share group's direct
 	// consumer (package share).
 	Receive(ctx context.Context, r share.DirectReceive) ([]share.DirectRecord, error)
@@ -40,6 +43,12 @@ type Backend interface {
 	// Secret is the broker's receipt-handle key, the same across
 	// restarts.
 	Secret() ([]byte, error)
+}
+
+// Position is where a record is.
+type Position struct {
+	Partition int32
+	Offset    int64
 }
 
 // Record is a record to append.

@@ -10,11 +10,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -43,6 +45,8 @@ const (
 	hdrAttr      = "sqs.attr."
 	hdrSenderID  = "sqs.sender-id"
 	hdrDelay     = "sqs.deliver-at" // Unix milliseconds, for a delayed message
+	hdrGroup     = "sqs.group-id"   // MessageGroupId (FIFO queues: the ordered message group)
+	hdrDedup     = "sqs.dedup-id"   // MessageDeduplicationId, or the body's SHA-256
 	hdrTrace     = "AWSTraceHeader"
 )
 
@@ -59,6 +63,8 @@ type outgoing struct {
 	attrs map[string]msgAttr
 	trace string
 	delay int64
+	group string // MessageGroupId
+	dedup string // FIFO: the deduplication id
 }
 
 func (s *Server) parseOutgoing(q *queue, in input) (outgoing, *apiError) {
@@ -96,13 +102,45 @@ func (s *Server) parseOutgoing(q *queue, in input) (outgoing, *apiError) {
 	if n := int64(messageSize(o)); n > q.intAttr("MaximumMessageSize") {
 		return o, invalidParam("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", q.intAttr("MaximumMessageSize"))
 	}
-	for _, k := range []string{"MessageGroupId", "MessageDeduplicationId"} {
-		if _, ok := in[k]; ok {
-			return o, invalidParam("Value for parameter %s is invalid. Reason: The request include parameter that is not valid for this queue type.", k)
+	group, hasGroup, err := in.str("MessageGroupId")
+	if err != nil {
+		return o, err
+	}
+	dedup, hasDedup, err := in.str("MessageDeduplicationId")
+	if err != nil {
+		return o, err
+	}
+	if hasGroup && !fifoIDRE.MatchString(group) {
+		return o, invalidParam("Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.", group)
+	}
+	o.group = group
+	if !q.fifo() {
+		if hasDedup {
+			return o, invalidParam("Value %s for parameter MessageDeduplicationId is invalid. Reason: The request includes a parameter that is not valid for this queue type.", dedup)
 		}
+		return o, nil // a MessageGroupId on a standard queue is kept (fair queues), not ordered
+	}
+	switch {
+	case !hasGroup:
+		return o, missingParam("MessageGroupId")
+	case in["DelaySeconds"] != nil && o.delay != q.intAttr("DelaySeconds"):
+		return o, invalidParam("Value %d for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.", o.delay)
+	case hasDedup && !fifoIDRE.MatchString(dedup):
+		return o, invalidParam("Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length.", dedup)
+	case hasDedup:
+		o.dedup = dedup
+	case q.attr("ContentBasedDeduplication") == "true":
+		sum := sha256.Sum256([]byte(body))
+		o.dedup = hex.EncodeToString(sum[:])
+	default:
+		return o, invalidParam("The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
 	}
 	return o, nil
 }
+
+// fifoIDRE is a MessageGroupId's or MessageDeduplicationId's alphabet:
+// alphanumerics and punctuation, 1 to 128.
+var fifoIDRE = regexp.MustCompile("^[A-Za-z0-9!\"#$%&'()*+,\\-./:;<=>?@\\[\\]^_`{|}~]{1,128}$")
 
 // messageSize is what counts against MaximumMessageSize: the body and
 // every attribute's name, type and value.
@@ -169,7 +207,15 @@ func checkMsgAttrs(attrs map[string]msgAttr) *apiError {
 // record builds the log record of a message.
 func (o outgoing) record(messageID string, now time.Time) Record {
 	r := Record{Value: []byte(o.body), Timestamp: now}
-	r.Headers = append(r.Headers, kmsg.Header{Key: hdrMessageID, Value: []byte(messageID)})
+	if messageID != "" { // a FIFO message's derives from its position
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrMessageID, Value: []byte(messageID)})
+	}
+	if o.group != "" {
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrGroup, Value: []byte(o.group)})
+	}
+	if o.dedup != "" {
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrDedup, Value: []byte(o.dedup)})
+	}
 	for _, name := range sortedNames(o.attrs) {
 		a := o.attrs[name]
 		v := append([]byte(a.DataType), 0)
@@ -232,11 +278,74 @@ func (s *Server) sendMessage(_ *http.Request, in input) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	id := newMessageID()
-	if _, _, err := s.be.Append(q.Topic, -1, []Record{o.record(id, time.Now())}); err != nil {
-		return nil, appendError(err)
+	res, aerr := s.send(q, []outgoing{o})
+	if aerr != nil {
+		return nil, aerr
 	}
-	return sendResult(o, id), nil
+	return res[0], nil
+}
+
+// send appends messages, answered once durable: a standard queue's in
+// one batch, each with a fresh MessageId; a FIFO queue's by partition
+// (hash of the message group), each MessageId and SequenceNumber derived
+// from where it is, so that a duplicate the dedup window dropped is
+// answered with its original's.
+func (s *Server) send(q *queue, os []outgoing) ([]map[string]any, *apiError) {
+	now := time.Now()
+	out := make([]map[string]any, len(os))
+	if !q.fifo() {
+		recs := make([]Record, len(os))
+		for i, o := range os {
+			id := newMessageID()
+			recs[i] = o.record(id, now)
+			out[i] = sendResult(o, id)
+		}
+		if _, err := s.be.Append(q.Topic, -1, recs); err != nil {
+			return nil, appendError(err)
+		}
+		return out, nil
+	}
+	n := max(s.be.Partitions(q.Topic), 1)
+	byPart := map[int32][]int{}
+	var order []int32
+	for i, o := range os {
+		p := int32(fnv32(o.group) % uint32(n))
+		if _, ok := byPart[p]; !ok {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], i)
+	}
+	for _, p := range order {
+		recs := make([]Record, 0, len(byPart[p]))
+		for _, i := range byPart[p] {
+			recs = append(recs, os[i].record("", now))
+		}
+		pos, err := s.be.Append(q.Topic, p, recs)
+		if err != nil {
+			return nil, appendError(err)
+		}
+		for k, i := range byPart[p] {
+			r := sendResult(os[i], recordMessageID(q.TopicID, pos[k].Partition, pos[k].Offset))
+			r["SequenceNumber"] = sequenceNumber(pos[k])
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+// sequenceNumber is a FIFO message's SequenceNumber: its partition and
+// offset as one decimal, increasing within a message group.
+func sequenceNumber(p Position) string {
+	return strconv.FormatInt(int64(p.Partition)+1, 10) + fmt.Sprintf("%019d", p.Offset)
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
 }
 
 var batchIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
@@ -294,12 +403,9 @@ func (s *Server) sendMessageBatch(_ *http.Request, in input) (any, *apiError) {
 	}
 	var (
 		ok     []outgoing
-		msgIDs []string
-		recs   []Record
 		failed = []map[string]any{}
 		total  int
 	)
-	now := time.Now()
 	for i, e := range entries {
 		o, aerr := s.parseOutgoing(q, e)
 		if aerr != nil {
@@ -308,21 +414,20 @@ func (s *Server) sendMessageBatch(_ *http.Request, in input) (any, *apiError) {
 		}
 		o.id = ids[i]
 		total += messageSize(o)
-		id := newMessageID()
-		ok, msgIDs, recs = append(ok, o), append(msgIDs, id), append(recs, o.record(id, now))
+		ok = append(ok, o)
 	}
 	if total > maxBatchBytes {
 		return nil, errf(errBatchTooLong, "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", maxBatchBytes, total)
 	}
 	success := []map[string]any{}
-	if len(recs) > 0 {
-		if _, _, err := s.be.Append(q.Topic, -1, recs); err != nil {
-			return nil, appendError(err)
+	if len(ok) > 0 {
+		res, aerr := s.send(q, ok)
+		if aerr != nil {
+			return nil, aerr
 		}
 		for i, o := range ok {
-			r := sendResult(o, msgIDs[i])
-			r["Id"] = o.id
-			success = append(success, r)
+			res[i]["Id"] = o.id
+			success = append(success, res[i])
 		}
 	}
 	return map[string]any{"Successful": success, "Failed": failed}, nil
@@ -422,6 +527,22 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	attempt, hasAttempt, aerr := in.str("ReceiveRequestAttemptId")
+	if aerr != nil {
+		return nil, aerr
+	}
+	if hasAttempt && !fifoIDRE.MatchString(attempt) {
+		return nil, invalidParam("Value %s for parameter ReceiveRequestAttemptId is invalid. Reason: ReceiveRequestAttemptId can only include alphanumeric and punctuation characters. 1 to 128 in length.", attempt)
+	}
+	attemptKey := ""
+	if hasAttempt && q.fifo() {
+		// A retry within 5 minutes (and the visibility timeout) gets the
+		// same messages and receipt handles.
+		attemptKey = q.Name + "\x00" + attempt
+		if out, ok := s.attempts.get(attemptKey); ok {
+			return out, nil
+		}
+	}
 	recs, err := s.be.Receive(r.Context(), share.DirectReceive{
 		Group: q.Group, Topic: q.Topic, Max: int(max),
 		Lock: time.Duration(vis) * time.Second, Wait: time.Duration(wait) * time.Second,
@@ -439,7 +560,48 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	if len(msgs) > 0 {
 		out["Messages"] = msgs
 	}
+	if attemptKey != "" {
+		s.attempts.put(attemptKey, out, time.Now().Add(min(5*time.Minute, time.Duration(vis)*time.Second)))
+	}
 	return out, nil
+}
+
+// attemptCache keeps FIFO receives by ReceiveRequestAttemptId.
+type attemptCache struct {
+	mu sync.Mutex
+	m  map[string]attempt
+}
+
+type attempt struct {
+	out map[string]any
+	exp time.Time
+}
+
+func (c *attemptCache) get(key string) (map[string]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.m[key]
+	if !ok || time.Now().After(a.exp) {
+		return nil, false
+	}
+	return a.out, true
+}
+
+func (c *attemptCache) put(key string, out map[string]any, exp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]attempt{}
+	}
+	now := time.Now()
+	if len(c.m) > 10000 { // bound it: drop what expired
+		for k, a := range c.m {
+			if now.After(a.exp) {
+				delete(c.m, k)
+			}
+		}
+	}
+	c.m[key] = attempt{out, exp}
 }
 
 // deliverAt is when a record may be received: a delayed message's
@@ -459,7 +621,7 @@ func deliverAt(rec share.DirectRecord) time.Time {
 func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNames, attrNames []string) map[string]any {
 	id := ""
 	attrs := map[string]msgAttr{}
-	var trace, sender, dlqSource string
+	var trace, sender, dlqSource, group, dedup string
 	for _, h := range rec.Headers {
 		switch {
 		case h.Key == share.DLQHeaderTopic:
@@ -482,6 +644,10 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 			trace = string(h.Value)
 		case h.Key == hdrSenderID:
 			sender = string(h.Value)
+		case h.Key == hdrGroup:
+			group = string(h.Value)
+		case h.Key == hdrDedup:
+			dedup = string(h.Value)
 		}
 	}
 	if id == "" {
@@ -511,6 +677,15 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 	if dlqSource != "" {
 		if arn := s.sourceARN(dlqSource); arn != "" {
 			sys["DeadLetterQueueSourceArn"] = arn
+		}
+	}
+	if group != "" {
+		sys["MessageGroupId"] = group
+	}
+	if q.fifo() {
+		sys["SequenceNumber"] = sequenceNumber(Position{rec.Partition, rec.Offset})
+		if dedup != "" {
+			sys["MessageDeduplicationId"] = dedup
 		}
 	}
 	chosen := map[string]string{}

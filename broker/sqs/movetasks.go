@@ -177,7 +177,11 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 				t.set("FAILED", "the destination of a message does not exist: "+dst)
 				return
 			}
-			if _, _, err := s.be.Append(q.Topic, -1, []Record{moved(rec)}); err != nil {
+			part := int32(-1)
+			if q.fifo() { // the message group's partition
+				part = int32(fnv32(headerValue(rec, hdrGroup)) % uint32(max(s.be.Partitions(q.Topic), 1)))
+			}
+			if _, err := s.be.Append(q.Topic, part, []Record{moved(rec)}); err != nil {
 				t.set("FAILED", err.Error())
 				return
 			}
@@ -199,11 +203,13 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 }
 
 // moved is a dead-lettered record as it goes back: its own headers
-// (MessageId, attributes) without the KIP-1191 ones.
+// (MessageId, attributes) without the KIP-1191 ones and without its
+// deduplication id (a FIFO destination's window would take it for its
+// first copy and drop it).
 func moved(rec share.DirectRecord) Record {
 	r := Record{Key: rec.Key, Value: rec.Value, Timestamp: time.Now()}
 	for _, h := range rec.Headers {
-		if !strings.HasPrefix(h.Key, "__dlq.") {
+		if !strings.HasPrefix(h.Key, "__dlq.") && h.Key != hdrDedup {
 			r.Headers = append(r.Headers, h)
 		}
 	}

@@ -153,28 +153,39 @@ func (s *Server) applyRedrive(q *queue, attrs map[string]string) *apiError {
 	return nil
 }
 
-// QueueGroup reports whether group is a queue's share group, with its
-// delivery limit (maxReceiveCount; 0: none) and dead-letter topic
-// (share.Options.Owned).
-func (s *Server) QueueGroup(group string) (limit int, deadLetterTopic string, ok bool) {
+// GroupSettings are what a queue's share group takes from the queue
+// (share.Owned).
+type GroupSettings struct {
+	Limit           int    // maxReceiveCount; 0: none
+	DeadLetterTopic string // the redrive target's topic
+	OrderedBy       string // FIFO: the message-group header
+}
+
+// QueueGroup reports whether group is a queue's share group, and its
+// settings (share.Options.Owned).
+func (s *Server) QueueGroup(group string) (GroupSettings, bool) {
 	name, isQueue := strings.CutPrefix(group, groupPrefix)
 	if !isQueue {
-		return 0, "", false
+		return GroupSettings{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.mu.queues[name]
 	if q == nil || q.Group != group {
-		return 0, "", false
+		return GroupSettings{}, false
+	}
+	var gs GroupSettings
+	if q.fifo() {
+		gs.OrderedBy = hdrGroup
 	}
 	if v := q.Attrs["RedrivePolicy"]; v != "" {
+		// A target queue that is gone leaves the messages in the source
+		// (AWS keeps them there too), counted without a limit.
 		if p, _ := s.parseRedrive(v); p != nil {
-			return p.max, s.mu.queues[p.target].Topic, true
+			gs.Limit, gs.DeadLetterTopic = p.max, s.mu.queues[p.target].Topic
 		}
-		// The target queue is gone: the messages stay (AWS keeps them
-		// in the source too), counted without a limit.
 	}
-	return 0, "", true
+	return gs, true
 }
 
 func (s *Server) listDeadLetterSourceQueues(r *http.Request, in input) (any, *apiError) {

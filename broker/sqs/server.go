@@ -48,6 +48,8 @@ type Server struct {
 	creds  map[string]Credential
 	authz  Authorizer
 	moves  moveTasks
+	// attempts are FIFO receives by ReceiveRequestAttemptId.
+	attempts attemptCache
 	// ctx ends at Close, which waits for wg (move tasks).
 	ctx    context.Context
 	cancel context.CancelFunc
