@@ -116,7 +116,7 @@ func (b *Broker) sqsOwned(group string) (share.Owned, bool) {
 		return share.Owned{}, false
 	}
 	o, ok := srv.QueueGroup(group)
-	return share.Owned{DeliveryLimit: o.Limit, DeadLetterTopic: o.DeadLetterTopic, OrderedBy: o.OrderedBy}, ok
+	return share.Owned{DeliveryLimit: o.Limit, DeadLetterTopic: o.DeadLetterTopic, OrderedBy: o.OrderedBy, OrderedBatch: o.OrderedBatch}, ok
 }
 
 func (s *sqsBackend) CreateTopic(name string, partitions int32, configs map[string]string) ([16]byte, error) {

@@ -50,6 +50,11 @@ type Config struct {
 	// log batches with their group ids to Classify and acquires with
 	// AcquireGroups; see doc.go.
 	Groups GroupMode
+	// OrderedBatch is, in ordered mode, how many consecutive records of
+	// one message group one acquisition may take (locked together; the
+	// group's next ones wait for all of them). 0 or 1: one, Kafka's
+	// ordered mode; an SQS FIFO queue takes up to 10 per receive.
+	OrderedBatch int
 	// RedeliveryBackoff is share.redelivery.backoff.ms: a record released
 	// or whose lock expired becomes Available again only after
 	// RedeliveryBackoff * 2^(deliveries-1), capped at RedeliveryBackoffMax
@@ -105,6 +110,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: delivery count limit %d outside [1, %d] (or 0: none)", ErrInvalidConfig, c.DeliveryCountLimit, maxStoredCount)
 	case c.MaxInFlight < 1 || c.MaxInFlight > MaxMaxInFlight:
 		return fmt.Errorf("%w: max in-flight %d outside [1, %d]", ErrInvalidConfig, c.MaxInFlight, MaxMaxInFlight)
+	case c.OrderedBatch < 0 || c.OrderedBatch > 1000:
+		return fmt.Errorf("%w: ordered batch %d", ErrInvalidConfig, c.OrderedBatch)
 	case c.Groups > GroupsOrdered:
 		return fmt.Errorf("%w: message group mode %v", ErrInvalidConfig, c.Groups)
 	case c.RedeliveryBackoff < 0 || c.RedeliveryBackoffMax < 0:

@@ -570,13 +570,21 @@ func (a *groupAcquirer) ordered() {
 	if blind {
 		ready = 0
 	}
+	// batch is how many consecutive records of one group a call may take
+	// (Config.OrderedBatch); a group stops at its first record in flight.
+	batch := int64(max(p.cfg.OrderedBatch, 1))
+	var stopped map[uint32]bool // groups that cannot take more in this call
 	for i := 0; i < len(m.spans) && a.got < a.max; i++ {
 		m.visited++
 		g := m.spans[i].g
 		if g == 0 && m.loose == m.looseHeld {
 			continue // no record without a group left to deliver
 		}
-		if g != 0 && (blind || a.taken(g) != 0 || !m.isReady(g)) {
+		cont := g != 0 && a.taken(g) != 0 // its head taken in this call
+		if cont && (batch == 1 || a.taken(g) >= batch || stopped[g]) {
+			continue
+		}
+		if g != 0 && !cont && (blind || !m.isReady(g)) {
 			// The group's head is further back, the group has nothing
 			// to deliver, or it has a record in flight (or backing
 			// off): it waits for that one.
@@ -584,21 +592,36 @@ func (a *groupAcquirer) ordered() {
 		}
 		p.pieces(m.spans[i].start, p.spanEnd(i)-1, func(lo, hi int64, mt meta) bool {
 			if mt.state() != StateAvailable {
+				if a.taken(g) != 0 && mt.state() == StateAcquired {
+					stopped = stopAt(stopped, g) // in flight: what follows waits for it
+					return false
+				}
 				return true // terminal or Archiving: the group's next record decides
 			}
 			if g == 0 { // no group: no order to keep
 				a.pick(lo, lo+min(hi-lo, a.max-a.got-1)) // no overflow with max = MaxInt64
 				return a.got < a.max
 			}
-			if a.grant(g, 1) == 1 { // else rate-limited: the head waits
-				a.pick(lo, lo)
-				if int(g) < len(m.endedAt) {
+			head := a.taken(g) == 0
+			want := min(hi-lo+1, batch-a.taken(g), a.max-a.got)
+			n := a.grant(g, want) // else rate-limited: the rest waits
+			if n > 0 {
+				a.pick(lo, lo+n-1)
+				if head && int(g) < len(m.endedAt) {
 					a.after = max(a.after, m.endedAt[g])
 				}
 			}
-			a.mark(g, 1)
-			found++
-			return false
+			if head {
+				a.mark(g, max(n, 1))
+				found++
+			} else {
+				a.mark(g, n)
+			}
+			if n < hi-lo+1 || a.taken(g) >= batch {
+				stopped = stopAt(stopped, g)
+				return false
+			}
+			return true // this piece taken whole: the group's next one
 		})
 		if g == 0 {
 			// Now, so m.looseHeld counts them. A group's head waits
@@ -606,11 +629,19 @@ func (a *groupAcquirer) ordered() {
 			// a.taken, not m, stops a second pick of its group.
 			a.apply()
 		}
-		if found == ready && m.loose == m.looseHeld {
+		if batch == 1 && found == ready && m.loose == m.looseHeld {
 			break // every ready group's head found, no record without a group left
 		}
 	}
 	a.apply()
+}
+
+func stopAt(m map[uint32]bool, g uint32) map[uint32]bool {
+	if m == nil {
+		m = map[uint32]bool{}
+	}
+	m[g] = true
+	return m
 }
 
 func (a *groupAcquirer) fair() {

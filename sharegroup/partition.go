@@ -432,15 +432,17 @@ func (p *Partition) isBackoff(h uint32) bool {
 	return p.members.names[p.acqs.entries[h].member] == backoffMember
 }
 
-// Defer gives back records member acquired that must not be delivered
-// before until (an SQS message's delay): they wait, held as a redelivery
-// backoff is, and become Available at until without their acquisition
-// counted as a delivery. Records of [first, last] not Acquired by member
-// are left alone. Nothing durable changes (Effects carry no record but
+// Defer gives back records member acquired in their delivery count
+// that must not be delivered before until (an SQS message's delay): they
+// wait, held as a redelivery backoff is, and become Available at until
+// without their acquisition counted as a delivery. Records of [first,
+// last] not Acquired by member in that delivery are left alone. Locks due
+// at now expire first, as in every operation: the caller acquires with a
+// lock that outlasts its way here. Nothing durable changes (Effects carry no record but
 // expiries'): after a restart they are Available, and the broker defers
 // them again when it reads them. until is rounded up to a whole second,
 // so a burst of delays shares few backoff acquisitions.
-func (p *Partition) Defer(now time.Time, member string, first, last int64, until time.Time) Effects {
+func (p *Partition) Defer(now time.Time, member string, first, last int64, count int16, until time.Time) Effects {
 	start := p.begin()
 	p.expire(clockNanos(now))
 	h, ok := p.members.lookup(member)
@@ -451,7 +453,7 @@ func (p *Partition) Defer(now time.Time, member string, first, last int64, until
 			deadline += int64(time.Second) - r
 		}
 		p.rewrite(lo, hi, func(e *emitter, ps, pe int64, old meta) {
-			if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h {
+			if old.state() == StateAcquired && p.acqs.entries[old.acq()].member == h && old.count() == min(int(count), maxStoredCount) {
 				e.emit(ps, pe, pack(StateAcquired, old.count(), p.backoffUntil(deadline)))
 			} else {
 				e.emit(ps, pe, old)

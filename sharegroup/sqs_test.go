@@ -92,7 +92,9 @@ func TestDeferHoldsWithoutCountingADelivery(t *testing.T) {
 	p := newTestPartition(t)
 	got, _ := p.Acquire(at(0), "sqs", batch(0, 3), 4, RecordLimit)
 	require.Equal(t, []Acquired{{0, 3, 1}}, got)
-	eff := p.Defer(at(0), "sqs", 1, 2, at(10)) // rounded up to within a second after
+	require.Empty(t, p.Defer(at(0), "sqs", 1, 2, 2, at(10)).Records, "another delivery's: left alone")
+	require.Equal(t, []StateRange{{First: 0, Last: 3, State: StateAcquired, DeliveryCount: 1, Member: "sqs", Deadline: p.Ranges()[0].Deadline}}, p.Ranges())
+	eff := p.Defer(at(0), "sqs", 1, 2, 1, at(10)) // rounded up to within a second after
 	require.Empty(t, eff.Records, "nothing durable changes")
 	// Not acquirable before then, and not acknowledgeable by the member.
 	got, _ = p.Acquire(at(5), "other", batch(0, 3), 4, RecordLimit)
@@ -106,5 +108,30 @@ func TestDeferHoldsWithoutCountingADelivery(t *testing.T) {
 	rec, err := Recover(p.Config(), []Record{p.Snapshot()})
 	require.NoError(t, err)
 	got, _ = rec.Acquire(at(13), "x", batch(0, 3), 4, RecordLimit)
+	require.Equal(t, []Acquired{{0, 3, 1}}, got)
+}
+
+// TestOrderedBatch: in ordered mode with OrderedBatch, one acquisition
+// takes up to that many consecutive records of a group, and the group's
+// next ones wait for all of them.
+func TestOrderedBatch(t *testing.T) {
+	t.Parallel()
+	p := newTestPartition(t, func(c *Config) { c.Groups, c.OrderedBatch = GroupsOrdered, 3 })
+	p.Classify([]LogBatch{{First: 0, Last: 6, Groups: []GroupSpan{
+		{First: 0, Last: 1, ID: "g"}, {First: 2, Last: 2, ID: "h"}, {First: 3, Last: 4, ID: "g"}, {First: 5, Last: 6, ID: "h"}}}})
+	got, _ := p.AcquireGroups(at(0), "a", 10)
+	require.Equal(t, []Acquired{{0, 3, 1}, {5, 6, 1}}, got, "g: 0, 1, 3; h: 2, 5, 6")
+	got, _ = p.AcquireGroups(at(0), "b", 10)
+	require.Empty(t, got, "g's 4 waits for 0, 1 and 3")
+	mustAck(t, p, at(1), "a", ack(0, 1, AckAccept))
+	got, _ = p.AcquireGroups(at(1), "b", 10)
+	require.Empty(t, got, "3 still held")
+	mustAck(t, p, at(1), "a", ack(3, 3, AckAccept))
+	got, _ = p.AcquireGroups(at(1), "b", 10)
+	require.Equal(t, []Acquired{{4, 4, 1}}, got)
+	// The limit of a call still holds.
+	q := newTestPartition(t, func(c *Config) { c.Groups, c.OrderedBatch = GroupsOrdered, 10 })
+	q.Classify([]LogBatch{{First: 0, Last: 9, Groups: []GroupSpan{{First: 0, Last: 9, ID: "g"}}}})
+	got, _ = q.AcquireGroups(at(0), "a", 4)
 	require.Equal(t, []Acquired{{0, 3, 1}}, got)
 }

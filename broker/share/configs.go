@@ -355,6 +355,7 @@ type shareGroupSettings struct {
 	dlqTopic          string // errors.deadletterqueue.topic.name ("" = none)
 	dlqCopy           bool   // errors.deadletterqueue.copy.record.enable
 	dlqOwned          bool   // dlqTopic is an Owned group's: no prefix or opt-in rule
+	orderedBatch      int    // an Owned group's (sharegroup.Config.OrderedBatch)
 	groupSource       messageGroupSource
 	groupMode         sharegroup.GroupMode
 	backoff           time.Duration
@@ -376,6 +377,7 @@ func (s shareGroupSettings) partitionConfig() sharegroup.Config {
 		Groups:               s.groupMode,
 		RedeliveryBackoff:    s.backoff,
 		RedeliveryBackoffMax: s.backoffMax,
+		OrderedBatch:         s.orderedBatch,
 	}
 }
 
@@ -466,6 +468,7 @@ func (c *Coordinator) shareSettings(group string) shareGroupSettings {
 			st.dlqTopic, st.dlqCopy, st.dlqOwned = o.DeadLetterTopic, o.DeadLetterTopic != "", o.DeadLetterTopic != ""
 			if o.OrderedBy != "" {
 				st.groupMode, st.groupSource = sharegroup.GroupsOrdered, messageGroupSource{header: o.OrderedBy}
+				st.orderedBatch = o.OrderedBatch
 			}
 		}
 	}

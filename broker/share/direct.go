@@ -69,6 +69,10 @@ type DirectSettle struct {
 	Lock          time.Duration
 }
 
+// deferGuard is the least lock a receive that may defer records takes:
+// longer than their way from the acquisition to Defer.
+const deferGuard = 5 * time.Second
+
 // directTurn rotates the partition a receive starts at.
 var directTurn atomic.Uint32
 
@@ -104,42 +108,57 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 	bp := records.GetBuffer()
 	defer func() { records.PutBuffer(bp, *bp) }()
 	var out []DirectRecord
+	// Records to defer are acquired with a lock that outlasts their way
+	// to Defer (an expired lock would count a delivery), and those kept
+	// are then released if the caller asked for no lock at all.
+	acq := st
+	if r.NotBefore != nil && acq.lock < deferGuard {
+		acq.lock = deferGuard
+	}
 	try := func() error {
 		limit, _, settle := c.shareDeliveryGrant(r.Group, r.Max-len(out))
 		got := 0
 		defer func() { settle(got) }()
 		for _, tg := range targets {
-			if got >= limit {
-				break
-			}
-			*bp = (*bp)[:0]
-			acq, data, err := tg.sp.acquire(st, DirectMember, false, tg.lp, limit-got, sharegroup.RecordLimit, 32<<20, bp, nil)
-			if err != nil {
-				if len(out) > 0 {
-					return nil // the error shows at the next receive
-				}
-				return err
-			}
-			n := len(out)
-			out, err = appendDirect(out, tg.lp.Index, acq, data)
-			if err != nil {
-				return err
-			}
-			if r.NotBefore != nil {
-				if out, err = tg.sp.deferDirect(st, out, n, r.NotBefore); err != nil {
+			// Again while what it took was all deferred: visible records
+			// may wait behind delayed ones.
+			for round := 0; round < 16 && got < limit; round++ {
+				*bp = (*bp)[:0]
+				acqd, data, err := tg.sp.acquire(acq, DirectMember, false, tg.lp, limit-got, sharegroup.RecordLimit, 32<<20, bp, nil)
+				if err != nil {
+					if len(out) > 0 {
+						return nil // the error shows at the next receive
+					}
 					return err
 				}
+				if len(acqd) == 0 {
+					break
+				}
+				n := len(out)
+				if out, err = appendDirect(out, tg.lp.Index, acqd, data); err != nil {
+					return err
+				}
+				read := len(out) - n
+				if r.NotBefore != nil {
+					if out, err = tg.sp.deferDirect(out, n, r.NotBefore); err != nil {
+						return err
+					}
+				}
+				kept := len(out) - n
+				for _, a := range acqd {
+					c.o.Metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
+				}
+				tg.lp.M.RecordsOut.Add(float64(kept))
+				got += kept
+				if kept > 0 || read == 0 {
+					break
+				}
 			}
-			got += len(out) - n
-			for _, a := range acq {
-				c.o.Metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
-			}
-			tg.lp.M.RecordsOut.Add(float64(len(out) - n))
 		}
 		return nil
 	}
 	if err := try(); err != nil || len(out) > 0 || r.Wait <= 0 {
-		return out, err
+		return c.relock(r, acq, t.ID, out), err
 	}
 	deadline := time.Now().Add(r.Wait)
 	wake := make(chan struct{}, 1)
@@ -156,7 +175,7 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 	for {
 		// Registered first, then tried again: no wake-up is missed.
 		if err := try(); err != nil || len(out) > 0 {
-			return out, err
+			return c.relock(r, acq, t.ID, out), err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -176,9 +195,28 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 	}
 }
 
+// relock gives records acquired with the defer guard's lock the lock the
+// caller asked for: none (released: visible at once, their delivery
+// counted) or a shorter one. What fails to settle keeps the guard's.
+func (c *Coordinator) relock(r DirectReceive, acq shareGroupSettings, topicID [16]byte, out []DirectRecord) []DirectRecord {
+	want := min(max(r.Lock, 0), sharegroup.MaxLock)
+	if len(out) == 0 || acq.lock == want {
+		return out
+	}
+	entries := make([]DirectSettle, len(out))
+	for i, d := range out {
+		entries[i] = DirectSettle{Partition: d.Partition, Offset: d.Offset, DeliveryCount: d.DeliveryCount, Type: sharegroup.AckRenew, Lock: want}
+		if want == 0 {
+			entries[i].Type = sharegroup.AckRelease
+		}
+	}
+	_ = c.Settle(r.Group, topicID, entries)
+	return out
+}
+
 // deferDirect defers the records of out[from:] whose notBefore is still
 // ahead and returns out without them.
-func (sp *sharePart) deferDirect(st shareGroupSettings, out []DirectRecord, from int, notBefore func(DirectRecord) time.Time) ([]DirectRecord, error) {
+func (sp *sharePart) deferDirect(out []DirectRecord, from int, notBefore func(DirectRecord) time.Time) ([]DirectRecord, error) {
 	now := time.Now()
 	kept := out[:from]
 	var later []DirectRecord
@@ -199,7 +237,7 @@ func (sp *sharePart) deferDirect(st shareGroupSettings, out []DirectRecord, from
 	}
 	var recs []sharegroup.Record
 	for _, d := range later {
-		eff := sp.mu.p.Defer(now, DirectMember, d.Offset, d.Offset, notBefore(d))
+		eff := sp.mu.p.Defer(now, DirectMember, d.Offset, d.Offset, d.DeliveryCount, notBefore(d))
 		recs = append(recs, eff.Records...)
 	}
 	err := sp.writeLocked(recs)
@@ -281,7 +319,7 @@ func (c *Coordinator) Settle(group string, topicID [16]byte, entries []DirectSet
 	var retry [][]int
 	for k, a := range acks {
 		switch {
-		case a.code == kerr.InvalidRecordState.Code && len(idx[k]) > 1:
+		case (a.code == kerr.InvalidRecordState.Code || a.code == kerr.InvalidRequest.Code) && len(idx[k]) > 1:
 			retry = append(retry, idx[k])
 		default:
 			for _, i := range idx[k] {

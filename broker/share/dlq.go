@@ -423,7 +423,10 @@ func (sp *sharePart) runDLQ() {
 		}
 		if err != nil {
 			failures++
-			if failures < maxAttempts {
+			// An owned group's (an SQS queue's) dead-letter write never
+			// gives up: its messages wait in the source (as SQS keeps
+			// them) rather than be archived without a copy.
+			if failures < maxAttempts || st.dlqOwned {
 				d := min(backoff<<(failures-1), maxBackoff)
 				d = d/2 + rand.N(d/2+1) // jitter
 				c.lg.Warn("dead-letter write failed; retrying", zapShareKey(sp.key), zap.String("topic", st.dlqTopic),

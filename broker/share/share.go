@@ -109,6 +109,9 @@ type Owned struct {
 	// group, each group delivered in order (a FIFO queue: the ordered
 	// message-group mode).
 	OrderedBy string
+	// OrderedBatch is how many consecutive records of one group a
+	// receive takes, locked together (sharegroup.Config.OrderedBatch).
+	OrderedBatch int
 }
 
 // Coordinator owns share groups, share-partitions and share sessions.

@@ -125,10 +125,12 @@ func (s *Server) createQueue(r *http.Request, in input) (any, *apiError) {
 		return nil, internal(terr)
 	}
 	q.TopicID = id
+	q.LastDeadLetter = s.lastDeadLetter("", attrs)
 	if aerr := s.save(q); aerr != nil {
 		return nil, aerr
 	}
 	s.mu.queues[name] = q
+	s.publishLocked()
 	return map[string]any{"QueueUrl": s.queueURL(r, name)}, nil
 }
 
@@ -211,6 +213,7 @@ func (s *Server) deleteQueue(_ *http.Request, in input) (any, *apiError) {
 	s.mu.Lock()
 	delete(s.mu.queues, q.Name)
 	s.mu.deleted[q.Name] = time.Now()
+	s.publishLocked()
 	s.mu.Unlock()
 	return map[string]any{}, nil
 }
@@ -283,32 +286,57 @@ func (s *Server) setQueueAttributes(_ *http.Request, in input) (any, *apiError) 
 	if aerr := checkAttrs(attrs, q.fifo(), false); aerr != nil {
 		return nil, aerr
 	}
+	aerr = s.update(q.Name, func(next *queue) *apiError {
+		if aerr := s.applyRedrive(next, attrs); aerr != nil {
+			return aerr
+		}
+		next.LastDeadLetter = s.lastDeadLetter(next.LastDeadLetter, attrs)
+		maps.Copy(next.Attrs, attrs)
+		for k, v := range next.Attrs {
+			if v == "" && (k == "RedrivePolicy" || k == "RedriveAllowPolicy" || k == "Policy") {
+				delete(next.Attrs, k) // "" removes a policy
+			}
+		}
+		_, retention := attrs["MessageRetentionPeriod"]
+		_, scope := attrs["DeduplicationScope"]
+		if retention || scope {
+			if err := s.be.AlterTopic(next.Topic, topicConfigs(next)); err != nil {
+				return internal(err)
+			}
+		}
+		return nil
+	})
+	if aerr != nil {
+		return nil, aerr
+	}
+	return map[string]any{}, nil
+}
+
+// update changes queue name's record durably: fn edits a copy (maps
+// cloned), which replaces the published record, never changed in place
+// (requests read theirs without the lock).
+func (s *Server) update(name string, fn func(next *queue) *apiError) *apiError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if aerr := s.applyRedrive(q, attrs); aerr != nil {
-		return nil, aerr
+	cur := s.mu.queues[name]
+	if cur == nil {
+		return errf(errQueueDoesNotExist, "The specified queue does not exist.")
 	}
-	next := *q
-	next.Attrs = maps.Clone(q.Attrs)
-	maps.Copy(next.Attrs, attrs)
-	for k, v := range next.Attrs {
-		if v == "" && (k == "RedrivePolicy" || k == "RedriveAllowPolicy" || k == "Policy") {
-			delete(next.Attrs, k) // "" removes a policy
-		}
+	next := *cur
+	next.Attrs, next.Tags = maps.Clone(cur.Attrs), maps.Clone(cur.Tags)
+	if next.Attrs == nil {
+		next.Attrs = map[string]string{}
+	}
+	if aerr := fn(&next); aerr != nil {
+		return aerr
 	}
 	next.Modified = time.Now().Unix()
-	_, retention := attrs["MessageRetentionPeriod"]
-	_, scope := attrs["DeduplicationScope"]
-	if retention || scope {
-		if err := s.be.AlterTopic(q.Topic, topicConfigs(&next)); err != nil {
-			return nil, internal(err)
-		}
-	}
 	if aerr := s.save(&next); aerr != nil {
-		return nil, aerr
+		return aerr
 	}
-	*q = next
-	return map[string]any{}, nil
+	s.mu.queues[name] = &next
+	s.publishLocked()
+	return nil
 }
 
 func (s *Server) purgeQueue(_ *http.Request, in input) (any, *apiError) {
@@ -364,21 +392,19 @@ func (s *Server) untagQueue(_ *http.Request, in input) (any, *apiError) {
 }
 
 func (s *Server) retag(q *queue, change func(map[string]string)) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := *q
-	next.Tags = maps.Clone(q.Tags)
-	if next.Tags == nil {
-		next.Tags = map[string]string{}
-	}
-	change(next.Tags)
-	if len(next.Tags) > 50 {
-		return nil, invalidParam("Too many tags added for queue %s.", q.Name)
-	}
-	if aerr := s.save(&next); aerr != nil {
+	aerr := s.update(q.Name, func(next *queue) *apiError {
+		if next.Tags == nil {
+			next.Tags = map[string]string{}
+		}
+		change(next.Tags)
+		if len(next.Tags) > 50 {
+			return invalidParam("Too many tags added for queue %s.", q.Name)
+		}
+		return nil
+	})
+	if aerr != nil {
 		return nil, aerr
 	}
-	*q = next
 	return map[string]any{}, nil
 }
 

@@ -15,7 +15,8 @@ package sqs
 //	GetQueueAttributes, ListQueueTags    DESCRIBE_CONFIGS on the topic
 //	GetQueueUrl, ListDeadLetterSourceQueues,
 //	ListMessageMoveTasks                 DESCRIBE on the topic
-//	StartMessageMoveTask                 READ on the source's topic and group
+//	StartMessageMoveTask                 READ on the source's topic and group, WRITE
+//	                                     on each destination's topic
 //	ListQueues                           lists the queues DESCRIBE allows
 //	CancelMessageMoveTask                the task's handle (12 random bytes)
 //
@@ -112,11 +113,17 @@ func (s *Server) authorize(r *http.Request, action string, in input) *apiError {
 	if !ok {
 		return nil // ListQueues filters; unknown actions fail on their own
 	}
-	name, _, _ := in.str("QueueName")
-	if arn, _, _ := in.str("SourceArn"); arn != "" {
+	// The queue is the one the action acts on, named by the parameter
+	// the action reads, never by another one the request also carries.
+	var name string
+	switch action {
+	case "GetQueueUrl":
+		name, _, _ = in.str("QueueName")
+	case "StartMessageMoveTask", "ListMessageMoveTasks":
+		arn, _, _ := in.str("SourceArn")
 		name = arn[strings.LastIndexByte(arn, ':')+1:]
-	}
-	if u, _, _ := in.str("QueueUrl"); u != "" {
+	default:
+		u, _, _ := in.str("QueueUrl")
 		path := u
 		if pu, err := url.Parse(u); err == nil && pu.Path != "" {
 			path = pu.Path
@@ -131,6 +138,20 @@ func (s *Server) authorize(r *http.Request, action string, in input) *apiError {
 	for _, p := range perms {
 		if !s.may(r, p.op, acl.Topic, topic) || p.group && !s.may(r, p.op, acl.Group, groupPrefix+name) {
 			return denied(s.queueURL(r, name))
+		}
+	}
+	if action == "StartMessageMoveTask" {
+		// And WRITE where it moves to (without DestinationArn: each
+		// message's source, checked as it moves, movetasks.go).
+		if dst, _, _ := in.str("DestinationArn"); dst != "" {
+			dname := dst[strings.LastIndexByte(dst, ':')+1:]
+			dtopic := dname
+			if q, aerr := s.queueNamed(dname); aerr == nil {
+				dtopic = q.Topic
+			}
+			if !s.may(r, acl.Write, acl.Topic, dtopic) {
+				return denied(s.queueURL(r, dname))
+			}
 		}
 	}
 	return nil

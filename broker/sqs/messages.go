@@ -455,7 +455,7 @@ type handle struct {
 	stale     bool // decodeHandle: of an earlier process
 }
 
-func (s *Server) encodeHandle(h handle) string {
+func (s *Server) encodeHandle(h handle, created int64) string {
 	b := make([]byte, 0, handleLen)
 	b = append(b, handleVersion)
 	b = append(b, h.topicID[:]...)
@@ -464,10 +464,20 @@ func (s *Server) encodeHandle(h handle) string {
 	b = binary.BigEndian.AppendUint16(b, uint16(h.count))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.issued))
 	b = binary.BigEndian.AppendUint64(b, s.boot)
-	m := hmac.New(sha256.New, s.secret)
-	m.Write(b)
-	b = m.Sum(b)[:len(b)+16]
+	b = append(b, s.handleMAC(b, created)...)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// handleMAC is a handle's HMAC over its fields and the queue's creation
+// time: a handle of an earlier queue of the name (an adopted topic keeps
+// its id) does not validate.
+func (s *Server) handleMAC(fields []byte, created int64) []byte {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write(fields)
+	var c [8]byte
+	binary.BigEndian.PutUint64(c[:], uint64(created))
+	m.Write(c[:])
+	return m.Sum(nil)[:16]
 }
 
 const handleLen = 1 + 16 + 4 + 8 + 2 + 8 + 8 + 16
@@ -479,9 +489,7 @@ func (s *Server) decodeHandle(q *queue, text string) (handle, *apiError) {
 	if err != nil || len(b) != handleLen || b[0] != handleVersion {
 		return h, invalid
 	}
-	m := hmac.New(sha256.New, s.secret)
-	m.Write(b[:handleLen-16])
-	if !hmac.Equal(m.Sum(nil)[:16], b[handleLen-16:]) {
+	if !hmac.Equal(s.handleMAC(b[:handleLen-16], q.Created), b[handleLen-16:]) {
 		return h, invalid
 	}
 	copy(h.topicID[:], b[1:17])
@@ -659,7 +667,7 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 	body := string(rec.Value)
 	m := map[string]any{
 		"MessageId":     id,
-		"ReceiptHandle": s.encodeHandle(handle{topicID: q.TopicID, partition: rec.Partition, offset: rec.Offset, count: rec.DeliveryCount, issued: now.UnixMilli()}),
+		"ReceiptHandle": s.encodeHandle(handle{topicID: q.TopicID, partition: rec.Partition, offset: rec.Offset, count: rec.DeliveryCount, issued: now.UnixMilli()}, q.Created),
 		"Body":          body,
 		"MD5OfBody":     md5Hex(rec.Value),
 	}

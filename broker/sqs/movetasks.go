@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/sharegroup"
 )
@@ -37,6 +38,9 @@ type moveTask struct {
 	started     int64  // unix ms
 	toMove      int64
 	cancel      context.CancelFunc
+	// principal and host started it: WRITE on each destination is
+	// theirs to have (authz.go).
+	principal, host string
 
 	mu      sync.Mutex
 	status  string // RUNNING, CANCELLING, CANCELLED, COMPLETED, FAILED
@@ -103,7 +107,8 @@ func (s *Server) startMessageMoveTask(r *http.Request, in input) (any, *apiError
 	_, _ = rand.Read(h[:])
 	ctx, cancel := context.WithCancel(s.ctx)
 	t := &moveTask{handle: base64.RawURLEncoding.EncodeToString(h[:]), source: src, destination: dstARN,
-		rate: int(rate), started: time.Now().UnixMilli(), toMove: visible, cancel: cancel, status: "RUNNING"}
+		rate: int(rate), started: time.Now().UnixMilli(), toMove: visible, cancel: cancel, status: "RUNNING",
+		principal: principalOf(r), host: hostOf(r)}
 	if s.moves.bySrc == nil {
 		s.moves.bySrc = map[string][]*moveTask{}
 	}
@@ -167,7 +172,16 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 			t.set("COMPLETED", "")
 			return
 		}
-		for _, rec := range recs {
+		for i, rec := range recs {
+			if ctx.Err() != nil { // cancelled: what it holds is visible again at once
+				var back []share.DirectSettle
+				for _, r := range recs[i:] {
+					back = append(back, share.DirectSettle{Partition: r.Partition, Offset: r.Offset, DeliveryCount: r.DeliveryCount, Type: sharegroup.AckRelease})
+				}
+				_ = s.be.Settle(t.source.Group, t.source.TopicID, back)
+				t.set("CANCELLED", "")
+				return
+			}
 			dst := t.destination
 			if dst == "" {
 				dst = s.sourceARN(headerValue(rec, share.DLQHeaderTopic))
@@ -175,6 +189,10 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 			q, aerr := s.queueByARN(dst)
 			if aerr != nil {
 				t.set("FAILED", "the destination of a message does not exist: "+dst)
+				return
+			}
+			if s.authz != nil && !s.authz(t.principal, t.host, acl.Write, acl.Topic, q.Topic) {
+				t.set("FAILED", "Access to the resource "+dst+" is denied.")
 				return
 			}
 			part := int32(-1)

@@ -2,10 +2,8 @@ package sqs
 
 import (
 	"encoding/json"
-	"maps"
 	"net/http"
 	"regexp"
-	"time"
 )
 
 // AddPermission and RemovePermission edit the queue's Policy as AWS
@@ -109,29 +107,26 @@ func (s *Server) removePermission(_ *http.Request, in input) (any, *apiError) {
 
 // editPolicy changes q's Policy document durably.
 func (s *Server) editPolicy(q *queue, edit func(*policyDoc) *apiError) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	doc := policyDoc{Version: "2012-10-17", ID: s.arn(q.Name) + "/SQSDefaultPolicy"}
-	if cur := q.Attrs["Policy"]; cur != "" {
-		if err := json.Unmarshal([]byte(cur), &doc); err != nil {
-			return nil, invalidParam("The queue's Policy is not a policy document: %v", err)
+	aerr := s.update(q.Name, func(next *queue) *apiError {
+		doc := policyDoc{Version: "2012-10-17", ID: s.arn(next.Name) + "/SQSDefaultPolicy"}
+		if cur := next.Attrs["Policy"]; cur != "" {
+			if err := json.Unmarshal([]byte(cur), &doc); err != nil {
+				return invalidParam("The queue's Policy is not a policy document: %v", err)
+			}
 		}
-	}
-	if aerr := edit(&doc); aerr != nil {
+		if aerr := edit(&doc); aerr != nil {
+			return aerr
+		}
+		if len(doc.Statement) == 0 {
+			delete(next.Attrs, "Policy")
+		} else {
+			b, _ := json.Marshal(doc)
+			next.Attrs["Policy"] = string(b)
+		}
+		return nil
+	})
+	if aerr != nil {
 		return nil, aerr
 	}
-	next := *q
-	next.Attrs = maps.Clone(q.Attrs)
-	if len(doc.Statement) == 0 {
-		delete(next.Attrs, "Policy")
-	} else {
-		b, _ := json.Marshal(doc)
-		next.Attrs["Policy"] = string(b)
-	}
-	next.Modified = time.Now().Unix()
-	if aerr := s.save(&next); aerr != nil {
-		return nil, aerr
-	}
-	*q = next
 	return map[string]any{}, nil
 }

@@ -171,6 +171,10 @@ func (x *xmlWriter) members(action string, m map[string]any) {
 			x.elem(k, v)
 		case bool:
 			x.elem(k, strconv.FormatBool(v))
+		case int:
+			x.elem(k, strconv.Itoa(v))
+		case int64:
+			x.elem(k, strconv.FormatInt(v, 10))
 		case []string: // QueueUrls and the like: flattened, singular
 			name := strings.TrimSuffix(k, "s")
 			if name == "queueUrl" {

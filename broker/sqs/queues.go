@@ -18,11 +18,15 @@ type queue struct {
 	TopicID [16]byte `json:"topic_id"`
 	// Adopted: the topic existed before the queue (a Kafka topic exposed
 	// as a queue); DeleteQueue leaves it.
-	Adopted  bool              `json:"adopted,omitempty"`
-	Attrs    map[string]string `json:"attrs"`
-	Tags     map[string]string `json:"tags,omitempty"`
-	Created  int64             `json:"created"`  // unix seconds
-	Modified int64             `json:"modified"` // unix seconds
+	Adopted bool `json:"adopted,omitempty"`
+	// LastDeadLetter is the topic of the last redrive target: records
+	// already on their way there when the policy went away still go
+	// (QueueGroup), waiting if it is gone, never dropped.
+	LastDeadLetter string            `json:"last_dead_letter,omitempty"`
+	Attrs          map[string]string `json:"attrs"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	Created        int64             `json:"created"`  // unix seconds
+	Modified       int64             `json:"modified"` // unix seconds
 }
 
 func (q *queue) fifo() bool { return q.Attrs["FifoQueue"] == "true" }

@@ -153,39 +153,59 @@ func (s *Server) applyRedrive(q *queue, attrs map[string]string) *apiError {
 	return nil
 }
 
+// lastDeadLetter is the queue record's LastDeadLetter after attrs
+// are applied (s.mu held).
+func (s *Server) lastDeadLetter(cur string, attrs map[string]string) string {
+	if v := attrs["RedrivePolicy"]; v != "" {
+		if p, _ := s.parseRedrive(v); p != nil {
+			return s.mu.queues[p.target].Topic
+		}
+	}
+	return cur
+}
+
 // GroupSettings are what a queue's share group takes from the queue
 // (share.Owned).
 type GroupSettings struct {
 	Limit           int    // maxReceiveCount; 0: none
 	DeadLetterTopic string // the redrive target's topic
 	OrderedBy       string // FIFO: the message-group header
+	OrderedBatch    int    // FIFO: messages of one group per receive
 }
 
 // QueueGroup reports whether group is a queue's share group, and its
-// settings (share.Options.Owned).
+// settings (share.Options.Owned). It takes no lock: the share
+// coordinator asks it holding share-partition locks, which a queue's
+// creation may wait for (a topic deletion to finish).
 func (s *Server) QueueGroup(group string) (GroupSettings, bool) {
-	name, isQueue := strings.CutPrefix(group, groupPrefix)
-	if !isQueue {
-		return GroupSettings{}, false
+	if m := s.groups.Load(); m != nil {
+		gs, ok := (*m)[group]
+		return gs, ok
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.mu.queues[name]
-	if q == nil || q.Group != group {
-		return GroupSettings{}, false
-	}
-	var gs GroupSettings
-	if q.fifo() {
-		gs.OrderedBy = hdrGroup
-	}
-	if v := q.Attrs["RedrivePolicy"]; v != "" {
-		// A target queue that is gone leaves the messages in the source
-		// (AWS keeps them there too), counted without a limit.
-		if p, _ := s.parseRedrive(v); p != nil {
-			gs.Limit, gs.DeadLetterTopic = p.max, s.mu.queues[p.target].Topic
+	return GroupSettings{}, false
+}
+
+// publishLocked recomputes what QueueGroup answers (s.mu held).
+func (s *Server) publishLocked() {
+	m := make(map[string]GroupSettings, len(s.mu.queues))
+	for _, q := range s.mu.queues {
+		var gs GroupSettings
+		if q.fifo() {
+			gs.OrderedBy, gs.OrderedBatch = hdrGroup, maxBatchEntries
 		}
+		gs.DeadLetterTopic = q.LastDeadLetter
+		if v := q.Attrs["RedrivePolicy"]; v != "" {
+			if p, _ := s.parseRedrive(v); p != nil {
+				gs.Limit, gs.DeadLetterTopic = p.max, s.mu.queues[p.target].Topic
+			}
+		}
+		// Without a policy (any more), or with its target queue gone:
+		// no limit, and what was already on its way keeps going to the
+		// last target, or waits in the source while that is gone (the
+		// writer never gives up for a queue), never dropped.
+		m[q.Group] = gs
 	}
-	return gs, true
+	s.groups.Store(&m)
 }
 
 func (s *Server) listDeadLetterSourceQueues(r *http.Request, in input) (any, *apiError) {

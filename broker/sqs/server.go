@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,6 +49,9 @@ type Server struct {
 	creds  map[string]Credential
 	authz  Authorizer
 	moves  moveTasks
+	// groups is what QueueGroup answers, by share group
+	// (publishLocked).
+	groups atomic.Pointer[map[string]GroupSettings]
 	// attempts are FIFO receives by ReceiveRequestAttemptId.
 	attempts attemptCache
 	// ctx ends at Close, which waits for wg (move tasks).
@@ -100,6 +104,7 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 		}
 		s.mu.queues[name] = &q
 	}
+	s.publishLocked()
 	return s, nil
 }
 

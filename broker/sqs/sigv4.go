@@ -93,6 +93,12 @@ func (s *Server) verify(r *http.Request, body []byte, now time.Time) (string, *a
 	if len(scope) != 5 || scope[4] != "aws4_request" {
 		return "", authError(400, "IncompleteSignature", "Credential should be scoped to a valid region, not '%s'.", cred)
 	}
+	if scope[3] != "sqs" {
+		return "", authError(403, "SignatureDoesNotMatch", "Credential should be scoped to correct service: 'sqs'.")
+	}
+	if names := ";" + signed + ";"; !strings.Contains(names, ";host;") || !strings.Contains(names, ";x-amz-date;") {
+		return "", authError(400, "IncompleteSignature", "'Host' and 'X-Amz-Date' must be signed headers.")
+	}
 	key, ok := s.creds[scope[0]]
 	if !ok {
 		return "", authError(403, "InvalidClientTokenId", "The security token included in the request is invalid.")

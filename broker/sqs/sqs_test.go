@@ -43,7 +43,7 @@ func TestReceiptHandles(t *testing.T) {
 	s := &Server{secret: []byte("k"), boot: 7}
 	q := &queue{TopicID: [16]byte{1}}
 	h := handle{topicID: q.TopicID, partition: 2, offset: 99, count: 3, issued: 5}
-	text := s.encodeHandle(h)
+	text := s.encodeHandle(h, q.Created)
 	got, aerr := s.decodeHandle(q, text)
 	require.Nil(t, aerr)
 	require.Equal(t, handle{topicID: q.TopicID, partition: 2, offset: 99, count: 3, issued: 5, boot: 7}, got)
@@ -62,6 +62,8 @@ func TestReceiptHandles(t *testing.T) {
 	require.True(t, got.stale)
 	_, aerr = (&Server{secret: []byte("other"), boot: 7}).decodeHandle(q, text)
 	require.NotNil(t, aerr, "another broker's secret")
+	_, aerr = s.decodeHandle(&queue{TopicID: q.TopicID, Created: q.Created + 61}, text)
+	require.NotNil(t, aerr, "an earlier queue's of the name")
 }
 
 func TestURIEscape(t *testing.T) {
