@@ -29,12 +29,35 @@ while len(got) < 3:
                     "count": m["Attributes"]["ApproximateReceiveCount"]})
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+# FIFO: groups in order, deduplication answering with the original.
+f = sqs.create_queue(QueueName="boto.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+s1 = sqs.send_message(QueueUrl=f, MessageBody="one", MessageGroupId="g")
+s2 = sqs.send_message(QueueUrl=f, MessageBody="one", MessageGroupId="g")
+sqs.send_message_batch(QueueUrl=f, Entries=[{"Id": "a", "MessageBody": "two", "MessageGroupId": "g"},
+                                            {"Id": "b", "MessageBody": "three", "MessageGroupId": "g"}])
+fifo = [m["Body"] for m in sqs.receive_message(QueueUrl=f, MaxNumberOfMessages=10)["Messages"]]
+# Dead-letter queue, tags, visibility, purge, deletion.
+dlq = sqs.create_queue(QueueName="boto-dlq")["QueueUrl"]
+dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+src = sqs.create_queue(QueueName="boto-src", Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})},
+                       tags={"team": "t"})["QueueUrl"]
+sources = sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"]
+sqs.send_message(QueueUrl=src, MessageBody="poison")
+m = sqs.receive_message(QueueUrl=src, WaitTimeSeconds=2)["Messages"][0]
+sqs.change_message_visibility(QueueUrl=src, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+dead = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=5, MessageSystemAttributeNames=["All"]).get("Messages", [])
+tags = sqs.list_queue_tags(QueueUrl=src)["Tags"]
+sqs.purge_queue(QueueUrl=url)
+sqs.delete_queue(QueueUrl=src)
+names = sorted(u.rsplit("/", 1)[1] for u in sqs.list_queues()["QueueUrls"])
 err = {}
 try:
     sqs.get_queue_url(QueueName="missing")
 except sqs.exceptions.QueueDoesNotExist as e:
     err = {"class": type(e).__name__, "code": e.response["Error"]["Code"]}
-print(json.dumps({"ids": ids, "got": got, "attrs": attrs, "err": err}))
+print(json.dumps({"ids": ids, "got": got, "attrs": attrs, "err": err, "dup": s1["MessageId"] == s2["MessageId"],
+                  "fifo": fifo, "sources": sources, "dead": [d["Body"] for d in dead],
+                  "dead_src": dead[0]["Attributes"].get("DeadLetterQueueSourceArn") if dead else "", "tags": tags, "names": names}))
 `
 
 func pyenvPython(t *testing.T) string {
@@ -60,8 +83,15 @@ func TestSQSBoto3(t *testing.T) {
 		Got []struct {
 			ID, Body, I, Count string
 		} `json:"got"`
-		Attrs map[string]string `json:"attrs"`
-		Err   map[string]string `json:"err"`
+		Attrs   map[string]string `json:"attrs"`
+		Err     map[string]string `json:"err"`
+		Dup     bool              `json:"dup"`
+		FIFO    []string          `json:"fifo"`
+		Sources []string          `json:"sources"`
+		Dead    []string          `json:"dead"`
+		DeadSrc string            `json:"dead_src"`
+		Tags    map[string]string `json:"tags"`
+		Names   []string          `json:"names"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	require.Len(t, res.Got, 3)
@@ -73,6 +103,13 @@ func TestSQSBoto3(t *testing.T) {
 	require.Equal(t, "40", res.Attrs["VisibilityTimeout"])
 	require.Equal(t, "0", res.Attrs["ApproximateNumberOfMessages"])
 	require.Equal(t, map[string]string{"class": "QueueDoesNotExist", "code": "AWS.SimpleQueueService.NonExistentQueue"}, res.Err)
+	require.True(t, res.Dup, "content-based deduplication answers with the original MessageId")
+	require.Equal(t, []string{"one", "two", "three"}, res.FIFO, "one group, in order, in one receive")
+	require.Len(t, res.Sources, 1)
+	require.Equal(t, []string{"poison"}, res.Dead)
+	require.Equal(t, "arn:aws:sqs:us-east-1:000000000000:boto-src", res.DeadSrc)
+	require.Equal(t, map[string]string{"team": "t"}, res.Tags)
+	require.Equal(t, []string{"boto", "boto-dlq", "boto.fifo"}, res.Names)
 }
 
 func TestSQSAWSCLIv1(t *testing.T) {
