@@ -125,6 +125,9 @@ func start(name, dir string) (*target, error) {
 		}
 		cfg := broker.DefaultConfig()
 		cfg.ListenAddr, cfg.DataDir, cfg.HTTPAddr, cfg.SQSAddr = "127.0.0.1:0", dir, "", "127.0.0.1:0"
+		if verbose {
+			cfg.HTTPAddr = "127.0.0.1:0" // -v: the log's fsyncs from /metrics
+		}
 		cfg.Fsync = broker.FsyncAlways
 		cfg.DefaultPartitions = int32(partitions)
 		if !fsyncAlways {
@@ -135,7 +138,22 @@ func start(name, dir string) (*target, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &target{name: "shoal", base: "http://" + b.SQSAddr(), stop: func() { _ = b.Close(); _ = os.RemoveAll(dir) }}, nil
+		stop := func() {
+			if verbose {
+				if resp, err := http.Get("http://" + b.HTTPAddr() + "/metrics"); err == nil {
+					raw, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					for _, l := range strings.Split(string(raw), "\n") {
+						if strings.HasPrefix(l, "shoal_fsync_duration_seconds_sum") || strings.HasPrefix(l, "shoal_fsync_duration_seconds_count") {
+							fmt.Println("   ", l)
+						}
+					}
+				}
+			}
+			_ = b.Close()
+			_ = os.RemoveAll(dir)
+		}
+		return &target{name: "shoal", base: "http://" + b.SQSAddr(), stop: stop}, nil
 	case "goaws":
 		bin := filepath.Join(os.TempDir(), "sqsbench-goawsd")
 		build := exec.Command("go", "build", "-o", bin, ".")
