@@ -145,8 +145,8 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 					}
 				}
 				kept := len(out) - n
-				for _, a := range acqd {
-					c.o.Metrics.Delivered(a.DeliveryCount, a.Last-a.First+1)
+				for _, d := range out[n:] { // the deferred ones were not delivered
+					c.o.Metrics.Delivered(d.DeliveryCount, 1)
 				}
 				tg.lp.M.RecordsOut.Add(float64(kept))
 				got += kept
