@@ -65,6 +65,7 @@ func TestSQSRedrive(t *testing.T) {
 	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(moved.MessageId), "the same MessageId in the dead-letter queue")
 	require.Equal(t, "poison", aws.ToString(moved.Body))
 	require.Equal(t, "arn:aws:sqs:us-east-1:000000000000:work", moved.Attributes["DeadLetterQueueSourceArn"])
+	require.Equal(t, "3", moved.Attributes["ApproximateReceiveCount"], "2 receives in the source, then this one")
 	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 2})
 	require.NoError(t, err)
 	require.Empty(t, r.Messages, "gone from the source")

@@ -630,10 +630,15 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 	id := ""
 	attrs := map[string]msgAttr{}
 	var trace, sender, dlqSource, group, dedup string
+	before := 0 // receives in the source queue, for a dead-lettered record
 	for _, h := range rec.Headers {
 		switch {
 		case h.Key == share.DLQHeaderTopic:
 			dlqSource = string(h.Value)
+		case h.Key == share.DLQHeaderDeliveryCount:
+			// The receives in the source count on in the dead-letter
+			// queue, as AWS counts them.
+			before, _ = strconv.Atoi(string(h.Value))
 		case h.Key == hdrMessageID:
 			id = string(h.Value)
 		case strings.HasPrefix(h.Key, hdrAttr):
@@ -674,9 +679,9 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 	sys := map[string]string{
 		"SenderId":                sender,
 		"SentTimestamp":           strconv.FormatInt(rec.Timestamp, 10),
-		"ApproximateReceiveCount": strconv.Itoa(int(rec.DeliveryCount)),
+		"ApproximateReceiveCount": strconv.Itoa(before + int(rec.DeliveryCount)),
 	}
-	if rec.DeliveryCount == 1 {
+	if before == 0 && rec.DeliveryCount == 1 {
 		sys["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(now.UnixMilli(), 10)
 	}
 	if trace != "" {
