@@ -1,10 +1,10 @@
 // Command sqsbench measures the SQS API end to end: workers that each
 // loop SendMessageBatch (10 messages), ReceiveMessage (up to 10, long
 // polling) and DeleteMessageBatch of what they received, against Shoal
-// (in process, fsync always) and goaws (github.com/Admiral-Piett/goaws,
-// an in-memory emulator, built from scripts/sqsbench/goawsd and run as a
-// child process on 127.0.0.1), rounds alternating between the targets in
-// one run. Both are driven over the Query protocol, the one goaws
+// (cmd/shoal, fsync always) and goaws (github.com/Admiral-Piett/goaws, an
+// in-memory emulator, built from scripts/sqsbench/goawsd), each a child
+// process on 127.0.0.1, rounds alternating between the targets in one
+// run. Both are driven over the Query protocol, the one goaws
 // v0.4.5 speaks, by the same client code. It prints each round and the
 // medians: messages deleted per second, and the p50/p99 of one cycle.
 //
@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -32,9 +33,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/shoal-mq/shoal/broker"
 )
 
 var (
@@ -59,7 +57,7 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "print each action's median latency per round")
 	flag.BoolVar(&fsyncAlways, "fsync", true, "Shoal's sends wait for their fsync (false: fsync=interval, an experiment; acknowledgements stay durable)")
 	flag.IntVar(&partitions, "partitions", 1, "partitions of a Shoal queue's topic")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (Shoal runs in this process)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client (the servers are child processes)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -116,6 +114,8 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 func start(name, dir string) (*target, error) {
 	switch name {
 	case "shoal":
+		// A child process, as goaws is: the client's work (XML decoding,
+		// its garbage) stays out of the server's runtime.
 		if dir == "" {
 			d, err := os.MkdirTemp("", "sqsbench-shoal-")
 			if err != nil {
@@ -123,37 +123,39 @@ func start(name, dir string) (*target, error) {
 			}
 			dir = d
 		}
-		cfg := broker.DefaultConfig()
-		cfg.ListenAddr, cfg.DataDir, cfg.HTTPAddr, cfg.SQSAddr = "127.0.0.1:0", dir, "", "127.0.0.1:0"
-		if verbose {
-			cfg.HTTPAddr = "127.0.0.1:0" // -v: the log's fsyncs from /metrics
+		bin := filepath.Join(os.TempDir(), "sqsbench-shoal")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/shoal").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building cmd/shoal (run from the repository root): %v\n%s", err, out)
 		}
-		cfg.Fsync = broker.FsyncAlways
-		cfg.DefaultPartitions = int32(partitions)
-		if !fsyncAlways {
-			cfg.Fsync = broker.FsyncInterval // an experiment: what waiting for the fsync costs
-		}
-		cfg.Logger = zap.NewNop()
-		b, err := broker.Start(cfg)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		stop := func() {
-			if verbose {
-				if resp, err := http.Get("http://" + b.HTTPAddr() + "/metrics"); err == nil {
-					raw, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					for _, l := range strings.Split(string(raw), "\n") {
-						if strings.HasPrefix(l, "shoal_fsync_duration_seconds_sum") || strings.HasPrefix(l, "shoal_fsync_duration_seconds_count") {
-							fmt.Println("   ", l)
-						}
-					}
-				}
-			}
-			_ = b.Close()
-			_ = os.RemoveAll(dir)
+		sqsAddr := l.Addr().String()
+		_ = l.Close()
+		fsync := "always"
+		if !fsyncAlways {
+			fsync = "interval" // an experiment: what waiting for the fsync costs
 		}
-		return &target{name: "shoal", base: "http://" + b.SQSAddr(), stop: stop}, nil
+		cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data-dir", dir, "--fsync", fsync, "--http-addr", "",
+			"--sqs-addr", sqsAddr, "--num-partitions", strconv.Itoa(partitions), "--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		stop := func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if c, err := net.Dial("tcp", sqsAddr); err == nil {
+				_ = c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				stop()
+				return nil, fmt.Errorf("shoal's SQS API on %s never answered", sqsAddr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return &target{name: "shoal", base: "http://" + sqsAddr, stop: stop}, nil
 	case "goaws":
 		bin := filepath.Join(os.TempDir(), "sqsbench-goawsd")
 		build := exec.Command("go", "build", "-o", bin, ".")
