@@ -92,3 +92,75 @@ func TestSQSReviewLongPollBehindDelayed(t *testing.T) {
 	require.Len(t, r.Messages, 1, "after %v", time.Since(start))
 	require.Less(t, time.Since(start), time.Second)
 }
+
+// From a second review: a FIFO message's MessageId derives from where it
+// is, so its dead-letter copy (elsewhere) had another one.
+func TestSQSReviewFIFODeadLetterMessageID(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dlq, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("d.fifo"),
+		Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}})
+	require.NoError(t, err)
+	src, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("s.fifo"), Attributes: map[string]string{
+		"FifoQueue": "true", "ContentBasedDeduplication": "true", "VisibilityTimeout": "1",
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:d.fifo","maxReceiveCount":1}`}})
+	require.NoError(t, err)
+	sent, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String("poison"), MessageGroupId: aws.String("g")})
+	require.NoError(t, err)
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 5})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	var moved *types.Message
+	require.Eventually(t, func() bool {
+		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl, WaitTimeSeconds: 1, VisibilityTimeout: 1})
+		if err != nil || len(r.Messages) == 0 {
+			return false
+		}
+		moved = &r.Messages[0]
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(moved.MessageId))
+	// And back to the source with a move task: still the same.
+	_, err = cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:d.fifo")})
+	require.NoError(t, err)
+	var back *types.Message
+	require.Eventually(t, func() bool {
+		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 1})
+		if err != nil || len(r.Messages) == 0 {
+			return false
+		}
+		back = &r.Messages[0]
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(back.MessageId))
+}
+
+// From a second review: with batches of one group, a due record was
+// returned while an earlier one of its group waited out its delay.
+func TestSQSReviewFIFOOrderedBatchDeferral(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("o.fifo"), Attributes: map[string]string{
+		"FifoQueue": "true", "ContentBasedDeduplication": "true", "DelaySeconds": "2"}})
+	require.NoError(t, err)
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("first"), MessageGroupId: aws.String("g")})
+	require.NoError(t, err)
+	_, err = cl.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: q.QueueUrl, Attributes: map[string]string{"DelaySeconds": "0"}})
+	require.NoError(t, err)
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("second"), MessageGroupId: aws.String("g")})
+	require.NoError(t, err)
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Empty(t, r.Messages, "second waits for first, which waits out its delay")
+	r, err = cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 10})
+	require.NoError(t, err)
+	var bodies []string
+	for _, m := range r.Messages {
+		bodies = append(bodies, aws.ToString(m.Body))
+	}
+	require.Equal(t, []string{"first", "second"}, bodies)
+}

@@ -140,7 +140,7 @@ func (c *Coordinator) Receive(ctx context.Context, r DirectReceive) ([]DirectRec
 				}
 				read := len(out) - n
 				if r.NotBefore != nil {
-					if out, err = tg.sp.deferDirect(out, n, r.NotBefore); err != nil {
+					if out, err = tg.sp.deferDirect(st, out, n, r.NotBefore); err != nil {
 						return err
 					}
 				}
@@ -216,15 +216,33 @@ func (c *Coordinator) relock(r DirectReceive, acq shareGroupSettings, topicID [1
 
 // deferDirect defers the records of out[from:] whose notBefore is still
 // ahead and returns out without them.
-func (sp *sharePart) deferDirect(out []DirectRecord, from int, notBefore func(DirectRecord) time.Time) ([]DirectRecord, error) {
+func (sp *sharePart) deferDirect(st shareGroupSettings, out []DirectRecord, from int, notBefore func(DirectRecord) time.Time) ([]DirectRecord, error) {
 	now := time.Now()
 	kept := out[:from]
-	var later []DirectRecord
+	type deferral struct {
+		d     DirectRecord
+		until time.Time
+	}
+	var later []deferral
+	// In ordered mode a group's records after a deferred one wait too
+	// (to the same time): a batch of one group must not pass its head.
+	var held map[string]time.Time
 	for _, d := range out[from:] {
-		if t := notBefore(d); t.After(now) {
-			later = append(later, d)
-		} else {
+		until := notBefore(d)
+		g, grouped := directGroup(st, d)
+		if t, ok := held[g]; ok && grouped && t.After(until) {
+			until = t
+		}
+		if !until.After(now) {
 			kept = append(kept, d)
+			continue
+		}
+		later = append(later, deferral{d, until})
+		if grouped && st.groupMode == sharegroup.GroupsOrdered {
+			if held == nil {
+				held = map[string]time.Time{}
+			}
+			held[g] = until
 		}
 	}
 	if len(later) == 0 {
@@ -236,13 +254,28 @@ func (sp *sharePart) deferDirect(out []DirectRecord, from int, notBefore func(Di
 		return kept, nil // discarded meanwhile: the acquisitions are gone with it
 	}
 	var recs []sharegroup.Record
-	for _, d := range later {
-		eff := sp.mu.p.Defer(now, DirectMember, d.Offset, d.Offset, d.DeliveryCount, notBefore(d))
+	for _, l := range later {
+		eff := sp.mu.p.Defer(now, DirectMember, l.d.Offset, l.d.Offset, l.d.DeliveryCount, l.until)
 		recs = append(recs, eff.Records...)
 	}
 	err := sp.writeLocked(recs)
 	sp.armLocked(now)
 	return kept, err
+}
+
+// directGroup is a record's message group in st's mode, if it has one.
+func directGroup(st shareGroupSettings, d DirectRecord) (string, bool) {
+	switch {
+	case st.groupSource.key:
+		return string(d.Key), d.Key != nil
+	case st.groupSource.header != "":
+		for _, h := range d.Headers {
+			if h.Key == st.groupSource.header {
+				return string(h.Value), true
+			}
+		}
+	}
+	return "", false
 }
 
 // appendDirect appends the records of data (log batches) that acq

@@ -664,7 +664,7 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 		}
 	}
 	if id == "" {
-		id = recordMessageID(q.TopicID, rec.Partition, rec.Offset) // a Kafka producer's record
+		id = s.derivedID(q, rec) // a FIFO message's, or a Kafka producer's record
 	}
 	if sender == "" {
 		sender = s.cfg.Account
@@ -739,6 +739,22 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 		m["MD5OfMessageAttributes"] = md5OfAttrs(picked)
 	}
 	return m
+}
+
+// derivedID is the MessageId of a record without an sqs.message-id
+// header: from where it is, or, for a dead-letter copy, from where its
+// original is (the KIP-1191 headers), so that it keeps its MessageId.
+func (s *Server) derivedID(q *queue, rec share.DirectRecord) string {
+	if topic := headerValue(rec, share.DLQHeaderTopic); topic != "" {
+		if id, ok := s.be.TopicID(topic); ok {
+			p, perr := strconv.ParseInt(headerValue(rec, share.DLQHeaderPartition), 10, 32)
+			off, oerr := strconv.ParseInt(headerValue(rec, share.DLQHeaderOffset), 10, 64)
+			if perr == nil && oerr == nil {
+				return recordMessageID(id, int32(p), off)
+			}
+		}
+	}
+	return recordMessageID(q.TopicID, rec.Partition, rec.Offset)
 }
 
 // recordMessageID is the MessageId of a record that carries none (a

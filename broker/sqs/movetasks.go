@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/share"
 	"github.com/shoal-mq/shoal/sharegroup"
@@ -199,7 +201,7 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 			if q.fifo() { // the message group's partition
 				part = int32(fnv32(headerValue(rec, hdrGroup)) % uint32(max(s.be.Partitions(q.Topic), 1)))
 			}
-			if _, err := s.be.Append(q.Topic, part, []Record{moved(rec)}); err != nil {
+			if _, err := s.be.Append(q.Topic, part, []Record{moved(rec, s.derivedID(t.source, rec))}); err != nil {
 				t.set("FAILED", err.Error())
 				return
 			}
@@ -221,15 +223,21 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 }
 
 // moved is a dead-lettered record as it goes back: its own headers
-// (MessageId, attributes) without the KIP-1191 ones and without its
-// deduplication id (a FIFO destination's window would take it for its
-// first copy and drop it).
-func moved(rec share.DirectRecord) Record {
+// (attributes) without the KIP-1191 ones and without its deduplication id
+// (a FIFO destination's window would take it for its first copy and drop
+// it), and its MessageId as a header, so that it keeps it (a FIFO
+// message's derives from where it is otherwise).
+func moved(rec share.DirectRecord, id string) Record {
 	r := Record{Key: rec.Key, Value: rec.Value, Timestamp: time.Now()}
+	hasID := false
 	for _, h := range rec.Headers {
 		if !strings.HasPrefix(h.Key, "__dlq.") && h.Key != hdrDedup {
 			r.Headers = append(r.Headers, h)
+			hasID = hasID || h.Key == hdrMessageID
 		}
+	}
+	if !hasID {
+		r.Headers = append(r.Headers, kmsg.Header{Key: hdrMessageID, Value: []byte(id)})
 	}
 	return r
 }
