@@ -546,7 +546,7 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	if hasAttempt && q.fifo() {
 		// A retry within 5 minutes (and the visibility timeout) gets the
 		// same messages and receipt handles.
-		attemptKey = q.Name + "\x00" + attempt
+		attemptKey = q.Name + "\x00" + strconv.FormatInt(q.Created, 10) + "\x00" + attempt
 		if out, ok := s.attempts.get(attemptKey); ok {
 			return out, nil
 		}
@@ -568,7 +568,7 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	if len(msgs) > 0 {
 		out["Messages"] = msgs
 	}
-	if attemptKey != "" {
+	if attemptKey != "" && len(msgs) > 0 { // an empty answer is not kept: a retry looks again
 		s.attempts.put(attemptKey, out, time.Now().Add(min(5*time.Minute, time.Duration(vis)*time.Second)))
 	}
 	return out, nil
