@@ -52,16 +52,8 @@ func TestSQSRedrive(t *testing.T) {
 		require.Len(t, r.Messages, 1, "receive %d", n)
 		// Not deleted: its visibility (1 s) runs out.
 	}
-	var moved *types.Message
-	require.Eventually(t, func() bool {
-		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl, WaitTimeSeconds: 1,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
-		if err != nil || len(r.Messages) == 0 {
-			return false
-		}
-		moved = &r.Messages[0]
-		return true
-	}, 20*time.Second, 10*time.Millisecond)
+	moved := receiveEventually(t, ctx, cl, awssqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
 	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(moved.MessageId), "the same MessageId in the dead-letter queue")
 	require.Equal(t, "poison", aws.ToString(moved.Body))
 	require.Equal(t, "arn:aws:sqs:us-east-1:000000000000:work", moved.Attributes["DeadLetterQueueSourceArn"])

@@ -112,28 +112,12 @@ func TestSQSReviewFIFODeadLetterMessageID(t *testing.T) {
 	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 5})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 1)
-	var moved *types.Message
-	require.Eventually(t, func() bool {
-		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl, WaitTimeSeconds: 1, VisibilityTimeout: 1})
-		if err != nil || len(r.Messages) == 0 {
-			return false
-		}
-		moved = &r.Messages[0]
-		return true
-	}, 20*time.Second, 10*time.Millisecond)
+	moved := receiveEventually(t, ctx, cl, awssqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl, VisibilityTimeout: 1})
 	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(moved.MessageId))
 	// And back to the source with a move task: still the same.
 	_, err = cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:d.fifo")})
 	require.NoError(t, err)
-	var back *types.Message
-	require.Eventually(t, func() bool {
-		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 1})
-		if err != nil || len(r.Messages) == 0 {
-			return false
-		}
-		back = &r.Messages[0]
-		return true
-	}, 20*time.Second, 10*time.Millisecond)
+	back := receiveEventually(t, ctx, cl, awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl})
 	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(back.MessageId))
 }
 

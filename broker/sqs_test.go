@@ -33,6 +33,23 @@ func sqsClient(b *Broker) *awssqs.Client {
 	})
 }
 
+// receiveEventually receives from in.QueueUrl until a message comes
+// (at most 20 s) and returns the first.
+func receiveEventually(t *testing.T, ctx context.Context, cl *awssqs.Client, in awssqs.ReceiveMessageInput) types.Message {
+	t.Helper()
+	var got types.Message
+	in.WaitTimeSeconds = 1
+	require.Eventually(t, func() bool {
+		r, err := cl.ReceiveMessage(ctx, &in)
+		if err != nil || len(r.Messages) == 0 {
+			return false
+		}
+		got = r.Messages[0]
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	return got
+}
+
 func sqsCode(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
