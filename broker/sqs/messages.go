@@ -51,6 +51,9 @@ const (
 )
 
 const (
+	// maxInFlight is AWS's in-flight limit of a standard queue, and the
+	// share-partition window's default (share.partition.max.record.locks).
+	maxInFlight     = 120_000
 	maxBatchEntries = 10
 	maxBatchBytes   = 1 << 20
 	maxMessageAttrs = 10
@@ -558,6 +561,13 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	})
 	if err != nil {
 		return nil, internal(err)
+	}
+	if len(recs) == 0 && !q.fifo() {
+		// Nothing because the in-flight window is full: AWS's OverLimit
+		// on a standard queue (a FIFO queue just returns nothing).
+		if _, inFlight, _ := s.be.Counts(q.Group, q.Topic); inFlight >= maxInFlight {
+			return nil, errf(errOverLimit, "The maximum number of in flight messages is reached")
+		}
 	}
 	now := time.Now()
 	msgs := make([]map[string]any, 0, len(recs))

@@ -18,6 +18,7 @@ import (
 )
 
 type fakeBackend struct {
+	inFlight int64 // what Counts answers
 	mu       sync.Mutex
 	topics   map[string][16]byte
 	pending  map[string][]share.DirectRecord // topic → records a Receive hands out once
@@ -43,7 +44,7 @@ func (f *fakeBackend) TopicID(n string) ([16]byte, bool) {
 	id, ok := f.topics[n]
 	return id, ok
 }
-func (f *fakeBackend) Counts(string, string) (int64, int64, int64) { return 0, 0, 0 }
+func (f *fakeBackend) Counts(string, string) (int64, int64, int64) { return 0, f.inFlight, 0 }
 func (f *fakeBackend) Purge(string, string) error                  { return nil }
 func (f *fakeBackend) SaveQueue(string, []byte) error              { return nil }
 func (f *fakeBackend) LoadQueues() (map[string][]byte, error)      { return nil, nil }
@@ -166,4 +167,21 @@ func TestReviewMoveTaskDestinationUnchecked(t *testing.T) {
 	require.Zero(t, fb.appended["target"])
 	require.Zero(t, fb.appended["src"])
 	fb.mu.Unlock()
+}
+
+// A standard queue whose in-flight window is full answers OverLimit, as
+// AWS does at 120,000 in flight; a FIFO queue just returns nothing.
+func TestOverLimit(t *testing.T) {
+	fb := newFake()
+	fb.inFlight = maxInFlight
+	s, err := New(Config{}, fb, zap.NewNop())
+	require.NoError(t, err)
+	defer s.Close()
+	call(t, s, "CreateQueue", map[string]any{"QueueName": "full"})
+	code, out := call(t, s, "ReceiveMessage", map[string]any{"QueueUrl": "http://sqs.local/000000000000/full"})
+	require.Equal(t, 403, code)
+	require.Equal(t, "com.amazonaws.sqs#OverLimit", out["__type"])
+	call(t, s, "CreateQueue", map[string]any{"QueueName": "full.fifo", "Attributes": map[string]any{"FifoQueue": "true"}})
+	code, _ = call(t, s, "ReceiveMessage", map[string]any{"QueueUrl": "http://sqs.local/000000000000/full.fifo"})
+	require.Equal(t, 200, code)
 }
