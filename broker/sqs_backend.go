@@ -31,6 +31,7 @@ import (
 )
 
 const (
+	prefixSQSTask  = "meta/sqs-task/"
 	prefixSQSQueue = "meta/sqs-queue/"
 	keySQSSecret   = "meta/sqs-secret"
 )
@@ -253,17 +254,30 @@ func (s *sqsBackend) Counts(group, topic string) (int64, int64, int64) {
 func (s *sqsBackend) Purge(group, topic string) error { return s.b.shares.DirectPurge(group, topic) }
 
 func (s *sqsBackend) SaveQueue(name string, rec []byte) error {
+	return s.save(prefixSQSQueue+name, rec)
+}
+
+func (s *sqsBackend) LoadQueues() (map[string][]byte, error) { return s.load(prefixSQSQueue) }
+
+func (s *sqsBackend) SaveTask(handle string, rec []byte) error {
+	return s.save(prefixSQSTask+handle, rec)
+}
+
+func (s *sqsBackend) LoadTasks() (map[string][]byte, error) { return s.load(prefixSQSTask) }
+
+// save stores rec under key durably (nil: deletes it).
+func (s *sqsBackend) save(key string, rec []byte) error {
 	return s.b.meta.DB().Update(func(txn *badger.Txn) error {
 		if rec == nil {
-			return txn.Delete([]byte(prefixSQSQueue + name))
+			return txn.Delete([]byte(key))
 		}
-		return txn.Set([]byte(prefixSQSQueue+name), rec)
+		return txn.Set([]byte(key), rec)
 	})
 }
 
-func (s *sqsBackend) LoadQueues() (map[string][]byte, error) {
+func (s *sqsBackend) load(prefix string) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	err := meta.ScanJSON(s.b.meta.DB(), prefixSQSQueue, func(name string, v json.RawMessage) error {
+	err := meta.ScanJSON(s.b.meta.DB(), prefix, func(name string, v json.RawMessage) error {
 		out[name] = v
 		return nil
 	})

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -221,4 +222,50 @@ func TestSQSMessageMoveTask(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond)
 	_, err = cl.CancelMessageMoveTask(ctx, &awssqs.CancelMessageMoveTaskInput{TaskHandle: st.TaskHandle})
 	require.ErrorAs(t, err, &nf, "a finished task cannot be cancelled")
+}
+
+// TestSQSMoveTaskSurvivesRestart: a running move task resumes after a
+// restart and finishes.
+func TestSQSMoveTaskSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b, cl := startSQSTest(t, func(c *Config) { c.DataDir = dir })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("r-dlq")})
+	require.NoError(t, err)
+	dlqARN := "arn:aws:sqs:us-east-1:000000000000:r-dlq"
+	src, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("r-src"), Attributes: map[string]string{
+		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":1}`, "VisibilityTimeout": "1"}})
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String(strconv.Itoa(i))})
+		require.NoError(t, err)
+	}
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 5})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 3) // their visibility runs out: all three to the dead-letter queue
+	dlqURL := "http://" + b.SQSAddr() + "/000000000000/r-dlq"
+	require.Eventually(t, func() bool {
+		ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &dlqURL, AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
+		return err == nil && ga.Attributes["ApproximateNumberOfMessages"] == "3"
+	}, 20*time.Second, 20*time.Millisecond)
+	st, err := cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN), MaxNumberOfMessagesPerSecond: aws.Int32(1)})
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // one or two moved at 1 a second
+	require.NoError(t, b.Close())
+
+	b2 := startTest(t, func(c *Config) { c.DataDir = dir; c.SQSAddr = "127.0.0.1:0" })
+	cl2 := sqsClient(b2)
+	require.Eventually(t, func() bool {
+		lt, err := cl2.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
+		return err == nil && len(lt.Results) == 1 && aws.ToString(lt.Results[0].Status) == "COMPLETED"
+	}, 30*time.Second, 50*time.Millisecond, "the task resumed and finished")
+	src2 := "http://" + b2.SQSAddr() + "/000000000000/r-src"
+	got := map[string]bool{}
+	for len(got) < 3 {
+		m := receiveEventually(t, ctx, cl2, awssqs.ReceiveMessageInput{QueueUrl: &src2, VisibilityTimeout: 60})
+		got[aws.ToString(m.Body)] = true
+	}
+	_ = st
 }

@@ -40,6 +40,9 @@ type Backend interface {
 	// LoadQueues returns every stored one.
 	SaveQueue(name string, rec []byte) error
 	LoadQueues() (map[string][]byte, error)
+	// SaveTask and LoadTasks do the same for message move tasks.
+	SaveTask(handle string, rec []byte) error
+	LoadTasks() (map[string][]byte, error)
 	// Secret is the broker's receipt-handle key, the same across
 	// restarts.
 	Secret() ([]byte, error)

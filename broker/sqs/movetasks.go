@@ -6,19 +6,24 @@ package sqs
 // MaxNumberOfMessagesPerSecond; each message is appended to the
 // destination (durably) before it is deleted from the dead-letter queue,
 // so a crash in between delivers it twice, never loses it. One task runs
-// per source. Tasks are kept in memory: a restart forgets them (a task
-// that was running stops; what it moved stays moved).
+// per source. Tasks are stored (Backend.SaveTask): a task running at a
+// restart resumes, its count of messages moved as last saved (every 50
+// moves and at its end); the 10 most recent per source are listed.
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/share"
@@ -43,6 +48,8 @@ type moveTask struct {
 	// principal and host started it: WRITE on each destination is
 	// theirs to have (authz.go).
 	principal, host string
+	// cancelled: CancelMessageMoveTask, not a shutdown, ended it.
+	cancelled bool
 
 	mu      sync.Mutex
 	status  string // RUNNING, CANCELLING, CANCELLED, COMPLETED, FAILED
@@ -114,16 +121,110 @@ func (s *Server) startMessageMoveTask(r *http.Request, in input) (any, *apiError
 	if s.moves.bySrc == nil {
 		s.moves.bySrc = map[string][]*moveTask{}
 	}
-	s.moves.bySrc[srcName] = append(s.moves.bySrc[srcName], t)
-	if n := len(s.moves.bySrc[srcName]); n > 10 {
-		s.moves.bySrc[srcName] = s.moves.bySrc[srcName][n-10:] // the 10 most recent are listed
+	if aerr := s.saveTask(t); aerr != nil {
+		cancel()
+		return nil, aerr
 	}
+	s.addTaskLocked(srcName, t)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.runMove(ctx, t)
 	}()
 	return map[string]any{"TaskHandle": t.handle}, nil
+}
+
+// addTaskLocked lists t under its source, keeping the 10 most recent
+// (older ones are deleted from the store). s.moves.mu held.
+func (s *Server) addTaskLocked(src string, t *moveTask) {
+	if s.moves.bySrc == nil {
+		s.moves.bySrc = map[string][]*moveTask{}
+	}
+	s.moves.bySrc[src] = append(s.moves.bySrc[src], t)
+	if n := len(s.moves.bySrc[src]); n > 10 {
+		for _, old := range s.moves.bySrc[src][:n-10] {
+			_ = s.be.SaveTask(old.handle, nil)
+		}
+		s.moves.bySrc[src] = s.moves.bySrc[src][n-10:]
+	}
+}
+
+// taskRecord is a task as stored.
+type taskRecord struct {
+	Handle      string `json:"handle"`
+	Source      string `json:"source"` // queue name
+	Destination string `json:"destination,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	Started     int64  `json:"started"`
+	ToMove      int64  `json:"to_move"`
+	Moved       int64  `json:"moved"`
+	Status      string `json:"status"`
+	Failure     string `json:"failure,omitempty"`
+	Principal   string `json:"principal,omitempty"`
+	Host        string `json:"host,omitempty"`
+}
+
+func (s *Server) saveTask(t *moveTask) *apiError {
+	t.mu.Lock()
+	rec := taskRecord{Handle: t.handle, Source: t.source.Name, Destination: t.destination, Rate: t.rate, Started: t.started,
+		ToMove: t.toMove, Moved: t.moved, Status: t.status, Failure: t.failure, Principal: t.principal, Host: t.host}
+	t.mu.Unlock()
+	b, err := json.Marshal(rec)
+	if err == nil {
+		err = s.be.SaveTask(t.handle, b)
+	}
+	if err != nil {
+		s.lg.Warn("saving a message move task failed", zap.String("task", t.handle), zap.Error(err))
+		return internal(err)
+	}
+	return nil
+}
+
+// loadTasks lists the stored tasks and resumes the running ones (New).
+func (s *Server) loadTasks() error {
+	raw, err := s.be.LoadTasks()
+	if err != nil {
+		return err
+	}
+	var recs []taskRecord
+	for _, b := range raw {
+		var r taskRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("sqs: move task record: %w", err)
+		}
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Started < recs[j].Started })
+	s.moves.mu.Lock()
+	defer s.moves.mu.Unlock()
+	for _, r := range recs {
+		ctx, cancel := context.WithCancel(s.ctx)
+		t := &moveTask{handle: r.Handle, destination: r.Destination, rate: r.Rate, started: r.Started, toMove: r.ToMove,
+			cancel: cancel, principal: r.Principal, host: r.Host, status: r.Status, moved: r.Moved, failure: r.Failure}
+		src := s.mu.queues[r.Source]
+		if src == nil {
+			src = &queue{Name: r.Source}
+			if t.status == "RUNNING" || t.status == "CANCELLING" {
+				t.status, t.failure = "FAILED", "the source queue does not exist"
+			}
+		}
+		t.source = src
+		s.addTaskLocked(r.Source, t)
+		switch t.status {
+		case "CANCELLING":
+			t.status = "CANCELLED"
+			_ = s.saveTask(t)
+		case "RUNNING":
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.runMove(ctx, t)
+			}()
+			continue
+		}
+		cancel()
+	}
+	return nil
 }
 
 // isDeadLetterQueue reports whether some queue's RedrivePolicy targets arn.
@@ -140,14 +241,22 @@ func (s *Server) isDeadLetterQueue(arn string) bool {
 	return false
 }
 
-// runMove moves messages until the source has none left or the task is
-// cancelled.
-func (t *moveTask) set(status, failure string) {
+// end records t's outcome durably. A shutdown (the context ended
+// without a cancellation) leaves it RUNNING, to resume.
+func (s *Server) end(t *moveTask, status, failure string) {
 	t.mu.Lock()
+	if status == "CANCELLED" && !t.cancelled {
+		t.mu.Unlock()
+		_ = s.saveTask(t) // its progress
+		return
+	}
 	t.status, t.failure = status, failure
 	t.mu.Unlock()
+	_ = s.saveTask(t)
 }
 
+// runMove moves messages until the source has none left or the task is
+// cancelled.
 func (s *Server) runMove(ctx context.Context, t *moveTask) {
 	rate := t.rate
 	if rate == 0 {
@@ -157,21 +266,21 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 	defer tick.Stop()
 	for {
 		if ctx.Err() != nil {
-			t.set("CANCELLED", "")
+			s.end(t, "CANCELLED", "")
 			return
 		}
 		recs, err := s.be.Receive(ctx, share.DirectReceive{Group: t.source.Group, Topic: t.source.Topic, Max: min(10, rate),
 			Lock: 5 * time.Minute, Wait: time.Second})
 		if ctx.Err() != nil {
-			t.set("CANCELLED", "")
+			s.end(t, "CANCELLED", "")
 			return
 		}
 		if err != nil {
-			t.set("FAILED", err.Error())
+			s.end(t, "FAILED", err.Error())
 			return
 		}
 		if len(recs) == 0 {
-			t.set("COMPLETED", "")
+			s.end(t, "COMPLETED", "")
 			return
 		}
 		for i, rec := range recs {
@@ -181,7 +290,7 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 					back = append(back, share.DirectSettle{Partition: r.Partition, Offset: r.Offset, DeliveryCount: r.DeliveryCount, Type: sharegroup.AckRelease})
 				}
 				_ = s.be.Settle(t.source.Group, t.source.TopicID, back)
-				t.set("CANCELLED", "")
+				s.end(t, "CANCELLED", "")
 				return
 			}
 			dst := t.destination
@@ -190,11 +299,11 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 			}
 			q, aerr := s.queueByARN(dst)
 			if aerr != nil {
-				t.set("FAILED", "the destination of a message does not exist: "+dst)
+				s.end(t, "FAILED", "the destination of a message does not exist: "+dst)
 				return
 			}
 			if s.authz != nil && !s.authz(t.principal, t.host, acl.Write, acl.Topic, q.Topic) {
-				t.set("FAILED", "Access to the resource "+dst+" is denied.")
+				s.end(t, "FAILED", "Access to the resource "+dst+" is denied.")
 				return
 			}
 			part := int32(-1)
@@ -202,18 +311,22 @@ func (s *Server) runMove(ctx context.Context, t *moveTask) {
 				part = int32(fnv32(headerValue(rec, hdrGroup)) % uint32(max(s.be.Partitions(q.Topic), 1)))
 			}
 			if _, err := s.be.Append(q.Topic, part, []Record{moved(rec, s.derivedID(t.source, rec))}); err != nil {
-				t.set("FAILED", err.Error())
+				s.end(t, "FAILED", err.Error())
 				return
 			}
 			errs := s.be.Settle(t.source.Group, t.source.TopicID, []share.DirectSettle{{Partition: rec.Partition, Offset: rec.Offset,
 				DeliveryCount: rec.DeliveryCount, Type: sharegroup.AckAccept}})
 			if errs[0] != nil {
-				t.set("FAILED", errs[0].Error())
+				s.end(t, "FAILED", errs[0].Error())
 				return
 			}
 			t.mu.Lock()
 			t.moved++
+			checkpoint := t.moved%50 == 0
 			t.mu.Unlock()
+			if checkpoint {
+				_ = s.saveTask(t)
+			}
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
@@ -314,7 +427,7 @@ func (s *Server) cancelMessageMoveTask(_ *http.Request, in input) (any, *apiErro
 			t.mu.Lock()
 			running := t.status == "RUNNING"
 			if running {
-				t.status = "CANCELLING"
+				t.status, t.cancelled = "CANCELLING", true
 			}
 			moved := t.moved
 			t.mu.Unlock()

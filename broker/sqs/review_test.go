@@ -48,6 +48,8 @@ func (f *fakeBackend) Counts(string, string) (int64, int64, int64) { return 0, f
 func (f *fakeBackend) Purge(string, string) error                  { return nil }
 func (f *fakeBackend) SaveQueue(string, []byte) error              { return nil }
 func (f *fakeBackend) LoadQueues() (map[string][]byte, error)      { return nil, nil }
+func (f *fakeBackend) SaveTask(string, []byte) error               { return nil }
+func (f *fakeBackend) LoadTasks() (map[string][]byte, error)       { return nil, nil }
 func (f *fakeBackend) Secret() ([]byte, error)                     { return []byte("k"), nil }
 func (f *fakeBackend) Append(topic string, _ int32, recs []Record) ([]Position, error) {
 	f.mu.Lock()

@@ -105,6 +105,9 @@ func New(cfg Config, be Backend, lg *zap.Logger) (*Server, error) {
 		s.mu.queues[name] = &q
 	}
 	s.publishLocked()
+	if err := s.loadTasks(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
