@@ -26,8 +26,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/shoal-mq/shoal/broker/acl"
 )
@@ -121,15 +119,10 @@ func (s *Server) authorize(r *http.Request, action string, in input) *apiError {
 		name, _, _ = in.str("QueueName")
 	case "StartMessageMoveTask", "ListMessageMoveTasks":
 		arn, _, _ := in.str("SourceArn")
-		name = arn[strings.LastIndexByte(arn, ':')+1:]
+		name = arnName(arn)
 	default:
 		u, _, _ := in.str("QueueUrl")
-		path := u
-		if pu, err := url.Parse(u); err == nil && pu.Path != "" {
-			path = pu.Path
-		}
-		parts := strings.Split(strings.Trim(path, "/"), "/")
-		name = parts[len(parts)-1]
+		_, name, _ = splitQueueURL(u)
 	}
 	topic := name
 	if q, aerr := s.queueNamed(name); aerr == nil {
@@ -144,7 +137,7 @@ func (s *Server) authorize(r *http.Request, action string, in input) *apiError {
 		// And WRITE where it moves to (without DestinationArn: each
 		// message's source, checked as it moves, movetasks.go).
 		if dst, _, _ := in.str("DestinationArn"); dst != "" {
-			dname := dst[strings.LastIndexByte(dst, ':')+1:]
+			dname := arnName(dst)
 			dtopic := dname
 			if q, aerr := s.queueNamed(dname); aerr == nil {
 				dtopic = q.Topic

@@ -287,17 +287,30 @@ func (s *Server) queueFrom(in input) (*queue, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	path := u
-	if pu, perr := url.Parse(u); perr == nil && pu.Path != "" {
-		path = pu.Path
-	}
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	name := parts[len(parts)-1]
-	if len(parts) >= 2 && parts[len(parts)-2] != s.cfg.Account {
+	account, name, hasAccount := splitQueueURL(u)
+	if hasAccount && account != s.cfg.Account {
 		return nil, errf(errQueueDoesNotExist, "The specified queue does not exist.")
 	}
 	return s.queueNamed(name)
 }
+
+// splitQueueURL returns the queue name of a queue URL (or of a bare path
+// or name), its last path segment, and the account before it if there is
+// one.
+func splitQueueURL(u string) (account, name string, hasAccount bool) {
+	path := u
+	if pu, err := url.Parse(u); err == nil && pu.Path != "" {
+		path = pu.Path
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) >= 2 {
+		account, hasAccount = parts[len(parts)-2], true
+	}
+	return account, parts[len(parts)-1], hasAccount
+}
+
+// arnName is the resource name an ARN ends with.
+func arnName(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:] }
 
 func (s *Server) queueNamed(name string) (*queue, *apiError) {
 	s.mu.Lock()
