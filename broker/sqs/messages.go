@@ -840,23 +840,36 @@ func (s *Server) settle(q *queue, hs []handle, typ sharegroup.AckType, lock time
 	return errs
 }
 
+// entryHandle is the checked ReceiptHandle of a request or batch entry.
+func (s *Server) entryHandle(q *queue, in input) (handle, *apiError) {
+	text, aerr := in.required("ReceiptHandle")
+	if aerr != nil {
+		return handle{}, aerr
+	}
+	return s.decodeHandle(q, text)
+}
+
+// deleted is the answer to a deletion's settlement. A stale handle (the
+// message was received again since, or is visible again) succeeds
+// without deleting it, as AWS documents.
+func deleted(err error) *apiError {
+	if err != nil && !errors.Is(err, share.ErrStale) {
+		return internal(err)
+	}
+	return nil
+}
+
 func (s *Server) deleteMessage(_ *http.Request, in input) (any, *apiError) {
 	q, aerr := s.queueFrom(in)
 	if aerr != nil {
 		return nil, aerr
 	}
-	text, aerr := in.required("ReceiptHandle")
+	h, aerr := s.entryHandle(q, in)
 	if aerr != nil {
 		return nil, aerr
 	}
-	h, aerr := s.decodeHandle(q, text)
-	if aerr != nil {
+	if aerr := deleted(s.settle(q, []handle{h}, sharegroup.AckAccept, 0)[0]); aerr != nil {
 		return nil, aerr
-	}
-	// A stale handle (the message was received again since, or is
-	// visible again) succeeds without deleting it, as AWS documents.
-	if err := s.settle(q, []handle{h}, sharegroup.AckAccept, 0)[0]; err != nil && !errors.Is(err, share.ErrStale) {
-		return nil, internal(err)
 	}
 	return map[string]any{}, nil
 }
@@ -870,11 +883,7 @@ func (s *Server) deleteMessageBatch(_ *http.Request, in input) (any, *apiError) 
 	var hs []handle
 	var hIDs []string
 	for i, e := range entries {
-		text, aerr := e.required("ReceiptHandle")
-		var h handle
-		if aerr == nil {
-			h, aerr = s.decodeHandle(q, text)
-		}
+		h, aerr := s.entryHandle(q, e)
 		if aerr != nil {
 			failed = append(failed, failedEntry(ids[i], aerr))
 			continue
@@ -882,9 +891,9 @@ func (s *Server) deleteMessageBatch(_ *http.Request, in input) (any, *apiError) 
 		hs, hIDs = append(hs, h), append(hIDs, ids[i])
 	}
 	success := []map[string]any{}
-	for i, err := range s.settle(q, hs, sharegroup.AckAccept, 0) {
-		if err != nil && !errors.Is(err, share.ErrStale) {
-			failed = append(failed, failedEntry(hIDs[i], internal(err)))
+	for i, err := range s.settle(q, hs, sharegroup.AckAccept, 0) { // one write for all
+		if aerr := deleted(err); aerr != nil {
+			failed = append(failed, failedEntry(hIDs[i], aerr))
 			continue
 		}
 		success = append(success, map[string]any{"Id": hIDs[i]})
@@ -908,8 +917,27 @@ func visibility(in input) (sharegroup.AckType, time.Duration, *apiError) {
 	return sharegroup.AckRenew, time.Duration(v) * time.Second, nil
 }
 
-func notInflight(text string) *apiError {
-	return errf(errMessageNotInflight, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", text)
+// changeVisibility applies one ChangeMessageVisibility (a request or a
+// batch entry, each with its own timeout).
+func (s *Server) changeVisibility(q *queue, in input) *apiError {
+	text, aerr := in.required("ReceiptHandle")
+	if aerr != nil {
+		return aerr
+	}
+	typ, lock, aerr := visibility(in)
+	if aerr != nil {
+		return aerr
+	}
+	h, aerr := s.decodeHandle(q, text)
+	if aerr != nil {
+		return aerr
+	}
+	if err := s.settle(q, []handle{h}, typ, lock)[0]; errors.Is(err, share.ErrStale) {
+		return errf(errMessageNotInflight, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", text)
+	} else if err != nil {
+		return internal(err)
+	}
+	return nil
 }
 
 func (s *Server) changeMessageVisibility(_ *http.Request, in input) (any, *apiError) {
@@ -917,23 +945,8 @@ func (s *Server) changeMessageVisibility(_ *http.Request, in input) (any, *apiEr
 	if aerr != nil {
 		return nil, aerr
 	}
-	text, aerr := in.required("ReceiptHandle")
-	if aerr != nil {
+	if aerr := s.changeVisibility(q, in); aerr != nil {
 		return nil, aerr
-	}
-	typ, lock, aerr := visibility(in)
-	if aerr != nil {
-		return nil, aerr
-	}
-	h, aerr := s.decodeHandle(q, text)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if err := s.settle(q, []handle{h}, typ, lock)[0]; err != nil {
-		if errors.Is(err, share.ErrStale) {
-			return nil, notInflight(text)
-		}
-		return nil, internal(err)
 	}
 	return map[string]any{}, nil
 }
@@ -945,25 +958,8 @@ func (s *Server) changeMessageVisibilityBatch(_ *http.Request, in input) (any, *
 	}
 	failed := []map[string]any{}
 	success := []map[string]any{}
-	for i, e := range entries { // each its own timeout
-		text, aerr := e.required("ReceiptHandle")
-		var h handle
-		var typ sharegroup.AckType
-		var lock time.Duration
-		if aerr == nil {
-			typ, lock, aerr = visibility(e)
-		}
-		if aerr == nil {
-			h, aerr = s.decodeHandle(q, text)
-		}
-		if aerr == nil {
-			if err := s.settle(q, []handle{h}, typ, lock)[0]; errors.Is(err, share.ErrStale) {
-				aerr = notInflight(text)
-			} else if err != nil {
-				aerr = internal(err)
-			}
-		}
-		if aerr != nil {
+	for i, e := range entries {
+		if aerr := s.changeVisibility(q, e); aerr != nil {
 			failed = append(failed, failedEntry(ids[i], aerr))
 			continue
 		}
