@@ -84,6 +84,17 @@ func (in input) strings(name string) ([]string, *apiError) {
 
 // strmap returns a map of strings (Attributes, tags).
 func (in input) strmap(name string) (map[string]string, *apiError) {
+	return mapOf(in, name, func(k string, e any) (string, *apiError) {
+		s, ok := e.(string)
+		if !ok {
+			return "", serialization(name + "." + k)
+		}
+		return s, nil
+	})
+}
+
+// mapOf returns the map member name with each value converted by as.
+func mapOf[T any](in input, name string, as func(key string, e any) (T, *apiError)) (map[string]T, *apiError) {
 	v, ok := in[name]
 	if !ok || v == nil {
 		return nil, nil
@@ -92,13 +103,13 @@ func (in input) strmap(name string) (map[string]string, *apiError) {
 	if !ok {
 		return nil, serialization(name)
 	}
-	out := make(map[string]string, len(m))
+	out := make(map[string]T, len(m))
 	for k, e := range m {
-		s, ok := e.(string)
-		if !ok {
-			return nil, serialization(name + "." + k)
+		t, aerr := as(k, e)
+		if aerr != nil {
+			return nil, aerr
 		}
-		out[k] = s
+		out[k] = t
 	}
 	return out, nil
 }
@@ -151,39 +162,29 @@ func baseType(t string) string {
 
 // attrs returns the message attributes member name.
 func (in input) attrs(name string) (map[string]msgAttr, *apiError) {
-	v, ok := in[name]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, serialization(name)
-	}
-	out := make(map[string]msgAttr, len(m))
-	for k, e := range m {
+	return mapOf(in, name, func(k string, e any) (msgAttr, *apiError) {
+		var a msgAttr
 		em, ok := e.(map[string]any)
 		if !ok {
-			return nil, serialization(name + "." + k)
+			return a, serialization(name + "." + k)
 		}
 		ev := input(em)
-		var a msgAttr
 		var err *apiError
 		if a.DataType, _, err = ev.str("DataType"); err != nil {
-			return nil, err
+			return a, err
 		}
 		if a.String, _, err = ev.str("StringValue"); err != nil {
-			return nil, err
+			return a, err
 		}
 		if b, ok, err := ev.str("BinaryValue"); err != nil {
-			return nil, err
+			return a, err
 		} else if ok {
 			if a.Binary, err = decodeBlob(name, b); err != nil {
-				return nil, err
+				return a, err
 			}
 		}
-		out[k] = a
-	}
-	return out, nil
+		return a, nil
+	})
 }
 
 func decodeBlob(name, s string) ([]byte, *apiError) {
