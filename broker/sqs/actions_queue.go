@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,43 +151,67 @@ func (s *Server) getQueueURL(r *http.Request, in input) (any, *apiError) {
 	return map[string]any{"QueueUrl": s.queueURL(r, name)}, nil
 }
 
+// page is a listing's MaxResults (1 to 1000) and NextToken, the
+// base64url of the last name of the page before.
+type page struct {
+	limit int
+	paged bool // MaxResults given: a NextToken is answered
+	after string
+}
+
+func pageOf(in input) (page, *apiError) {
+	limit, aerr := in.bounded("MaxResults", 1, 1000, 1000, "MaxResults must be an integer between 1 and 1000.")
+	if aerr != nil {
+		return page{}, aerr
+	}
+	_, paged := in["MaxResults"]
+	pg := page{limit: int(limit), paged: paged}
+	token, _, aerr := in.str("NextToken")
+	if aerr != nil || token == "" {
+		return pg, aerr
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return page{}, invalidParam("Invalid NextToken value.")
+	}
+	pg.after = string(b)
+	return pg, nil
+}
+
+// cut returns the page of names (sorted, after pg.after) and the token
+// of the next one ("" if none).
+func (pg page) cut(names []string) ([]string, string) {
+	if len(names) <= pg.limit {
+		return names, ""
+	}
+	names = names[:pg.limit]
+	if !pg.paged {
+		return names, ""
+	}
+	return names, base64.RawURLEncoding.EncodeToString([]byte(names[len(names)-1]))
+}
+
 func (s *Server) listQueues(r *http.Request, in input) (any, *apiError) {
 	prefix, _, err := in.str("QueueNamePrefix")
 	if err != nil {
 		return nil, err
 	}
-	limit, err := in.bounded("MaxResults", 1, 1000, 1000, "MaxResults must be an integer between 1 and 1000.")
+	pg, err := pageOf(in)
 	if err != nil {
 		return nil, err
-	}
-	_, paged := in["MaxResults"]
-	token, _, err := in.str("NextToken")
-	if err != nil {
-		return nil, err
-	}
-	after := ""
-	if token != "" {
-		b, derr := base64.RawURLEncoding.DecodeString(token)
-		if derr != nil {
-			return nil, invalidParam("Invalid NextToken value.")
-		}
-		after = string(b)
 	}
 	s.mu.Lock()
-	names := sortedNames(s.mu.queues)
+	var names []string
+	for _, n := range sortedNames(s.mu.queues) {
+		if strings.HasPrefix(n, prefix) && n > pg.after {
+			names = append(names, n)
+		}
+	}
 	s.mu.Unlock()
+	names = slices.DeleteFunc(names, func(n string) bool { return !s.may(r, acl.Describe, acl.Topic, n) })
+	names, next := pg.cut(names)
 	var urls []string
-	next := ""
 	for _, n := range names {
-		if !strings.HasPrefix(n, prefix) || n <= after && after != "" || !s.may(r, acl.Describe, acl.Topic, n) {
-			continue
-		}
-		if int64(len(urls)) == limit {
-			if paged {
-				next = base64.RawURLEncoding.EncodeToString([]byte(urls[len(urls)-1][strings.LastIndexByte(urls[len(urls)-1], '/')+1:]))
-			}
-			break
-		}
 		urls = append(urls, s.queueURL(r, n))
 	}
 	out := map[string]any{}

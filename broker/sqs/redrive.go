@@ -1,7 +1,6 @@
 package sqs
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -213,40 +212,25 @@ func (s *Server) listDeadLetterSourceQueues(r *http.Request, in input) (any, *ap
 	if aerr != nil {
 		return nil, aerr
 	}
-	limit, aerr := in.bounded("MaxResults", 1, 1000, 1000, "MaxResults must be an integer between 1 and 1000.")
+	pg, aerr := pageOf(in)
 	if aerr != nil {
 		return nil, aerr
-	}
-	_, paged := in["MaxResults"]
-	token, _, aerr := in.str("NextToken")
-	if aerr != nil {
-		return nil, aerr
-	}
-	after := ""
-	if token != "" {
-		b, err := base64.RawURLEncoding.DecodeString(token)
-		if err != nil {
-			return nil, invalidParam("Invalid NextToken value.")
-		}
-		after = string(b)
 	}
 	arn := s.arn(q.Name)
 	s.mu.Lock()
 	var names []string
 	for _, n := range sortedNames(s.mu.queues) {
-		if v := s.mu.queues[n].Attrs["RedrivePolicy"]; v != "" && n > after {
+		if v := s.mu.queues[n].Attrs["RedrivePolicy"]; v != "" && n > pg.after {
 			if p, _ := s.parseRedrive(v); p != nil && p.arn == arn {
 				names = append(names, n)
 			}
 		}
 	}
 	s.mu.Unlock()
-	out := map[string]any{"queueUrls": []string{}}
-	if int64(len(names)) > limit {
-		names = names[:limit]
-		if paged {
-			out["NextToken"] = base64.RawURLEncoding.EncodeToString([]byte(names[len(names)-1]))
-		}
+	names, next := pg.cut(names)
+	out := map[string]any{}
+	if next != "" {
+		out["NextToken"] = next
 	}
 	urls := make([]string, len(names))
 	for i, n := range names {
