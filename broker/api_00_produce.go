@@ -55,6 +55,7 @@ import (
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
 	"github.com/shoal-mq/shoal/broker/txn"
+	slog "github.com/shoal-mq/shoal/log"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -162,7 +163,7 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 				sp.ErrorMessage = &msg
 			case req.TransactionID != nil && !b.txns.AdmitProduceLocked(tx, rt.Topic, rp.Partition, rp.Records, req.Version >= 12, now, &sp):
 			default:
-				res, deps, err := b.dedup.Append(t, p, dd, rp.Records, now) // p.Log.Append without a dedup window
+				res, deps, ch, err := b.appendProduced(t, p, dd, rp.Records, now, req.Acks != 0)
 				if err != nil {
 					sp.ErrorCode = kafkaerr.Code(err)
 					msg := err.Error()
@@ -172,17 +173,13 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 					}
 					break
 				}
-				if !res.Duplicate {
-					p.M.BytesIn.Add(float64(len(rp.Records)))
-					p.M.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
-				}
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
 				sp.LogStartOffset = res.LogStartOffset
 				// A duplicate (an idempotent retry) was appended earlier,
 				// maybe by a request still waiting for its fsync: it too is
 				// answered only once its records are durable.
-				if ch := b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, req.Acks != 0); ch != nil || deps.Waits() > 0 && req.Acks != 0 {
+				if ch != nil || deps.Waits() > 0 && req.Acks != 0 {
 					st.Partitions = append(st.Partitions, sp)
 					waits = append(waits, waitFor{ch: ch, deps: deps, rp: &st.Partitions[len(st.Partitions)-1]})
 					continue
@@ -249,6 +246,24 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		}
 	}
 	return resp, waitFn
+}
+
+// appendProduced appends a partition's batches as Produce does: through
+// the topic's dedup window (p.Log.Append without one), counted in the
+// partition's metrics unless they were an idempotent retry, and handed to
+// the syncer, whose channel (nil unless wait under fsync=always) reports
+// their durability. The caller waits for it, then for deps (the first
+// copies of the records the window dropped).
+func (b *Broker) appendProduced(t *topics.Topic, p *topics.Partition, dd dedup.Settings, records []byte, now time.Time, wait bool) (slog.AppendResult, dedup.Deps, <-chan error, error) {
+	res, deps, err := b.dedup.Append(t, p, dd, records, now)
+	if err != nil {
+		return res, deps, nil, err
+	}
+	if !res.Duplicate {
+		p.M.BytesIn.Add(float64(len(records)))
+		p.M.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
+	}
+	return res, deps, b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, wait), nil
 }
 
 // hasTransactionalBatch reports whether any batch has the transactional

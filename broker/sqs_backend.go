@@ -201,16 +201,14 @@ func (s *sqsBackend) Append(topic string, partition int32, recs []sqs.Record) ([
 	}
 	batch := records.EncodeBatch(raw, int32(len(recs)), first, maxTs)
 	now := time.Now()
-	res, deps, err := b.dedup.Append(t, p, b.dedupSettingsFor(cfgs), batch, now)
+	res, deps, ch, err := b.appendProduced(t, p, b.dedupSettingsFor(cfgs), batch, now, true)
 	if errors.Is(err, slog.ErrMessageTooLarge) {
 		return nil, fmt.Errorf("%w: %v", sqs.ErrTooLarge, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	p.M.BytesIn.Add(float64(len(batch)))
-	p.M.RecordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
-	if ch := b.syncer.Appended(p, res.BaseOffset, res.LastOffset+1, true); ch != nil {
+	if ch != nil {
 		if err := <-ch; err != nil {
 			deps.Failed()
 			return nil, err
