@@ -505,6 +505,9 @@ func (b *Broker) logConfig(overrides map[string]string) slog.Config {
 	lc.FlushMs = configs.Int(get("flush.ms"), lc.FlushMs)
 	lc.CheckpointIntervalMs = b.cfg.CheckpointInterval.Milliseconds()
 	lc.StartWriteback = b.cfg.Fsync == FsyncAlways
+	if b.cfg.Fsync == FsyncAlways {
+		lc.ZeroAheadBytes = b.cfg.ZeroAheadBytes
+	}
 	switch compact, del, _ := configs.CleanupPolicy(get("cleanup.policy")); {
 	case compact && del:
 		lc.Cleanup = slog.CleanupCompactDelete

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/share"
+	slog "github.com/shoal-mq/shoal/log"
 )
 
 // FsyncPolicy says when appended records are made durable.
@@ -100,6 +101,11 @@ type Config struct {
 	// the default). Recovery after a crash re-reads and CRC-checks only
 	// what lies above it.
 	CheckpointInterval time.Duration
+	// ZeroAheadBytes is how many zero bytes, at most, a partition keeps
+	// written and fsynced ahead of its active segment's data while its
+	// fsyncs are small, so that they change no file metadata
+	// (log.Config.ZeroAheadBytes). Only with FsyncAlways; 0 never.
+	ZeroAheadBytes int64
 	// ShareBatchCacheBytes bounds the parsed log batches kept for
 	// message-group share fetches, across all share-partitions
 	// (share/batchcache.go); 0 keeps none.
@@ -202,6 +208,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:        100 << 20,
 		RetentionCheckInterval: 5 * time.Minute,
 		CheckpointInterval:     time.Minute,
+		ZeroAheadBytes:         slog.DefaultZeroAheadBytes,
 		ShareBatchCacheBytes:   share.DefaultBatchCacheBytes,
 		ShutdownTimeout:        10 * time.Second,
 		IdleTimeout:            10 * time.Minute,
@@ -234,6 +241,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: flush interval %v must be positive", c.FlushInterval)
 	case c.ShareBatchCacheBytes < 0:
 		return fmt.Errorf("broker: share batch cache bytes %d is negative", c.ShareBatchCacheBytes)
+	case c.ZeroAheadBytes < 0:
+		return fmt.Errorf("broker: zero-ahead bytes %d is negative", c.ZeroAheadBytes)
 	case c.CheckpointInterval < 0:
 		return fmt.Errorf("broker: checkpoint interval %v is negative", c.CheckpointInterval)
 	case c.IdleTimeout <= 0:

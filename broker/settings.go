@@ -189,6 +189,10 @@ var Settings = func() []Setting {
 			Doc: "How often, at most, a partition's recovery point is written as fsyncs move it; recovery after a crash re-reads and CRC-checks only what lies above it.",
 			set: durationSetting(func(o *Options) *time.Duration { return &o.CheckpointInterval }),
 			get: func(o *Options) string { return o.CheckpointInterval.String() }},
+		{Key: "shoal.log.zero.ahead.bytes", Flag: "zero-ahead-bytes", Kind: KindInt,
+			Doc: "With shoal.fsync.policy=always, the zeros a partition keeps written and fsynced ahead of its active segment's data while its fsyncs are small, so that they write no file metadata (about half as long on ext4 here); a roll or a clean shutdown cuts them off. 0 never writes ahead.",
+			set: intSetting(0, 1<<30, func(o *Options, n int64) { o.ZeroAheadBytes = n }),
+			get: func(o *Options) string { return strconv.FormatInt(o.ZeroAheadBytes, 10) }},
 		{Key: "shoal.fsync.policy", Flag: "fsync", Kind: KindString,
 			Doc: "Durability: always fsyncs before acknowledging acks=1/all produce (grouped across requests); interval acknowledges at once and fsyncs every shoal.fsync.interval.ms (a power loss can lose that window).",
 			set: func(o *Options, v string) error {

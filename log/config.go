@@ -76,6 +76,18 @@ type Config struct {
 	// --fsync=always); otherwise the operating system's own write-back
 	// does better, without rewriting partly filled pages.
 	StartWriteback bool
+	// ZeroAheadBytes, when > 0, keeps up to this many zero bytes written
+	// and fsynced ahead of the active segment's data while the
+	// partition's fsyncs are small (each covering less than an eighth of
+	// it: acknowledgements waiting on single small batches). An fsync of
+	// data written over such zeros changes no file metadata, so it skips
+	// the file system's journal commit: measured here, an fdatasync of a
+	// 4 KiB append is about half as long over zeros as growing the file.
+	// Recovery reads a zero tail as the data's end, and a roll or Close
+	// cuts it off, so a sealed segment is exactly its batches. Worth it
+	// only when every append is soon fsynced (--fsync=always); 0 never
+	// writes ahead.
+	ZeroAheadBytes int64
 	// Replica marks the log of a raft replica (a cluster): Open leaves
 	// the high watermark at the log start, for the replica to raise from
 	// raft's commit, since the recovered tail may hold entries no
@@ -126,6 +138,8 @@ const (
 	DefaultMinCleanableDirtyRatio = 0.5
 	DefaultDeleteRetentionMs      = 24 * 60 * 60 * 1000
 	DefaultMaxCompactionLagMs     = math.MaxInt64
+	// DefaultZeroAheadBytes is ZeroAheadBytes in DefaultConfig.
+	DefaultZeroAheadBytes = 256 << 10
 )
 
 // DefaultConfig returns Kafka's defaults.
@@ -144,6 +158,7 @@ func DefaultConfig() Config {
 		MinCleanableDirtyRatio: DefaultMinCleanableDirtyRatio,
 		DeleteRetentionMs:      DefaultDeleteRetentionMs,
 		MaxCompactionLagMs:     DefaultMaxCompactionLagMs,
+		ZeroAheadBytes:         DefaultZeroAheadBytes,
 	}
 }
 

@@ -22,10 +22,13 @@ type FS interface {
 }
 
 // File is an open file. ReadAt must be safe to call concurrently with
-// Write and Sync (os.File is; MemFS is).
+// Write, WriteAt and Sync (os.File is; MemFS is). Segment files are
+// written with WriteAt (never opened O_APPEND): a segment may have a
+// zero-filled tail beyond its data (Config.ZeroAheadBytes).
 type File interface {
 	io.ReaderAt
 	io.Writer
+	io.WriterAt
 	Sync() error
 	Close() error
 	Truncate(size int64) error
@@ -85,24 +88,25 @@ func (osFS) SyncDir(dir string) error {
 	return cerr
 }
 
-// partsWriter is implemented by files that write several buffers in
-// one system call (Linux writev), as if they were joined.
+// partsWriter is implemented by files that write several buffers at an
+// offset in one system call (Linux pwritev), as if they were joined.
 type partsWriter interface {
-	WriteParts(parts [][]byte) (int, error)
+	WritePartsAt(parts [][]byte, off int64) (int, error)
 }
 
-// writeParts writes parts to f one after the other: in one vectored
-// write if f can, else one Write each. It returns the bytes written.
-func writeParts(f File, parts [][]byte) (int, error) {
+// writePartsAt writes parts to f one after the other from off: in one
+// vectored write if f can, else one WriteAt each. It returns the bytes
+// written.
+func writePartsAt(f File, parts [][]byte, off int64) (int, error) {
 	if len(parts) == 1 {
-		return f.Write(parts[0])
+		return f.WriteAt(parts[0], off)
 	}
 	if w, ok := f.(partsWriter); ok {
-		return w.WriteParts(parts)
+		return w.WritePartsAt(parts, off)
 	}
 	total := 0
 	for _, b := range parts {
-		n, err := f.Write(b)
+		n, err := f.WriteAt(b, off+int64(total))
 		total += n
 		if err == nil && n != len(b) {
 			err = io.ErrShortWrite

@@ -13,9 +13,9 @@ var (
 	_ partsWriter      = osFile{}
 )
 
-// WriteParts writes parts with writev(2), at most IOV_MAX at a time,
-// going on after a short write as os.File.Write does.
-func (f osFile) WriteParts(parts [][]byte) (int, error) {
+// WritePartsAt writes parts at off with pwritev(2), at most IOV_MAX at
+// a time, going on after a short write as os.File.WriteAt does.
+func (f osFile) WritePartsAt(parts [][]byte, off int64) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -32,7 +32,7 @@ func (f osFile) WriteParts(parts [][]byte) (int, error) {
 		var n int
 		var werr error
 		if cerr := rc.Write(func(fd uintptr) bool {
-			n, werr = unix.Writev(int(fd), parts[:min(len(parts), iovMax)])
+			n, werr = unix.Pwritev(int(fd), parts[:min(len(parts), iovMax)], off+int64(total))
 			return !errors.Is(werr, unix.EAGAIN)
 		}); cerr != nil {
 			return total, cerr

@@ -319,7 +319,9 @@ func (m *MemFS) CrashClone() *MemFS { return m.crashClone(nil) }
 
 // CrashCloneTorn is CrashClone, except that a file that grew since its
 // last Sync keeps a random prefix (possibly empty, possibly all) of the
-// unsynced bytes, as a torn write at power loss would.
+// unsynced bytes, as a torn write at power loss would; so does one
+// written over its synced bytes (not shortened), from the first byte
+// that changed.
 func (m *MemFS) CrashCloneTorn(rng *rand.Rand) *MemFS { return m.crashClone(rng) }
 
 func (m *MemFS) crashClone(rng *rand.Rand) *MemFS {
@@ -344,6 +346,16 @@ func (m *MemFS) crashCloneLocked(rng *rand.Rand) *MemFS {
 		if rng != nil && len(ino.data) > len(ino.synced) && bytes.Equal(ino.data[:len(ino.synced)], ino.synced) {
 			extra := ino.data[len(ino.synced):]
 			data = append(data, extra[:rng.IntN(len(extra)+1)]...)
+		} else if rng != nil && len(ino.data) >= len(ino.synced) && !bytes.Equal(ino.data, ino.synced) {
+			// Unsynced writes over synced bytes (into a segment's
+			// zero-filled tail), perhaps growing it: a prefix of what
+			// changed landed.
+			d := 0
+			for ino.data[d] == ino.synced[d] {
+				d++
+			}
+			k := d + rng.IntN(len(ino.data)-d+1)
+			data = append(slices.Clone(ino.data[:k]), data[min(k, len(data)):]...)
 		}
 		nino := &memInode{data: data, synced: slices.Clone(data)}
 		c.files[n] = nino
@@ -418,6 +430,30 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 func (f *memFile) Write(p []byte) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if f.flag&os.O_APPEND != 0 {
+		f.pos = int64(len(f.ino.data))
+	}
+	n, err := f.writeAtLocked(p, f.pos)
+	f.pos += int64(n)
+	return n, err
+}
+
+// WriteAt writes p at off, as os.File.WriteAt does (refused on a file
+// opened O_APPEND).
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.flag&os.O_APPEND != 0 {
+		return 0, pathErr("write", f.name, errors.New("WriteAt on a file opened O_APPEND"))
+	}
+	if off < 0 {
+		return 0, pathErr("write", f.name, errors.New("negative offset"))
+	}
+	return f.writeAtLocked(p, off)
+}
+
+// writeAtLocked writes p at off. f.fs.mu held.
+func (f *memFile) writeAtLocked(p []byte, off int64) (int, error) {
 	if f.closed {
 		return 0, pathErr("write", f.name, os.ErrClosed)
 	}
@@ -431,10 +467,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 		f.fs.failWrite = nil
 		return 0, err
 	}
-	if f.flag&os.O_APPEND != 0 {
-		f.pos = int64(len(f.ino.data))
-	}
-	end := f.pos + int64(len(p))
+	end := off + int64(len(p))
 	if end > int64(len(f.ino.data)) {
 		if end <= int64(cap(f.ino.data)) {
 			f.ino.data = f.ino.data[:end]
@@ -444,8 +477,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 			f.ino.data = grown
 		}
 	}
-	copy(f.ino.data[f.pos:], p)
-	f.pos = end
+	copy(f.ino.data[off:], p)
 	return len(p), nil
 }
 

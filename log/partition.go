@@ -39,6 +39,11 @@ type Partition struct {
 	// at checkpointAt.
 	checkpointed int64
 	checkpointAt time.Time
+	// syncedBytes is size as the last Sync captured it.
+	syncedBytes int64
+	// smallSyncs: the last Sync covered less than an eighth of
+	// Config.ZeroAheadBytes (zeroAheadLocked).
+	smallSyncs atomic.Bool
 
 	// appendMu serialises writers of the log: Append, rolls, retention.
 	appendMu sync.Mutex
@@ -361,7 +366,7 @@ func (p *Partition) writePartsLocked(parts [][]byte, size, next, firstMaxTs int6
 	}
 
 	pos := seg.size
-	n, err := writeParts(seg.log, parts)
+	n, err := writePartsAt(seg.log, parts, pos)
 	if err == nil && int64(n) != size {
 		err = io.ErrShortWrite
 	}
@@ -371,6 +376,7 @@ func (p *Partition) writePartsLocked(parts [][]byte, size, next, firstMaxTs int6
 	if cfg.StartWriteback {
 		p.writeback = writeback{f: seg.log, off: pos, n: int64(n)}
 	}
+	seg.alloc = max(seg.alloc, pos+size)
 
 	// Index; the caller publishes the new end to readers.
 	seg.mu.Lock()
@@ -385,7 +391,50 @@ func (p *Partition) writePartsLocked(parts [][]byte, size, next, firstMaxTs int6
 	p.nextOrd.Store(seg.baseOrd + seg.count)
 	seg.mu.Unlock()
 	p.size.Add(size)
+	p.zeroAheadLocked(seg)
 	return next, nil
+}
+
+// zeros is what zeroAheadLocked writes.
+var zeros [256 << 10]byte
+
+// zeroAheadLocked writes zeros ahead of the active segment's data
+// (Config.ZeroAheadBytes) when fewer than half of them are left and the
+// partition's fsyncs are small (smallSyncs): the next fsync makes them
+// durable, with the file's new length, and the fsyncs after it write
+// over them without a journal commit. Never beyond segment.bytes, where
+// the segment rolls. A failure (a full disk) only stops the writing
+// ahead: the data is intact, and whatever zeros landed are a tail
+// recovery and rolls cut off. appendMu held.
+func (p *Partition) zeroAheadLocked(seg *segment) {
+	ahead := p.cfg.ZeroAheadBytes
+	if ahead <= 0 || !p.smallSyncs.Load() || seg.alloc-seg.size >= ahead/2 {
+		return
+	}
+	to := min(seg.size+ahead, p.cfg.SegmentBytes)
+	for seg.alloc < to {
+		n, err := seg.log.WriteAt(zeros[:min(int64(len(zeros)), to-seg.alloc)], seg.alloc)
+		seg.alloc += int64(n)
+		if err != nil {
+			p.logger.Debug("writing zeros ahead of the log failed", zap.Int64("base", seg.base), zap.Error(err))
+			p.smallSyncs.Store(false)
+			return
+		}
+	}
+}
+
+// cutZerosLocked truncates s to its data if zeros were written ahead of
+// it, before it is sealed or closed. appendMu held (or the partition not
+// shared).
+func (p *Partition) cutZerosLocked(s *segment) error {
+	if s.alloc <= s.size {
+		return nil
+	}
+	if err := s.log.Truncate(s.size); err != nil {
+		return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
+	}
+	s.alloc = s.size
+	return nil
 }
 
 // writeback is a range of a segment file whose write-out is to start.
@@ -425,8 +474,13 @@ func (p *Partition) segmentAge(s *segment, incomingTs int64, now time.Time) int6
 func (p *Partition) rollLocked(now time.Time) error {
 	old := p.active
 	base := p.leo.Load()
+	// The next Sync fsyncs old, with its new length, before anything
+	// appended after the roll counts as durable.
+	if err := p.cutZerosLocked(old); err != nil {
+		return p.fail(err)
+	}
 	name := fileName(p.dir, base, logSuffix)
-	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return p.fail(storageErr("create", name, err))
 	}
@@ -467,6 +521,10 @@ func (p *Partition) Sync() (int64, error) {
 		return p.durable, err
 	}
 	leo := p.leo.Load()
+	if bytes := p.size.Load(); bytes != p.syncedBytes {
+		p.smallSyncs.Store(bytes-p.syncedBytes < p.cfg.ZeroAheadBytes/8)
+		p.syncedBytes = bytes
+	}
 	active := p.active
 	sealed := p.unsynced
 	p.unsynced = nil
@@ -879,6 +937,10 @@ func (p *Partition) Close() error {
 // syncMu and appendMu held.
 func (p *Partition) shutdownLocked() ([]File, error) {
 	a := p.active
+	// Before the index files, which describe the file's length.
+	if err := p.cutZerosLocked(a); err != nil {
+		return nil, err
+	}
 	offF, timeF, err := writeIndexFiles(p.fs, p.dir, a)
 	if err != nil {
 		return nil, err

@@ -127,7 +127,11 @@ func (p *Partition) onlyEmptySegment(bases []int64) bool {
 	}
 	defer func() { _ = f.Close() }()
 	size, err := f.Size()
-	return err == nil && size == 0
+	if err != nil {
+		return false
+	}
+	zero, err := zeroTail(f, 0, size) // zeros written ahead of no data
+	return err == nil && zero
 }
 
 // load runs recovery. Called by Open before the partition is shared, so
@@ -209,7 +213,7 @@ func (p *Partition) load(now time.Time) error {
 	if len(bases) == 0 {
 		base := max(cp.logStart, 0)
 		name := fileName(p.dir, base, logSuffix)
-		f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+		f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return storageErr("create", name, err)
 		}
@@ -220,7 +224,7 @@ func (p *Partition) load(now time.Time) error {
 	} else {
 		for _, base := range bases {
 			name := fileName(p.dir, base, logSuffix)
-			f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_APPEND, 0)
+			f, err := p.fs.OpenFile(name, os.O_RDWR, 0)
 			if err != nil {
 				return storageErr("open", name, err)
 			}
@@ -344,6 +348,22 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		if end < sizes[i] && s.next == p.segs[i+1].base {
+			// Zeros written ahead of the data of what was the active
+			// segment (Config.ZeroAheadBytes), durable, and a roll's cut
+			// of them that was not: the next segment continues the data,
+			// so nothing is missing.
+			zero, err := zeroTail(s.log, end, sizes[i])
+			if err != nil {
+				return storageErr("read", fileName(p.dir, s.base, logSuffix), err)
+			}
+			if zero {
+				if err := s.log.Truncate(end); err != nil {
+					return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
+				}
+				sizes[i] = end
+			}
+		}
 		if end != sizes[i] || s.next != p.segs[i+1].base {
 			return fmt.Errorf("%w: segment %d below recovery point %d is damaged at position %d",
 				ErrCorruption, s.base, recoveryPoint, end)
@@ -389,6 +409,22 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		}
 		recovered = append(recovered, s)
 		if end < sizes[j] {
+			zero, err := zeroTail(s.log, end, sizes[j])
+			if err != nil {
+				return storageErr("read", fileName(p.dir, s.base, logSuffix), err)
+			}
+			if zero {
+				// Zeros written ahead of the data (Config.ZeroAheadBytes),
+				// or a write of which no byte landed: the data ends here,
+				// and the next segment may continue it (a roll's cut of
+				// the zeros was not durable yet).
+				p.logger.Debug("cutting the zero-filled tail of a segment", zap.Int64("base", s.base),
+					zap.Int64("valid_bytes", end), zap.Int64("file_bytes", sizes[j]))
+				if err := s.log.Truncate(end); err != nil {
+					return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
+				}
+				continue
+			}
 			if s.next < recoveryPoint { // checked before truncating: keep the evidence
 				return fmt.Errorf("%w: segment %d is damaged at position %d (offset %d), below the recovery point %d",
 					ErrCorruption, s.base, end, s.next, recoveryPoint)
@@ -447,6 +483,24 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		return err
 	}
 	return p.remove(fileName(p.dir, last.base, timeIndexSuffix))
+}
+
+// zeroTail reports whether f holds only zero bytes in [from, to).
+func zeroTail(f File, from, to int64) (bool, error) {
+	buf := make([]byte, min(to-from, 64<<10))
+	for off := from; off < to; {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), to-off)], off)
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		off += int64(n)
+		if err != nil && (!errors.Is(err, io.EOF) || off < to) {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // syncAll fsyncs a recovered segment's files.

@@ -297,6 +297,7 @@ func (p *Partition) truncateLocked(k int, pos, cut int64) error {
 	if err := s.log.Truncate(pos); err != nil {
 		return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
 	}
+	s.alloc = pos
 	if err := s.log.Sync(); err != nil {
 		return storageErr("sync", fileName(p.dir, s.base, logSuffix), err)
 	}
@@ -387,7 +388,7 @@ func (p *Partition) resetLocked(offset, ord int64, now time.Time) error {
 		return storageErr("sync dir", p.dir, err)
 	}
 	name := fileName(p.dir, offset, logSuffix)
-	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return storageErr("create", name, err)
 	}

@@ -25,12 +25,16 @@ type segment struct {
 	// numbered consecutively across the log (a raft replica's entry
 	// index). Set when the segment is created or recovered, then fixed.
 	baseOrd int64
-	log     File // opened O_RDWR|O_APPEND; kept open for ReadAt
+	log     File // opened O_RDWR, written at size (WriteAt); kept open for ReadAt
 	created time.Time
 
 	// bytesSinceIndex is owned by whoever appends (the partition's append
 	// lock, or Open before the partition is shared).
 	bytesSinceIndex int64
+	// alloc is the file's length when it holds zeros written ahead of
+	// the data (Config.ZeroAheadBytes), else at most size; owned as
+	// bytesSinceIndex is.
+	alloc int64
 
 	// mu guards everything below. Readers take it shared for short
 	// lookups; the appender takes it exclusively to publish a batch.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestWriteParts: writeParts writes its buffers one after the other, as
+// TestWriteParts: writePartsAt writes its buffers one after the other, as
 // if joined, through the OS's vectored write (more buffers than IOV_MAX,
 // empty ones among them) and through a file without one (MemFS).
 func TestWriteParts(t *testing.T) {
@@ -33,7 +33,7 @@ func TestWriteParts(t *testing.T) {
 			}
 			_, err = f.Write([]byte("head"))
 			require.NoError(t, err)
-			n, err := writeParts(f, parts)
+			n, err := writePartsAt(f, parts, 4)
 			require.NoError(t, err)
 			require.Equal(t, len(want), n)
 			got := make([]byte, 4+len(want))
