@@ -6,6 +6,7 @@ package sqs
 // answer is written as the XML the Query protocol has (writeQuery).
 
 import (
+	"bytes"
 	"encoding/xml"
 	"net/http"
 	"net/url"
@@ -135,14 +136,41 @@ var batchEntryNames = map[string]string{
 	"ChangeMessageVisibilityBatch": "ChangeMessageVisibilityBatchResultEntry",
 }
 
-type xmlWriter struct{ b strings.Builder }
+type xmlWriter struct{ b bytes.Buffer }
 
-func (x *xmlWriter) open(name string)  { x.b.WriteString("<" + name + ">") }
-func (x *xmlWriter) close(name string) { x.b.WriteString("</" + name + ">") }
+func (x *xmlWriter) open(name string) {
+	x.b.WriteByte('<')
+	x.b.WriteString(name)
+	x.b.WriteByte('>')
+}
+
+func (x *xmlWriter) close(name string) {
+	x.b.WriteString("</")
+	x.b.WriteString(name)
+	x.b.WriteByte('>')
+}
+
 func (x *xmlWriter) elem(name, v string) {
 	x.open(name)
-	_ = xml.EscapeText(&x.b, []byte(v))
+	if plainXML(v) {
+		x.b.WriteString(v)
+	} else {
+		_ = xml.EscapeText(&x.b, []byte(v))
+	}
 	x.close(name)
+}
+
+// plainXML reports whether xml.EscapeText would write v unchanged:
+// printable ASCII without the five characters it escapes (most message
+// bodies, ids and handles), so elem copies it without the conversion.
+func plainXML(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\'', c == '&', c == '<', c == '>':
+			return false
+		}
+	}
+	return true
 }
 
 func writeQuery(w http.ResponseWriter, action string, out any, reqID string) {
@@ -161,7 +189,7 @@ func writeQuery(w http.ResponseWriter, action string, out any, reqID string) {
 	x.close(action + "Response")
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(x.b.String()))
+	_, _ = w.Write(x.b.Bytes())
 }
 
 func (x *xmlWriter) members(action string, m map[string]any) {
@@ -239,5 +267,5 @@ func writeQueryError(w http.ResponseWriter, e *apiError, reqID string) {
 	x.close("ErrorResponse")
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(e.status)
-	_, _ = w.Write([]byte(x.b.String()))
+	_, _ = w.Write(x.b.Bytes())
 }
