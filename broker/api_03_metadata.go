@@ -9,7 +9,8 @@ package broker
 // every partition is listed, hosted here or not: its leader and epoch
 // raft's as this broker knows them, or as the leader of a partition
 // hosted elsewhere published them (during an election the last leader
-// known, as Kafka names a failed leader until a new one is chosen;
+// known, as Kafka names a failed leader until a new one is chosen: by
+// this broker, or, just after it started, by the metadata log;
 // LEADER_NOT_AVAILABLE before the first); its ISR as its leader
 // published it (every replica until it has), and as offline the replicas
 // on fenced brokers (not heard from for broker.session.timeout.ms).

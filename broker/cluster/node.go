@@ -547,6 +547,14 @@ func PartitionName(topic string, index int32) string { return topic + "-" + strc
 // leader and term its leader last published (ok false: neither).
 func (n *Node) Leadership(name string) (st Status, ok bool) {
 	if st, _, ok = n.Group(name); ok {
+		if st.Leader == 0 && st.LastLeader == 0 {
+			// Not heard from a leader since this broker started: the
+			// last one the metadata log knows, as for a group hosted
+			// elsewhere.
+			if ps, found := n.PartitionState(name); found {
+				st.LastLeader, st.LastTerm = ps.Leader, ps.Term
+			}
+		}
 		return st, true
 	}
 	if ps, found := n.PartitionState(name); found {
