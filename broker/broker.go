@@ -505,6 +505,7 @@ func (b *Broker) logConfig(overrides map[string]string) slog.Config {
 	lc.FlushMs = configs.Int(get("flush.ms"), lc.FlushMs)
 	lc.CheckpointIntervalMs = b.cfg.CheckpointInterval.Milliseconds()
 	lc.StartWriteback = b.cfg.Fsync == FsyncAlways
+	lc.ZeroAheadBytes = 0
 	if b.cfg.Fsync == FsyncAlways {
 		lc.ZeroAheadBytes = b.cfg.ZeroAheadBytes
 	}

@@ -241,8 +241,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: flush interval %v must be positive", c.FlushInterval)
 	case c.ShareBatchCacheBytes < 0:
 		return fmt.Errorf("broker: share batch cache bytes %d is negative", c.ShareBatchCacheBytes)
-	case c.ZeroAheadBytes < 0:
-		return fmt.Errorf("broker: zero-ahead bytes %d is negative", c.ZeroAheadBytes)
+	case c.ZeroAheadBytes < 0 || c.ZeroAheadBytes > 16<<20:
+		return fmt.Errorf("broker: zero-ahead bytes %d is not in [0, 16 MiB]", c.ZeroAheadBytes)
 	case c.CheckpointInterval < 0:
 		return fmt.Errorf("broker: checkpoint interval %v is negative", c.CheckpointInterval)
 	case c.IdleTimeout <= 0:

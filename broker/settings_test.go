@@ -253,3 +253,22 @@ func TestIntervalFsyncFollowsFlushInterval(t *testing.T) {
 	require.Eventually(t, func() bool { return scrapeMetrics(t, b).value("shoal_fsync_duration_seconds") >= 1 },
 		5*time.Second, 20*time.Millisecond)
 }
+
+// Zeros ahead of the log (shoal.log.zero.ahead.bytes) are written only
+// when every append waits for its fsync; under --fsync=interval nothing
+// is written ahead whatever the setting says.
+func TestZeroAheadOnlyWithFsyncAlways(t *testing.T) {
+	t.Parallel()
+	for _, fsync := range []FsyncPolicy{FsyncAlways, FsyncInterval} {
+		b := startTest(t, func(c *Config) { c.Fsync, c.ZeroAheadBytes = fsync, 128<<10 })
+		want := int64(128 << 10)
+		if fsync == FsyncInterval {
+			want = 0
+		}
+		require.Equal(t, want, b.logConfig(nil).ZeroAheadBytes, "fsync=%s", fsync)
+	}
+	cfg := DefaultConfig()
+	cfg.ListenAddr, cfg.DataDir, cfg.ZeroAheadBytes = "127.0.0.1:0", t.TempDir(), 32<<20
+	_, err := Start(cfg)
+	require.ErrorContains(t, err, "zero-ahead")
+}

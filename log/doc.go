@@ -42,7 +42,10 @@
 // segment is sealed (the next Sync fsyncs it before anything appended
 // after the roll counts as durable), and so does Close, before the index
 // files that describe the file's length. A crash leaves a zero tail that
-// recovery reads as the data's end (steps 3 and 4).
+// recovery reads as the data's end (steps 3 and 4). The zeros take disk
+// space that Size (DescribeLogDirs, retention.bytes) does not count: up
+// to ZeroAheadBytes per active segment. A Shoal from before zeros ahead
+// may call such a tail damage: stop cleanly before downgrading.
 //
 // # Files
 //
@@ -203,7 +206,10 @@
 //     recovery point (fsynced, CRC-checked on append) are read by their
 //     headers alone, without the CRC, as the trusted prefix is. A tail of
 //     zeros is the data's end (zeros ahead, or a write none of which
-//     landed): it is cut off, and the next segment may continue the log.
+//     landed): it is cut off, and the next segment may continue the log;
+//     below the recovery point only if the next segment continues it
+//     (else fsynced data reads back as zeros: ErrCorruption, before
+//     anything is cut).
 //     At any other first failure the
 //     segment is truncated at the last valid byte and all later segments
 //     are deleted; a segment that does not continue the log is deleted

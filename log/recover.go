@@ -413,11 +413,15 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 			if err != nil {
 				return storageErr("read", fileName(p.dir, s.base, logSuffix), err)
 			}
-			if zero {
+			continued := j+1 < len(p.segs) && p.segs[j+1].base == s.next
+			if zero && (s.next >= recoveryPoint || continued) {
 				// Zeros written ahead of the data (Config.ZeroAheadBytes),
 				// or a write of which no byte landed: the data ends here,
 				// and the next segment may continue it (a roll's cut of
-				// the zeros was not durable yet).
+				// the zeros was not durable yet). Below the recovery
+				// point only if it does: else fsynced data reads back
+				// as zeros, damage reported below before anything is
+				// cut.
 				p.logger.Debug("cutting the zero-filled tail of a segment", zap.Int64("base", s.base),
 					zap.Int64("valid_bytes", end), zap.Int64("file_bytes", sizes[j]))
 				if err := s.log.Truncate(end); err != nil {
