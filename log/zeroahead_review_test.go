@@ -14,12 +14,9 @@ import (
 // reviewZeroCfg: small segments, zeros ahead, a checkpoint at most Syncs,
 // segment.ms short enough for EnforceRetention to roll.
 func reviewZeroCfg() Config {
-	c := DefaultConfig()
-	c.SegmentBytes = 6 << 10
-	c.IndexIntervalBytes = 512
-	c.ZeroAheadBytes = 4 << 10
-	c.CheckpointIntervalMs = 1
-	c.SegmentMs = 60_000
+	c := zeroAheadConfig()
+	c.SegmentBytes, c.IndexIntervalBytes, c.ZeroAheadBytes = 6<<10, 512, 4<<10
+	c.CheckpointIntervalMs, c.SegmentMs = 1, 60_000
 	return c
 }
 
