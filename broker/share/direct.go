@@ -229,7 +229,8 @@ func (sp *sharePart) deferDirect(st shareGroupSettings, out []DirectRecord, from
 	var held map[string]time.Time
 	for _, d := range out[from:] {
 		until := notBefore(d)
-		g, grouped := directGroup(st, d)
+		id := st.groupSource.groupOf(d.Key, d.Headers)
+		g, grouped := string(id), len(id) > 0
 		if t, ok := held[g]; ok && grouped && t.After(until) {
 			until = t
 		}
@@ -261,21 +262,6 @@ func (sp *sharePart) deferDirect(st shareGroupSettings, out []DirectRecord, from
 	err := sp.writeLocked(recs)
 	sp.armLocked(now)
 	return kept, err
-}
-
-// directGroup is a record's message group in st's mode, if it has one.
-func directGroup(st shareGroupSettings, d DirectRecord) (string, bool) {
-	switch {
-	case st.groupSource.key:
-		return string(d.Key), d.Key != nil
-	case st.groupSource.header != "":
-		for _, h := range d.Headers {
-			if h.Key == st.groupSource.header {
-				return string(h.Value), true
-			}
-		}
-	}
-	return "", false
 }
 
 // appendDirect appends the records of data (log batches) that acq

@@ -16,22 +16,14 @@ import (
 
 // groupIDOfDecoded is what groupID must find: the record decoded whole by
 // kmsg (as a client decodes it), then its key or its last header of the
-// source's name; nothing if it does not decode.
+// source's name (groupOf, which direct receives use on decoded records);
+// nothing if it does not decode.
 func groupIDOfDecoded(src messageGroupSource, rec []byte) []byte {
 	var r kmsg.Record
 	if r.UnsafeReadFrom(rec) != nil {
 		return nil
 	}
-	if src.key {
-		return r.Key
-	}
-	var id []byte
-	for _, h := range r.Headers {
-		if h.Key == src.header {
-			id = h.Value
-		}
-	}
-	return id
+	return src.groupOf(r.Key, r.Headers)
 }
 
 // TestGroupIDMatchesDecodedRecord: groupID, which only walks a record's

@@ -29,6 +29,7 @@ import (
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/quota"
 	"github.com/shoal-mq/shoal/broker/records"
@@ -150,6 +151,21 @@ func (s messageGroupSource) groupID(rec []byte) []byte {
 		}
 		if !s.key && string(k) == s.header {
 			id = v
+		}
+	}
+	return id
+}
+
+// groupOf is groupID for a record already decoded (a DirectRecord): the
+// key, or the value of the last header named s.header; empty is no group.
+func (s messageGroupSource) groupOf(key []byte, headers []kmsg.Header) []byte {
+	if s.key {
+		return key
+	}
+	var id []byte
+	for _, h := range headers {
+		if s.header != "" && h.Key == s.header {
+			id = h.Value
 		}
 	}
 	return id
