@@ -353,14 +353,11 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 			// segment (Config.ZeroAheadBytes), durable, and a roll's cut
 			// of them that was not: the next segment continues the data,
 			// so nothing is missing.
-			zero, err := zeroTail(s.log, end, sizes[i])
+			cut, err := p.cutZeroTail(s, end, sizes[i])
 			if err != nil {
-				return storageErr("read", fileName(p.dir, s.base, logSuffix), err)
+				return err
 			}
-			if zero {
-				if err := s.log.Truncate(end); err != nil {
-					return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
-				}
+			if cut {
 				sizes[i] = end
 			}
 		}
@@ -409,25 +406,20 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		}
 		recovered = append(recovered, s)
 		if end < sizes[j] {
-			zero, err := zeroTail(s.log, end, sizes[j])
-			if err != nil {
-				return storageErr("read", fileName(p.dir, s.base, logSuffix), err)
-			}
-			continued := j+1 < len(p.segs) && p.segs[j+1].base == s.next
-			if zero && (s.next >= recoveryPoint || continued) {
-				// Zeros written ahead of the data (Config.ZeroAheadBytes),
-				// or a write of which no byte landed: the data ends here,
-				// and the next segment may continue it (a roll's cut of
-				// the zeros was not durable yet). Below the recovery
-				// point only if it does: else fsynced data reads back
-				// as zeros, damage reported below before anything is
-				// cut.
-				p.logger.Debug("cutting the zero-filled tail of a segment", zap.Int64("base", s.base),
-					zap.Int64("valid_bytes", end), zap.Int64("file_bytes", sizes[j]))
-				if err := s.log.Truncate(end); err != nil {
-					return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
+			// Zeros written ahead of the data (Config.ZeroAheadBytes), or
+			// a write of which no byte landed: the data ends here, and
+			// the next segment may continue it (a roll's cut of the
+			// zeros was not durable yet). Below the recovery point only
+			// if it does: else fsynced data reads back as zeros, damage
+			// reported below before anything is cut.
+			if s.next >= recoveryPoint || j+1 < len(p.segs) && p.segs[j+1].base == s.next {
+				cut, err := p.cutZeroTail(s, end, sizes[j])
+				if err != nil {
+					return err
 				}
-				continue
+				if cut {
+					continue
+				}
 			}
 			if s.next < recoveryPoint { // checked before truncating: keep the evidence
 				return fmt.Errorf("%w: segment %d is damaged at position %d (offset %d), below the recovery point %d",
@@ -487,6 +479,25 @@ func (p *Partition) recoverSegments(recoveryPoint int64, now time.Time) error {
 		return err
 	}
 	return p.remove(fileName(p.dir, last.base, timeIndexSuffix))
+}
+
+// cutZeroTail truncates s's file to end if it holds only zeros from
+// there to size, and reports whether it did.
+func (p *Partition) cutZeroTail(s *segment, end, size int64) (bool, error) {
+	name := fileName(p.dir, s.base, logSuffix)
+	zero, err := zeroTail(s.log, end, size)
+	if err != nil {
+		return false, storageErr("read", name, err)
+	}
+	if !zero {
+		return false, nil
+	}
+	p.logger.Debug("cutting the zero-filled tail of a segment", zap.Int64("base", s.base),
+		zap.Int64("valid_bytes", end), zap.Int64("file_bytes", size))
+	if err := s.log.Truncate(end); err != nil {
+		return false, storageErr("truncate", name, err)
+	}
+	return true, nil
 }
 
 // zeroTail reports whether f holds only zero bytes in [from, to).
