@@ -118,9 +118,6 @@ func (s *Server) startMessageMoveTask(r *http.Request, in input) (any, *apiError
 	t := &moveTask{handle: base64.RawURLEncoding.EncodeToString(h[:]), source: src, destination: dstARN,
 		rate: int(rate), started: time.Now().UnixMilli(), toMove: visible, cancel: cancel, status: "RUNNING",
 		principal: principalOf(r), host: hostOf(r)}
-	if s.moves.bySrc == nil {
-		s.moves.bySrc = map[string][]*moveTask{}
-	}
 	if aerr := s.saveTask(t); aerr != nil {
 		cancel()
 		return nil, aerr
