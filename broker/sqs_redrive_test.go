@@ -184,37 +184,32 @@ func TestSQSMessageMoveTask(t *testing.T) {
 	_, cl := startSQSTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dlq, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("m-dlq")})
-	require.NoError(t, err)
-	dlqARN := "arn:aws:sqs:us-east-1:000000000000:m-dlq"
-	src, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("m-src"), Attributes: map[string]string{
-		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":1}`, "VisibilityTimeout": "1"}})
-	require.NoError(t, err)
-	_, err = cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:m-src")})
+	src, dlq, dlqARN := redrivePair(t, ctx, cl, "m")
+	_, err := cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:m-src")})
 	require.Equal(t, "InvalidParameterValue", sqsCode(err), "the source must be a dead-letter queue")
 	_, err = cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:none")})
 	var nf *types.ResourceNotFoundException
 	require.ErrorAs(t, err, &nf)
 
-	sent, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String("back again")})
+	sent, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src, MessageBody: aws.String("back again")})
 	require.NoError(t, err)
-	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 5})
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src, WaitTimeSeconds: 5})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 1) // and its visibility runs out: to the dead-letter queue
 	require.Eventually(t, func() bool {
-		ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
+		ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: dlq, AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
 		return err == nil && ga.Attributes["ApproximateNumberOfMessages"] == "1"
 	}, 20*time.Second, 20*time.Millisecond)
 
 	st, err := cl.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN), MaxNumberOfMessagesPerSecond: aws.Int32(50)})
 	require.NoError(t, err)
 	require.NotEmpty(t, aws.ToString(st.TaskHandle))
-	r, err = cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 10})
+	r, err = cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src, WaitTimeSeconds: 10})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 1)
 	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(r.Messages[0].MessageId))
 	require.Equal(t, "back again", aws.ToString(r.Messages[0].Body))
-	_, err = cl.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: src.QueueUrl, ReceiptHandle: r.Messages[0].ReceiptHandle})
+	_, err = cl.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: src, ReceiptHandle: r.Messages[0].ReceiptHandle})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		lt, err := cl.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
@@ -232,17 +227,12 @@ func TestSQSMoveTaskSurvivesRestart(t *testing.T) {
 	b, cl := startSQSTest(t, func(c *Config) { c.DataDir = dir })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("r-dlq")})
-	require.NoError(t, err)
-	dlqARN := "arn:aws:sqs:us-east-1:000000000000:r-dlq"
-	src, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("r-src"), Attributes: map[string]string{
-		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":1}`, "VisibilityTimeout": "1"}})
-	require.NoError(t, err)
+	src, _, dlqARN := redrivePair(t, ctx, cl, "r")
 	for i := range 3 {
-		_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String(strconv.Itoa(i))})
+		_, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src, MessageBody: aws.String(strconv.Itoa(i))})
 		require.NoError(t, err)
 	}
-	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 5})
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src, MaxNumberOfMessages: 10, WaitTimeSeconds: 5})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 3) // their visibility runs out: all three to the dead-letter queue
 	dlqURL := "http://" + b.SQSAddr() + "/000000000000/r-dlq"
@@ -268,4 +258,18 @@ func TestSQSMoveTaskSurvivesRestart(t *testing.T) {
 		got[aws.ToString(m.Body)] = true
 	}
 	_ = st
+}
+
+// redrivePair creates <prefix>-dlq and <prefix>-src, whose messages go
+// to it after one receive (visibility 1 s), and returns the source's and
+// the dead-letter queue's URL and the latter's ARN.
+func redrivePair(t *testing.T, ctx context.Context, cl *awssqs.Client, prefix string) (src, dlq *string, dlqARN string) {
+	t.Helper()
+	d, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(prefix + "-dlq")})
+	require.NoError(t, err)
+	dlqARN = "arn:aws:sqs:us-east-1:000000000000:" + prefix + "-dlq"
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(prefix + "-src"), Attributes: map[string]string{
+		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":1}`, "VisibilityTimeout": "1"}})
+	require.NoError(t, err)
+	return q.QueueUrl, d.QueueUrl, dlqARN
 }
