@@ -360,10 +360,20 @@ func (b *Broker) clusterBrokers() ([]kmsg.MetadataResponseBroker, int32) {
 
 // clusterPartitionMetadata fills partition index of topic's leader,
 // epoch, replicas and ISR: from its raft group when this broker hosts
-// it, otherwise from the state its leader published (LEADER_NOT_AVAILABLE
-// until one has); its offline replicas are those on fenced brokers.
+// it, otherwise from the state its leader published; its offline
+// replicas are those on fenced brokers.
 func (b *Broker) clusterPartitionMetadata(topic string, index int32, sp *kmsg.MetadataResponseTopicPartition) {
 	name := cluster.PartitionName(topic, index)
+	sp.Replicas, sp.ISR = nil, nil
+	for _, id := range b.cluster.Replicas(topic, index) {
+		sp.Replicas = append(sp.Replicas, int32(id))
+	}
+	sp.OfflineReplicas = sp.OfflineReplicas[:0]
+	for _, id := range sp.Replicas {
+		if b.cluster.Fenced(uint64(id)) {
+			sp.OfflineReplicas = append(sp.OfflineReplicas, id) // its broker is fenced
+		}
+	}
 	st, _ := b.cluster.Leadership(name)
 	sp.Leader, sp.LeaderEpoch = int32(st.Leader), int32(st.Term)
 	switch {
@@ -371,23 +381,44 @@ func (b *Broker) clusterPartitionMetadata(topic string, index int32, sp *kmsg.Me
 	case st.LastLeader != 0:
 		// An election is under way: the last leader is named, as Kafka's
 		// metadata names a failed leader until a new one is chosen;
-		// clients find it gone or no longer leading, and ask again
-		// (some, kafka-go's Writer, give up on LEADER_NOT_AVAILABLE).
+		// clients find it gone or no longer leading, and ask again.
 		sp.Leader, sp.LeaderEpoch = int32(st.LastLeader), int32(st.LastTerm)
 	default:
-		sp.Leader, sp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
-	}
-	sp.Replicas, sp.ISR = nil, nil
-	for _, id := range b.cluster.Replicas(topic, index) {
-		sp.Replicas = append(sp.Replicas, int32(id))
-	}
-	sp.ISR = clusterISR(b.cluster, name, uint64(sp.LeaderEpoch), sp.Replicas)
-	sp.OfflineReplicas = sp.OfflineReplicas[:0]
-	for _, id := range sp.Replicas {
-		if b.cluster.Fenced(uint64(id)) {
-			sp.OfflineReplicas = append(sp.OfflineReplicas, id) // its broker is fenced
+		// No leader known at all: a new partition before its first
+		// election, or a broker back from a restart that has heard from
+		// none while its metadata log holds no state for the partition.
+		// A replica stands in, with an unknown epoch: asked, it answers
+		// NOT_LEADER_OR_FOLLOWER, which every client retries after a
+		// refresh, where a leader of -1 (LEADER_NOT_AVAILABLE) makes
+		// kafka-go's Writer fail the write at once ("topic partition has
+		// no leader"). Kafka's metadata names no leader only when none of
+		// the in-sync replicas is alive, which here the raft group would
+		// learn first; until then it is a guess, as a stale leader is.
+		sp.Leader, sp.LeaderEpoch = b.clusterStandIn(sp.Replicas, sp.OfflineReplicas), -1
+		if sp.Leader < 0 {
+			sp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 	}
+	sp.ISR = clusterISR(b.cluster, name, uint64(sp.LeaderEpoch), sp.Replicas)
+}
+
+// clusterStandIn is the replica Metadata names for a partition with no
+// leader known (clusterPartitionMetadata): this broker when it is one,
+// else the first replica not offline, else the first; -1 if none.
+func (b *Broker) clusterStandIn(replicas, offline []int32) int32 {
+	self := int32(b.cfg.NodeID)
+	if slices.Contains(replicas, self) {
+		return self
+	}
+	for _, id := range replicas {
+		if !slices.Contains(offline, id) {
+			return id
+		}
+	}
+	if len(replicas) > 0 {
+		return replicas[0]
+	}
+	return -1
 }
 
 // clusterISR is a partition's in-sync replicas as its leader last

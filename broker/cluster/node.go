@@ -137,7 +137,7 @@ func Start(cfg Config) (*Node, error) {
 	for id := range cfg.Voters {
 		voters = append(voters, id)
 	}
-	meta, err := n.openGroup(MetadataGroup, voters, true, cfg.Log)
+	meta, err := n.openGroup(MetadataGroup, voters, true, false, cfg.Log)
 	if err != nil {
 		_ = tr.Close()
 		return nil, err
@@ -149,7 +149,14 @@ func Start(cfg Config) (*Node, error) {
 }
 
 // openGroup opens a group's log and replica and starts its goroutine.
-func (n *Node) openGroup(name string, voters []uint64, metadata bool, lc log.Config) (*group, error) {
+// A preferred replica (the first of a partition's, as Kafka's preferred
+// leader) of a group that has never had a term campaigns at once, and
+// again each tick while no leader is known, for eagerTicks: a new
+// topic gets its leaders in milliseconds instead of after an election
+// timeout (1 to 2 s). Again each tick because the other replicas may
+// not run the group yet when the first campaign reaches them (they
+// apply the topic's record a moment later), and drop its messages.
+func (n *Node) openGroup(name string, voters []uint64, metadata, preferred bool, lc log.Config) (*group, error) {
 	dir := filepath.Join(n.cfg.DataDir, name)
 	p, err := log.Open(n.cfg.FS, dir, lc, n.logger)
 	if err != nil {
@@ -173,6 +180,9 @@ func (n *Node) openGroup(name string, voters []uint64, metadata bool, lc log.Con
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
 	g = &group{name: name, n: n, r: r, p: p, work: make(chan func(), 1024), synced: make(chan *replica.SyncJob, 1), quit: make(chan struct{})}
+	if preferred && r.Term() == 0 {
+		g.eager = eagerTicks
+	}
 	n.mu.Lock()
 	n.groups[name] = g
 	n.mu.Unlock()
@@ -273,7 +283,7 @@ func (n *Node) startPartitions(t *Topic) {
 			hosted[int32(i)] = running.p
 			continue
 		}
-		g, err := n.openGroup(name, replicas, false, n.logConfig(t.Configs))
+		g, err := n.openGroup(name, replicas, false, replicas[0] == n.cfg.NodeID, n.logConfig(t.Configs))
 		if err != nil {
 			n.logger.Error("cannot start a partition placed here", zap.String("partition", name), zap.Error(err))
 			continue
@@ -719,7 +729,14 @@ type group struct {
 	// What publish proposed last, and when (group goroutine).
 	pub   PartitionState
 	pubAt time.Time
+	// eager is how many more ticks a new group's preferred replica
+	// campaigns while no leader is known (openGroup; group goroutine).
+	eager int
 }
+
+// eagerTicks bounds a new group's eager campaigns (openGroup): half
+// the election timeout, after which raft's own timer takes over.
+const eagerTicks = 5
 
 // publish reports a partition's state (this leader, its term, the
 // replicas in sync) to the metadata group when the image shows another,
@@ -836,6 +853,14 @@ func (g *group) stop() {
 	}
 }
 
+// campaign starts an election (openGroup's eager campaigns); a failure
+// is logged, and the replica's own election timer goes on.
+func (g *group) campaign() {
+	if err := g.r.Campaign(); err != nil {
+		g.n.logger.Warn("campaign failed", zap.String("group", g.name), zap.Error(err))
+	}
+}
+
 func (g *group) status() Status {
 	return Status{Leader: g.leader.Load(), Term: g.term.Load(), IsLeader: g.isLeader.Load(),
 		LastLeader: g.lastLeader.Load(), LastTerm: g.lastTerm.Load()}
@@ -847,6 +872,9 @@ func (g *group) run() {
 	defer g.stop()
 	tick := time.NewTicker(g.n.cfg.Tick)
 	defer tick.Stop()
+	if g.eager > 0 {
+		g.queue(g.campaign) // through work, so Process sends its messages at once
+	}
 	for {
 		select {
 		case <-g.n.stop:
@@ -871,6 +899,12 @@ func (g *group) run() {
 			if err := g.r.Tick(); err != nil {
 				g.failed(err)
 				return
+			}
+			if g.eager > 0 {
+				g.eager--
+				if lead, _ := g.r.Leader(); lead == 0 {
+					g.campaign()
+				}
 			}
 			switch {
 			case g != g.n.meta && g.isLeader.Load():

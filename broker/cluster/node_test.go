@@ -32,10 +32,14 @@ type testCluster struct {
 	addrs  map[uint64]string
 	nodes  []*Node
 	logger *zap.Logger
+	tick   time.Duration
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t, addrs: map[uint64]string{}, nodes: make([]*Node, n), logger: zap.NewNop()}
+func newTestCluster(t *testing.T, n int) *testCluster { return newTestClusterTick(t, n, testTick) }
+
+// newTestClusterTick is newTestCluster with a raft tick of its own.
+func newTestClusterTick(t *testing.T, n int, tick time.Duration) *testCluster {
+	c := &testCluster{t: t, addrs: map[uint64]string{}, nodes: make([]*Node, n), logger: zap.NewNop(), tick: tick}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -59,7 +63,7 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 func (c *testCluster) start(i int) {
 	cfg := Config{NodeID: uint64(i + 1), ClusterID: "test", DataDir: c.dirs[i], FS: log.OSFS(),
 		PeerListen: c.addrs[uint64(i+1)], Voters: c.addrs, Host: "127.0.0.1", Port: int32(9092 + i),
-		Tick: testTick, SessionTimeout: testSessionTimeout, Log: log.DefaultConfig(), Logger: c.logger}
+		Tick: c.tick, SessionTimeout: testSessionTimeout, Log: log.DefaultConfig(), Logger: c.logger}
 	var err error
 	for range 50 { // the port may linger for a moment after a close
 		if c.nodes[i], err = Start(cfg); err == nil {
