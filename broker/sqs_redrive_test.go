@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,4 +274,44 @@ func redrivePair(t *testing.T, ctx context.Context, cl *awssqs.Client, prefix st
 		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":1}`, "VisibilityTimeout": "1"}})
 	require.NoError(t, err)
 	return q.QueueUrl, d.QueueUrl, dlqARN
+}
+
+// TestSQSMaxReceiveCountToAThousand: every maxReceiveCount AWS takes
+// (1 to 1,000) is served, counts included past what a 6-bit delivery
+// count held (63): a message received 70 times under a maxReceiveCount
+// of 70 reports each receive's count and then moves to the dead-letter
+// queue, not sooner.
+func TestSQSMaxReceiveCountToAThousand(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("many-dlq")})
+	require.NoError(t, err)
+	dlqARN := "arn:aws:sqs:us-east-1:000000000000:many-dlq"
+	policy := func(n int) map[string]string {
+		return map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":%d}`, dlqARN, n)}
+	}
+	_, err = cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("thousand"), Attributes: policy(1000)})
+	require.NoError(t, err)
+	_, err = cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("too-many"), Attributes: policy(1001)})
+	require.Equal(t, "InvalidParameterValue", sqsCode(err))
+
+	attrs := policy(70)
+	attrs["VisibilityTimeout"] = "0" // visible again at once
+	src, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("seventy"), Attributes: attrs})
+	require.NoError(t, err)
+	sent, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String("again")})
+	require.NoError(t, err)
+	for n := 1; n <= 70; n++ {
+		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, WaitTimeSeconds: 5,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{"ApproximateReceiveCount"}})
+		require.NoError(t, err)
+		require.Len(t, r.Messages, 1, "receive %d", n)
+		require.Equal(t, fmt.Sprint(n), r.Messages[0].Attributes["ApproximateReceiveCount"])
+	}
+	moved := receiveEventually(t, ctx, cl, awssqs.ReceiveMessageInput{QueueUrl: aws.String(strings.Replace(aws.ToString(src.QueueUrl), "seventy", "many-dlq", 1)),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+	require.Equal(t, aws.ToString(sent.MessageId), aws.ToString(moved.MessageId))
+	require.Equal(t, "71", moved.Attributes["ApproximateReceiveCount"], "70 receives in the source, then this one")
 }

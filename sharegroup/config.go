@@ -16,7 +16,7 @@ const (
 	MaxMaxInFlight = 1_000_000
 	// MaxDeliveryCountLimit bounds share.delivery.count.limit (Kafka's
 	// group.share.max.delivery.count.limit cannot exceed 25 either). Delivery
-	// counts are stored in 6 bits per run and saturate at 63.
+	// counts are stored in 10 bits per run and saturate at 1,023.
 	MaxDeliveryCountLimit = 25
 )
 
@@ -28,7 +28,7 @@ type Config struct {
 	// acquisition (or a RENEW) locks records. Must be > 0.
 	RecordLockDuration time.Duration
 	// DeliveryCountLimit is share.delivery.count.limit: a record delivered
-	// this many times is archived instead of released: 1 to 63 (Kafka's
+	// this many times is archived instead of released: 1 to 1,023 (Kafka's
 	// configs: 2 to 25), or 0 for no limit (an SQS queue without a redrive policy: a record is released
 	// however often it was delivered).
 	DeliveryCountLimit int

@@ -45,10 +45,10 @@
 // the next offset never fetched (Kafka's inclusive endOffset is SPEO-1; the
 // limit MaxInFlight bounds SPEO-SPSO, Kafka's SPEO-SPSO+1). It is stored as
 // a sorted slice of runs: maximal stretches of offsets with identical
-// (state, delivery count, acquisition). A run is 8 bytes — its start
-// relative to a base offset (uint32) and a packed word of state (3 bits),
-// delivery count (6 bits, saturating at 63) and acquisition handle (23
-// bits). The member and the lock deadline are not in the run: every Acquire
+// (state, delivery count, acquisition). A run is 8 bytes, one word — its
+// start relative to a base offset (30 bits; a window spanning more is
+// rebased) and above it state (3 bits), delivery count (10 bits,
+// saturating at 1,023) and acquisition handle (21 bits). The member and the lock deadline are not in the run: every Acquire
 // call (and every RENEW) creates one acquisition {deadline, member handle,
 // offset bounds, reference count} shared by all its runs; member ids are
 // interned to small handles that live while the member holds an

@@ -721,7 +721,7 @@ func (p *Partition) AcquisitionLock(offset int64) (lock int64, ok bool) {
 	if offset < p.spso || offset >= p.speo {
 		return 0, false
 	}
-	m := p.runs[p.find(offset)].meta
+	m := p.runs[p.find(offset)].meta()
 	if m.state() != StateAcquired {
 		return 0, false
 	}

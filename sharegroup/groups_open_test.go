@@ -149,7 +149,7 @@ func runGroupsRandomized(t *testing.T, seed uint64) {
 			}
 			var mine []span
 			for i := range p.runs {
-				mt := p.runs[i].meta
+				mt := p.runs[i].meta()
 				if mt.state() == StateAcquired && p.acqs.entries[mt.acq()].member == h {
 					mine = append(mine, span{p.runStart(i), p.runEnd(i) - 1})
 				}
@@ -209,7 +209,7 @@ func runGroupsRandomized(t *testing.T, seed uint64) {
 			keep("reset", e)
 		case r < 96:
 			if lk, ok := p.AcquisitionLock(p.spso); ok && len(p.runs) > 0 {
-				h := p.runs[0].meta.acq()
+				h := p.runs[0].meta().acq()
 				keep("unacquire", p.Unacquire(p.members.names[p.acqs.entries[h].member], []Acquired{{First: p.spso, Last: p.runEnd(0) - 1}}, lk))
 			}
 		default:

@@ -18,18 +18,18 @@ func checkInternal(p *Partition) error {
 	if len(p.runs) > 0 && p.runStart(0) != p.spso {
 		return fmt.Errorf("first run starts at %d, spso %d", p.runStart(0), p.spso)
 	}
-	if len(p.runs) > 0 && p.runs[0].meta.state().Terminal() {
+	if len(p.runs) > 0 && p.runs[0].meta().state().Terminal() {
 		return fmt.Errorf("terminal run at spso %d not advanced", p.spso)
 	}
 	var avail, complete, acquired int64
 	refs := map[uint32]int64{}
 	for i := range p.runs {
-		m := p.runs[i].meta
+		m := p.runs[i].meta()
 		n := p.runEnd(i) - p.runStart(i)
 		if n <= 0 {
 			return fmt.Errorf("run %d empty or unordered", i)
 		}
-		if i > 0 && p.runs[i-1].meta == m {
+		if i > 0 && p.runs[i-1].meta() == m {
 			return fmt.Errorf("runs %d and %d not merged", i-1, i)
 		}
 		if m.state() >= numStates {
@@ -78,7 +78,7 @@ func checkInternal(p *Partition) error {
 		return err
 	}
 	if p.available > 0 && !p.groupMode() {
-		if off := p.NextFetchOffset(); p.runs[p.find(off)].meta.state() != StateAvailable {
+		if off := p.NextFetchOffset(); p.runs[p.find(off)].meta().state() != StateAvailable {
 			return fmt.Errorf("next fetch offset %d not available", off)
 		}
 	}
@@ -162,7 +162,7 @@ func checkGroups(p *Partition) error {
 			r++
 		}
 		for k := r; k < len(p.runs) && p.runStart(k) <= hi; k++ {
-			if st := p.runs[k].meta.state(); st.outstanding() {
+			if st := p.runs[k].meta().state(); st.outstanding() {
 				n := min(p.runEnd(k)-1, hi) - max(p.runStart(k), lo) + 1
 				isHeld := st == StateAcquired && p.cfg.Groups == GroupsOrdered
 				if s.g == 0 {

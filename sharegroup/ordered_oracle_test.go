@@ -22,7 +22,7 @@ func orderedOracle(p *Partition, groups []string) []int64 {
 	blind := false
 	var out []int64
 	for i := range p.runs {
-		st := p.runs[i].meta.state()
+		st := p.runs[i].meta().state()
 		for o := p.runStart(i); o < p.runEnd(i); o++ {
 			if o >= p.mg.known {
 				blind = blind || st == StateAcquired

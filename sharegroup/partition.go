@@ -19,7 +19,7 @@ type Partition struct {
 
 	spso int64 // share-partition start offset: first non-terminal offset
 	speo int64 // share-partition end offset, exclusive: next offset never fetched
-	base int64 // runs[i].start is relative to base; base <= spso
+	base int64 // runs[i].start() is relative to base; base <= spso
 
 	runs    []run   // cover [spso, speo) contiguously
 	scratch []run   // reused by rewrite
@@ -106,7 +106,7 @@ type AckBatch struct {
 	// count, else the batch is ErrInvalidRecordState: an acknowledgement
 	// meant for an earlier delivery of the record (a stale SQS receipt
 	// handle) is refused even when the same member holds it again, and
-	// so is one of an offset below the SPSO. Counts saturate at 63
+	// so is one of an offset below the SPSO. Counts saturate at 1,023
 	// (doc.go), beyond which deliveries look alike.
 	DeliveryCount int16
 	// Lock is the lock a RENEW takes (0: RecordLockDuration; at most
@@ -233,7 +233,7 @@ func (p *Partition) NextFetchOffset() int64 {
 	}
 	off := max(p.availHint, p.spso)
 	for i := p.find(off); i < len(p.runs); i++ {
-		if p.runs[i].meta.state() == StateAvailable {
+		if p.runs[i].meta().state() == StateAvailable {
 			off = max(p.runStart(i), off)
 			p.availHint = off
 			return off
@@ -863,7 +863,7 @@ func (p *Partition) AdvanceLogStart(logStartOffset int64) Effects {
 func (p *Partition) Archiving() []StateRange {
 	var out []StateRange
 	for i := range p.runs {
-		if m := p.runs[i].meta; m.state() == StateArchiving {
+		if m := p.runs[i].meta(); m.state() == StateArchiving {
 			out = append(out, StateRange{First: p.runStart(i), Last: p.runEnd(i) - 1, State: StateArchiving, DeliveryCount: int16(m.count())})
 		}
 	}
@@ -901,7 +901,7 @@ func (p *Partition) Reset(stateEpoch int32, startOffset int64) Effects {
 func (p *Partition) Snapshot() Record {
 	r := Record{Kind: KindSnapshot, StateEpoch: p.stateEpoch, StartOffset: p.spso, DeliveryCompleteCount: p.complete}
 	for i := range p.runs {
-		s, c := p.runs[i].meta.view()
+		s, c := p.runs[i].meta().view()
 		if s == StateAvailable && c == 0 {
 			continue
 		}
@@ -988,7 +988,7 @@ func (p *Partition) checkOverwrite(b StateBatch, from int64) error {
 func (p *Partition) Ranges() []StateRange {
 	out := make([]StateRange, 0, len(p.runs))
 	for i := range p.runs {
-		m := p.runs[i].meta
+		m := p.runs[i].meta()
 		r := StateRange{First: p.runStart(i), Last: p.runEnd(i) - 1, State: m.state(), DeliveryCount: int16(m.count())}
 		if m.state() == StateAcquired {
 			a := p.acqs.entries[m.acq()]

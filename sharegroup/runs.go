@@ -7,29 +7,36 @@ import "sort"
 // contiguously, so a run stores only where it starts; it ends where the
 // next one starts (the last one at SPEO).
 //
-// 8 bytes per run: the start relative to Partition.base, and meta packing
-// state (3 bits), delivery count (6 bits, saturating at 63) and
-// acquisition handle (23 bits; 0 = none). The member and lock deadline of
-// an Acquired run live once per acquisition in the acquisitions table.
-type run struct {
-	start uint32
-	meta  meta
-}
+// 8 bytes per run, one word: the start relative to Partition.base (the
+// low startBits) and meta above it, packing state (3 bits), delivery
+// count (10 bits, saturating at 1,023: SQS's maxReceiveCount goes to
+// 1,000) and acquisition handle (21 bits; 0 = none). The member and lock
+// deadline of an Acquired run live once per acquisition in the
+// acquisitions table.
+type run uint64
 
-type meta uint32
+type meta uint64
 
 const (
+	startBits = 30
 	stateBits = 3
-	countBits = 6
-	acqBits   = 32 - stateBits - countBits
+	countBits = 10
+	acqBits   = 64 - startBits - stateBits - countBits
 
 	maxStoredCount = 1<<countBits - 1
-	maxAcqHandle   = 1<<acqBits - 1
+	// maxAcqHandle bounds the live acquisitions: at most one per record
+	// locked, and MaxMaxInFlight records are.
+	maxAcqHandle = 1<<acqBits - 1
 
-	// maxSpan bounds SPEO-base so relative starts fit in uint32 with room
-	// to spare; exceeding it triggers a rebase to the SPSO.
-	maxSpan = 1 << 31
+	// maxSpan bounds SPEO-base so relative starts fit in startBits with
+	// room to spare; exceeding it triggers a rebase to the SPSO.
+	maxSpan = 1 << startBits
 )
+
+func mkRun(start uint32, m meta) run { return run(uint64(start) | uint64(m)<<startBits) }
+
+func (r run) start() uint32 { return uint32(r & (1<<startBits - 1)) }
+func (r run) meta() meta    { return meta(r >> startBits) }
 
 func pack(s RecordState, count int, acq uint32) meta {
 	if count > maxStoredCount {
@@ -38,7 +45,7 @@ func pack(s RecordState, count int, acq uint32) meta {
 	if count < 0 {
 		count = 0
 	}
-	return meta(uint32(s) | uint32(count)<<stateBits | acq<<(stateBits+countBits))
+	return meta(uint64(s) | uint64(count)<<stateBits | uint64(acq)<<(stateBits+countBits))
 }
 
 func (m meta) state() RecordState { return RecordState(m & (1<<stateBits - 1)) }
@@ -48,11 +55,11 @@ func (m meta) acq() uint32        { return uint32(m >> (stateBits + countBits)) 
 // availableZero is the implicit state of never-fetched offsets.
 var availableZero = pack(StateAvailable, 0, 0)
 
-func (p *Partition) runStart(i int) int64 { return p.base + int64(p.runs[i].start) }
+func (p *Partition) runStart(i int) int64 { return p.base + int64(p.runs[i].start()) }
 
 func (p *Partition) runEnd(i int) int64 { // exclusive
 	if i+1 < len(p.runs) {
-		return p.base + int64(p.runs[i+1].start)
+		return p.base + int64(p.runs[i+1].start())
 	}
 	return p.speo
 }
@@ -60,7 +67,7 @@ func (p *Partition) runEnd(i int) int64 { // exclusive
 // find returns the index of the run containing off; spso <= off < speo.
 func (p *Partition) find(off int64) int {
 	rel := uint32(off - p.base)
-	return sort.Search(len(p.runs), func(i int) bool { return p.runs[i].start > rel }) - 1
+	return sort.Search(len(p.runs), func(i int) bool { return p.runs[i].start() > rel }) - 1
 }
 
 // pieces calls fn for each run overlapping [lo, hi] (clipped to it and to
@@ -76,7 +83,7 @@ func (p *Partition) pieces(lo, hi int64, fn func(lo, hi int64, m meta) bool) {
 		if s > hi {
 			return
 		}
-		if !fn(max(s, lo), min(e, hi), p.runs[i].meta) {
+		if !fn(max(s, lo), min(e, hi), p.runs[i].meta()) {
 			return
 		}
 	}
@@ -92,10 +99,10 @@ type emitter struct {
 }
 
 func (e *emitter) keep(start int64, m meta) {
-	if n := len(e.out); n > 0 && e.out[n-1].meta == m {
+	if n := len(e.out); n > 0 && e.out[n-1].meta() == m {
 		return
 	}
-	e.out = append(e.out, run{start: uint32(start - e.p.base), meta: m})
+	e.out = append(e.out, mkRun(uint32(start-e.p.base), m))
 }
 
 // emit sets [lo, hi] (the next offsets of the current piece) to m.
@@ -123,7 +130,7 @@ func (p *Partition) rewrite(lo, hi int64, fn func(e *emitter, lo, hi int64, old 
 	*e = emitter{p: p, out: p.scratch[:0]}
 	defer func() { *e = emitter{} }()
 	for k := i0; k < j1; k++ {
-		s, end, m := p.runStart(k), p.runEnd(k)-1, p.runs[k].meta
+		s, end, m := p.runStart(k), p.runEnd(k)-1, p.runs[k].meta()
 		if end < lo || s > hi { // untouched neighbour, kept for merging
 			e.keep(s, m)
 			continue
@@ -179,8 +186,8 @@ func (p *Partition) extendTo(end int64) {
 	if end-p.base >= maxSpan {
 		p.rebase()
 	}
-	if n := len(p.runs); n == 0 || p.runs[n-1].meta != availableZero {
-		p.splice(n, n, []run{{start: uint32(p.speo - p.base), meta: availableZero}})
+	if n := len(p.runs); n == 0 || p.runs[n-1].meta() != availableZero {
+		p.splice(n, n, []run{mkRun(uint32(p.speo-p.base), availableZero)})
 	}
 	p.available += end - p.speo
 	p.availHint = min(p.availHint, p.speo)
@@ -191,7 +198,7 @@ func (p *Partition) extendTo(end int64) {
 func (p *Partition) rebase() {
 	d := uint32(p.spso - p.base)
 	for i := range p.runs {
-		p.runs[i].start -= d
+		p.runs[i] -= run(d) // the start is the low bits, and d <= start
 	}
 	p.base = p.spso
 }
@@ -279,17 +286,17 @@ func (p *Partition) dropBelow(off int64) {
 	for ; k < len(p.runs); k++ {
 		s, e := p.runStart(k), p.runEnd(k)
 		if e <= off {
-			p.forget(p.runs[k].meta, e-s)
+			p.forget(p.runs[k].meta(), e-s)
 			continue
 		}
 		if s < off {
-			p.forget(p.runs[k].meta, off-s)
+			p.forget(p.runs[k].meta(), off-s)
 		}
 		break
 	}
 	p.dropRuns(k)
 	if len(p.runs) > 0 {
-		p.runs[0].start = uint32(off - p.base)
+		p.runs[0] = mkRun(uint32(off-p.base), p.runs[0].meta())
 		p.spso = off
 	} else {
 		p.spso = max(off, p.speo)
@@ -303,7 +310,7 @@ func (p *Partition) dropBelow(off int64) {
 // advance) and drops those runs.
 func (p *Partition) advance() {
 	k := 0
-	for ; k < len(p.runs) && p.runs[k].meta.state().Terminal(); k++ {
+	for ; k < len(p.runs) && p.runs[k].meta().state().Terminal(); k++ {
 		p.complete -= p.runEnd(k) - p.runStart(k)
 	}
 	if k == 0 {

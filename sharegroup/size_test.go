@@ -2,4 +2,4 @@ package sharegroup
 
 import "unsafe"
 
-func unsafeSizeofRun() uintptr { return unsafe.Sizeof(run{}) }
+func unsafeSizeofRun() uintptr { return unsafe.Sizeof(run(0)) }

@@ -73,17 +73,19 @@ func TestRenewWithLockAndStaleDeliveries(t *testing.T) {
 func TestNoDeliveryLimit(t *testing.T) {
 	t.Parallel()
 	p := newTestPartition(t, func(c *Config) { c.DeliveryCountLimit = 0 })
-	for n := 1; n <= 70; n++ {
+	for n := 1; n <= maxStoredCount+5; n++ {
 		got, _ := p.Acquire(at(n), "a", batch(0, 0), 1, RecordLimit)
 		require.Len(t, got, 1, "delivery %d", n)
-		require.Equal(t, int16(min(n, maxStoredCount+1)), got[0].DeliveryCount, "stored counts saturate at 63")
+		require.Equal(t, int16(min(n, maxStoredCount+1)), got[0].DeliveryCount, "stored counts saturate at 1,023")
 		mustAck(t, p, at(n), "a", AckBatch{First: 0, Last: 0, Types: []AckType{AckRelease}, DeliveryCount: got[0].DeliveryCount})
 	}
 	require.Equal(t, StateAvailable, p.Ranges()[0].State)
 	cfg := DefaultConfig()
 	cfg.DeliveryCountLimit = 1 // an SQS maxReceiveCount of 1
 	require.NoError(t, cfg.Validate())
-	cfg.DeliveryCountLimit = 64 // counts saturate at 63
+	cfg.DeliveryCountLimit = 1000 // SQS's largest maxReceiveCount
+	require.NoError(t, cfg.Validate())
+	cfg.DeliveryCountLimit = maxStoredCount + 1 // counts saturate at 1,023
 	require.Error(t, cfg.Validate())
 }
 

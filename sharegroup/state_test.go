@@ -36,16 +36,22 @@ func TestCanBecome(t *testing.T) {
 func TestMetaPacking(t *testing.T) {
 	t.Parallel()
 	for _, s := range []RecordState{StateAvailable, StateAcquired, StateArchived} {
-		for _, c := range []int{0, 1, 25, maxStoredCount} {
-			for _, a := range []uint32{0, 1, 12345, maxAcqHandle} {
+		for _, c := range []int{0, 1, 25, 63, 64, 1000, maxStoredCount} {
+			for _, a := range []uint32{0, 1, 12345, MaxMaxInFlight, maxAcqHandle} {
 				m := pack(s, c, a)
 				require.Equal(t, s, m.state())
 				require.Equal(t, c, m.count())
 				require.Equal(t, a, m.acq())
+				for _, start := range []uint32{0, 1, 1 << 20, maxSpan - 1} {
+					r := mkRun(start, m)
+					require.Equal(t, start, r.start())
+					require.Equal(t, m, r.meta())
+				}
 			}
 		}
 	}
-	require.Equal(t, maxStoredCount, pack(StateAvailable, 1000, 0).count(), "counts saturate")
+	require.Equal(t, maxStoredCount, pack(StateAvailable, 5000, 0).count(), "counts saturate")
+	require.Greater(t, maxAcqHandle, MaxMaxInFlight, "a handle for every record locked")
 	require.Equal(t, 8, int(unsafeSizeofRun()))
 }
 

@@ -98,7 +98,7 @@ type Options struct {
 // locks whatever share.renew.acknowledge.enable says, and has this
 // delivery limit and dead-letter topic.
 type Owned struct {
-	// DeliveryLimit is the queue's maxReceiveCount (1 to 63), or 0 for
+	// DeliveryLimit is the queue's maxReceiveCount (1 to 1,000), or 0 for
 	// no limit (no redrive policy).
 	DeliveryLimit int
 	// DeadLetterTopic is the redrive policy's target queue's topic (""

@@ -18,10 +18,6 @@ func init() {
 	register("ListDeadLetterSourceQueues", (*Server).listDeadLetterSourceQueues)
 }
 
-// maxReceiveCountServed is the largest maxReceiveCount served: delivery
-// counts are stored in 6 bits (sharegroup) and saturate above 63.
-const maxReceiveCountServed = 63
-
 type redrivePolicy struct {
 	target string // queue name
 	arn    string
@@ -62,9 +58,6 @@ func (s *Server) parseRedrive(v string) (*redrivePolicy, *apiError) {
 	}
 	if n < 1 || n > 1000 {
 		return nil, bad("Invalid value for maxReceiveCount: " + strconv.FormatInt(n, 10) + ", valid values are from 1 to 1000 both inclusive.")
-	}
-	if n > maxReceiveCountServed {
-		return nil, bad("maxReceiveCount above " + strconv.Itoa(maxReceiveCountServed) + " is not served by Shoal's SQS API yet.")
 	}
 	prefix := "arn:aws:sqs:" + s.cfg.Region + ":" + s.cfg.Account + ":"
 	name, ok := strings.CutPrefix(arn, prefix)
