@@ -39,6 +39,17 @@ func TestClusterMetadataNamesALeader(t *testing.T) {
 	createTopic("warm", 1) // every broker registered
 	children[2].kill()
 	createTopic("standin", 6)
+	// Known on both live brokers first: kafka-go's Writer also fails a
+	// write at once on a topic its first metadata did not list, as a
+	// broker that has not applied the creation yet answers (Kafka's
+	// brokers, too, learn of a topic after CreateTopics returns).
+	for _, c := range children[:2] {
+		one := kadm.NewClient(newClusterClient(t, []string{c.addr}, kgo.MetadataMinAge(10*time.Millisecond)))
+		require.Eventually(t, func() bool {
+			md, err := one.Metadata(ctx, "standin")
+			return err == nil && md.Topics["standin"].Err == nil && len(md.Topics["standin"].Partitions) == 6
+		}, time.Minute, 5*time.Millisecond, "broker %d never listed the topic", c.id)
+	}
 
 	const n = 12
 	wrote := make(chan error, 1)

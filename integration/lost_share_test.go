@@ -566,8 +566,19 @@ func TestLostShareReleaseResponse(t *testing.T) {
 func lsDieInLongPoll(m *lsMember, wait time.Duration) {
 	m.t.Helper()
 	_, frame := m.c.prepare(m.fetchReq(m.epoch, 10, wait))
+	before := m.e.proxy.Stats().Exchanges
 	m.c.writeRaw(frame)
 	m.epoch = lsNextEpoch(m.epoch)
+	// The poll must be parked at the broker before the connection dies:
+	// closed first, the proxy may drop the request, and a request still
+	// on its way could reach the broker after the member's next session
+	// opened on another connection, and be taken as that session's (its
+	// epoch, 1, is the new session's too): a test of the network, not of
+	// the broker. So wait for the proxy to forward it, and a moment for
+	// the broker to read it.
+	require.Eventually(m.t, func() bool { return m.e.proxy.Stats().Exchanges > before }, 5*time.Second, time.Millisecond,
+		"the long poll never reached the broker")
+	time.Sleep(100 * time.Millisecond)
 	require.NoError(m.t, m.c.conn.Close())
 }
 
