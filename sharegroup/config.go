@@ -12,12 +12,9 @@ const (
 	// DefaultMaxInFlight is Shoal's default in-flight window
 	// (Kafka: share.partition.max.record.locks, default 2000 there).
 	DefaultMaxInFlight = 120_000
-	// MaxMaxInFlight is the largest window we accept.
+	// MaxMaxInFlight is the largest MaxInFlight we accept, and the most
+	// records Acquired at once in any mode (see Acquire).
 	MaxMaxInFlight = 1_000_000
-	// MaxDeliveryCountLimit bounds share.delivery.count.limit (Kafka's
-	// group.share.max.delivery.count.limit cannot exceed 25 either). Delivery
-	// counts are stored in 10 bits per run and saturate at 1,023.
-	MaxDeliveryCountLimit = 25
 )
 
 // Config is the per share-partition configuration. The broker derives it

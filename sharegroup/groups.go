@@ -352,10 +352,19 @@ func (p *Partition) classify(batches []LogBatch) {
 			cursor = b.Last + 1
 			continue
 		}
-		p.extendTo(b.Last + 1)
+		// The window takes the batch only up to maxSpan/2 past the SPSO
+		// (offsets already inside it are classified whatever their
+		// distance): one batch may span up to 2^31-1 offsets, and relative
+		// run starts must stay below maxSpan. The rest of a cut batch is
+		// read again from ClassifyOffset once the SPSO moves.
+		last := min(b.Last, max(p.speo-1, p.spso+maxSpan/2-1))
+		if last < lo {
+			return
+		}
+		p.extendTo(last + 1)
 		at := lo
 		for _, gs := range b.Groups {
-			f, l := max(gs.First, at), min(gs.Last, b.Last)
+			f, l := max(gs.First, at), min(gs.Last, last)
 			if l < f {
 				continue
 			}
@@ -365,7 +374,10 @@ func (p *Partition) classify(batches []LogBatch) {
 			p.addSpan(f, l, p.mg.intern(gs.ID))
 			at = l + 1
 		}
-		p.addSpan(at, b.Last, 0)
+		p.addSpan(at, last, 0)
+		if last < b.Last {
+			return
+		}
 		cursor = b.Last + 1
 	}
 }

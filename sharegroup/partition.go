@@ -484,7 +484,8 @@ func (p *Partition) takeLock() time.Duration {
 // Acquire hands records to member. batches are the log batches the broker
 // read from NextFetchOffset(). Available records inside the window are
 // re-acquired first, then new records from SPEO on, as long as the window
-// stays within MaxInFlight and maxRecords allows (BatchOptimized: whole log
+// stays within MaxInFlight, at most MaxMaxInFlight records are Acquired at
+// once (backoffs included), and maxRecords allows (BatchOptimized: whole log
 // batches, stopping after the batch that reached maxRecords; RecordLimit:
 // exactly). maxRecords <= 0 means no limit but the window. Each acquired
 // record's delivery count is incremented. The result is sorted and
@@ -529,8 +530,20 @@ func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, ma
 		}
 		out = append(out, Acquired{First: lo, Last: hi, DeliveryCount: int16(count)})
 	}
-	quota := func(lo, hi int64) int64 { // last offset of [lo, hi] the record limit allows
-		if left := int64(maxRecords - got); mode == RecordLimit && left <= hi-lo {
+	// Records inside the window are re-acquired whatever MaxInFlight is now
+	// (as Kafka does after share.partition.max.record.locks is lowered),
+	// and a window that grew in a group mode, then switched to GroupsNone,
+	// may hold far more than MaxInFlight: MaxMaxInFlight bounds the records
+	// Acquired at once, exactly, and with it the live acquisition handles
+	// (see maxAcqHandle).
+	room := int64(MaxMaxInFlight) - p.acquired
+	full := func() bool { return int64(got) >= room || (mode == RecordLimit && got >= maxRecords) }
+	quota := func(lo, hi int64) int64 { // last offset of [lo, hi] the limits allow
+		left := room - int64(got)
+		if mode == RecordLimit {
+			left = min(left, int64(maxRecords-got))
+		}
+		if left <= hi-lo {
 			return lo + left - 1
 		}
 		return hi
@@ -557,7 +570,7 @@ func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, ma
 		// Re-acquire Available records of this batch inside the window.
 		if lo < p.speo && p.available > 0 && p.hasAvailable(lo, min(b.Last, p.speo-1)) {
 			p.rewrite(lo, min(b.Last, p.speo-1), func(e *emitter, ps, pe int64, old meta) {
-				if old.state() != StateAvailable || (mode == RecordLimit && got >= maxRecords) {
+				if old.state() != StateAvailable || full() {
 					e.emit(ps, pe, old)
 					return
 				}
@@ -569,7 +582,7 @@ func (p *Partition) Acquire(now time.Time, member string, batches []LogBatch, ma
 				}
 			})
 		}
-		if mode == RecordLimit && got >= maxRecords {
+		if full() {
 			break
 		}
 		// New records from SPEO on, within the window limit.
@@ -935,6 +948,9 @@ func (p *Partition) Apply(r Record) error {
 	if r.Kind == KindDelta {
 		from = max(from, p.spso)
 	}
+	// Relative run starts hold 30 bits: a state reaching 2^30-1 offsets
+	// past its start is refused. Shoal never writes one (windows stay
+	// within MaxInFlight, or maxSpan/2 in a group mode).
 	if n := len(r.Batches); n > 0 && r.Batches[n-1].Last-from >= maxSpan-1 {
 		return fmt.Errorf("%w: range ends at %d, too far past start offset %d", ErrCorruptRecord, r.Batches[n-1].Last, from)
 	}

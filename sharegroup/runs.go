@@ -24,12 +24,15 @@ const (
 	acqBits   = 64 - startBits - stateBits - countBits
 
 	maxStoredCount = 1<<countBits - 1
-	// maxAcqHandle bounds the live acquisitions: at most one per record
-	// locked, and MaxMaxInFlight records are.
+	// maxAcqHandle bounds the live acquisitions: every live one holds at
+	// least one Acquired record, and no acquisition starts while
+	// MaxMaxInFlight records are Acquired (Acquire, AcquireGroups).
 	maxAcqHandle = 1<<acqBits - 1
 
-	// maxSpan bounds SPEO-base so relative starts fit in startBits with
-	// room to spare; exceeding it triggers a rebase to the SPSO.
+	// maxSpan bounds SPEO-base so relative starts fit in startBits;
+	// exceeding it triggers a rebase to the SPSO. Windows stay below it:
+	// MaxInFlight in plain mode, maxSpan/2 in a group mode (Classify,
+	// archiveAbsent), maxSpan-1 from a persisted state (Replay).
 	maxSpan = 1 << startBits
 )
 
@@ -185,6 +188,9 @@ func (p *Partition) extendTo(end int64) {
 	}
 	if end-p.base >= maxSpan {
 		p.rebase()
+		if end-p.base >= maxSpan { // callers bound the window below maxSpan
+			panic("sharegroup: window past the span limit") // programming error
+		}
 	}
 	if n := len(p.runs); n == 0 || p.runs[n-1].meta() != availableZero {
 		p.splice(n, n, []run{mkRun(uint32(p.speo-p.base), availableZero)})
