@@ -184,6 +184,7 @@ func Start(cfg Config) (*Broker, error) {
 		Clustered:      cfg.Voters != "",
 		// Only a cluster's topics are replicated, so only they call it.
 		ReplicateConfigs: b.replicateTopicConfigs,
+		ReplicateDelete:  b.replicateTopicDelete,
 	})
 	began := time.Now()
 	if err := b.topicAdmin.Load(); err != nil {

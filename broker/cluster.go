@@ -78,6 +78,7 @@ func (b *Broker) startCluster() error {
 			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), t.Configs, hosted)
 		},
 		OnTopicConfigs: func(t *cluster.Topic) { b.topicAdmin.AdoptConfigs(t.Name, t.Configs) },
+		OnTopicDeleted: func(t *cluster.Topic) { b.topicAdmin.AdoptDeletion(t.Name, t.ID) },
 		OnHighWatermark: func(name string) {
 			if p := b.clusterPartition(name); p != nil {
 				p.Notify()
@@ -280,6 +281,27 @@ func (b *Broker) growClusterTopic(t *topics.Topic, rt *kmsg.CreatePartitionsRequ
 		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%v", err)
 	}
 	return nil
+}
+
+// replicateTopicDelete deletes a replicated topic through the metadata
+// log (topics.Options.ReplicateDelete): every broker deletes its
+// replicas of the topic's partitions and drops its offsets and
+// share-group state as it applies the deletion; this one has when it
+// returns.
+func (b *Broker) replicateTopicDelete(t *topics.Topic) error {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	err := b.cluster.DeleteTopic(ctx, t.Name, t.ID)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrUnknownTopic):
+		return kafkaerr.ErrUnknownTopic // deleted meanwhile
+	case ctx.Err() != nil:
+		return kafkaerr.Refuse(kafkaerr.ErrRequestTimedOut, "The deletion of topic '%s' was not applied in time (no metadata quorum?).", t.Name)
+	default:
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "%v", err)
+	}
 }
 
 // replicateTopicConfigs changes a replicated topic's configs through the

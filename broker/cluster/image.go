@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // Broker is a registered broker: its Kafka endpoint, for Metadata.
@@ -38,15 +40,20 @@ type Topic struct {
 // Leadership itself is the partition group's: this is a report of it,
 // which may lag, never an input to raft.
 type PartitionState struct {
-	Partition string   `json:"partition"` // the group's name, <topic>-<index>
-	Leader    uint64   `json:"leader"`
-	Term      uint64   `json:"term"`
-	ISR       []uint64 `json:"isr"`
+	Partition string `json:"partition"` // the group's name, <topic>-<index>
+	// TopicID is the topic's incarnation: a report of a deleted topic's
+	// group (proposed before its deletion, committed after) is ignored,
+	// whether or not a topic of the same name exists again. Zero in
+	// records written before topics could be deleted.
+	TopicID [16]byte `json:"topic_id,omitzero"`
+	Leader  uint64   `json:"leader"`
+	Term    uint64   `json:"term"`
+	ISR     []uint64 `json:"isr"`
 }
 
 // same reports whether ps and o report the same leadership and ISR.
 func (ps PartitionState) same(o PartitionState) bool {
-	return ps.Partition == o.Partition && ps.Leader == o.Leader && ps.Term == o.Term && slices.Equal(ps.ISR, o.ISR)
+	return ps.Partition == o.Partition && ps.TopicID == o.TopicID && ps.Leader == o.Leader && ps.Term == o.Term && slices.Equal(ps.ISR, o.ISR)
 }
 
 // Image is the applied state of the metadata log.
@@ -109,7 +116,7 @@ func (im *Image) FencedIDs() []uint64 {
 
 // record is one metadata log entry.
 type record struct {
-	Op        string          `json:"op"` // "register", "create_topic", "create_partitions", "topic_configs", "partition_state", "fence"
+	Op        string          `json:"op"` // "register", "create_topic", "create_partitions", "topic_configs", "delete_topic", "partition_state", "fence"
 	Request   string          `json:"req,omitempty"`
 	Broker    *Broker         `json:"broker,omitempty"`
 	Topic     *Topic          `json:"topic,omitempty"`
@@ -136,17 +143,18 @@ const (
 )
 
 // apply applies one committed record; it returns the outcome recorded
-// for its request ("" when it succeeded) and the topic it created, or
-// the one whose configs it changed, if any. Deterministic: every broker applies the same records in the same
+// for its request ("" when it succeeded) and the topic it created, the
+// one whose configs it changed, or the one it deleted, if any.
+// Deterministic: every broker applies the same records in the same
 // order to the same image.
-func (im *Image) apply(index uint64, body []byte) (outcome string, created, reconfigured *Topic) {
+func (im *Image) apply(index uint64, body []byte) (outcome string, created, reconfigured, deleted *Topic) {
 	im.Applied = index
 	var r record
 	if err := json.Unmarshal(body, &r); err != nil {
-		return errBadRecord, nil, nil
+		return errBadRecord, nil, nil, nil
 	}
 	if prev, ok := im.results[r.Request]; ok && r.Request != "" {
-		return prev, nil, nil // a retried proposal: the first one's outcome
+		return prev, nil, nil, nil // a retried proposal: the first one's outcome
 	}
 	defer func() {
 		if r.Request != "" {
@@ -157,7 +165,7 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 	case r.Op == "register" && r.Broker != nil:
 		im.Brokers[r.Broker.ID] = *r.Broker
 		delete(im.Fenced, r.Broker.ID) // it is back
-		return "", nil, nil
+		return "", nil, nil, nil
 	case r.Op == "fence":
 		clear(im.Fenced)
 		for _, id := range r.Fenced {
@@ -165,59 +173,89 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 				im.Fenced[id] = true
 			}
 		}
-		return "", nil, nil
+		return "", nil, nil, nil
 	case r.Op == "create_topic" && r.Topic != nil && validTopic(r.Topic):
 		if _, ok := im.Topics[r.Topic.Name]; ok {
-			return errTopicExists, nil, nil
+			return errTopicExists, nil, nil, nil
 		}
 		t := *r.Topic
 		t.ConfigVersion = 0
 		im.Topics[t.Name] = &t
-		return "", &t, nil
+		return "", &t, nil, nil
 	case r.Op == "create_partitions" && r.Topic != nil && validTopic(r.Topic):
 		// r.Topic.Partitions are the partitions to add, placed; Expect
 		// the count they were placed after.
 		cur, ok := im.Topics[r.Topic.Name]
 		switch {
 		case !ok:
-			return errUnknownTopic, nil, nil
+			return errUnknownTopic, nil, nil, nil
 		case uint64(len(cur.Partitions)) != r.Expect:
-			return errPartitionsConflict, nil, nil
+			return errPartitionsConflict, nil, nil, nil
 		}
 		for _, rs := range r.Topic.Partitions { // every broker would start these groups: refuse a bad list outright
 			for i, id := range rs {
 				if _, known := im.Brokers[id]; !known || slices.Contains(rs[:i], id) || len(rs) != len(cur.Partitions[0]) {
-					return errBadRecord, nil, nil
+					return errBadRecord, nil, nil, nil
 				}
 			}
 		}
 		t := *cur // never changed in place
 		t.Partitions = append(slices.Clone(cur.Partitions), r.Topic.Partitions...)
 		im.Topics[t.Name] = &t
-		return "", &t, nil
+		return "", &t, nil, nil
 	case r.Op == "topic_configs" && r.Topic != nil:
 		cur, ok := im.Topics[r.Topic.Name]
 		switch {
 		case !ok:
-			return errUnknownTopic, nil, nil
+			return errUnknownTopic, nil, nil, nil
 		case cur.ConfigVersion != r.Expect:
-			return errConfigConflict, nil, nil
+			return errConfigConflict, nil, nil, nil
 		}
 		t := *cur // topics are never changed in place (clone)
 		t.Configs = r.Topic.Configs
 		t.ConfigVersion++
 		im.Topics[t.Name] = &t
-		return "", nil, &t
+		return "", nil, &t, nil
+	case r.Op == "delete_topic" && r.Topic != nil:
+		// By name and id: a deletion proposed for a topic since deleted
+		// and created again under its name does not delete the new one.
+		cur, ok := im.Topics[r.Topic.Name]
+		if !ok || cur.ID != r.Topic.ID {
+			return errUnknownTopic, nil, nil, nil
+		}
+		delete(im.Topics, cur.Name)
+		for i := range cur.Partitions {
+			delete(im.Partitions, PartitionName(cur.Name, int32(i)))
+		}
+		return "", nil, nil, cur
 	case r.Op == "partition_state" && r.Partition != nil && r.Partition.Partition != "" && r.Partition.Leader != 0:
+		if t := im.topicOf(r.Partition.Partition); t == nil || r.Partition.TopicID != ([16]byte{}) && r.Partition.TopicID != t.ID {
+			return "", nil, nil, nil // a deleted topic's group's report
+		}
 		// A newer term's report wins, and a later one of the same
 		// leader and term; an older one (delayed) is ignored.
 		ps, cur := *r.Partition, im.Partitions[r.Partition.Partition]
 		if ps.Term > cur.Term || ps.Term == cur.Term && ps.Leader == cur.Leader {
 			im.Partitions[ps.Partition] = ps
 		}
-		return "", nil, nil
+		return "", nil, nil, nil
 	}
-	return errBadRecord, nil, nil
+	return errBadRecord, nil, nil, nil
+}
+
+// topicOf returns the topic of partition group name (<topic>-<index>),
+// nil if there is none or the index is past its partitions.
+func (im *Image) topicOf(name string) *Topic {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return nil
+	}
+	idx, err := strconv.Atoi(name[i+1:])
+	t := im.Topics[name[:i]]
+	if err != nil || t == nil || idx < 0 || idx >= len(t.Partitions) {
+		return nil
+	}
+	return t
 }
 
 func validTopic(t *Topic) bool {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,12 @@ type Config struct {
 	// broker serves those logs from then on; the groups write and close
 	// them. The topic's other partitions live on other brokers.
 	OnTopic func(t *Topic, hosted map[int32]*log.Partition)
+	// OnTopicDeleted is called (from the metadata group's goroutine)
+	// when a topic's deletion is applied, before the groups of its
+	// partitions here stop and their logs are deleted, and again each
+	// time a restarted broker applies the metadata log: the broker stops
+	// serving the topic and drops what it keeps of it, once.
+	OnTopicDeleted func(t *Topic)
 	// OnTopicConfigs is called (from the metadata group's goroutine)
 	// when a change of a topic's configs is applied, with the topic as
 	// changed. The partitions' logs here already have their new config
@@ -107,6 +114,10 @@ type Node struct {
 	groups  map[string]*group
 	waiting map[string]chan string // request id -> outcome, for proposers
 	closed  bool
+	// deleted are the ids of the topics whose deletion this broker has
+	// applied, kept in DataDir/deletedTopicsFile: a restarted broker
+	// applying the metadata log again starts no group of theirs.
+	deleted map[[16]byte]bool
 }
 
 // Start opens the metadata group and the partitions the metadata log
@@ -127,6 +138,9 @@ func Start(cfg Config) (*Node, error) {
 	cfg.Log.Replica = true
 	n := &Node{cfg: cfg, logger: cfg.Logger.With(zap.Uint64("node", cfg.NodeID)), stop: make(chan struct{}),
 		image: newImage(), groups: map[string]*group{}, waiting: map[string]chan string{}}
+	if err := n.loadDeleted(); err != nil {
+		return nil, err
+	}
 	tr, err := raftnet.Start(raftnet.Config{NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Listen: cfg.PeerListen,
 		Listener: cfg.Listener, Peers: cfg.Voters, Handler: n.deliver, Logger: cfg.Logger, TLS: cfg.PeerTLS})
 	if err != nil {
@@ -137,7 +151,7 @@ func Start(cfg Config) (*Node, error) {
 	for id := range cfg.Voters {
 		voters = append(voters, id)
 	}
-	meta, err := n.openGroup(MetadataGroup, voters, true, false, cfg.Log)
+	meta, err := n.openGroup(MetadataGroup, nil, voters, false, cfg.Log)
 	if err != nil {
 		_ = tr.Close()
 		return nil, err
@@ -156,8 +170,26 @@ func Start(cfg Config) (*Node, error) {
 // timeout (1 to 2 s). Again each tick because the other replicas may
 // not run the group yet when the first campaign reaches them (they
 // apply the topic's record a moment later), and drop its messages.
-func (n *Node) openGroup(name string, voters []uint64, metadata, preferred bool, lc log.Config) (*group, error) {
+//
+// topic is the partition's topic (nil: the metadata group). Its id
+// makes the group's name on the wire (wireName), and its log's
+// directory holds it (claimDir).
+func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred bool, lc log.Config) (*group, error) {
 	dir := filepath.Join(n.cfg.DataDir, name)
+	wire, metadata := name, topic == nil
+	if !metadata {
+		wire = wireName(name, topic.ID)
+		if have, ok, err := dirTopic(n.cfg.FS, dir); err == nil && ok && have != topic.ID && n.isDeleted(have) {
+			// A deleted incarnation's, which its deletion failed to
+			// remove (logged then).
+			if err := removeDir(n.cfg.FS, dir, have); err != nil {
+				return nil, fmt.Errorf("cluster: open %s: remove a deleted topic's partition: %w", name, err)
+			}
+		}
+		if err := claimDir(n.cfg.FS, dir, topic.ID); err != nil {
+			return nil, fmt.Errorf("cluster: open %s: %w", name, err)
+		}
+	}
 	p, err := log.Open(n.cfg.FS, dir, lc, n.logger)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
@@ -169,7 +201,7 @@ func (n *Node) openGroup(name string, voters []uint64, metadata, preferred bool,
 	}
 	var g *group
 	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name)),
-		Send: func(m replica.Message) { n.tr.Send(name, m.To, m.Parts...) },
+		Send: func(m replica.Message) { n.tr.Send(wire, m.To, m.Parts...) },
 		Sync: func(j *replica.SyncJob) { g.sync(j) }}
 	if metadata {
 		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
@@ -179,7 +211,11 @@ func (n *Node) openGroup(name string, voters []uint64, metadata, preferred bool,
 		_ = p.Close()
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
-	g = &group{name: name, n: n, r: r, p: p, work: make(chan func(), 1024), synced: make(chan *replica.SyncJob, 1), quit: make(chan struct{})}
+	g = &group{name: name, wire: wire, n: n, r: r, p: p, work: make(chan func(), 1024), synced: make(chan *replica.SyncJob, 1),
+		quit: make(chan struct{}), halt: make(chan struct{}), exited: make(chan struct{})}
+	if topic != nil {
+		g.topicID = topic.ID
+	}
 	if preferred && r.Term() == 0 {
 		g.eager = eagerTicks
 	}
@@ -193,12 +229,18 @@ func (n *Node) openGroup(name string, voters []uint64, metadata, preferred bool,
 
 // deliver is the transport's handler: a message for one of our groups.
 // A message for a group this broker does not run (yet) is dropped;
-// raft sends again.
-func (n *Node) deliver(name string, from uint64, data []byte) {
+// raft sends again. So is one for another incarnation of a partition
+// (a topic deleted and created again under its name: the sender has
+// not applied the deletion yet), which must not reach this one's raft.
+func (n *Node) deliver(wire string, from uint64, data []byte) {
+	name := wire
+	if i := strings.LastIndexByte(wire, '@'); i >= 0 {
+		name = wire[:i]
+	}
 	n.mu.Lock()
 	g := n.groups[name]
 	n.mu.Unlock()
-	if g == nil {
+	if g == nil || g.wire != wire {
 		return
 	}
 	g.queue(func() {
@@ -213,11 +255,14 @@ func (n *Node) deliver(name string, from uint64, data []byte) {
 // placed here.
 func (n *Node) applyMetadata(index uint64, body []byte) {
 	n.mu.Lock()
-	outcome, created, reconfigured := n.image.apply(index, body)
+	outcome, created, reconfigured, deleted := n.image.apply(index, body)
 	closed := n.closed
 	n.mu.Unlock()
 	if created != nil && !closed {
 		n.startPartitions(created)
+	}
+	if deleted != nil && !closed {
+		n.deleteTopic(deleted)
 	}
 	if reconfigured != nil && !closed {
 		n.reconfigure(reconfigured)
@@ -265,6 +310,9 @@ func (n *Node) reconfigure(t *Topic) {
 // startPartitions starts the groups of a new topic's partitions placed
 // on this broker, then hands the topic to OnTopic.
 func (n *Node) startPartitions(t *Topic) {
+	if n.isDeleted(t.ID) { // applied again after a restart: deleted later in the log
+		return
+	}
 	hosted := map[int32]*log.Partition{}
 	defer func() {
 		if n.cfg.OnTopic != nil {
@@ -283,7 +331,7 @@ func (n *Node) startPartitions(t *Topic) {
 			hosted[int32(i)] = running.p
 			continue
 		}
-		g, err := n.openGroup(name, replicas, false, replicas[0] == n.cfg.NodeID, n.logConfig(t.Configs))
+		g, err := n.openGroup(name, t, replicas, replicas[0] == n.cfg.NodeID, n.logConfig(t.Configs))
 		if err != nil {
 			n.logger.Error("cannot start a partition placed here", zap.String("partition", name), zap.Error(err))
 			continue
@@ -552,6 +600,14 @@ func (n *Node) Image() Image {
 // of topic: <topic>-<index>.
 func PartitionName(topic string, index int32) string { return topic + "-" + strconv.Itoa(int(index)) }
 
+// wireName is a partition group's name on the peer network:
+// <topic>-<index>@<topic id in hex>, so that raft messages of a deleted
+// topic's group never reach the group of a topic created again under
+// its name (topic names have no '@').
+func wireName(name string, topicID [16]byte) string {
+	return name + "@" + hex.EncodeToString(topicID[:])
+}
+
 // Leadership returns what this broker knows of partition name's
 // leadership: its group's status when it hosts the partition, else the
 // leader and term its leader last published (ok false: neither).
@@ -698,11 +754,13 @@ func (n *Node) Close() error {
 
 // group is one raft group this broker runs, and its goroutine.
 type group struct {
-	name string
-	n    *Node
-	r    *replica.Replica
-	p    *log.Partition
-	work chan func()
+	name    string
+	wire    string   // its name on the peer network (wireName)
+	topicID [16]byte // zero for the metadata group
+	n       *Node
+	r       *replica.Replica
+	p       *log.Partition
+	work    chan func()
 	// workMu orders queue against stop: nothing is queued once the
 	// goroutine has drained work for the last time.
 	workMu  sync.Mutex
@@ -712,6 +770,9 @@ type group struct {
 	synced chan *replica.SyncJob
 	syncs  sync.WaitGroup
 	quit   chan struct{} // closed by stop
+	// halt stops this group alone (its topic was deleted); exited is
+	// closed once its goroutine has stopped.
+	halt, exited chan struct{}
 
 	// The metadata group's leader's view of the brokers (checkBrokers,
 	// group goroutine): when each voter was last heard from in the term
@@ -742,7 +803,7 @@ const eagerTicks = 5
 // replicas in sync) to the metadata group when the image shows another,
 // again each second until it does (a proposal may be dropped).
 func (g *group) publish() {
-	want := PartitionState{Partition: g.name, Leader: g.n.cfg.NodeID, Term: g.r.Term(), ISR: g.r.InSync()}
+	want := PartitionState{Partition: g.name, TopicID: g.topicID, Leader: g.n.cfg.NodeID, Term: g.r.Term(), ISR: g.r.InSync()}
 	g.n.mu.Lock()
 	cur, ok := g.n.image.Partitions[g.name]
 	g.n.mu.Unlock()
@@ -869,6 +930,7 @@ func (g *group) status() Status {
 // run is the group's goroutine: the only caller of its Replica.
 func (g *group) run() {
 	defer g.n.wg.Done()
+	defer close(g.exited)
 	defer g.stop()
 	tick := time.NewTicker(g.n.cfg.Tick)
 	defer tick.Stop()
@@ -878,6 +940,8 @@ func (g *group) run() {
 	for {
 		select {
 		case <-g.n.stop:
+			return
+		case <-g.halt:
 			return
 		case f := <-g.work:
 			f()
@@ -918,7 +982,7 @@ func (g *group) run() {
 			return
 		}
 		for _, m := range g.r.Outbox() {
-			g.n.tr.Send(g.name, m.To, m.Parts...)
+			g.n.tr.Send(g.wire, m.To, m.Parts...)
 		}
 		lead, isLeader := g.r.Leader()
 		if isLeader && (!g.isLeader.Load() || g.term.Load() != g.r.Term()) {

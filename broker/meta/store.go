@@ -25,6 +25,9 @@ import (
 //	meta/deleting-topic/<id hex> JSON string: the name of a deleted topic whose group offsets and
 //	                           share-group state are still being removed (topics/admin.go); written
 //	                           with the topic record's deletion, finished at start-up
+//	meta/cluster-deleted-topic/<id hex> JSON string: the name of a replicated topic whose
+//	                           deletion (the cluster's metadata log) this broker has seen; a restart
+//	                           applying the log again finds it and cleans up nothing twice
 //	meta/broker-config/<name>  string: a dynamic broker config override
 //	meta/seq/producer-id       badger sequence for InitProducerId
 //	meta/group/<group>         groupRecord (groups/store.go); <group> is path-escaped. A group
@@ -52,19 +55,21 @@ const (
 	keyClusterID        = "meta/cluster-id"
 	PrefixTopic         = "meta/topic/"
 	PrefixDeletingTopic = "meta/deleting-topic/"
-	PrefixBrokerConfig  = "meta/broker-config/"
-	keyProducerIDSeq    = "meta/seq/producer-id"
-	PrefixGroup         = "meta/group/"
-	PrefixOffset        = "meta/offset/"
-	PrefixShareGroup    = "meta/share-group/"
-	PrefixGroupConfig   = "meta/group-config/"
-	PrefixDLQPending    = "meta/dlq/pending/"
-	PrefixDLQCount      = "meta/dlq/count/"
-	PrefixTxn           = "meta/txn/"
-	PrefixClientQuota   = "meta/client-quota/"
-	PrefixScram         = "meta/scram/"
-	PrefixACL           = "meta/acl/"
-	KeyScramFake        = "meta/scram-fake-key"
+	// PrefixClusterDeletedTopic marks replicated topics' deletions seen.
+	PrefixClusterDeletedTopic = "meta/cluster-deleted-topic/"
+	PrefixBrokerConfig        = "meta/broker-config/"
+	keyProducerIDSeq          = "meta/seq/producer-id"
+	PrefixGroup               = "meta/group/"
+	PrefixOffset              = "meta/offset/"
+	PrefixShareGroup          = "meta/share-group/"
+	PrefixGroupConfig         = "meta/group-config/"
+	PrefixDLQPending          = "meta/dlq/pending/"
+	PrefixDLQCount            = "meta/dlq/count/"
+	PrefixTxn                 = "meta/txn/"
+	PrefixClientQuota         = "meta/client-quota/"
+	PrefixScram               = "meta/scram/"
+	PrefixACL                 = "meta/acl/"
+	KeyScramFake              = "meta/scram-fake-key"
 	// PrefixShareGroups is the key prefix given to sharegroup/store.
 	PrefixShareGroups = "sg/"
 )

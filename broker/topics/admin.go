@@ -50,9 +50,15 @@ type Options struct {
 	// an error leaves it pending as a failed clean-up would.
 	BeforeCleanup func(topic string) error
 	// Clustered: topics come from the cluster's metadata log (Adopt);
-	// Create refuses, and a replicated topic cannot be deleted or grown
-	// (not replicated yet). Its configs change through ReplicateConfigs.
+	// Create refuses, and a replicated topic cannot be grown here. Its
+	// configs change through ReplicateConfigs, its deletion through
+	// ReplicateDelete.
 	Clustered bool
+	// ReplicateDelete, in a cluster, deletes a replicated topic through
+	// the metadata log, returning once this broker applied the deletion
+	// (AdoptDeletion, called meanwhile without the Admin's lock held by
+	// Delete). Nil: replicated topics cannot be deleted.
+	ReplicateDelete func(t *Topic) error
 	// ReplicateConfigs, in a cluster, changes a replicated topic's
 	// configs through the metadata log: it reads the current ones,
 	// update validates and returns the next, and the change is applied
@@ -95,6 +101,11 @@ func (a *Admin) Adopt(name string, id [16]byte, count int32, configs map[string]
 	if cur := a.r.Get(name); cur != nil {
 		a.growLocked(cur, count, hosted)
 		return
+	}
+	// A name is used again only once a deleted topic's offsets of it
+	// are gone, as in Create: a clean-up that failed is tried again.
+	if err := a.FinishDeletions(name); err != nil {
+		a.o.Logger.Error("serving a topic whose name's earlier topic is not cleaned up yet", zap.String("topic", name), zap.Error(err))
 	}
 	t := &Topic{Name: name, ID: id, configs: maps.Clone(configs), partitions: make([]*Partition, count), replicated: true}
 	if t.configs == nil {
@@ -380,7 +391,10 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 // creating the name again one that failed (FinishDeletions).
 func (a *Admin) Delete(t *Topic) error {
 	if t.replicated {
-		return errClustered("Deleting a topic")
+		if a.o.ReplicateDelete == nil {
+			return errClustered("Deleting a topic")
+		}
+		return a.o.ReplicateDelete(t)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -405,6 +419,45 @@ func (a *Admin) Delete(t *Topic) error {
 	a.o.Logger.Info("deleted topic", zap.String("topic", t.Name))
 	errs = append(errs, a.finishDeletion(deletedTopic{t.Name, t.ID}))
 	return errors.Join(errs...)
+}
+
+// AdoptDeletion takes out a replicated topic whose deletion the
+// cluster's metadata log applied (on every broker, from the metadata
+// group's goroutine, before the topic's groups here stop and delete
+// their logs), and again each time a restart applies the log: the topic
+// leaves the registry (its long polls woken), and, once per topic id,
+// its committed offsets and share-group state here go as a deletion's
+// do (the clean-up pending durably until done, so a start-up finishes
+// one a crash or a failure left).
+func (a *Admin) AdoptDeletion(name string, id [16]byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t := a.r.Get(name); t != nil && t.ID == id && t.replicated {
+		a.r.mu.Lock()
+		delete(a.r.mu.byName, t.Name)
+		delete(a.r.mu.byID, t.ID)
+		parts := t.partitions
+		a.r.mu.Unlock()
+		for _, p := range parts {
+			if p != nil {
+				p.Notify()
+			}
+		}
+		a.o.Metrics.ForgetTopic(t.Name)
+		a.o.Forget(t.ID)
+	}
+	first, err := a.store.seeReplicatedDeletion(name, id)
+	if err != nil {
+		a.o.Logger.Error("cannot record a replicated topic's deletion; its offsets stay until the next start", zap.String("topic", name), zap.Error(err))
+		return
+	}
+	if !first {
+		return
+	}
+	a.o.Logger.Info("deleted topic", zap.String("topic", name))
+	if err := a.finishDeletion(deletedTopic{name, id}); err != nil {
+		a.o.Logger.Error("a deleted topic's clean-up failed; the next start retries it", zap.String("topic", name), zap.Error(err))
+	}
 }
 
 // finishDeletion removes a deleted topic's committed offsets (by

@@ -3,6 +3,7 @@ package topics
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -56,6 +57,33 @@ func (m store) deleteTopic(name string, id [16]byte) error {
 		}
 		return txn.Set(deletingTopicKey(id), v)
 	})
+}
+
+// seeReplicatedDeletion records that this broker has seen replicated
+// topic id's deletion and, in the same transaction, that its clean-up
+// is pending (as deleteTopic does); it reports false, writing nothing,
+// if it was seen before.
+func (m store) seeReplicatedDeletion(name string, id [16]byte) (bool, error) {
+	first := false
+	err := m.DB().Update(func(txn *badger.Txn) error {
+		key := []byte(meta.PrefixClusterDeletedTopic + hex.EncodeToString(id[:]))
+		switch _, err := txn.Get(key); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		v, err := json.Marshal(name)
+		if err != nil {
+			return err
+		}
+		if err := txn.Set(key, v); err != nil {
+			return err
+		}
+		first = true
+		return txn.Set(deletingTopicKey(id), v)
+	})
+	return first, err
 }
 
 // deletingTopicKey is the key of topic id's pending clean-up record.

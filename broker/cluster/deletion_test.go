@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-mq/shoal/protocol"
+)
+
+// TestDeleteTopicAndCreateAgain: a topic deleted through one broker is
+// gone from every broker's image, groups and disk; a topic created again
+// under its name starts empty; a broker that was down through both
+// applies them in order when it returns, and ends with the new topic's
+// log only; a broker restarted after both keeps the new topic's log.
+func TestDeleteTopicAndCreateAgain(t *testing.T) {
+	c := newTestCluster(t, 3)
+	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 3 }, 20*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "t", 2, 3, nil))
+	require.Eventually(t, func() bool {
+		for _, nd := range c.nodes {
+			for _, p := range []string{"t-0", "t-1"} {
+				if _, _, ok := nd.Group(p); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	old := c.nodes[0].Image().Topics["t"].ID
+	for seq := range int32(10) {
+		c.produce("t-0", seq)
+	}
+	c.stop(2) // misses the deletion and the new topic
+
+	require.NoError(t, c.nodes[1].DeleteTopic(ctx, "t", old))
+	require.ErrorIs(t, c.nodes[0].DeleteTopic(ctx, "t", old), ErrUnknownTopic)
+	require.Eventually(t, func() bool {
+		for _, i := range []int{0, 1} {
+			nd := c.nodes[i]
+			if nd.HasTopic("t") {
+				return false
+			}
+			for _, p := range []string{"t-0", "t-1"} {
+				if _, _, ok := nd.Group(p); ok {
+					return false
+				}
+				if _, ok := nd.PartitionState(p); ok {
+					return false
+				}
+				if _, err := os.Stat(filepath.Join(c.dirs[i], p)); !os.IsNotExist(err) {
+					return false
+				}
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond, "the topic is not gone everywhere")
+
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "t", 2, 3, nil))
+	cur := c.nodes[0].Image().Topics["t"].ID
+	require.NotEqual(t, old, cur)
+	for seq := range int32(3) {
+		require.Less(t, c.produce("t-0", 100+seq), int64(5), "the new topic starts empty")
+	}
+
+	c.start(2)
+	// It applies the old creation (its old replicas start again), the
+	// deletion, then the new topic, whose replicas catch up.
+	all := []uint64{1, 2, 3}
+	committedOf(t, c, all, "t-0")
+
+	// A hosting broker restarted: the old creation is skipped, the
+	// deletion leaves the new topic's directory alone.
+	c.stop(0)
+	c.start(0)
+	want := committedOf(t, c, all, "t-0")
+	n := 0
+	for b := want; len(b) > 0; n++ {
+		hd, err := protocol.ParseBatchHeader(b)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, hd.BaseSequence, int32(100), "a batch of the deleted topic")
+		b = b[hd.Size():]
+	}
+	require.Equal(t, 3, n)
+	require.Eventually(t, func() bool {
+		for _, i := range all {
+			if ps, ok := c.nodes[i-1].PartitionState("t-0"); !ok || ps.TopicID != cur {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond, "partition state of the new topic")
+}
+
+// committedOf waits until the replicas on hosts hold the same committed
+// batches of partition and returns them.
+func committedOf(t *testing.T, c *testCluster, hosts []uint64, partition string) []byte {
+	t.Helper()
+	var want []byte
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Log("last seen:", last)
+		}
+	}()
+	require.Eventually(t, func() bool {
+		last = describe(c, hosts, partition)
+		var logs [][]byte
+		for _, id := range hosts {
+			_, p, ok := c.nodes[id-1].Group(partition)
+			if !ok {
+				return false
+			}
+			b, err := readCommitted(p)
+			if err != nil || len(b) == 0 {
+				return false
+			}
+			logs = append(logs, b)
+		}
+		for _, b := range logs[1:] {
+			if !bytes.Equal(b, logs[0]) {
+				return false
+			}
+		}
+		want = logs[0]
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "replicas of %s never converged", partition)
+	return want
+}
+
+// TestWireNames: a partition group's name on the peer network carries
+// its topic's id; a message for another incarnation is not delivered.
+func TestWireNames(t *testing.T) {
+	id := [16]byte{1, 2, 3}
+	require.Equal(t, "t-0@01020300000000000000000000000000", wireName("t-0", id))
+	require.Equal(t, "version: 0\ntopic_id: AQIDAAAAAAAAAAAAAAAAAA\n", partitionMetadata(id))
+}
+
+func describe(c *testCluster, hosts []uint64, partition string) string {
+	out := ""
+	for _, id := range hosts {
+		st, p, ok := c.nodes[id-1].Group(partition)
+		if !ok {
+			out += fmt.Sprintf(" %d: no group;", id)
+			continue
+		}
+		b, err := readCommitted(p)
+		out += fmt.Sprintf(" %d: %+v hw %d leo %d bytes %d err %v;", id, st, p.HighWatermark(), p.LogEndOffset(), len(b), err)
+	}
+	return out
+}
