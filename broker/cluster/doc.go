@@ -8,7 +8,9 @@
 //
 // Every group is a replica.Replica over a partition log in the data
 // directory: the metadata group's is "__cluster_metadata-0", a data
-// partition's "<topic>-<partition>" as on a single node. A group's
+// partition's "<topic>-<partition>" as on a single node, holding a
+// partition.metadata naming its topic's id. On the peer network a data
+// partition's group is "<topic>-<partition>@<topic id>" (wireName). A group's
 // goroutine (group.run) is the only caller of its Replica: it ticks it,
 // steps the messages raftnet hands in, runs the produces and proposals
 // queued on its work channel, processes raft's Ready and sends the
@@ -19,7 +21,8 @@
 // # Metadata
 //
 // Metadata records are internal entries (raftlog.Internal) holding
-// JSON: broker registrations and topic creations. Any broker proposes
+// JSON: broker registrations, topic creations, config changes and
+// deletions (deletion.go), partition states and fences. Any broker proposes
 // them (raft forwards to the leader); each broker applies them, in log
 // order, to its Image, and starts the groups of the partitions placed
 // on it. A record carries the id of the request that proposed it, so a
