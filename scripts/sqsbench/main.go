@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/xml"
 	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,7 +45,13 @@ type target struct {
 	name string
 	base string // http://host:port
 	stop func()
+	// pprof is the server's /debug/pprof/ base URL ("": not served).
+	pprof string
 }
+
+// serverProfile is --server-cpuprofile: a CPU profile of Shoal's
+// process over each of its rounds, to <prefix>.round<N>.
+var serverProfile string
 
 func main() {
 	seconds := flag.Int("seconds", 10, "seconds per round")
@@ -57,6 +64,7 @@ func main() {
 	flag.BoolVar(&fsyncAlways, "fsync", true, "Shoal's sends wait for their fsync (false: fsync=interval, an experiment; acknowledgements stay durable)")
 	flag.IntVar(&partitions, "partitions", 1, "partitions of a Shoal queue's topic")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client (the servers are child processes)")
+	flag.StringVar(&serverProfile, "server-cpuprofile", "", "write a CPU profile of Shoal's process over each round to `prefix`.round<N> (served by its /debug/pprof/)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -83,7 +91,11 @@ func main() {
 	p50s, p99s := map[string][]time.Duration{}, map[string][]time.Duration{}
 	for r := 0; r < *rounds; r++ {
 		for _, t := range ts {
+			prof := profileServer(t, r, *seconds)
 			rate, p50, p99, err := round(t, r, *workers, *body, time.Duration(*seconds)*time.Second)
+			if perr := prof(); perr != nil {
+				fmt.Fprintf(os.Stderr, "sqsbench: %s round %d: server profile: %v\n", t.name, r+1, perr)
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "sqsbench: %s round %d: %v\n", t.name, r+1, err)
 				os.Exit(1)
@@ -100,6 +112,32 @@ func main() {
 	if len(ts) == 2 {
 		fmt.Printf("  %s/%s: %.2fx\n", ts[0].name, ts[1].name, median(rates[ts[0].name])/median(rates[ts[1].name]))
 	}
+}
+
+// profileServer starts a CPU profile of t's process for a round of
+// seconds (when t serves pprof) and returns a function that waits for it
+// and writes it.
+func profileServer(t *target, r, seconds int) func() error {
+	if t.pprof == "" {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("%sprofile?seconds=%d", t.pprof, max(1, seconds-1)))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(fmt.Sprintf("%s.round%d", serverProfile, r+1))
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() error { return <-done }
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -136,7 +174,18 @@ func start(name, dir string) (*target, error) {
 		if !fsyncAlways {
 			fsync = "interval" // an experiment: what waiting for the fsync costs
 		}
-		cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data-dir", dir, "--fsync", fsync, "--http-addr", "",
+		httpAddr, pprofURL := "", ""
+		if serverProfile != "" {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			httpAddr = l.Addr().String()
+			_ = l.Close()
+			pprofURL = "http://" + httpAddr + "/debug/pprof/"
+		}
+		cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data-dir", dir, "--fsync", fsync, "--http-addr", httpAddr,
+			"--pprof="+strconv.FormatBool(serverProfile != ""),
 			"--sqs-addr", sqsAddr, "--num-partitions", strconv.Itoa(partitions), "--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -154,7 +203,7 @@ func start(name, dir string) (*target, error) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		return &target{name: "shoal", base: "http://" + sqsAddr, stop: stop}, nil
+		return &target{name: "shoal", base: "http://" + sqsAddr, stop: stop, pprof: pprofURL}, nil
 	case "goaws":
 		bin := filepath.Join(os.TempDir(), "sqsbench-goawsd")
 		build := exec.Command("go", "build", "-o", bin, ".")
