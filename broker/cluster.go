@@ -91,7 +91,8 @@ func (b *Broker) startCluster() error {
 	b.cluster = node
 	// Serve once the metadata log is applied (its topics known here), as
 	// a Kafka broker catches up before it serves; without a quorum for
-	// that long, serve anyway (Metadata then names no leaders).
+	// that long, serve anyway: reads, and produces once it caught up
+	// (until then they are NOT_LEADER_OR_FOLLOWER).
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	if err := node.WaitCaughtUp(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shoal-mq/shoal/broker/clustertest"
 	"github.com/shoal-mq/shoal/protocol"
 )
 
@@ -156,4 +157,79 @@ func describe(c *testCluster, hosts []uint64, partition string) string {
 		out += fmt.Sprintf(" %d: %+v hw %d leo %d bytes %d err %v;", id, st, p.HighWatermark(), p.LogEndOffset(), len(b), err)
 	}
 	return out
+}
+
+// TestNoProduceBeforeCaughtUp: a broker that was down through a topic's
+// deletion and comes back while it cannot reach the metadata quorum
+// replays the topic's creation (its persisted commit index covers it)
+// and restarts the deleted incarnation's group, which for a partition it
+// is the only replica of elects it. It must acknowledge no produce
+// there: those records would be destroyed once it catches up and
+// applies the deletion. Until the metadata group answered a ReadIndex
+// and applied up to it, every produce is NOT_LEADER_OR_FOLLOWER (found
+// by review).
+func TestNoProduceBeforeCaughtUp(t *testing.T) {
+	c := newTestCluster(t, 3)
+	require.Eventually(t, func() bool {
+		for _, nd := range c.nodes {
+			if len(nd.Image().Brokers) != 3 || nd.MetadataLeader() == 0 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	// Node 3 must follow, so that a later election changes its term
+	// (raft.state, with the commit index, is written on a term change).
+	if c.nodes[0].MetadataLeader() == 3 {
+		c.stop(2)
+		require.Eventually(t, func() bool { l := c.nodes[0].MetadataLeader(); return l != 0 && l != 3 }, 20*time.Second, 10*time.Millisecond)
+		c.start(2)
+	}
+	name := ""
+	for i := 0; name == ""; i++ { // a topic whose only replica is node 3
+		cand := fmt.Sprintf("t%d", i)
+		if p, _ := place([]uint64{1, 2, 3}, cand, 1, 1); p[0][0] == 3 {
+			name = cand
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, name, 1, 1, nil))
+	part := PartitionName(name, 0)
+	c.produce(part, 1)
+	id := c.nodes[0].Image().Topics[name].ID
+
+	// A metadata election node 3 takes part in: it persists its commit.
+	l := int(c.nodes[2].MetadataLeader()) - 1
+	c.stop(l)
+	require.Eventually(t, func() bool {
+		nl := c.nodes[2].MetadataLeader()
+		return nl != 0 && int(nl)-1 != l
+	}, 20*time.Second, 10*time.Millisecond)
+	c.start(l)
+	require.Eventually(t, func() bool { return c.nodes[l].HasTopic(name) }, 20*time.Second, 10*time.Millisecond)
+
+	c.stop(2) // down through the deletion
+	require.NoError(t, c.nodes[0].DeleteTopic(ctx, name, id))
+	require.Eventually(t, func() bool { return !c.nodes[1].HasTopic(name) }, 20*time.Second, 10*time.Millisecond)
+	c.stop(0)
+	c.stop(1)
+
+	c.start(2) // back alone: no metadata quorum
+	require.Eventually(t, func() bool {
+		st, _, ok := c.nodes[2].Group(part)
+		return ok && st.IsLeader
+	}, 20*time.Second, 10*time.Millisecond, "the deleted topic's group did not come back (the scenario did not arise)")
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer pcancel()
+	require.False(t, c.nodes[2].CaughtUp())
+	res, err := c.nodes[2].Produce(pctx, part, clustertest.Batch(2))
+	var nl *ErrNotLeader
+	require.ErrorAs(t, err, &nl, "a produce to topic %s, deleted cluster-wide, was acknowledged at offset %d; it is lost once the broker catches up", name, res.BaseOffset)
+
+	// Back with a quorum, it catches up, applies the deletion and drops
+	// the group.
+	c.start(0)
+	require.Eventually(t, func() bool { return c.nodes[2].CaughtUp() && !c.nodes[2].HasTopic(name) }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { _, _, ok := c.nodes[2].Group(part); return !ok }, 20*time.Second, 10*time.Millisecond)
 }

@@ -118,6 +118,13 @@ type Node struct {
 	// applied, kept in DataDir/deletedTopicsFile: a restarted broker
 	// applying the metadata log again starts no group of theirs.
 	deleted map[[16]byte]bool
+	// caughtUp: the metadata group applied every entry its leader had
+	// committed when this process first asked (replica ReadIndex), as a
+	// Kafka broker catches up with the metadata log before it is
+	// unfenced. Until then this broker's image may still hold a topic
+	// deleted while it was down, replayed from its own log, and it
+	// acknowledges no produce (caughtUp false: ErrNotLeader).
+	caughtUp atomic.Bool
 }
 
 // Start opens the metadata group and the partitions the metadata log
@@ -512,32 +519,26 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, topic string, version uint
 	return nil
 }
 
-// WaitCaughtUp waits until the metadata group has a leader and this
-// broker applied every metadata entry it knows committed, as a Kafka
-// broker catches up with the metadata log before it serves: until then
-// its image may lack topics that exist. It returns ctx's error if that
-// does not happen in time (no quorum: the caller serves anyway).
+// WaitCaughtUp waits until the metadata group applied every entry its
+// leader had committed when this broker asked (Node.caughtUp), as a
+// Kafka broker catches up with the metadata log before it serves: until
+// then its image may lack topics that exist, or hold one deleted while
+// it was down, and it acknowledges no produce. It returns ctx's error
+// if that does not happen in time (no quorum: the caller serves
+// anyway, reads only).
 func (n *Node) WaitCaughtUp(ctx context.Context) error {
-	// Caught up for three ticks in a row: a restarted follower learns the
-	// leader's commit index one round trip after it learns the leader.
-	var since time.Time
-	for {
-		st := n.meta.status()
-		switch {
-		case st.Leader == 0 || n.meta.commit.Load() == 0 || n.meta.applied.Load() < n.meta.commit.Load():
-			since = time.Time{}
-		case since.IsZero():
-			since = time.Now()
-		case time.Since(since) >= 3*n.cfg.Tick:
-			return nil
-		}
+	for !n.caughtUp.Load() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	return nil
 }
+
+// CaughtUp reports whether WaitCaughtUp would return at once.
+func (n *Node) CaughtUp() bool { return n.caughtUp.Load() }
 
 // Replicas returns the replicas of partition index of topic (nil when
 // unknown), without copying the image.
@@ -689,6 +690,14 @@ func (n *Node) ProduceAsync(partition string, records []byte, minInSync int, don
 	if g == nil {
 		close(rel)
 		done(log.AppendResult{}, ErrUnknownPartition)
+		return rel
+	}
+	if !n.caughtUp.Load() {
+		// A leader in a group the metadata log may have deleted while
+		// this broker was down: the client retries (a Kafka broker is
+		// fenced, leading nothing, until it caught up).
+		close(rel)
+		done(log.AppendResult{}, &ErrNotLeader{})
 		return rel
 	}
 	answer := func(res log.AppendResult, err error) {
@@ -914,6 +923,16 @@ func (g *group) stop() {
 	}
 }
 
+// checkCaughtUp sets Node.caughtUp once the metadata group applied the
+// commit index a ReadIndex came back with (asked each tick until then,
+// in run). Metadata group goroutine.
+func (g *group) checkCaughtUp() {
+	if ri := g.r.ReadIndexed(); ri > 0 && g.r.Applied() >= ri {
+		g.n.caughtUp.Store(true)
+		g.n.logger.Info("caught up with the metadata log", zap.Uint64("index", ri))
+	}
+}
+
 // campaign starts an election (openGroup's eager campaigns); a failure
 // is logged, and the replica's own election timer goes on.
 func (g *group) campaign() {
@@ -970,6 +989,12 @@ func (g *group) run() {
 					g.campaign()
 				}
 			}
+			if g == g.n.meta && !g.n.caughtUp.Load() {
+				if err := g.r.ReadIndex(); err != nil {
+					g.failed(err)
+					return
+				}
+			}
 			switch {
 			case g != g.n.meta && g.isLeader.Load():
 				g.publish()
@@ -980,6 +1005,9 @@ func (g *group) run() {
 		if err := g.r.Process(); err != nil {
 			g.failed(err)
 			return
+		}
+		if g == g.n.meta && !g.n.caughtUp.Load() {
+			g.checkCaughtUp()
 		}
 		for _, m := range g.r.Outbox() {
 			g.n.tr.Send(g.wire, m.To, m.Parts...)

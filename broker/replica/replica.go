@@ -157,6 +157,8 @@ type Replica struct {
 	// syncer is Config.Sync; syncing the job it has out (nil: none).
 	syncer  func(*SyncJob)
 	syncing *SyncJob
+	// readIndex is the highest commit index a ReadIndex came back with.
+	readIndex uint64
 }
 
 // New starts the replica of partition p (opened with log.Config.Replica)
@@ -285,6 +287,22 @@ func (r *Replica) EndOffsetFor(term uint64) (uint64, int64, bool) { return r.s.E
 // Applied returns the last entry raft handed back as committed (the
 // high watermark's end).
 func (r *Replica) Applied() uint64 { return r.applied }
+
+// ReadIndex asks the leader for its commit index, confirmed by a
+// quorum of heartbeats (raft's ReadIndex, ReadOnlySafe): the answer
+// comes in a later Process, as ReadIndexed. Nothing comes back while
+// no leader is known, or the leader cannot reach a quorum: the caller
+// asks again.
+func (r *Replica) ReadIndex() error {
+	return r.guard(func() error { r.rn.ReadIndex(nil); return nil })
+}
+
+// ReadIndexed returns the highest commit index a ReadIndex came back
+// with (0: none yet). Once Applied reaches it, this replica has applied
+// every entry committed before that ReadIndex was asked: a restarted
+// replica knows it caught up, where its own commit index may be one the
+// leader gave it before it heard of later entries.
+func (r *Replica) ReadIndexed() uint64 { return r.readIndex }
 
 // Commit returns raft's commit index as this replica knows it.
 func (r *Replica) Commit() uint64 { return r.rn.BasicStatus().HardState.GetCommit() }
@@ -530,6 +548,9 @@ func (r *Replica) write() error {
 				r.failAll(ErrNotLeader)
 			}
 			r.state = rd.SoftState.RaftState
+		}
+		for _, rs := range rd.ReadStates {
+			r.readIndex = max(r.readIndex, rs.Index)
 		}
 		for _, m := range rd.Messages {
 			var err error
