@@ -245,8 +245,12 @@ func (s *sqsBackend) Settle(group string, topicID [16]byte, entries []share.Dire
 	return s.b.shares.Settle(group, topicID, entries)
 }
 
-func (s *sqsBackend) Counts(group, topic string) (int64, int64, int64) {
-	return s.b.shares.DirectCounts(group, topic)
+func (s *sqsBackend) Counts(group, topic string, delays bool) (int64, int64, int64) {
+	var ds *share.DelayScan
+	if delays {
+		ds = &share.DelayScan{NotBefore: sqs.DeliverAt, Horizon: sqs.MaxDelay}
+	}
+	return s.b.shares.DirectCounts(group, topic, ds)
 }
 
 func (s *sqsBackend) Purge(group, topic string) error { return s.b.shares.DirectPurge(group, topic) }

@@ -390,9 +390,10 @@ func (e *DirectError) Error() string {
 // DirectCounts returns how many records of topic's partitions group has
 // not finished: visible (available to a receive, including those never
 // fetched), in flight (locked) and delayed (deferred, or waiting out a
-// redelivery backoff). Partitions without state count their whole log
+// redelivery backoff; with ds, also those no receive has reached that
+// ds.NotBefore delays). Partitions without state count their whole log
 // (an SQS queue's group starts at the earliest offset).
-func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight, delayed int64) {
+func (c *Coordinator) DirectCounts(group, topic string, ds *DelayScan) (visible, inFlight, delayed int64) {
 	t := c.o.Topics.Get(topic)
 	if t == nil {
 		return 0, 0, 0
@@ -407,11 +408,17 @@ func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight, dela
 		if err != nil {
 			sp.mu.Unlock()
 			if errors.Is(err, errNoShareState) {
-				visible += hw - ls
+				var waiting int64
+				if ds != nil {
+					waiting = sp.delays.delayedAhead(lp, ls, hw, ds, time.Now())
+				}
+				visible += max(hw-ls-waiting, 0)
+				delayed += waiting
 			}
 			continue
 		}
 		lag := sp.mu.p.Lag(hw)
+		speo := sp.mu.p.SPEO()
 		var held, waiting int64
 		for _, r := range sp.mu.p.Ranges() {
 			switch n := r.Last - r.First + 1; {
@@ -422,6 +429,9 @@ func (c *Coordinator) DirectCounts(group, topic string) (visible, inFlight, dela
 			}
 		}
 		sp.mu.Unlock()
+		if ds != nil {
+			waiting += sp.delays.delayedAhead(lp, speo, hw, ds, time.Now())
+		}
 		visible += max(lag-held-waiting, 0)
 		inFlight += held
 		delayed += waiting

@@ -343,6 +343,9 @@ type sharePart struct {
 	key     store.Key
 	waiters shareWaiters
 	m       *metrics.ShareGroup // the group's metric children
+	// delays is what DirectCounts with a DelayScan learnt of the log past
+	// the end offset (delayed.go).
+	delays delayState
 
 	mu struct {
 		sync.Mutex

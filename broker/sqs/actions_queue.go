@@ -284,7 +284,7 @@ func (s *Server) getQueueAttributes(_ *http.Request, in input) (any, *apiError) 
 		}
 	}
 	if all || want["ApproximateNumberOfMessages"] || want["ApproximateNumberOfMessagesNotVisible"] || want["ApproximateNumberOfMessagesDelayed"] {
-		visible, inFlight, delayed := s.be.Counts(q.Group, q.Topic)
+		visible, inFlight, delayed := s.be.Counts(q.Group, q.Topic, true)
 		add("ApproximateNumberOfMessages", strconv.FormatInt(visible, 10))
 		add("ApproximateNumberOfMessagesNotVisible", strconv.FormatInt(inFlight, 10))
 		add("ApproximateNumberOfMessagesDelayed", strconv.FormatInt(delayed, 10))

@@ -34,7 +34,10 @@ type Backend interface {
 	// consumer (package share).
 	Receive(ctx context.Context, r share.DirectReceive) ([]share.DirectRecord, error)
 	Settle(group string, topicID [16]byte, entries []share.DirectSettle) []error
-	Counts(group, topic string) (visible, inFlight, delayed int64)
+	// Counts with delays set also reads the log past the share group's
+	// end offset for delayed messages (sqs.deliver-at) no receive has
+	// reached, which otherwise count as visible.
+	Counts(group, topic string, delays bool) (visible, inFlight, delayed int64)
 	Purge(group, topic string) error
 	// SaveQueue stores a queue record durably (nil: deletes it);
 	// LoadQueues returns every stored one.

@@ -557,7 +557,7 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	recs, err := s.be.Receive(r.Context(), share.DirectReceive{
 		Group: q.Group, Topic: q.Topic, Max: int(max),
 		Lock: time.Duration(vis) * time.Second, Wait: time.Duration(wait) * time.Second,
-		NotBefore: deliverAt,
+		NotBefore: DeliverAt,
 	})
 	if err != nil {
 		return nil, internal(err)
@@ -565,7 +565,7 @@ func (s *Server) receiveMessage(r *http.Request, in input) (any, *apiError) {
 	if len(recs) == 0 && !q.fifo() {
 		// Nothing because the in-flight window is full: AWS's OverLimit
 		// on a standard queue (a FIFO queue just returns nothing).
-		if _, inFlight, _ := s.be.Counts(q.Group, q.Topic); inFlight >= maxInFlight {
+		if _, inFlight, _ := s.be.Counts(q.Group, q.Topic, false); inFlight >= maxInFlight {
 			return nil, errf(errOverLimit, "The maximum number of in flight messages is reached")
 		}
 	}
@@ -622,9 +622,14 @@ func (c *attemptCache) put(key string, out map[string]any, exp time.Time) {
 	c.m[key] = attempt{out, exp}
 }
 
-// deliverAt is when a record may be received: a delayed message's
-// sqs.deliver-at, else now (share.DirectReceive.NotBefore).
-func deliverAt(rec share.DirectRecord) time.Time {
+// MaxDelay is the longest DelaySeconds, 15 minutes: a message sent
+// longer ago is not delayed (share.DelayScan.Horizon).
+const MaxDelay = 900 * time.Second
+
+// DeliverAt is when a record may be received: a delayed message's
+// sqs.deliver-at, else now (share.DirectReceive.NotBefore and
+// share.DelayScan.NotBefore).
+func DeliverAt(rec share.DirectRecord) time.Time {
 	for _, h := range rec.Headers {
 		if h.Key == hdrDelay {
 			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {

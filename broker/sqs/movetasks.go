@@ -111,7 +111,7 @@ func (s *Server) startMessageMoveTask(r *http.Request, in input) (any, *apiError
 			return nil, errf(errUnsupportedOperation, "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
 		}
 	}
-	visible, _, _ := s.be.Counts(src.Group, src.Topic)
+	visible, _, _ := s.be.Counts(src.Group, src.Topic, true)
 	var h [12]byte
 	_, _ = rand.Read(h[:])
 	ctx, cancel := context.WithCancel(s.ctx)

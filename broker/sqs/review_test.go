@@ -44,13 +44,13 @@ func (f *fakeBackend) TopicID(n string) ([16]byte, bool) {
 	id, ok := f.topics[n]
 	return id, ok
 }
-func (f *fakeBackend) Counts(string, string) (int64, int64, int64) { return 0, f.inFlight, 0 }
-func (f *fakeBackend) Purge(string, string) error                  { return nil }
-func (f *fakeBackend) SaveQueue(string, []byte) error              { return nil }
-func (f *fakeBackend) LoadQueues() (map[string][]byte, error)      { return nil, nil }
-func (f *fakeBackend) SaveTask(string, []byte) error               { return nil }
-func (f *fakeBackend) LoadTasks() (map[string][]byte, error)       { return nil, nil }
-func (f *fakeBackend) Secret() ([]byte, error)                     { return []byte("k"), nil }
+func (f *fakeBackend) Counts(string, string, bool) (int64, int64, int64) { return 0, f.inFlight, 0 }
+func (f *fakeBackend) Purge(string, string) error                        { return nil }
+func (f *fakeBackend) SaveQueue(string, []byte) error                    { return nil }
+func (f *fakeBackend) LoadQueues() (map[string][]byte, error)            { return nil, nil }
+func (f *fakeBackend) SaveTask(string, []byte) error                     { return nil }
+func (f *fakeBackend) LoadTasks() (map[string][]byte, error)             { return nil, nil }
+func (f *fakeBackend) Secret() ([]byte, error)                           { return []byte("k"), nil }
 func (f *fakeBackend) Append(topic string, _ int32, recs []Record) ([]Position, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
