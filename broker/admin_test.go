@@ -243,6 +243,7 @@ func TestAdminCreateTopicsInvalid(t *testing.T) {
 		{name: "bad name!", partitions: 1, rf: 1, want: kerr.InvalidTopicException},
 		{name: "a.b", partitions: 1, rf: 1, want: kerr.InvalidTopicException}, // collides with a_b
 		{name: "a_b", partitions: 1, rf: 1, want: kerr.TopicAlreadyExists},
+		{name: "__cluster_metadata", partitions: 1, rf: 1, want: kerr.InvalidRequest}, // Kafka's metadata topic
 		{name: "zero", partitions: 0, rf: 1, want: kerr.InvalidPartitions},
 		{name: "neg", partitions: -2, rf: 1, want: kerr.InvalidPartitions},
 		{name: "rf3", partitions: 1, rf: 3, want: kerr.InvalidReplicationFactor},

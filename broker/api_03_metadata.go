@@ -129,10 +129,12 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			var err error
-			if b.cluster != nil {
+			err := reservedTopic(name)
+			switch {
+			case err != nil:
+			case b.cluster != nil:
 				t, _, err = b.createClusterTopic(name, b.cfg.DefaultPartitions, -1, nil, false)
-			} else {
+			default:
 				t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, nil, false)
 			}
 			if errors.Is(err, kafkaerr.ErrTopicExists) {

@@ -12,7 +12,9 @@ package broker
 //     that differs from an existing topic only by '.' versus '_' also
 //     gets INVALID_TOPIC_EXCEPTION, because Kafka's metric names would
 //     collide (we keep Kafka's rule so topics stay portable);
-//   - an existing topic: TOPIC_ALREADY_EXISTS;
+//   - an existing topic: TOPIC_ALREADY_EXISTS; __cluster_metadata:
+//     INVALID_REQUEST "Creation of internal topic __cluster_metadata is
+//     prohibited." (reservedTopic);
 //   - NumPartitions -1 means num.partitions (Config.DefaultPartitions);
 //     0 or below -1 is INVALID_PARTITIONS;
 //   - ReplicationFactor -1 or 1 is accepted; 0 or below -1, or above 1
@@ -52,6 +54,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/acl"
+	"github.com/shoal-mq/shoal/broker/cluster"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
@@ -146,6 +149,9 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, int32, error) {
 	name := rt.Topic
 	if err := topics.ValidName(name); err != nil {
+		return nil, 0, err
+	}
+	if err := reservedTopic(name); err != nil {
 		return nil, 0, err
 	}
 	if b.topics.Get(name) != nil {
@@ -252,4 +258,14 @@ func (b *Broker) collidingTopic(name string) string {
 		}
 	}
 	return ""
+}
+
+// reservedTopic refuses to create Kafka's metadata topic, as Kafka does
+// (in a cluster its partition 0 would be the metadata group's log; on a
+// single node it is refused too, so that its data could join a cluster).
+func reservedTopic(name string) error {
+	if name == cluster.MetadataTopic {
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Creation of internal topic %s is prohibited.", name)
+	}
+	return nil
 }

@@ -84,6 +84,9 @@ func (n *Node) deleteTopic(t *Topic) {
 	}
 	for i := range t.Partitions {
 		name := PartitionName(t.Name, int32(i))
+		if name == MetadataGroup {
+			continue // never created (the image refuses MetadataTopic); never removed
+		}
 		n.mu.Lock()
 		g := n.groups[name]
 		if g != nil && g.topicID == t.ID {

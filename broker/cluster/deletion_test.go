@@ -233,3 +233,27 @@ func TestNoProduceBeforeCaughtUp(t *testing.T) {
 	require.Eventually(t, func() bool { return c.nodes[2].CaughtUp() && !c.nodes[2].HasTopic(name) }, 20*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { _, _, ok := c.nodes[2].Group(part); return !ok }, 20*time.Second, 10*time.Millisecond)
 }
+
+// TestMetadataTopicRefused: no topic may be named __cluster_metadata,
+// whose partition 0 would be the metadata group (found by review: its
+// log was handed out as the topic's partition, and deleting the topic
+// removed the metadata log's files on every broker). CreateTopic
+// refuses it, and so does the image for a record proposed anyway.
+func TestMetadataTopicRefused(t *testing.T) {
+	c := newTestCluster(t, 3)
+	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 3 }, 20*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.ErrorIs(t, c.nodes[0].CreateTopic(ctx, MetadataTopic, 1, 3, nil), ErrReservedTopic)
+	outcome, err := c.nodes[0].propose(ctx, record{Op: "create_topic", Topic: &Topic{Name: MetadataTopic, ID: [16]byte{1},
+		Partitions: [][]uint64{{1, 2, 3}}}})
+	require.NoError(t, err)
+	require.Equal(t, errBadRecord, outcome)
+	require.False(t, c.nodes[0].HasTopic(MetadataTopic))
+	// The metadata group still works.
+	require.NoError(t, c.nodes[1].CreateTopic(ctx, "after", 1, 3, nil))
+	for i := range c.nodes {
+		_, err := os.Stat(filepath.Join(c.dirs[i], MetadataGroup, "raft.state"))
+		require.NoError(t, err)
+	}
+}

@@ -175,6 +175,9 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 		}
 		return "", nil, nil, nil
 	case r.Op == "create_topic" && r.Topic != nil && validTopic(r.Topic):
+		if r.Topic.Name == MetadataTopic {
+			return errBadRecord, nil, nil, nil // its partition 0 would be the metadata group
+		}
 		if _, ok := im.Topics[r.Topic.Name]; ok {
 			return errTopicExists, nil, nil, nil
 		}

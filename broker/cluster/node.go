@@ -25,8 +25,16 @@ import (
 	"github.com/shoal-mq/shoal/log/raftlog"
 )
 
+// MetadataTopic is the name of Kafka's metadata topic, which no topic
+// may take: its partition 0 would be MetadataGroup (Kafka refuses it
+// too: "Creation of internal topic __cluster_metadata is prohibited.").
+const MetadataTopic = "__cluster_metadata"
+
 // MetadataGroup is the metadata group's name, and its log's directory.
-const MetadataGroup = "__cluster_metadata-0"
+const MetadataGroup = MetadataTopic + "-0"
+
+// ErrReservedTopic is a creation of MetadataTopic.
+var ErrReservedTopic = errors.New("cluster: creation of internal topic " + MetadataTopic + " is prohibited")
 
 // Config configures a Node.
 type Config struct {
@@ -335,7 +343,13 @@ func (n *Node) startPartitions(t *Topic) {
 		running := n.groups[name]
 		n.mu.Unlock()
 		if running != nil {
-			hosted[int32(i)] = running.p
+			if running.topicID != t.ID || running == n.meta {
+				// Never another topic's log (nor the metadata log: a
+				// record the image refuses now, from an older log).
+				n.logger.Error("a partition placed here has the name of another group", zap.String("partition", name))
+			} else {
+				hosted[int32(i)] = running.p
+			}
 			continue
 		}
 		g, err := n.openGroup(name, t, replicas, replicas[0] == n.cfg.NodeID, n.logConfig(t.Configs))
@@ -409,6 +423,9 @@ func (n *Node) register() {
 func (n *Node) CreateTopic(ctx context.Context, name string, partitions, rf int, configs map[string]string) error {
 	if partitions < 1 {
 		return fmt.Errorf("cluster: %d partitions", partitions)
+	}
+	if name == MetadataTopic {
+		return ErrReservedTopic
 	}
 	n.mu.Lock()
 	assign, err := place(n.image.BrokerIDs(), name, partitions, rf)
