@@ -78,8 +78,11 @@ func TestClusterDeleteTopic(t *testing.T) {
 			return err == nil && errors.Is(md.Topics[topic].Err, kerr.UnknownTopicOrPartition)
 		}, 30*time.Second, 100*time.Millisecond, "broker %d still lists the topic", c.id)
 		for _, p := range []string{topic + "-0", topic + "-1"} {
-			_, err := os.Stat(filepath.Join(c.dir, "cluster", p))
-			require.True(t, os.IsNotExist(err), "broker %d kept %s: %v", c.id, p, err)
+			// Removed off the metadata group's goroutine, a moment after.
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(filepath.Join(c.dir, "cluster", p))
+				return os.IsNotExist(err)
+			}, 30*time.Second, 10*time.Millisecond, "broker %d kept %s", c.id, p)
 		}
 	}
 

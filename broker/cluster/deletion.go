@@ -58,9 +58,14 @@ func (n *Node) DeleteTopic(ctx context.Context, name string, id [16]byte) error 
 }
 
 // deleteTopic applies a topic's deletion here (the metadata group's
-// goroutine): it records the deletion, tells OnTopicDeleted, stops the
-// topic's groups and deletes their directories. Applied again after a
-// restart, it finds no group running and deletes what a crash left.
+// goroutine): it records the deletion, tells OnTopicDeleted and halts
+// the topic's groups; a goroutine of its own then closes their logs and
+// deletes their directories, so the metadata group goes on meanwhile (a
+// topic of many partitions took seconds of fsyncs, and every broker
+// applies a deletion at once: the whole group stalled; review). A
+// partition whose directory is still being removed opens once that is
+// done (openGroup waits for removing). Applied again after a restart, it
+// finds no group running and deletes what a crash left.
 func (n *Node) deleteTopic(t *Topic) {
 	n.mu.Lock()
 	first := !n.deleted[t.ID]
@@ -82,31 +87,55 @@ func (n *Node) deleteTopic(t *Topic) {
 	if n.cfg.OnTopicDeleted != nil {
 		n.cfg.OnTopicDeleted(t)
 	}
+	type removal struct {
+		name       string
+		g          *group        // its group, halted (nil: none ran here)
+		prev, done chan struct{} // an earlier removal of the name to wait for; closed when this one is done
+	}
+	removals := make([]removal, 0, len(t.Partitions))
+	n.mu.Lock()
 	for i := range t.Partitions {
 		name := PartitionName(t.Name, int32(i))
 		if name == MetadataGroup {
 			continue // never created (the image refuses MetadataTopic); never removed
 		}
-		n.mu.Lock()
 		g := n.groups[name]
 		if g != nil && g.topicID == t.ID {
 			delete(n.groups, name)
+			close(g.halt)
 		} else {
 			g = nil
 		}
-		n.mu.Unlock()
-		if g != nil {
-			close(g.halt)
-			<-g.exited // every produce waiting on it answered
-			_ = g.p.Close()
-		}
-		if err := removeDir(n.cfg.FS, filepath.Join(n.cfg.DataDir, name), t.ID); err != nil {
-			n.logger.Error("cannot delete a deleted topic's partition", zap.String("partition", name), zap.Error(err))
-		}
+		rm := removal{name: name, g: g, prev: n.removing[name], done: make(chan struct{})}
+		n.removing[name] = rm.done
+		removals = append(removals, rm)
 	}
-	if first {
-		n.logger.Info("deleted topic", zap.String("topic", t.Name))
-	}
+	n.wg.Add(1) // the metadata group's goroutine, running this, holds one: Close is not past its Wait
+	n.mu.Unlock()
+	go func() {
+		defer n.wg.Done()
+		for _, rm := range removals {
+			if rm.prev != nil {
+				<-rm.prev
+			}
+			if rm.g != nil {
+				<-rm.g.exited // every produce waiting on it answered
+				_ = rm.g.p.Close()
+			}
+			if err := removeDir(n.cfg.FS, filepath.Join(n.cfg.DataDir, rm.name), t.ID); err != nil {
+				n.logger.Error("cannot delete a deleted topic's partition", zap.String("partition", rm.name), zap.Error(err))
+			}
+			n.mu.Lock()
+			if n.removing[rm.name] == rm.done {
+				delete(n.removing, rm.name)
+			}
+			n.mu.Unlock()
+			close(rm.done)
+		}
+		if first {
+			n.logger.Info("deleted topic", zap.String("topic", t.Name))
+		}
+	}()
 }
 
 // isDeleted reports whether this broker applied topic id's deletion.

@@ -32,13 +32,20 @@ type testCluster struct {
 	nodes  []*Node
 	logger *zap.Logger
 	tick   time.Duration
+	fs     log.FS // nil: log.OSFS()
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster { return newTestClusterTick(t, n, testTick) }
 
 // newTestClusterTick is newTestCluster with a raft tick of its own.
 func newTestClusterTick(t *testing.T, n int, tick time.Duration) *testCluster {
-	c := &testCluster{t: t, addrs: map[uint64]string{}, nodes: make([]*Node, n), logger: zap.NewNop(), tick: tick}
+	return newTestClusterFS(t, n, tick, nil)
+}
+
+// newTestClusterFS is newTestClusterTick on a file system of its own
+// (nil: log.OSFS()).
+func newTestClusterFS(t *testing.T, n int, tick time.Duration, fsys log.FS) *testCluster {
+	c := &testCluster{t: t, addrs: map[uint64]string{}, nodes: make([]*Node, n), logger: zap.NewNop(), tick: tick, fs: fsys}
 	if os.Getenv("SHOAL_TEST_LOG") != "" { // the brokers' logs, to debug a test
 		c.logger, _ = zap.NewDevelopment()
 	}
@@ -63,7 +70,11 @@ func newTestClusterTick(t *testing.T, n int, tick time.Duration) *testCluster {
 }
 
 func (c *testCluster) start(i int) {
-	cfg := Config{NodeID: uint64(i + 1), ClusterID: "test", DataDir: c.dirs[i], FS: log.OSFS(),
+	fsys := c.fs
+	if fsys == nil {
+		fsys = log.OSFS()
+	}
+	cfg := Config{NodeID: uint64(i + 1), ClusterID: "test", DataDir: c.dirs[i], FS: fsys,
 		PeerListen: c.addrs[uint64(i+1)], Voters: c.addrs, Host: "127.0.0.1", Port: int32(9092 + i),
 		Tick: c.tick, SessionTimeout: testSessionTimeout, Log: log.DefaultConfig(), Logger: c.logger}
 	var err error
