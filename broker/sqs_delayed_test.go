@@ -68,3 +68,30 @@ func TestSQSDelayedCount(t *testing.T) {
 	require.Equal(t, []string{"0", "0", "1"}, []string{v, nv, d})
 	require.Eventually(t, func() bool { v, _, d = counts(dq.QueueUrl); return d == "0" && v == "1" }, 15*time.Second, 100*time.Millisecond)
 }
+
+// TestSQSFirstReceiveTimestamp: ApproximateFirstReceiveTimestamp is the
+// first receive's time on every later receive too.
+func TestSQSFirstReceiveTimestamp(t *testing.T) {
+	t.Parallel()
+	_, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("first-receive"), Attributes: map[string]string{"VisibilityTimeout": "1"}})
+	require.NoError(t, err)
+	_, err = cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("again")})
+	require.NoError(t, err)
+	var first string
+	for n := 1; n <= 3; n++ {
+		r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 5,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}})
+		require.NoError(t, err)
+		require.Len(t, r.Messages, 1, "receive %d", n)
+		got := r.Messages[0].Attributes["ApproximateFirstReceiveTimestamp"]
+		require.NotEmpty(t, got, "receive %d", n)
+		require.Equal(t, fmt.Sprint(n), r.Messages[0].Attributes["ApproximateReceiveCount"])
+		if n == 1 {
+			first = got
+		}
+		require.Equal(t, first, got, "receive %d", n)
+	}
+}

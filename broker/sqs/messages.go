@@ -696,8 +696,11 @@ func (s *Server) message(q *queue, rec share.DirectRecord, now time.Time, sysNam
 		"SentTimestamp":           strconv.FormatInt(rec.Timestamp, 10),
 		"ApproximateReceiveCount": strconv.Itoa(before + int(rec.DeliveryCount)),
 	}
-	if before == 0 && rec.DeliveryCount == 1 {
-		sys["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(now.UnixMilli(), 10)
+	if before == 0 { // a dead-lettered record's first receive was in its source queue
+		k := msgKey{q.TopicID, rec.Partition, rec.Offset}
+		if at, ok := s.firsts.first(k, now.UnixMilli(), rec.DeliveryCount == 1); ok {
+			sys["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(at, 10)
+		}
 	}
 	if trace != "" {
 		sys[hdrTrace] = trace
@@ -838,9 +841,14 @@ func (s *Server) settle(q *queue, hs []handle, typ sharegroup.AckType, lock time
 		at = append(at, i)
 	}
 	if len(entries) > 0 {
+		var gone []msgKey
 		for k, err := range s.be.Settle(q.Group, q.TopicID, entries) {
 			errs[at[k]] = err
+			if err == nil && typ == sharegroup.AckAccept {
+				gone = append(gone, msgKey{q.TopicID, entries[k].Partition, entries[k].Offset})
+			}
 		}
+		s.firsts.forget(gone)
 	}
 	return errs
 }

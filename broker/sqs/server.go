@@ -54,6 +54,9 @@ type Server struct {
 	groups atomic.Pointer[map[string]GroupSettings]
 	// attempts are FIFO receives by ReceiveRequestAttemptId.
 	attempts attemptCache
+	// firsts are messages' first receive times
+	// (ApproximateFirstReceiveTimestamp).
+	firsts firstReceives
 	// ctx ends at Close, which waits for wg (move tasks).
 	ctx    context.Context
 	cancel context.CancelFunc
