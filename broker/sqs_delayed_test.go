@@ -10,6 +10,8 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-mq/shoal/sharegroup/store"
 )
 
 // TestSQSDelayedCount: ApproximateNumberOfMessagesDelayed counts delayed
@@ -94,4 +96,42 @@ func TestSQSFirstReceiveTimestamp(t *testing.T) {
 		}
 		require.Equal(t, first, got, "receive %d", n)
 	}
+}
+
+// TestSQSDelayedCountAfterResetEarlier: the delay scan remembers how far
+// it read and drops what fell below the share-partition's end offset; a
+// reset to an earlier offset (AlterShareGroupOffsets) brings records
+// below that back past it, and a delayed one among them, no longer
+// deferred by the window, is read again and still counts as delayed
+// (found by review: it counted as visible).
+func TestSQSDelayedCountAfterResetEarlier(t *testing.T) {
+	b, cl := startSQSTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	counts := func(url *string) []string {
+		t.Helper()
+		ga, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: url, AttributeNames: []types.QueueAttributeName{
+			"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"}})
+		require.NoError(t, err)
+		return []string{ga.Attributes["ApproximateNumberOfMessages"], ga.Attributes["ApproximateNumberOfMessagesNotVisible"], ga.Attributes["ApproximateNumberOfMessagesDelayed"]}
+	}
+	q, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("reset-earlier")})
+	require.NoError(t, err)
+	var entries []types.SendMessageBatchRequestEntry
+	for i, d := range []int32{0, 60} {
+		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(fmt.Sprint("m", i)), DelaySeconds: d})
+	}
+	out, err := cl.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries})
+	require.NoError(t, err)
+	require.Empty(t, out.Failed)
+	require.Equal(t, []string{"1", "0", "1"}, counts(q.QueueUrl))
+	r, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 30})
+	require.NoError(t, err)
+	require.Len(t, r.Messages, 1)
+	require.Equal(t, []string{"0", "1", "1"}, counts(q.QueueUrl))
+	top := b.topics.Get("reset-earlier")
+	require.NotNil(t, top)
+	require.Equal(t, int16(0), b.shares.ResetOffset(store.Key{Group: "sqs.reset-earlier", TopicID: top.ID, Partition: 0}, -2))
+	// Both records are Available again; m1's delay has ~60 s to go.
+	require.Equal(t, []string{"1", "0", "1"}, counts(q.QueueUrl), "visible, not visible, delayed after a reset to the earliest offset")
 }

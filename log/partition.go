@@ -933,6 +933,34 @@ func (p *Partition) Close() error {
 	return err
 }
 
+// CloseDiscard closes the log's files without writing anything (no
+// fsync, index files, snapshot or checkpoint): for a log about to be
+// deleted, whose directory may be moved aside at once. Reads and
+// writes answer ErrClosed after it, as after Close. Closing twice, or
+// after Close, returns nil.
+func (p *Partition) CloseDiscard() error {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.segMu.Lock()
+	p.readClosed = true
+	segs := p.segs
+	p.segMu.Unlock()
+	for _, s := range segs {
+		for _, f := range []File{s.log, s.offFile, s.timeFile} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
+	return nil
+}
+
 // shutdownLocked makes the whole log durable for a fast next Open.
 // syncMu and appendMu held.
 func (p *Partition) shutdownLocked() ([]File, error) {

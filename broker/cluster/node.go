@@ -126,9 +126,6 @@ type Node struct {
 	// applied, kept in DataDir/deletedTopicsFile: a restarted broker
 	// applying the metadata log again starts no group of theirs.
 	deleted map[[16]byte]bool
-	// removing are the partition directories a deletion is removing
-	// (deleteTopic), by group name, each channel closed once it is done.
-	removing map[string]chan struct{}
 	// caughtUp: the metadata group applied every entry its leader had
 	// committed when this process first asked (replica ReadIndex), as a
 	// Kafka broker catches up with the metadata log before it is
@@ -155,7 +152,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	cfg.Log.Replica = true
 	n := &Node{cfg: cfg, logger: cfg.Logger.With(zap.Uint64("node", cfg.NodeID)), stop: make(chan struct{}),
-		image: newImage(), groups: map[string]*group{}, waiting: map[string]chan string{}, removing: map[string]chan struct{}{}}
+		image: newImage(), groups: map[string]*group{}, waiting: map[string]chan string{}}
 	if err := n.loadDeleted(); err != nil {
 		return nil, err
 	}
@@ -175,6 +172,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.meta = meta
+	if err := n.removeLeftMoved(); err != nil {
+		n.logger.Warn("cannot list the data directory for deleted partitions", zap.Error(err))
+	}
 	n.wg.Add(1)
 	go n.register()
 	return n, nil
@@ -197,12 +197,6 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 	wire, metadata := name, topic == nil
 	if !metadata {
 		wire = wireName(name, topic.ID)
-		n.mu.Lock()
-		pending := n.removing[name]
-		n.mu.Unlock()
-		if pending != nil {
-			<-pending // a deleted incarnation's directory, being removed (deleteTopic)
-		}
 		if have, ok, err := dirTopic(n.cfg.FS, dir); err == nil && ok && have != topic.ID && n.isDeleted(have) {
 			// A deleted incarnation's, which its deletion failed to
 			// remove (logged then).

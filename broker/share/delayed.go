@@ -39,9 +39,10 @@ const delayScanBudget = 8 << 20
 type delayState struct {
 	mu sync.Mutex
 	// next is the first offset not scanned yet; pending the delayed
-	// records found, by offset, with their time.
-	next    int64
-	pending []delayedAt
+	// records found, by offset, with their time; from the end offset of
+	// the last count.
+	next, from int64
+	pending    []delayedAt
 }
 
 type delayedAt struct {
@@ -56,9 +57,13 @@ type delayedAt struct {
 func (d *delayState) delayedAhead(lp *topics.Partition, from, hw int64, ds *DelayScan, now time.Time) int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.next > hw { // the log was cut back (a purge restarts at the end, never before it)
+	if d.next > hw || from < d.from {
+		// The log was cut back, or the end offset moved back (a reset
+		// to an earlier offset, the group's state deleted): what lies
+		// past it is read again, what was dropped below it included.
 		d.next, d.pending = 0, nil
 	}
+	d.from = from
 	d.pending = slices.DeleteFunc(d.pending, func(p delayedAt) bool { return p.offset < from || !p.at.After(now) })
 	start := max(d.next, from)
 	if start < hw && ds.Horizon > 0 {

@@ -329,6 +329,9 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
+	if name == MetadataTopic {
+		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Creation of internal topic %s is prohibited.", name)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.r.Get(name) != nil {

@@ -191,6 +191,11 @@ func (r *Registry) PartitionCount(t *Topic) int32 {
 	return int32(len(t.partitions))
 }
 
+// MetadataTopic is Kafka's metadata topic, which no topic may be:
+// Admin.Create refuses it, as Kafka does (a cluster's metadata group
+// has its name).
+const MetadataTopic = "__cluster_metadata"
+
 // ValidName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
 // not "." or "..".
 func ValidName(name string) error {
