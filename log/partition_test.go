@@ -732,3 +732,38 @@ func TestSetConfig(t *testing.T) {
 	p.SetConfig(cfg)
 	require.Equal(t, int64(math.MaxInt32), p.Config().SegmentBytes)
 }
+
+// TestCloseDiscard: CloseDiscard writes nothing (no index files,
+// snapshot or checkpoint appear), answers ErrClosed afterwards, and a
+// log reopened from what it left recovers what was written.
+func TestCloseDiscard(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir() + "/gone-0"
+	cfg := smallConfig()
+	p, err := Open(OSFS(), dir, cfg, testLogger(t))
+	require.NoError(t, err)
+	var want [][]byte
+	for range 30 {
+		b := testBatch(2, 100, -1, 0, 0)
+		res := mustAppend(t, p, bytes.Clone(b))
+		want = append(want, withOffset(b, res.BaseOffset))
+	}
+	before, err := OSFS().ReadDir(dir)
+	require.NoError(t, err)
+	require.NoError(t, p.CloseDiscard())
+	after, err := OSFS().ReadDir(dir)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "CloseDiscard wrote files")
+	_, err = p.Read(0, 1<<40, 1<<20, true)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = p.Append(testBatch(1, 10, -1, 0, 0), time.Now())
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, p.CloseDiscard())
+	require.NoError(t, p.Close())
+
+	p2, err := Open(OSFS(), dir, cfg, testLogger(t))
+	require.NoError(t, err)
+	_, got := readAll(t, p2, 0)
+	require.Equal(t, want, got)
+	require.NoError(t, p2.Close())
+}
