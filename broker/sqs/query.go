@@ -187,9 +187,7 @@ func writeQuery(w http.ResponseWriter, action string, out any, reqID string) {
 	x.elem("RequestId", reqID)
 	x.close("ResponseMetadata")
 	x.close(action + "Response")
-	w.Header().Set("Content-Type", "text/xml")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(x.b.Bytes())
+	writeBody(w, http.StatusOK, "text/xml", x.b.Bytes())
 }
 
 func (x *xmlWriter) members(action string, m map[string]any) {
@@ -265,7 +263,5 @@ func writeQueryError(w http.ResponseWriter, e *apiError, reqID string) {
 	x.close("Error")
 	x.elem("RequestId", reqID)
 	x.close("ErrorResponse")
-	w.Header().Set("Content-Type", "text/xml")
-	w.WriteHeader(e.status)
-	_, _ = w.Write(x.b.Bytes())
+	writeBody(w, e.status, "text/xml", x.b.Bytes())
 }

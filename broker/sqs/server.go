@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,9 +252,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, b = 500, []byte(`{"__type":"com.amazon.coral.service#InternalFailure","message":"encoding the response failed"}`)
 	}
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	writeBody(w, status, "application/x-amz-json-1.0", b)
+}
+
+// writeBody answers with body, its length given: net/http then writes
+// it as it is, where without a length a body over 2 KiB went out
+// chunked, in more writes and with chunk framing for the client to
+// parse.
+func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(body)
 }
 
 func newRequestID() string {
