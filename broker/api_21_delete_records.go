@@ -20,14 +20,25 @@ package broker
 //
 // Authorization: Delete on the topic (TOPIC_AUTHORIZATION_FAILED per
 // partition).
+//
+// In a cluster the partition's leader answers (NOT_LEADER_OR_FOLLOWER
+// elsewhere): the new log start offset goes through the partition's raft
+// log, every replica moving to it as it applies the entry, and the
+// answer waits for the leader's apply (within TimeoutMillis, else
+// REQUEST_TIMED_OUT): deleted records stay deleted whichever replica
+// leads next (cluster.Node.DeleteRecords).
 
 import (
+	"context"
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/shoal-mq/shoal/broker/acl"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
+	"github.com/shoal-mq/shoal/broker/topics"
 )
 
 func init() { registerSimple(21, 0, 2, handleDeleteRecords) }
@@ -57,6 +68,8 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case p == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
+			case b.cluster != nil:
+				sp.LowWatermark, sp.ErrorCode = b.clusterDeleteRecords(p, rp.Offset, req.TimeoutMillis)
 			default:
 				before := p.Log.LogStartOffset()
 				low, err := p.Log.DeleteRecordsBefore(rp.Offset)
@@ -78,4 +91,28 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// clusterDeleteRecords is DeleteRecords on a replicated partition
+// (cluster.Node.DeleteRecords): the low watermark and the error code.
+func (b *Broker) clusterDeleteRecords(p *topics.Partition, offset int64, timeoutMs int32) (int64, int16) {
+	if timeoutMs <= 0 {
+		timeoutMs = 30000
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Duration(timeoutMs)*time.Millisecond)
+	defer cancel()
+	before := p.Log.LogStartOffset()
+	low, err := b.cluster.DeleteRecords(ctx, groupName(p), offset)
+	if err != nil {
+		code := clusterCode(err)
+		if code == kerr.KafkaStorageError.Code {
+			b.lg.Error("delete records failed", zapPartition(p), zapErr(err))
+		}
+		return -1, code
+	}
+	if low > before {
+		b.lg.Info("deleted records", zapPartition(p), zap.Int64("log_start_offset", low))
+		p.Notify()
+	}
+	return low, 0
 }

@@ -223,6 +223,8 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 		Sync: func(j *replica.SyncJob) { g.sync(j) }}
 	if metadata {
 		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
+	} else {
+		rc.Apply = func(index uint64, body []byte) { g.applyPartition(index, body) }
 	}
 	r, err := replica.New(p, st, rc)
 	if err != nil {
@@ -822,6 +824,12 @@ type group struct {
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
+	// DeleteRecords (records.go, group goroutine): the proposals waiting
+	// for their apply, by request; the log start offset applied entries
+	// asked for; the proposers to answer once it moved.
+	deletes  map[string]chan deleteResult
+	deleteTo int64
+	deleted  []chan deleteResult
 }
 
 // eagerTicks bounds a new group's eager campaigns (openGroup): half
@@ -1029,6 +1037,9 @@ func (g *group) run() {
 		if g == g.n.meta && !g.n.caughtUp.Load() {
 			g.checkCaughtUp()
 		}
+		if g.deleteTo > 0 || len(g.deleted) > 0 {
+			g.moveLogStart()
+		}
 		for _, m := range g.r.Outbox() {
 			g.n.tr.Send(g.wire, m.To, m.Parts...)
 		}
@@ -1037,6 +1048,9 @@ func (g *group) run() {
 			// One line per election won, as Kafka logs leader changes;
 			// the leader-stability test counts them.
 			g.n.logger.Info("elected leader", zap.String("group", g.name), zap.Uint64("term", g.r.Term()))
+		}
+		if !isLeader && len(g.deletes) > 0 {
+			g.failDeletes()
 		}
 		g.leader.Store(lead)
 		g.isLeader.Store(isLeader)
