@@ -74,6 +74,8 @@ func (b *Broker) startCluster() error {
 		NodeID: uint64(b.cfg.NodeID), ClusterID: b.clusterID, DataDir: filepath.Join(b.cfg.DataDir, "cluster"),
 		FS: b.fs, PeerListen: peer, PeerTLS: peerTLS, Voters: voters, Host: ln.advHost, Port: ln.advPort,
 		Log: b.logConfig(nil), LogConfig: b.logConfig, Logger: b.lg, SessionTimeout: b.cfg.BrokerSessionTimeout,
+		AutoLeaderRebalance: b.cfg.AutoLeaderRebalance, LeaderImbalancePercentage: b.cfg.LeaderImbalancePercentage,
+		LeaderImbalanceCheckInterval: b.cfg.LeaderImbalanceCheckInterval,
 		OnTopic: func(t *cluster.Topic, hosted map[int32]*slog.Partition) {
 			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), t.Configs, hosted)
 		},

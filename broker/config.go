@@ -83,6 +83,15 @@ type Config struct {
 	// long is fenced (its replicas reported offline) until it is back.
 	// Kafka's default, 9 s.
 	BrokerSessionTimeout time.Duration
+	// AutoLeaderRebalance is auto.leader.rebalance.enable: in a
+	// cluster, a partition led by another replica than its preferred
+	// one (its first) hands leadership back to it once it is in sync,
+	// when more than LeaderImbalancePercentage percent of the
+	// partitions preferring that broker are led elsewhere, checked each
+	// LeaderImbalanceCheckInterval (Kafka's defaults: true, 10, 300 s).
+	AutoLeaderRebalance          bool
+	LeaderImbalancePercentage    int
+	LeaderImbalanceCheckInterval time.Duration
 	// Fsync is the durability policy; see FsyncPolicy.
 	Fsync FsyncPolicy
 	// FlushInterval is the fsync period under FsyncInterval
@@ -213,6 +222,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout:        10 * time.Second,
 		IdleTimeout:            10 * time.Minute,
 		BrokerSessionTimeout:   9 * time.Second,
+
+		AutoLeaderRebalance:          true,
+		LeaderImbalancePercentage:    10,
+		LeaderImbalanceCheckInterval: 300 * time.Second,
 	}
 }
 

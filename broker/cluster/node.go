@@ -91,6 +91,17 @@ type Config struct {
 	// changed. The partitions' logs here already have their new config
 	// (LogConfig).
 	OnTopicConfigs func(t *Topic)
+	// AutoLeaderRebalance (auto.leader.rebalance.enable): a partition's
+	// leader that is not its preferred replica (the first) hands
+	// leadership to it (raft's leadership transfer) once it is in sync,
+	// when more than LeaderImbalancePercentage percent of the
+	// partitions preferring that broker are led elsewhere (from the
+	// image's partition states), checked every
+	// LeaderImbalanceCheckInterval (300 s if zero): leaders go back to
+	// where placement spread them, after a broker's restart say.
+	AutoLeaderRebalance          bool
+	LeaderImbalancePercentage    int
+	LeaderImbalanceCheckInterval time.Duration
 	// OnHighWatermark is called (from the group's goroutine) when a
 	// partition's high watermark moved: long polls wake.
 	OnHighWatermark func(name string)
@@ -146,6 +157,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 9 * time.Second
+	}
+	if cfg.LeaderImbalanceCheckInterval == 0 {
+		cfg.LeaderImbalanceCheckInterval = 300 * time.Second
 	}
 	if _, ok := cfg.Voters[cfg.NodeID]; !ok {
 		return nil, fmt.Errorf("cluster: node %d is not among the voters", cfg.NodeID)
@@ -235,6 +249,7 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 		quit: make(chan struct{}), halt: make(chan struct{}), exited: make(chan struct{})}
 	if topic != nil {
 		g.topicID = topic.ID
+		g.preferred = voters[0]
 	}
 	if preferred && r.Term() == 0 {
 		g.eager = eagerTicks
@@ -821,6 +836,11 @@ type group struct {
 	// What publish proposed last, and when (group goroutine).
 	pub   PartitionState
 	pubAt time.Time
+	// preferred is a partition's preferred replica (its first; 0 for
+	// the metadata group), and nextBalance when its leader next checks
+	// whether to hand leadership to it (balance; group goroutine).
+	preferred   uint64
+	nextBalance time.Time
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
@@ -894,6 +914,50 @@ func (g *group) checkBrokers() {
 	if err := g.r.ProposeInternal(body); err == nil && len(fenced) != len(cur) {
 		g.n.logger.Info("fencing brokers not heard from", zap.Uint64s("fenced", fenced),
 			zap.Duration("session_timeout", g.n.cfg.SessionTimeout))
+	}
+}
+
+// balance, on a partition's leader that is not its preferred replica,
+// hands leadership to the preferred one (AutoLeaderRebalance) when it is
+// in sync, not fenced, and more than LeaderImbalancePercentage percent
+// of the partitions preferring its broker are led elsewhere, as Kafka's
+// controller moves leaders back to their preferred replicas; checked
+// every LeaderImbalanceCheckInterval.
+func (g *group) balance() {
+	cfg := &g.n.cfg
+	if !cfg.AutoLeaderRebalance || g.preferred == 0 || g.preferred == cfg.NodeID {
+		return
+	}
+	now := time.Now()
+	if now.Before(g.nextBalance) {
+		return
+	}
+	g.nextBalance = now.Add(cfg.LeaderImbalanceCheckInterval)
+	if !slices.Contains(g.r.InSync(), g.preferred) {
+		return
+	}
+	total, elsewhere := 0, 0
+	g.n.mu.Lock()
+	fenced := g.n.image.Fenced[g.preferred]
+	for _, t := range g.n.image.Topics {
+		for i, rs := range t.Partitions {
+			if len(rs) == 0 || rs[0] != g.preferred {
+				continue
+			}
+			total++
+			if ps, ok := g.n.image.Partitions[PartitionName(t.Name, int32(i))]; ok && ps.Leader != g.preferred {
+				elsewhere++
+			}
+		}
+	}
+	g.n.mu.Unlock()
+	if fenced || total == 0 || elsewhere*100 <= total*cfg.LeaderImbalancePercentage {
+		return
+	}
+	g.n.logger.Info("handing leadership to the preferred replica", zap.String("group", g.name), zap.Uint64("to", g.preferred),
+		zap.Int("led_elsewhere", elsewhere), zap.Int("preferring_it", total))
+	if err := g.r.TransferLeader(g.preferred); err != nil {
+		g.n.logger.Warn("leadership transfer failed", zap.String("group", g.name), zap.Error(err))
 	}
 }
 
@@ -1026,6 +1090,7 @@ func (g *group) run() {
 			switch {
 			case g != g.n.meta && g.isLeader.Load():
 				g.publish()
+				g.balance()
 			case g == g.n.meta && g.isLeader.Load():
 				g.checkBrokers()
 			}

@@ -33,6 +33,8 @@ type testCluster struct {
 	logger *zap.Logger
 	tick   time.Duration
 	fs     log.FS // nil: log.OSFS()
+	// tune, when set, changes each node's config before it starts.
+	tune func(*Config)
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster { return newTestClusterTick(t, n, testTick) }
@@ -77,6 +79,9 @@ func (c *testCluster) start(i int) {
 	cfg := Config{NodeID: uint64(i + 1), ClusterID: "test", DataDir: c.dirs[i], FS: fsys,
 		PeerListen: c.addrs[uint64(i+1)], Voters: c.addrs, Host: "127.0.0.1", Port: int32(9092 + i),
 		Tick: c.tick, SessionTimeout: testSessionTimeout, Log: log.DefaultConfig(), Logger: c.logger}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
 	var err error
 	for range 50 { // the port may linger for a moment after a close
 		if c.nodes[i], err = Start(cfg); err == nil {

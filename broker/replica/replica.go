@@ -288,6 +288,19 @@ func (r *Replica) EndOffsetFor(term uint64) (uint64, int64, bool) { return r.s.E
 // high watermark's end).
 func (r *Replica) Applied() uint64 { return r.applied }
 
+// TransferLeader hands leadership to voter to (raft's leadership
+// transfer): once to has every entry it is told to campaign at once;
+// proposals are refused meanwhile (ErrNotLeader), and the transfer is
+// given up after an election timeout. Nothing happens on a follower.
+func (r *Replica) TransferLeader(to uint64) error {
+	return r.guard(func() error {
+		if r.state == raft.StateLeader {
+			r.rn.TransferLeader(to)
+		}
+		return nil
+	})
+}
+
 // ReadIndex asks the leader for its commit index, confirmed by a
 // quorum of heartbeats (raft's ReadIndex, ReadOnlySafe): the answer
 // comes in a later Process, as ReadIndexed. Nothing comes back while
