@@ -107,8 +107,10 @@ var brokerConfigDefs = func() []brokerConfigDef {
 			doc:    "DeleteTopics is always served.",
 			static: func(c *Config) (string, bool) { return str("true") }},
 		{name: "leader.imbalance.check.interval.seconds", typ: kmsg.ConfigTypeLong,
-			doc:    "In a cluster, with auto.leader.rebalance.enable: how often each partition's leader checks whether to hand leadership to its preferred replica (--leader-imbalance-check-interval).",
-			static: func(c *Config) (string, bool) { return str(strconv.Itoa(int(c.LeaderImbalanceCheckInterval / time.Second))) }},
+			doc: "In a cluster, with auto.leader.rebalance.enable: how often each partition's leader checks whether to hand leadership to its preferred replica (--leader-imbalance-check-interval).",
+			static: func(c *Config) (string, bool) {
+				return str(strconv.Itoa(int(c.LeaderImbalanceCheckInterval / time.Second)))
+			}},
 		{name: "leader.imbalance.per.broker.percentage", typ: kmsg.ConfigTypeInt,
 			doc:    "In a cluster, with auto.leader.rebalance.enable: the share of a broker's preferred partitions led elsewhere above which they are handed back to it (--leader-imbalance-percentage).",
 			static: func(c *Config) (string, bool) { return str(strconv.Itoa(c.LeaderImbalancePercentage)) }},
