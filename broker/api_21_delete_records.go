@@ -30,6 +30,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,6 +53,15 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 			seen[tpKey{rt.Topic, rp.Partition}]++
 		}
 	}
+	// In a cluster every partition's deletion waits for its raft commit:
+	// they all run at once, under the request's one timeout, as Kafka
+	// waits for them together.
+	type pending struct {
+		ti, pi int
+		p      *topics.Partition
+		offset int64
+	}
+	var cluster []pending
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -69,7 +79,7 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 			case p == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 			case b.cluster != nil:
-				sp.LowWatermark, sp.ErrorCode = b.clusterDeleteRecords(p, rp.Offset, req.TimeoutMillis)
+				cluster = append(cluster, pending{len(resp.Topics), len(st.Partitions), p, rp.Offset})
 			default:
 				before := p.Log.LogStartOffset()
 				low, err := p.Log.DeleteRecordsBefore(rp.Offset)
@@ -90,17 +100,26 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	if len(cluster) > 0 {
+		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, timeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, pd := range cluster {
+			sp := &resp.Topics[pd.ti].Partitions[pd.pi]
+			wg.Go(func() { sp.LowWatermark, sp.ErrorCode = b.clusterDeleteRecords(ctx, pd.p, pd.offset) })
+		}
+		wg.Wait()
+	}
 	return resp
 }
 
 // clusterDeleteRecords is DeleteRecords on a replicated partition
 // (cluster.Node.DeleteRecords): the low watermark and the error code.
-func (b *Broker) clusterDeleteRecords(p *topics.Partition, offset int64, timeoutMs int32) (int64, int16) {
-	if timeoutMs <= 0 {
-		timeoutMs = 30000
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, time.Duration(timeoutMs)*time.Millisecond)
-	defer cancel()
+func (b *Broker) clusterDeleteRecords(ctx context.Context, p *topics.Partition, offset int64) (int64, int16) {
 	before := p.Log.LogStartOffset()
 	low, err := b.cluster.DeleteRecords(ctx, groupName(p), offset)
 	if err != nil {

@@ -1002,6 +1002,7 @@ func (g *group) stop() {
 	close(g.quit)
 	g.syncs.Wait() // no fsync runs once the Node closes the log
 	g.r.Stop()
+	g.failDeletes(0) // their entries are not applied here any more
 	g.workMu.Lock()
 	g.stopped = true
 	g.workMu.Unlock()
@@ -1115,7 +1116,7 @@ func (g *group) run() {
 			g.n.logger.Info("elected leader", zap.String("group", g.name), zap.Uint64("term", g.r.Term()))
 		}
 		if !isLeader && len(g.deletes) > 0 {
-			g.failDeletes()
+			g.failDeletes(lead)
 		}
 		g.leader.Store(lead)
 		g.isLeader.Store(isLeader)

@@ -71,8 +71,8 @@ func (n *Node) DeleteRecords(ctx context.Context, partition string, offset int64
 // proposeDelete checks a DeleteRecords on the leader and proposes it
 // (group goroutine); ch is answered now, or once the entry applied.
 func (g *group) proposeDelete(offset int64, req string, ch chan deleteResult) {
-	if _, lead := g.r.Leader(); !lead {
-		ch <- deleteResult{-1, &ErrNotLeader{Leader: g.status().Leader}}
+	if lead, isLeader := g.r.Leader(); !isLeader {
+		ch <- deleteResult{-1, &ErrNotLeader{Leader: lead}}
 		return
 	}
 	hw, start := g.p.HighWatermark(), g.p.LogStartOffset()
@@ -91,8 +91,8 @@ func (g *group) proposeDelete(offset int64, req string, ch chan deleteResult) {
 	if err == nil {
 		err = g.r.ProposeInternal(body)
 	}
-	if err != nil {
-		ch <- deleteResult{-1, &ErrNotLeader{Leader: g.status().Leader}}
+	if err != nil { // dropped: raft is handing leadership over, say
+		ch <- deleteResult{-1, &ErrNotLeader{}}
 		return
 	}
 	if g.deletes == nil {
@@ -127,7 +127,10 @@ func (g *group) moveLogStart() {
 	if g.deleteTo > low {
 		low, err = g.p.DeleteRecordsBefore(min(g.deleteTo, g.p.HighWatermark()))
 		if err != nil && !errors.Is(err, log.ErrClosed) {
+			// A storage error: the log is failed from now on, and this
+			// is not retried each loop (a restart applies it again).
 			g.n.logger.Error("cannot move a partition's log start offset", zap.String("group", g.name), zap.Error(err))
+			g.deleteTo = 0
 		} else if err == nil && g.n.cfg.OnHighWatermark != nil {
 			g.n.cfg.OnHighWatermark(g.name) // long polls below the new start learn of it
 		}
@@ -138,11 +141,17 @@ func (g *group) moveLogStart() {
 	g.deleted = g.deleted[:0]
 }
 
-// failDeletes answers the DeleteRecords waiting here when leadership is
-// lost: their entries may never commit (the client retries).
-func (g *group) failDeletes() {
+// failDeletes answers the DeleteRecords waiting here with ErrNotLeader
+// naming leader (0: none known): leadership was lost, or the group
+// stopped, and their entries may never commit here (the client
+// retries).
+func (g *group) failDeletes(leader uint64) {
 	for req, ch := range g.deletes {
-		ch <- deleteResult{-1, &ErrNotLeader{Leader: g.status().Leader}}
+		ch <- deleteResult{-1, &ErrNotLeader{Leader: leader}}
 		delete(g.deletes, req)
 	}
+	for _, ch := range g.deleted {
+		ch <- deleteResult{-1, &ErrNotLeader{Leader: leader}}
+	}
+	g.deleted = g.deleted[:0]
 }
