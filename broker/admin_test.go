@@ -635,6 +635,23 @@ func TestAdminOffsetsAndRecords(t *testing.T) {
 	if dr, _ := e.adm.DeleteRecords(e.ctx, os); dr["ts"][0].Err != nil || dr["ts"][0].LowWatermark != 12 {
 		t.Errorf("delete records to the high watermark: %+v", dr["ts"][0])
 	}
+
+	// A compacted topic's records are not deleted (Kafka's "can not be
+	// deleted due to the configured policy"); compact,delete's are.
+	for policy, want := range map[string]error{"compact": kerr.PolicyViolation, "compact,delete": nil} {
+		name := map[string]string{"compact": "cp-compact", "compact,delete": "cp-both"}[policy]
+		e.createTopic(name, 1, map[string]*string{"cleanup.policy": cfgVal(policy)})
+		if err := e.cl.ProduceSync(e.ctx, &kgo.Record{Topic: name, Key: []byte("k"), Value: []byte("1")},
+			&kgo.Record{Topic: name, Key: []byte("k"), Value: []byte("2")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: name, Partition: 0, At: 1})
+		dr, err := e.adm.DeleteRecords(e.ctx, os)
+		if err != nil || !errors.Is(dr[name][0].Err, want) {
+			t.Errorf("delete records of a %s topic: %v %v, want %v", policy, err, dr[name][0].Err, want)
+		}
+	}
 }
 
 func TestAdminClusterProducersEpochs(t *testing.T) {

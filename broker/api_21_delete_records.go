@@ -10,7 +10,9 @@ package broker
 // below the current log start changes nothing and answers the current
 // one. An offset above the high watermark, or negative other than -1,
 // gets OFFSET_OUT_OF_RANGE; an unknown topic or partition
-// UNKNOWN_TOPIC_OR_PARTITION; a partition listed twice INVALID_REQUEST.
+// UNKNOWN_TOPIC_OR_PARTITION; a partition listed twice INVALID_REQUEST;
+// one of a topic with cleanup.policy=compact (without delete)
+// POLICY_VIOLATION, as Kafka.
 // Failed partitions answer low watermark -1, as Kafka does. Long polls on
 // a changed partition are woken, so a consumer below the new start learns
 // of it at once.
@@ -78,6 +80,10 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case p == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
+			case !p.Log.Config().Cleanup.Deletes():
+				// cleanup.policy=compact: Kafka's "Records of partition
+				// ... can not be deleted due to the configured policy".
+				sp.ErrorCode = kerr.PolicyViolation.Code
 			case b.cluster != nil:
 				cluster = append(cluster, pending{len(resp.Topics), len(st.Partitions), p, rp.Offset})
 			default:
