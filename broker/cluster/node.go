@@ -144,6 +144,12 @@ type Node struct {
 	// deleted while it was down, replayed from its own log, and it
 	// acknowledges no produce (caughtUp false: ErrNotLeader).
 	caughtUp atomic.Bool
+	// balanceCounts are preferredCounts' counts, of the image at
+	// applied (guarded by mu).
+	balanceCounts struct {
+		applied          uint64
+		total, elsewhere map[uint64]int
+	}
 }
 
 // Start opens the metadata group and the partitions the metadata log
@@ -841,6 +847,11 @@ type group struct {
 	// whether to hand leadership to it (balance; group goroutine).
 	preferred   uint64
 	nextBalance time.Time
+	// transferred: balance handed leadership over at its last check;
+	// balanceBackoff multiplies the interval after transfers that did
+	// not happen.
+	transferred    bool
+	balanceBackoff int
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
@@ -919,10 +930,15 @@ func (g *group) checkBrokers() {
 
 // balance, on a partition's leader that is not its preferred replica,
 // hands leadership to the preferred one (AutoLeaderRebalance) when it is
-// in sync, not fenced, and more than LeaderImbalancePercentage percent
-// of the partitions preferring its broker are led elsewhere, as Kafka's
-// controller moves leaders back to their preferred replicas; checked
-// every LeaderImbalanceCheckInterval.
+// caught up (every committed entry durable there: raft refuses
+// proposals until the transfer is done, so a replica that cannot catch
+// up within an election timeout must not be chosen), not fenced, and
+// more than LeaderImbalancePercentage percent of the partitions
+// preferring its broker are led elsewhere, as Kafka's controller moves
+// leaders back to their preferred replicas. Checked every
+// LeaderImbalanceCheckInterval from when this replica won leadership;
+// after a transfer that did not happen, the next waits twice as long
+// (up to 32 intervals).
 func (g *group) balance() {
 	cfg := &g.n.cfg
 	if !cfg.AutoLeaderRebalance || g.preferred == 0 || g.preferred == cfg.NodeID {
@@ -932,25 +948,15 @@ func (g *group) balance() {
 	if now.Before(g.nextBalance) {
 		return
 	}
-	g.nextBalance = now.Add(cfg.LeaderImbalanceCheckInterval)
-	if !slices.Contains(g.r.InSync(), g.preferred) {
+	if g.transferred { // still leading after handing over: it did not happen
+		g.balanceBackoff = min(max(2*g.balanceBackoff, 2), 32)
+	}
+	g.transferred = false
+	g.nextBalance = now.Add(time.Duration(max(g.balanceBackoff, 1)) * cfg.LeaderImbalanceCheckInterval)
+	if !g.r.CaughtUp(g.preferred) {
 		return
 	}
-	total, elsewhere := 0, 0
-	g.n.mu.Lock()
-	fenced := g.n.image.Fenced[g.preferred]
-	for _, t := range g.n.image.Topics {
-		for i, rs := range t.Partitions {
-			if len(rs) == 0 || rs[0] != g.preferred {
-				continue
-			}
-			total++
-			if ps, ok := g.n.image.Partitions[PartitionName(t.Name, int32(i))]; ok && ps.Leader != g.preferred {
-				elsewhere++
-			}
-		}
-	}
-	g.n.mu.Unlock()
+	total, elsewhere, fenced := g.n.preferredCounts(g.preferred)
 	if fenced || total == 0 || elsewhere*100 <= total*cfg.LeaderImbalancePercentage {
 		return
 	}
@@ -958,7 +964,34 @@ func (g *group) balance() {
 		zap.Int("led_elsewhere", elsewhere), zap.Int("preferring_it", total))
 	if err := g.r.TransferLeader(g.preferred); err != nil {
 		g.n.logger.Warn("leadership transfer failed", zap.String("group", g.name), zap.Error(err))
+		return
 	}
+	g.transferred = true
+}
+
+// preferredCounts returns how many partitions prefer broker id (it is
+// their first replica), how many of those are led elsewhere (the
+// image's partition states), and whether it is fenced; counted once
+// per image (balanceCounts), not per group.
+func (n *Node) preferredCounts(id uint64) (total, elsewhere int, fenced bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	bc := &n.balanceCounts
+	if bc.total == nil || bc.applied != n.image.Applied {
+		bc.applied, bc.total, bc.elsewhere = n.image.Applied, map[uint64]int{}, map[uint64]int{}
+		for _, t := range n.image.Topics {
+			for i, rs := range t.Partitions {
+				if len(rs) == 0 {
+					continue
+				}
+				bc.total[rs[0]]++
+				if ps, ok := n.image.Partitions[PartitionName(t.Name, int32(i))]; ok && ps.Leader != rs[0] {
+					bc.elsewhere[rs[0]]++
+				}
+			}
+		}
+	}
+	return bc.total[id], bc.elsewhere[id], n.image.Fenced[id]
 }
 
 // queue hands f to the group's goroutine; false when its queue is full
@@ -1114,6 +1147,9 @@ func (g *group) run() {
 			// One line per election won, as Kafka logs leader changes;
 			// the leader-stability test counts them.
 			g.n.logger.Info("elected leader", zap.String("group", g.name), zap.Uint64("term", g.r.Term()))
+			// Rebalancing checks start a check interval from now; a
+			// transfer made before this term did happen.
+			g.nextBalance, g.transferred, g.balanceBackoff = time.Now().Add(g.n.cfg.LeaderImbalanceCheckInterval), false, 0
 		}
 		if !isLeader && len(g.deletes) > 0 {
 			g.failDeletes(lead)

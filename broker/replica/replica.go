@@ -301,6 +301,19 @@ func (r *Replica) TransferLeader(to uint64) error {
 	})
 }
 
+// CaughtUp reports, on the leader, whether voter id has every committed
+// entry durable (its Match at least the commit index): in sync in
+// Kafka's sense, where InSync only says it is streaming appends (a
+// follower just back, far behind, is too). False on a follower.
+func (r *Replica) CaughtUp(id uint64) bool {
+	if r.state != raft.StateLeader || r.failed != nil {
+		return false
+	}
+	st := r.rn.Status()
+	pr, ok := st.Progress[id]
+	return ok && pr.RecentActive && pr.State == tracker.StateReplicate && pr.Match >= st.HardState.GetCommit()
+}
+
 // ReadIndex asks the leader for its commit index, confirmed by a
 // quorum of heartbeats (raft's ReadIndex, ReadOnlySafe): the answer
 // comes in a later Process, as ReadIndexed. Nothing comes back while
