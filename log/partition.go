@@ -899,7 +899,17 @@ func (p *Partition) EnforceRetention(now time.Time) (int64, error) {
 // offset), so the next Open needs no recovery, then closes all files. A
 // failed partition only closes its files and returns its error. Closing
 // twice returns nil.
-func (p *Partition) Close() error {
+func (p *Partition) Close() error { return p.close(true) }
+
+// CloseDiscard closes the log's files without writing anything (no
+// fsync, index files, snapshot or checkpoint): for a log about to be
+// deleted, whose directory may be moved aside at once. Reads and
+// writes answer ErrClosed after it, as after Close. Closing twice, or
+// after Close, returns nil.
+func (p *Partition) CloseDiscard() error { return p.close(false) }
+
+// close is Close, making the log durable first when durable is set.
+func (p *Partition) close(durable bool) error {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	p.appendMu.Lock()
@@ -908,12 +918,14 @@ func (p *Partition) Close() error {
 		return nil
 	}
 	p.closed = true
-	err := p.stickyErr()
+	var err error
 	var extra []File
-	if err == nil {
-		extra, err = p.shutdownLocked()
-		if err != nil {
-			err = p.fail(err)
+	if durable {
+		if err = p.stickyErr(); err == nil {
+			extra, err = p.shutdownLocked()
+			if err != nil {
+				err = p.fail(err)
+			}
 		}
 	}
 	p.segMu.Lock()
@@ -931,34 +943,6 @@ func (p *Partition) Close() error {
 		_ = f.Close()
 	}
 	return err
-}
-
-// CloseDiscard closes the log's files without writing anything (no
-// fsync, index files, snapshot or checkpoint): for a log about to be
-// deleted, whose directory may be moved aside at once. Reads and
-// writes answer ErrClosed after it, as after Close. Closing twice, or
-// after Close, returns nil.
-func (p *Partition) CloseDiscard() error {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
-	if p.closed {
-		return nil
-	}
-	p.closed = true
-	p.segMu.Lock()
-	p.readClosed = true
-	segs := p.segs
-	p.segMu.Unlock()
-	for _, s := range segs {
-		for _, f := range []File{s.log, s.offFile, s.timeFile} {
-			if f != nil {
-				_ = f.Close()
-			}
-		}
-	}
-	return nil
 }
 
 // shutdownLocked makes the whole log durable for a fast next Open.

@@ -277,6 +277,30 @@ func TestSingleVoterCatchesUp(t *testing.T) {
 	c.produce("t-0", 2)
 }
 
+// bigParts is the partition count of bigTopicCluster's topic.
+const bigParts = 40
+
+// bigTopicCluster starts three nodes on fsys, with topic "big" of
+// bigParts RF 3 partitions holding a batch each, and returns its id.
+func bigTopicCluster(t *testing.T, fsys log.FS) (*testCluster, [16]byte) {
+	c := newTestClusterFS(t, 3, testTick, fsys)
+	require.Eventually(t, func() bool {
+		for _, nd := range c.nodes {
+			if len(nd.Image().Brokers) != 3 || !nd.CaughtUp() {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "big", bigParts, 3, nil))
+	for i := range bigParts {
+		c.produce(PartitionName("big", int32(i)), 1)
+	}
+	return c, c.nodes[0].Image().Topics["big"].ID
+}
+
 // slowDirFS makes each SyncDir take delay once armed: a disk whose
 // directory fsyncs are slow, as removing a partition's directory is.
 type slowDirFS struct {
@@ -298,23 +322,9 @@ func (f *slowDirFS) SyncDir(dir string) error {
 // gone, and starts empty.
 func TestDeletionDoesNotStallMetadata(t *testing.T) {
 	fsys := &slowDirFS{FS: log.OSFS()}
-	c := newTestClusterFS(t, 3, testTick, fsys)
-	require.Eventually(t, func() bool {
-		for _, nd := range c.nodes {
-			if len(nd.Image().Brokers) != 3 || !nd.CaughtUp() {
-				return false
-			}
-		}
-		return true
-	}, 20*time.Second, 10*time.Millisecond)
+	c, id := bigTopicCluster(t, fsys)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const parts = 40
-	require.NoError(t, c.nodes[0].CreateTopic(ctx, "big", parts, 3, nil))
-	for i := range parts {
-		c.produce(PartitionName("big", int32(i)), 1)
-	}
-	id := c.nodes[0].Image().Topics["big"].ID
 
 	// 40 partitions, two directory fsyncs each to remove, at 25 ms: 2 s
 	// of a blocked metadata group if that ran on its goroutine.
@@ -329,9 +339,9 @@ func TestDeletionDoesNotStallMetadata(t *testing.T) {
 	require.Less(t, took, 2*time.Second, "a metadata change waited %v for another topic's deletion", took) // 4.8 s when it did
 
 	// Created again at once: each partition waits for its old directory.
-	require.NoError(t, c.nodes[2].CreateTopic(ctx, "big", parts, 3, nil))
+	require.NoError(t, c.nodes[2].CreateTopic(ctx, "big", bigParts, 3, nil))
 	fsys.delay.Store(0)
-	for i := range parts {
+	for i := range bigParts {
 		part := PartitionName("big", int32(i))
 		require.Less(t, c.produce(part, 100), int64(3), "partition %s of the new incarnation starts empty", part)
 		for hd, b := 0, committedOf(t, c, []uint64{1, 2, 3}, part); len(b) > 0; hd++ {
@@ -363,27 +373,13 @@ func (f *slowRemoveFS) RemoveAll(p string) error {
 // them). The new incarnation starts empty.
 func TestRecreateDoesNotStallMetadata(t *testing.T) {
 	fsys := &slowRemoveFS{FS: log.OSFS()}
-	c := newTestClusterFS(t, 3, testTick, fsys)
-	require.Eventually(t, func() bool {
-		for _, nd := range c.nodes {
-			if len(nd.Image().Brokers) != 3 || !nd.CaughtUp() {
-				return false
-			}
-		}
-		return true
-	}, 20*time.Second, 10*time.Millisecond)
+	c, id := bigTopicCluster(t, fsys)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const parts = 40
-	require.NoError(t, c.nodes[0].CreateTopic(ctx, "big", parts, 3, nil))
-	for i := range parts {
-		c.produce(PartitionName("big", int32(i)), 1)
-	}
-	id := c.nodes[0].Image().Topics["big"].ID
 	fsys.delay.Store(int64(25 * time.Millisecond))
 	require.NoError(t, c.nodes[0].DeleteTopic(ctx, "big", id))
 	recreated := make(chan error, 1)
-	go func() { recreated <- c.nodes[0].CreateTopic(ctx, "big", parts, 3, nil) }()
+	go func() { recreated <- c.nodes[0].CreateTopic(ctx, "big", bigParts, 3, nil) }()
 	require.Eventually(t, func() bool { return c.nodes[1].HasTopic("big") }, 20*time.Second, time.Millisecond)
 	began := time.Now()
 	require.NoError(t, c.nodes[1].CreateTopic(ctx, "small", 1, 3, nil))
@@ -393,7 +389,7 @@ func TestRecreateDoesNotStallMetadata(t *testing.T) {
 	// waiting for the removals took 8.5 s.
 	require.Less(t, took, 3*time.Second, "a metadata change waited %v behind a re-created topic's wait for its old directories", took)
 	fsys.delay.Store(0)
-	for i := range parts {
+	for i := range bigParts {
 		part := PartitionName("big", int32(i))
 		require.Less(t, c.produce(part, 100), int64(3), "partition %s of the new incarnation starts empty", part)
 	}

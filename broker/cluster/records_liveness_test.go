@@ -81,21 +81,7 @@ func TestDeleteRecordsLeaderLosesQuorum(t *testing.T) {
 // (found by review).
 func TestDeleteRecordsGroupStopped(t *testing.T) {
 	c := newTestClusterTick(t, 3, 50*time.Millisecond)
-	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 3 }, 20*time.Second, 10*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	require.NoError(t, c.nodes[0].CreateTopic(ctx, "h", 1, 3, nil))
-	const part = "h-0"
-	var bases []int64
-	for seq := range int32(4) {
-		bases = append(bases, c.produce(part, seq))
-	}
-	lead := c.leaderOf(part)
-	for i := range 3 {
-		if i != lead {
-			c.stop(i)
-		}
-	}
+	part, bases, lead := isolatedLeader(t, c, "h")
 	c.nodes[lead].mu.Lock()
 	g := c.nodes[lead].groups[part]
 	c.nodes[lead].mu.Unlock()
@@ -120,11 +106,25 @@ func TestDeleteRecordsGroupStopped(t *testing.T) {
 // never itself (found by review: the status read was the old one).
 func TestDeleteRecordsNotLeaderHint(t *testing.T) {
 	c := newTestCluster(t, 3)
+	part, bases, lead := isolatedLeader(t, c, "s")
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	_, err := c.nodes[lead].DeleteRecords(dctx, part, bases[2])
+	var nl *ErrNotLeader
+	require.ErrorAs(t, err, &nl)
+	require.NotEqual(t, uint64(lead+1), nl.Leader, "the hint names the broker that stepped down")
+}
+
+// isolatedLeader creates topic (one RF 3 partition, four batches) and
+// stops every broker but its leader: the partition's name, the batches'
+// base offsets and the leader's index.
+func isolatedLeader(t *testing.T, c *testCluster, topic string) (string, []int64, int) {
+	t.Helper()
 	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 3 }, 20*time.Second, 10*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	require.NoError(t, c.nodes[0].CreateTopic(ctx, "s", 1, 3, nil))
-	const part = "s-0"
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, topic, 1, 3, nil))
+	part := PartitionName(topic, 0)
 	var bases []int64
 	for seq := range int32(4) {
 		bases = append(bases, c.produce(part, seq))
@@ -135,10 +135,5 @@ func TestDeleteRecordsNotLeaderHint(t *testing.T) {
 			c.stop(i)
 		}
 	}
-	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer dcancel()
-	_, err := c.nodes[lead].DeleteRecords(dctx, part, bases[2])
-	var nl *ErrNotLeader
-	require.ErrorAs(t, err, &nl)
-	require.NotEqual(t, uint64(lead+1), nl.Leader, "the hint names the broker that stepped down")
+	return part, bases, lead
 }
