@@ -75,7 +75,7 @@ func (b *Broker) startCluster() error {
 		FS: b.fs, PeerListen: peer, PeerTLS: peerTLS, Voters: voters, Host: ln.advHost, Port: ln.advPort,
 		Log: b.logConfig(nil), LogConfig: b.logConfig, Logger: b.lg, SessionTimeout: b.cfg.BrokerSessionTimeout,
 		AutoLeaderRebalance: b.cfg.AutoLeaderRebalance, LeaderImbalancePercentage: b.cfg.LeaderImbalancePercentage,
-		LeaderImbalanceCheckInterval: b.cfg.LeaderImbalanceCheckInterval,
+		LeaderImbalanceCheckInterval: b.cfg.LeaderImbalanceCheckInterval, ReplicaLagMax: b.cfg.ReplicaLagMax,
 		OnTopic: func(t *cluster.Topic, hosted map[int32]*slog.Partition) {
 			b.topicAdmin.Adopt(t.Name, t.ID, int32(len(t.Partitions)), t.Configs, hosted)
 		},

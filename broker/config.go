@@ -92,6 +92,10 @@ type Config struct {
 	AutoLeaderRebalance          bool
 	LeaderImbalancePercentage    int
 	LeaderImbalanceCheckInterval time.Duration
+	// ReplicaLagMax is replica.lag.time.max.ms: in a cluster, a
+	// follower that has not caught up with its leader's log end within
+	// it leaves the partition's ISR (Kafka's default, 30 s).
+	ReplicaLagMax time.Duration
 	// Fsync is the durability policy; see FsyncPolicy.
 	Fsync FsyncPolicy
 	// FlushInterval is the fsync period under FsyncInterval
@@ -226,6 +230,7 @@ func DefaultConfig() Config {
 		AutoLeaderRebalance:          true,
 		LeaderImbalancePercentage:    10,
 		LeaderImbalanceCheckInterval: 300 * time.Second,
+		ReplicaLagMax:                30 * time.Second,
 	}
 }
 

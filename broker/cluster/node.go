@@ -102,6 +102,10 @@ type Config struct {
 	AutoLeaderRebalance          bool
 	LeaderImbalancePercentage    int
 	LeaderImbalanceCheckInterval time.Duration
+	// ReplicaLagMax is replica.lag.time.max.ms (30 s if zero): a
+	// follower not caught up with its leader within it is out of the
+	// partition's ISR (replica.Config.LagMax).
+	ReplicaLagMax time.Duration
 	// OnHighWatermark is called (from the group's goroutine) when a
 	// partition's high watermark moved: long polls wake.
 	OnHighWatermark func(name string)
@@ -238,7 +242,7 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 		return nil, fmt.Errorf("cluster: open %s: %w", name, err)
 	}
 	var g *group
-	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name)),
+	rc := replica.Config{ID: n.cfg.NodeID, Voters: voters, Logger: n.logger.With(zap.String("group", name)), LagMax: n.cfg.ReplicaLagMax,
 		Send: func(m replica.Message) { n.tr.Send(wire, m.To, m.Parts...) },
 		Sync: func(j *replica.SyncJob) { g.sync(j) }}
 	if metadata {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -79,6 +80,10 @@ type Config struct {
 	// durability wait for their job. One job is out at a time. Unset:
 	// Process syncs before it returns. It must not block.
 	Sync func(*SyncJob)
+	// LagMax is replica.lag.time.max.ms (30 s if zero): a follower that
+	// has not caught up with the leader's log end within it is out of
+	// the ISR (InSync), as in Kafka.
+	LagMax time.Duration
 }
 
 // SyncJob is one fsync of the replica's log, handed out by Process when
@@ -159,6 +164,19 @@ type Replica struct {
 	syncing *SyncJob
 	// readIndex is the highest commit index a ReadIndex came back with.
 	readIndex uint64
+	// On the leader (Tick; reset when it wins): the log's last index at
+	// each tick of the last LagMax (oldest first), and when each
+	// follower last had all the log had then (InSync).
+	lagMax   time.Duration
+	lastAt   []indexAt
+	caughtAt map[uint64]time.Time
+	leading  uint64 // the term those are of (0: not leading)
+}
+
+// indexAt is the leader's last log index at a time.
+type indexAt struct {
+	at    time.Time
+	index uint64
 }
 
 // New starts the replica of partition p (opened with log.Config.Replica)
@@ -209,13 +227,54 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.LagMax == 0 {
+		cfg.LagMax = 30 * time.Second
+	}
 	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower, applied: max(st.ConfIndex, first-1),
-		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync}, nil
+		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync, lagMax: cfg.LagMax}, nil
 }
 
-// Tick advances raft's logical clock by one tick.
+// Tick advances raft's logical clock by one tick, and on the leader
+// notes which followers have caught up (InSync).
 func (r *Replica) Tick() error {
-	return r.guard(func() error { r.rn.Tick(); return nil })
+	if err := r.guard(func() error { r.rn.Tick(); return nil }); err != nil {
+		return err
+	}
+	r.trackCatchUp(time.Now())
+	return nil
+}
+
+// trackCatchUp records, on the leader, the log's last index now and when
+// each follower last had everything the log had at some tick: Kafka's
+// lastCaughtUpTime, where a follower is caught up once it has fetched
+// up to the leader's log end as of its fetch. A new leader starts with
+// every voter caught up now, as Kafka's does.
+func (r *Replica) trackCatchUp(now time.Time) {
+	if r.state != raft.StateLeader || r.failed != nil {
+		r.leading, r.lastAt, r.caughtAt = 0, nil, nil
+		return
+	}
+	st := r.rn.Status()
+	if term := st.HardState.GetTerm(); r.leading != term {
+		r.leading, r.lastAt, r.caughtAt = term, r.lastAt[:0], map[uint64]time.Time{}
+		for id := range st.Progress {
+			r.caughtAt[id] = now
+		}
+	}
+	last, _ := r.s.LastIndex()
+	r.lastAt = append(r.lastAt, indexAt{now, last})
+	drop := 0
+	for drop < len(r.lastAt)-1 && now.Sub(r.lastAt[drop].at) > r.lagMax {
+		drop++
+	}
+	r.lastAt = r.lastAt[drop:]
+	for id, pr := range st.Progress {
+		// The latest tick whose last index the follower has.
+		i := sort.Search(len(r.lastAt), func(i int) bool { return r.lastAt[i].index > pr.Match }) - 1
+		if i >= 0 && r.lastAt[i].at.After(r.caughtAt[id]) {
+			r.caughtAt[id] = r.lastAt[i].at
+		}
+	}
 }
 
 // Campaign starts an election now (tests; a new group's first leader
@@ -336,15 +395,20 @@ func (r *Replica) Commit() uint64 { return r.rn.BasicStatus().HardState.GetCommi
 // InSync returns, on the leader, the replicas in sync with it: itself
 // and the followers it heard from within the last election timeout
 // that are streaming appends (raft's StateReplicate, not probing or
-// waiting for a snapshot) — Kafka's ISR. Nil on a follower.
+// waiting for a snapshot) and have caught up with the leader's log end
+// within LagMax (trackCatchUp) — Kafka's ISR, whose followers are
+// caught up within replica.lag.time.max.ms: one streaming but far
+// behind (back after a while, say) is not in it. Nil on a follower.
 func (r *Replica) InSync() []uint64 {
 	if r.state != raft.StateLeader || r.failed != nil {
 		return nil
 	}
 	st := r.rn.Status()
+	now := time.Now()
 	var out []uint64
 	for id, pr := range st.Progress {
-		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate {
+		caught, tracked := r.caughtAt[id]
+		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate && (!tracked || now.Sub(caught) <= r.lagMax) {
 			out = append(out, id)
 		}
 	}
