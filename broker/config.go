@@ -241,6 +241,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("broker: listen address is empty")
 	case c.DataDir == "":
 		return fmt.Errorf("broker: data dir is empty")
+	case c.ReplicaLagMax != 0 && c.ReplicaLagMax < time.Second:
+		// Followers are seen caught up as of the raft tick before (100
+		// ms): below a second a healthy one would leave the ISR.
+		return fmt.Errorf("broker: replica.lag.time.max.ms %v must be at least 1000 ms", c.ReplicaLagMax)
 	case c.NodeID < 0:
 		return fmt.Errorf("broker: node id %d is negative", c.NodeID)
 	case c.Voters != "":

@@ -186,7 +186,7 @@ var Settings = func() []Setting {
 			set: intSetting(1, math.MaxInt32, func(o *Options, n int64) { o.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second }),
 			get: func(o *Options) string { return strconv.Itoa(int(o.LeaderImbalanceCheckInterval / time.Second)) }},
 		{Key: "replica.lag.time.max.ms", Flag: "replica-lag-time-max", Kind: KindDuration,
-			Doc: "In a cluster: a follower that has not caught up with its leader's log end for this long leaves the partition's ISR (Metadata, DescribeTopicPartitions; min.insync.replicas above a majority counts the ISR).",
+			Doc: "In a cluster: a follower that has not caught up with its leader's log end for this long leaves the partition's ISR (Metadata, DescribeTopicPartitions; min.insync.replicas above a majority counts the ISR). At least 1000 ms.",
 			set: durationSetting(func(o *Options) *time.Duration { return &o.ReplicaLagMax }),
 			get: func(o *Options) string { return o.ReplicaLagMax.String() }},
 		{Key: "socket.request.max.bytes", Flag: "max-request-bytes", Kind: KindInt,

@@ -272,3 +272,13 @@ func TestZeroAheadOnlyWithFsyncAlways(t *testing.T) {
 	_, err := Start(cfg)
 	require.ErrorContains(t, err, "zero-ahead")
 }
+
+// TestReplicaLagMaxFloor: replica.lag.time.max.ms below a second is
+// refused (healthy followers would leave the ISR between raft ticks).
+func TestReplicaLagMaxFloor(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ReplicaLagMax = 500 * time.Millisecond
+	require.ErrorContains(t, cfg.Validate(), "replica.lag.time.max.ms")
+	cfg.ReplicaLagMax = time.Second
+	require.NoError(t, cfg.Validate())
+}

@@ -249,6 +249,15 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 		rc.Apply, rc.ForwardProposals = n.applyMetadata, true
 	} else {
 		rc.Apply = func(index uint64, body []byte) { g.applyPartition(index, body) }
+		id := topic.ID
+		rc.PreviousISR = func() []uint64 {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if ps, ok := n.image.Partitions[name]; ok && (ps.TopicID == id || ps.TopicID == [16]byte{}) {
+				return ps.ISR
+			}
+			return nil
+		}
 	}
 	r, err := replica.New(p, st, rc)
 	if err != nil {

@@ -84,6 +84,11 @@ type Config struct {
 	// has not caught up with the leader's log end within it is out of
 	// the ISR (InSync), as in Kafka.
 	LagMax time.Duration
+	// PreviousISR, when set, gives the ISR the partition's last leader
+	// published: a new leader counts those followers caught up when its
+	// term starts, as Kafka's keeps the ISR it was handed; the others
+	// join once they have the log's end.
+	PreviousISR func() []uint64
 }
 
 // SyncJob is one fsync of the replica's log, handed out by Process when
@@ -167,10 +172,11 @@ type Replica struct {
 	// On the leader (Tick; reset when it wins): the log's last index at
 	// each tick of the last LagMax (oldest first), and when each
 	// follower last had all the log had then (InSync).
-	lagMax   time.Duration
-	lastAt   []indexAt
-	caughtAt map[uint64]time.Time
-	leading  uint64 // the term those are of (0: not leading)
+	lagMax      time.Duration
+	previousISR func() []uint64
+	lastAt      []indexAt
+	caughtAt    map[uint64]time.Time
+	leading     uint64 // the term those are of (0: not leading)
 }
 
 // indexAt is the leader's last log index at a time.
@@ -231,7 +237,8 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 		cfg.LagMax = 30 * time.Second
 	}
 	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower, applied: max(st.ConfIndex, first-1),
-		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync, lagMax: cfg.LagMax}, nil
+		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync, lagMax: cfg.LagMax,
+		previousISR: cfg.PreviousISR}, nil
 }
 
 // Tick advances raft's logical clock by one tick, and on the leader
@@ -247,19 +254,11 @@ func (r *Replica) Tick() error {
 // trackCatchUp records, on the leader, the log's last index now and when
 // each follower last had everything the log had at some tick: Kafka's
 // lastCaughtUpTime, where a follower is caught up once it has fetched
-// up to the leader's log end as of its fetch. A new leader starts with
-// every voter caught up now, as Kafka's does.
+// up to the leader's log end as of its fetch.
 func (r *Replica) trackCatchUp(now time.Time) {
-	if r.state != raft.StateLeader || r.failed != nil {
-		r.leading, r.lastAt, r.caughtAt = 0, nil, nil
+	st, ok := r.catchUpState(now)
+	if !ok {
 		return
-	}
-	st := r.rn.Status()
-	if term := st.HardState.GetTerm(); r.leading != term {
-		r.leading, r.lastAt, r.caughtAt = term, r.lastAt[:0], map[uint64]time.Time{}
-		for id := range st.Progress {
-			r.caughtAt[id] = now
-		}
 	}
 	last, _ := r.s.LastIndex()
 	r.lastAt = append(r.lastAt, indexAt{now, last})
@@ -275,6 +274,29 @@ func (r *Replica) trackCatchUp(now time.Time) {
 			r.caughtAt[id] = r.lastAt[i].at
 		}
 	}
+}
+
+// catchUpState returns raft's status on the leader, and starts the
+// catch-up times afresh when this replica leads a new term: the
+// followers of PreviousISR (the ISR the last leader published, as Kafka's
+// new leader keeps the ISR it was handed) caught up now, the others
+// never (they join once they have the log's end). ok is false on a
+// follower, whose times are dropped.
+func (r *Replica) catchUpState(now time.Time) (st raft.Status, ok bool) {
+	if r.state != raft.StateLeader || r.failed != nil {
+		r.leading, r.lastAt, r.caughtAt = 0, nil, nil
+		return st, false
+	}
+	st = r.rn.Status()
+	if term := st.HardState.GetTerm(); r.leading != term {
+		r.leading, r.lastAt, r.caughtAt = term, r.lastAt[:0], map[uint64]time.Time{}
+		if r.previousISR != nil {
+			for _, id := range r.previousISR() {
+				r.caughtAt[id] = now
+			}
+		}
+	}
+	return st, true
 }
 
 // Campaign starts an election now (tests; a new group's first leader
@@ -403,12 +425,17 @@ func (r *Replica) InSync() []uint64 {
 	if r.state != raft.StateLeader || r.failed != nil {
 		return nil
 	}
-	st := r.rn.Status()
 	now := time.Now()
+	st, _ := r.catchUpState(now)
+	last, _ := r.s.LastIndex()
 	var out []uint64
 	for id, pr := range st.Progress {
-		caught, tracked := r.caughtAt[id]
-		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate && (!tracked || now.Sub(caught) <= r.lagMax) {
+		// Caught up now (it has the whole log: noted), or within LagMax.
+		if pr.Match >= last && r.caughtAt != nil {
+			r.caughtAt[id] = now
+		}
+		caught := pr.Match >= last || now.Sub(r.caughtAt[id]) <= r.lagMax
+		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate && caught {
 			out = append(out, id)
 		}
 	}
