@@ -849,7 +849,6 @@ type group struct {
 
 	leader, term         atomic.Uint64
 	lastLeader, lastTerm atomic.Uint64
-	commit, applied      atomic.Uint64
 	isLeader             atomic.Bool
 	hw                   int64 // the high watermark last reported (group goroutine)
 	// What publish proposed last, and when (group goroutine).
@@ -1174,8 +1173,6 @@ func (g *group) run() {
 			g.lastLeader.Store(lead)
 			g.lastTerm.Store(g.r.Term())
 		}
-		g.commit.Store(g.r.Commit())
-		g.applied.Store(g.r.Applied())
 		if hw := g.p.HighWatermark(); hw != g.hw && g.n.cfg.OnHighWatermark != nil {
 			g.hw = hw
 			g.n.cfg.OnHighWatermark(g.name)
