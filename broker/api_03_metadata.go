@@ -129,12 +129,10 @@ func handleMetadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			err := reservedTopic(name)
-			switch {
-			case err != nil:
-			case b.cluster != nil:
+			var err error
+			if b.cluster != nil {
 				t, _, err = b.createClusterTopic(name, b.cfg.DefaultPartitions, -1, nil, false)
-			default:
+			} else {
 				t, err = b.topicAdmin.Create(name, b.cfg.DefaultPartitions, nil, false)
 			}
 			if errors.Is(err, kafkaerr.ErrTopicExists) {

@@ -14,7 +14,7 @@ package broker
 //     collide (we keep Kafka's rule so topics stay portable);
 //   - an existing topic: TOPIC_ALREADY_EXISTS; __cluster_metadata:
 //     INVALID_REQUEST "Creation of internal topic __cluster_metadata is
-//     prohibited." (reservedTopic);
+//     prohibited." (topics.Reserved);
 //   - NumPartitions -1 means num.partitions (Config.DefaultPartitions);
 //     0 or below -1 is INVALID_PARTITIONS;
 //   - ReplicationFactor -1 or 1 is accepted; 0 or below -1, or above 1
@@ -54,7 +54,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mq/shoal/broker/acl"
-	"github.com/shoal-mq/shoal/broker/cluster"
 	"github.com/shoal-mq/shoal/broker/kafkaerr"
 	"github.com/shoal-mq/shoal/broker/topics"
 )
@@ -149,9 +148,6 @@ func handleCreateTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 func (b *Broker) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, int32, error) {
 	name := rt.Topic
 	if err := topics.ValidName(name); err != nil {
-		return nil, 0, err
-	}
-	if err := reservedTopic(name); err != nil {
 		return nil, 0, err
 	}
 	if b.topics.Get(name) != nil {
@@ -258,14 +254,4 @@ func (b *Broker) collidingTopic(name string) string {
 		}
 	}
 	return ""
-}
-
-// reservedTopic refuses to create Kafka's metadata topic, as Kafka does
-// (in a cluster its partition 0 would be the metadata group's log; on a
-// single node it is refused too, so that its data could join a cluster).
-func reservedTopic(name string) error {
-	if name == cluster.MetadataTopic {
-		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Creation of internal topic %s is prohibited.", name)
-	}
-	return nil
 }

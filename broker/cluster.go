@@ -206,6 +206,9 @@ func (b *Broker) clusterProduce(p *topics.Partition, records []byte, minInSync i
 // The configs (validated by the caller) go into the metadata log with
 // the topic: every broker's replicas take them.
 func (b *Broker) createClusterTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topics.Topic, int32, error) {
+	if err := topics.Reserved(name); err != nil {
+		return nil, 0, err
+	}
 	brokers := len(b.cluster.Brokers().Brokers)
 	if rf == -1 {
 		rf = b.clusterReplicationFactor("", -1)

@@ -28,6 +28,11 @@ func TestClusterDeleteRecords(t *testing.T) {
 	adm := kadm.NewClient(newClusterClient(t, seeds))
 	const topic = "trimmed"
 	createClusterTopic(t, ctx, adm, topic, 1, 3)
+	// Kafka's metadata topic is refused here too (its partition 0 would
+	// be the metadata group).
+	reserved, err := adm.CreateTopic(ctx, 1, 3, nil, "__cluster_metadata")
+	require.ErrorIs(t, err, kerr.InvalidRequest)
+	require.Equal(t, "Creation of internal topic __cluster_metadata is prohibited.", reserved.ErrMessage)
 	prod := newClusterClient(t, seeds, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	var last *kgo.Record
 	for i := range 50 {

@@ -329,8 +329,8 @@ func (a *Admin) Create(name string, partitions int32, configs map[string]string,
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
-	if name == MetadataTopic {
-		return nil, kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Creation of internal topic %s is prohibited.", name)
+	if err := Reserved(name); err != nil {
+		return nil, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -191,10 +191,19 @@ func (r *Registry) PartitionCount(t *Topic) int32 {
 	return int32(len(t.partitions))
 }
 
-// MetadataTopic is Kafka's metadata topic, which no topic may be:
-// Admin.Create refuses it, as Kafka does (a cluster's metadata group
-// has its name).
+// MetadataTopic is Kafka's metadata topic, which no topic may be
+// (Reserved; a cluster's metadata group has its name).
 const MetadataTopic = "__cluster_metadata"
+
+// Reserved refuses to create Kafka's metadata topic, as Kafka does:
+// INVALID_REQUEST "Creation of internal topic __cluster_metadata is
+// prohibited." Admin.Create and a cluster's topic creation check it.
+func Reserved(name string) error {
+	if name == MetadataTopic {
+		return kafkaerr.Refuse(kafkaerr.ErrInvalidRequest, "Creation of internal topic %s is prohibited.", name)
+	}
+	return nil
+}
 
 // ValidName applies Kafka's rules: 1..249 chars of [a-zA-Z0-9._-],
 // not "." or "..".
