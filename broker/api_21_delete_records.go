@@ -97,10 +97,7 @@ func handleDeleteRecords(c *conn, req *kmsg.DeleteRecordsRequest) kmsg.Response 
 					break
 				}
 				sp.LowWatermark = low
-				if low > before {
-					b.lg.Info("deleted records", zapPartition(p), zap.Int64("log_start_offset", low))
-					p.Notify()
-				}
+				b.deletedRecords(p, before, low)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -135,9 +132,15 @@ func (b *Broker) clusterDeleteRecords(ctx context.Context, p *topics.Partition, 
 		}
 		return -1, code
 	}
+	b.deletedRecords(p, before, low)
+	return low, 0
+}
+
+// deletedRecords logs a log start offset moved from before to low and
+// wakes p's long polls, so a consumer below it learns of it at once.
+func (b *Broker) deletedRecords(p *topics.Partition, before, low int64) {
 	if low > before {
 		b.lg.Info("deleted records", zapPartition(p), zap.Int64("log_start_offset", low))
 		p.Notify()
 	}
-	return low, 0
 }
