@@ -430,12 +430,10 @@ func (r *Replica) InSync() []uint64 {
 	last, _ := r.s.LastIndex()
 	var out []uint64
 	for id, pr := range st.Progress {
-		// Caught up now (it has the whole log: noted), or within LagMax.
-		if pr.Match >= last && r.caughtAt != nil {
+		if pr.Match >= last { // caught up now: it has the whole log
 			r.caughtAt[id] = now
 		}
-		caught := pr.Match >= last || now.Sub(r.caughtAt[id]) <= r.lagMax
-		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate && caught {
+		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate && now.Sub(r.caughtAt[id]) <= r.lagMax {
 			out = append(out, id)
 		}
 	}
