@@ -301,42 +301,6 @@ func claimDir(fsys log.FS, dir string, id [16]byte) error {
 	return fsys.SyncDir(dir)
 }
 
-// removeDir deletes the directory of a partition of the deleted topic
-// id (its group stopped), unless it is another incarnation's. The
-// partitionMetadataFile goes last, so a crash half way leaves files
-// the next attempt recognises as the deleted topic's (a restart applies
-// the deletion again), or an empty directory.
-func removeDir(fsys log.FS, dir string, id [16]byte) error {
-	have, ok, err := dirTopic(fsys, dir)
-	if err != nil {
-		return err
-	}
-	if ok && have != id {
-		return nil // a later incarnation's
-	}
-	names, err := fsys.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		if name != partitionMetadataFile {
-			if err := fsys.RemoveAll(filepath.Join(dir, name)); err != nil {
-				return err
-			}
-		}
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return err
-	}
-	if err := fsys.RemoveAll(dir); err != nil {
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(dir))
-}
-
 // readSmallFile reads a file of a few kilobytes.
 func readSmallFile(fsys log.FS, name string) ([]byte, error) {
 	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)

@@ -424,3 +424,40 @@ func TestLeftMovedRemovedAtStart(t *testing.T) {
 	_, err := os.Stat(keep)
 	require.NoError(t, err)
 }
+
+// TestLeftDirectoryOfDeletedTopicMoved: a partition directory a deletion
+// failed to move aside (it still names the deleted topic's id) is moved
+// aside, and then removed, when the topic is created again under the
+// name; the new incarnation opens a directory of its own.
+func TestLeftDirectoryOfDeletedTopicMoved(t *testing.T) {
+	c := newTestCluster(t, 1)
+	require.Eventually(t, func() bool { return len(c.nodes[0].Image().Brokers) == 1 && c.nodes[0].CaughtUp() }, 20*time.Second, 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "t", 1, 1, nil))
+	old := c.nodes[0].Image().Topics["t"].ID
+	require.NoError(t, c.nodes[0].DeleteTopic(ctx, "t", old))
+	dir := filepath.Join(c.dirs[0], "t-0")
+	require.Eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) }, 10*time.Second, 10*time.Millisecond)
+	// As if moving it aside had failed: the old incarnation's directory.
+	require.NoError(t, claimDir(log.OSFS(), dir, old))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), []byte("old"), 0o644))
+
+	require.NoError(t, c.nodes[0].CreateTopic(ctx, "t", 1, 1, nil))
+	cur := c.nodes[0].Image().Topics["t"].ID
+	require.Eventually(t, func() bool {
+		have, ok, err := dirTopic(log.OSFS(), dir)
+		return err == nil && ok && have == cur
+	}, 10*time.Second, 10*time.Millisecond, "the new incarnation's directory")
+	require.Less(t, c.produce("t-0", 1), int64(3), "the new incarnation starts empty")
+	require.Eventually(t, func() bool {
+		names, err := os.ReadDir(c.dirs[0])
+		require.NoError(t, err)
+		for _, e := range names {
+			if strings.HasSuffix(e.Name(), deleteSuffix) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the moved directory removed")
+}

@@ -223,9 +223,14 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 		wire = wireName(name, topic.ID)
 		if have, ok, err := dirTopic(n.cfg.FS, dir); err == nil && ok && have != topic.ID && n.isDeleted(have) {
 			// A deleted incarnation's, which its deletion failed to
-			// remove (logged then).
-			if err := removeDir(n.cfg.FS, dir, have); err != nil {
-				return nil, fmt.Errorf("cluster: open %s: remove a deleted topic's partition: %w", name, err)
+			// move aside (logged then): moved now, as deleteTopic does.
+			to, err := moveAside(n.cfg.FS, dir, have)
+			if err == nil && to != "" {
+				err = n.cfg.FS.SyncDir(n.cfg.DataDir)
+				n.removeMoved([]string{to})
+			}
+			if err != nil {
+				return nil, fmt.Errorf("cluster: open %s: move a deleted topic's partition aside: %w", name, err)
 			}
 		}
 		if err := claimDir(n.cfg.FS, dir, topic.ID); err != nil {
