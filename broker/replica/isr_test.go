@@ -222,3 +222,34 @@ func TestCaughtUpFollowerInBetweenTicks(t *testing.T) {
 	}
 	require.Zero(t, refused, fmt.Sprintf("min.insync.replicas 3 refused %d of 10 produces with all 3 replicas caught up", refused))
 }
+
+// TestISRSteadyAcrossCheckQuorum: with every follower connected and
+// caught up, InSync read right after each tick (as the cluster's
+// publish reads it) names all of them at every tick. raft's CheckQuorum
+// marks every follower inactive once an election timeout, until its next
+// heartbeat response; taking that as "not heard from" dropped each
+// follower from the ISR for a moment every election timeout (found by
+// ElectLeaders' test: Metadata showed one partition or another with an
+// ISR of its leader alone, and each flap was a metadata record; a
+// produce with min.insync.replicas 3 would have been refused then).
+func TestISRSteadyAcrossCheckQuorum(t *testing.T) {
+	h := newISRHarness(t, 3, time.Minute, 0)
+	require.NoError(t, h.rs[1].Campaign())
+	h.process(1)
+	h.settle()
+	leader := h.rs[1]
+	for seq := range int32(3) {
+		h.produce(1, seq, 0)
+		h.settle()
+	}
+	for i := range 50 { // five election timeouts
+		require.NoError(t, leader.Tick())
+		require.Equal(t, []uint64{1, 2, 3}, leader.InSync(), "tick %d", i)
+		require.True(t, leader.CaughtUp(2) && leader.CaughtUp(3), "tick %d", i)
+		h.process(1)
+		h.settle()
+		errp := h.produce(1, int32(3+i), 3)
+		h.settle()
+		require.NoError(t, *errp, "tick %d: min.insync.replicas 3 with all three in sync", i)
+	}
+}

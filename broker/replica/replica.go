@@ -177,6 +177,12 @@ type Replica struct {
 	lastAt      []indexAt
 	caughtAt    map[uint64]time.Time
 	leading     uint64 // the term those are of (0: not leading)
+	// ticks counts Tick calls; heard is the tick at which each peer was
+	// last heard from (Step), leadTick the one at which this replica
+	// started leading its term (catchUpState): recent.
+	ticks, leadTick uint64
+	heard           map[uint64]uint64
+	electionTick    uint64
 }
 
 // indexAt is the leader's last log index at a time.
@@ -238,7 +244,7 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 	}
 	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower, applied: max(st.ConfIndex, first-1),
 		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync, lagMax: cfg.LagMax,
-		previousISR: cfg.PreviousISR}, nil
+		previousISR: cfg.PreviousISR, heard: map[uint64]uint64{}, electionTick: uint64(cfg.ElectionTick)}, nil
 }
 
 // Tick advances raft's logical clock by one tick, and on the leader
@@ -247,6 +253,7 @@ func (r *Replica) Tick() error {
 	if err := r.guard(func() error { r.rn.Tick(); return nil }); err != nil {
 		return err
 	}
+	r.ticks++
 	r.trackCatchUp(time.Now())
 	return nil
 }
@@ -276,6 +283,21 @@ func (r *Replica) trackCatchUp(now time.Time) {
 	}
 }
 
+// recent reports, on the leader, whether peer id is live: heard from
+// (any message, Step) within the last election timeout, or the leader's
+// term is younger than that (nobody has had time to answer yet; the ISR
+// it was handed stands meanwhile, as a new Kafka leader keeps it).
+// raft's own RecentActive is not used: CheckQuorum clears it for every
+// follower once an election timeout, so until the next heartbeat
+// response every follower looks inactive.
+func (r *Replica) recent(id uint64) bool {
+	if id == r.id || r.ticks-r.leadTick <= r.electionTick {
+		return true
+	}
+	at, ok := r.heard[id]
+	return ok && r.ticks-at <= r.electionTick
+}
+
 // catchUpState returns raft's status on the leader, and starts the
 // catch-up times afresh when this replica leads a new term: the
 // followers of PreviousISR (the ISR the last leader published, as Kafka's
@@ -289,7 +311,7 @@ func (r *Replica) catchUpState(now time.Time) (st raft.Status, ok bool) {
 	}
 	st = r.rn.Status()
 	if term := st.HardState.GetTerm(); r.leading != term {
-		r.leading, r.lastAt, r.caughtAt = term, r.lastAt[:0], map[uint64]time.Time{}
+		r.leading, r.lastAt, r.caughtAt, r.leadTick = term, r.lastAt[:0], map[uint64]time.Time{}, r.ticks
 		if r.previousISR != nil {
 			for _, id := range r.previousISR() {
 				r.caughtAt[id] = now
@@ -347,6 +369,9 @@ func (r *Replica) Step(data []byte) error {
 		return fmt.Errorf("replica %d: message %v for %d", r.id, m.GetType(), m.GetTo())
 	}
 	err := r.guard(func() error { return r.rn.Step(&m) })
+	if err == nil {
+		r.heard[m.GetFrom()] = r.ticks
+	}
 	if errors.Is(err, raft.ErrStepPeerNotFound) || errors.Is(err, raft.ErrStepLocalMsg) {
 		return nil // a message from a removed peer, or a local one: dropped
 	}
@@ -390,9 +415,9 @@ func (r *Replica) CaughtUp(id uint64) bool {
 	if r.state != raft.StateLeader || r.failed != nil {
 		return false
 	}
-	st := r.rn.Status()
+	st, _ := r.catchUpState(time.Now())
 	pr, ok := st.Progress[id]
-	return ok && pr.RecentActive && pr.State == tracker.StateReplicate && pr.Match >= st.HardState.GetCommit()
+	return ok && r.recent(id) && pr.State == tracker.StateReplicate && pr.Match >= st.HardState.GetCommit()
 }
 
 // ReadIndex asks the leader for its commit index, confirmed by a
@@ -433,7 +458,11 @@ func (r *Replica) InSync() []uint64 {
 		if pr.Match >= last { // caught up now: it has the whole log
 			r.caughtAt[id] = now
 		}
-		if id == r.id || pr.RecentActive && pr.State == tracker.StateReplicate && now.Sub(r.caughtAt[id]) <= r.lagMax {
+		// Streaming appends (raft's StateReplicate); in a new term's first
+		// election timeout a follower of the ISR the leader was handed
+		// may still be probing (raft probes every follower at first).
+		streaming := pr.State == tracker.StateReplicate || r.ticks-r.leadTick <= r.electionTick && pr.State == tracker.StateProbe
+		if id == r.id || r.recent(id) && streaming && now.Sub(r.caughtAt[id]) <= r.lagMax {
 			out = append(out, id)
 		}
 	}
@@ -442,15 +471,14 @@ func (r *Replica) InSync() []uint64 {
 }
 
 // Active returns, on the leader, the voters it heard from within the
-// last election timeout (raft's RecentActive, which CheckQuorum resets
-// every election timeout), itself included. Nil on a follower.
+// last election timeout (recent), itself included. Nil on a follower.
 func (r *Replica) Active() []uint64 {
 	if r.state != raft.StateLeader || r.failed != nil {
 		return nil
 	}
 	var out []uint64
 	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if typ == raft.ProgressTypePeer && (id == r.id || pr.RecentActive) {
+		if typ == raft.ProgressTypePeer && r.recent(id) {
 			out = append(out, id)
 		}
 	})
