@@ -736,7 +736,7 @@ func TestAdminClusterProducersEpochs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int16][2]int16{2: {1, 10}, 19: {2, 7}, 20: {1, 6}, 21: {0, 2}, 22: {0, 5}, 23: {2, 4}, 32: {1, 4}, 33: {0, 2}, 35: {1, 4}, 37: {0, 3}, 44: {0, 1}, 60: {0, 2}, 61: {0, 0}}
+	want := map[int16][2]int16{2: {1, 10}, 19: {2, 7}, 20: {1, 6}, 21: {0, 2}, 22: {0, 5}, 23: {2, 4}, 32: {1, 4}, 33: {0, 2}, 35: {1, 4}, 37: {0, 3}, 43: {0, 2}, 44: {0, 1}, 60: {0, 2}, 61: {0, 0}}
 	for _, k := range vr.ApiKeys {
 		if w, ok := want[k.ApiKey]; ok {
 			if k.MinVersion != w[0] || k.MaxVersion != w[1] {

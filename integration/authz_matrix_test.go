@@ -1213,6 +1213,24 @@ func authzCases() []*azCase {
 			ok:    "0",
 		},
 		{
+			api: "43 ElectLeaders", topics: 1,
+			probe: func(x *azCtx) (string, error) {
+				req := kmsg.NewPtrElectLeadersRequest()
+				rt := kmsg.NewElectLeadersRequestTopic()
+				rt.Topic, rt.Partitions = x.c.T(), []int32{0}
+				req.Topics = append(req.Topics, rt)
+				resp, err := x.do(req)
+				if err != nil {
+					return "", err
+				}
+				r := resp.(*kmsg.ElectLeadersResponse)
+				return codes(r.ErrorCode, r.Topics[0].Partitions[0].ErrorCode), nil
+			},
+			// A single node's only replica leads: ELECTION_NOT_NEEDED.
+			needs: []azNeed{{res: C, op: opAlter, denied: "31,31"}},
+			ok:    "0,84",
+		},
+		{
 			api: "42 DeleteGroups", topics: 1, setup: commitOffsets(T),
 			probe: func(x *azCtx) (string, error) {
 				req := kmsg.NewPtrDeleteGroupsRequest()

@@ -116,7 +116,7 @@ func (im *Image) FencedIDs() []uint64 {
 
 // record is one metadata log entry.
 type record struct {
-	Op        string          `json:"op"` // "register", "create_topic", "create_partitions", "topic_configs", "delete_topic", "partition_state", "fence"
+	Op        string          `json:"op"` // "register", "create_topic", "create_partitions", "topic_configs", "delete_topic", "partition_state", "fence", "elect_preferred"
 	Request   string          `json:"req,omitempty"`
 	Broker    *Broker         `json:"broker,omitempty"`
 	Topic     *Topic          `json:"topic,omitempty"`
@@ -126,6 +126,8 @@ type record struct {
 	Expect uint64 `json:"expect,omitempty"`
 	// Fenced is a fence record's brokers: all that are fenced now.
 	Fenced []uint64 `json:"fenced,omitempty"`
+	// Elect is an elect_preferred record's request (elect.go).
+	Elect *electRequest `json:"elect,omitempty"`
 }
 
 // Errors a create's outcome may carry (Kafka's names).
@@ -231,6 +233,10 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 			delete(im.Partitions, PartitionName(cur.Name, int32(i)))
 		}
 		return "", nil, nil, cur
+	case r.Op == "elect_preferred" && r.Elect != nil:
+		// An instruction to the partitions' leaders (Node.applyElect),
+		// not state: the image does not change.
+		return "", nil, nil, nil
 	case r.Op == "partition_state" && r.Partition != nil && r.Partition.Partition != "" && r.Partition.Leader != 0:
 		if t := im.topicOf(r.Partition.Partition); t == nil || r.Partition.TopicID != ([16]byte{}) && r.Partition.TopicID != t.ID {
 			return "", nil, nil, nil // a deleted topic's group's report
@@ -249,16 +255,22 @@ func (im *Image) apply(index uint64, body []byte) (outcome string, created, reco
 // topicOf returns the topic of partition group name (<topic>-<index>),
 // nil if there is none or the index is past its partitions.
 func (im *Image) topicOf(name string) *Topic {
+	t, _ := im.partitionOf(name)
+	return t
+}
+
+// partitionOf is topicOf with the partition's index.
+func (im *Image) partitionOf(name string) (*Topic, int) {
 	i := strings.LastIndexByte(name, '-')
 	if i < 0 {
-		return nil
+		return nil, 0
 	}
 	idx, err := strconv.Atoi(name[i+1:])
 	t := im.Topics[name[:i]]
 	if err != nil || t == nil || idx < 0 || idx >= len(t.Partitions) {
-		return nil
+		return nil, 0
 	}
-	return t
+	return t, idx
 }
 
 func validTopic(t *Topic) bool {

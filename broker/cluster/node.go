@@ -326,9 +326,15 @@ func (n *Node) applyMetadata(index uint64, body []byte) {
 	if reconfigured != nil && !closed {
 		n.reconfigure(reconfigured)
 	}
-	// The proposer hears of the outcome once the partitions run here.
 	var r record
-	if json.Unmarshal(body, &r) == nil && r.Request != "" {
+	if json.Unmarshal(body, &r) != nil {
+		return
+	}
+	if r.Op == "elect_preferred" && r.Elect != nil && outcome == "" && !closed {
+		n.applyElect(r.Elect)
+	}
+	// The proposer hears of the outcome once the partitions run here.
+	if r.Request != "" {
 		n.mu.Lock()
 		if ch, ok := n.waiting[r.Request]; ok {
 			delete(n.waiting, r.Request)
@@ -869,6 +875,9 @@ type group struct {
 	// not happen.
 	transferred    bool
 	balanceBackoff int
+	// A preferred election asked through the metadata log (elect.go):
+	// its deadline, and when this leader next tries.
+	electUntil, electNext time.Time
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
@@ -1142,6 +1151,7 @@ func (g *group) run() {
 			case g != g.n.meta && g.isLeader.Load():
 				g.publish()
 				g.balance()
+				g.electPreferred(time.Now())
 			case g == g.n.meta && g.isLeader.Load():
 				g.checkBrokers()
 			}
