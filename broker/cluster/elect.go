@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/shoal-mq/shoal/broker/replica"
 )
 
 // Preferred leader elections (Kafka's ElectLeaders, election type
@@ -165,46 +167,64 @@ func (n *Node) applyElect(req *electRequest) {
 		g := n.groups[p.Name]
 		n.mu.Unlock()
 		if g != nil && g.topicID == p.TopicID {
-			g.queue(func() {
+			queued := g.queue(func() {
 				if until.After(g.electUntil) {
 					g.electUntil = until
 				}
-				g.electNext = time.Time{}
+				g.electNext, g.electWait = time.Time{}, 0
 				g.electPreferred(time.Now())
 			})
+			if !queued {
+				n.logger.Warn("preferred leader election: the partition's work queue is full; not asked", zap.String("group", p.Name))
+			}
 		}
 	}
 }
 
 // electPreferred, on a partition's leader that is not its preferred
 // replica, while a preferred election asked of it runs (electUntil),
-// hands leadership to the preferred one when it is in the ISR
-// (Replica.InSync) and not fenced, as Kafka's preferred election
-// requires: at once, and again each election timeout (a transfer's
-// lifetime in raft, which refuses proposals meanwhile) until the
-// deadline, as a transfer can fail (the preferred replica did not
-// catch up in time) and leadership can move to a third replica. Group
+// hands leadership to the preferred one when it has the whole log
+// durable (Replica.HasWholeLog) and is not fenced: raft refuses
+// proposals while a transfer is pending, and one to a replica behind
+// waits for it to catch up, up to an election timeout, so a preferred
+// replica that is in the ISR but slow made the leader refuse produces
+// at every try (review: even the rebalance's gate, every committed
+// entry durable there, let a replica with 300 ms fsyncs through now and
+// then); to one with the whole log, raft sends MsgTimeoutNow at once.
+// Checked each tick until then. Tried at once, then again after an
+// election timeout (a
+// transfer's lifetime in raft), twice as long after each try that did
+// not happen, until the deadline: a transfer can fail, and leadership
+// can move to a third replica, which then follows the request too. Over
+// once the preferred replica leads: one that fails later is not handed
+// leadership again by an election already done (review). Group
 // goroutine: at the record's apply and each tick.
 func (g *group) electPreferred(now time.Time) {
 	if g.electUntil.IsZero() {
 		return
 	}
-	if !now.Before(g.electUntil) || g.preferred == 0 || g.preferred == g.n.cfg.NodeID {
-		g.electUntil = time.Time{}
+	lead, isLeader := g.r.Leader()
+	if !now.Before(g.electUntil) || g.preferred == 0 || lead == g.preferred {
+		g.electUntil, g.electWait = time.Time{}, 0
 		return
 	}
-	if _, isLeader := g.r.Leader(); !isLeader || now.Before(g.electNext) {
+	if !isLeader || now.Before(g.electNext) {
 		return
 	}
-	g.electNext = now.Add(10 * g.n.cfg.Tick) // replica.Config's ElectionTick
-	if g.n.Fenced(g.preferred) || !slices.Contains(g.r.InSync(), g.preferred) {
-		g.n.logger.Debug("preferred leader election: the preferred replica is not in sync",
-			zap.String("group", g.name), zap.Uint64("preferred", g.preferred))
-		return
+	if g.n.Fenced(g.preferred) || !g.r.HasWholeLog(g.preferred) {
+		return // checked again next tick
 	}
+	g.electWait = min(max(2*g.electWait, electionTimeout(g.n.cfg.Tick)), 32*electionTimeout(g.n.cfg.Tick))
+	g.electNext = now.Add(g.electWait)
 	g.n.logger.Info("preferred leader election: handing leadership to the preferred replica",
 		zap.String("group", g.name), zap.Uint64("to", g.preferred))
 	if err := g.r.TransferLeader(g.preferred); err != nil {
 		g.n.logger.Warn("leadership transfer failed", zap.String("group", g.name), zap.Error(err))
 	}
+}
+
+// electionTimeout is raft's election timeout with ticks of tick
+// (replica.Config.ElectionTick, whose default the groups use).
+func electionTimeout(tick time.Duration) time.Duration {
+	return time.Duration(replica.DefaultElectionTick) * tick
 }

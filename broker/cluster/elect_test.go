@@ -40,8 +40,15 @@ func moveLeader(t *testing.T, c *testCluster, name string, preferred, to uint64)
 			transferByHand(t, c, int(preferred-1), name, to)
 			asked = time.Now()
 		}
-		ps, ok := c.nodes[to-1].PartitionState(name)
-		return ok && ps.Leader == to && len(ps.ISR) == 3
+		for _, nd := range c.nodes { // every broker's image (the asker's too)
+			if nd == nil {
+				continue
+			}
+			if ps, ok := nd.PartitionState(name); !ok || ps.Leader != to || len(ps.ISR) != 3 {
+				return false
+			}
+		}
+		return true
 	}, 20*time.Second, 10*time.Millisecond, "%s moved to %d", name, to)
 }
 

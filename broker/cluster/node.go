@@ -876,8 +876,9 @@ type group struct {
 	transferred    bool
 	balanceBackoff int
 	// A preferred election asked through the metadata log (elect.go):
-	// its deadline, and when this leader next tries.
+	// its deadline, when this leader next tries, and the wait after.
 	electUntil, electNext time.Time
+	electWait             time.Duration
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
@@ -1148,11 +1149,13 @@ func (g *group) run() {
 				}
 			}
 			switch {
-			case g != g.n.meta && g.isLeader.Load():
-				g.publish()
-				g.balance()
-				g.electPreferred(time.Now())
-			case g == g.n.meta && g.isLeader.Load():
+			case g != g.n.meta:
+				if g.isLeader.Load() {
+					g.publish()
+					g.balance()
+				}
+				g.electPreferred(time.Now()) // also ends a finished one on followers
+			case g.isLeader.Load():
 				g.checkBrokers()
 			}
 		}

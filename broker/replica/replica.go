@@ -177,12 +177,12 @@ type Replica struct {
 	lastAt      []indexAt
 	caughtAt    map[uint64]time.Time
 	leading     uint64 // the term those are of (0: not leading)
-	// ticks counts Tick calls; heard is the tick at which each peer was
-	// last heard from (Step), leadTick the one at which this replica
-	// started leading its term (catchUpState): recent.
-	ticks, leadTick uint64
-	heard           map[uint64]uint64
-	electionTick    uint64
+	// ticks counts Tick calls; heard is the tick at which each peer
+	// last answered an append or a heartbeat of the current term (Step):
+	// recent.
+	ticks        uint64
+	heard        map[uint64]uint64
+	electionTick uint64
 }
 
 // indexAt is the leader's last log index at a time.
@@ -191,6 +191,9 @@ type indexAt struct {
 	index uint64
 }
 
+// DefaultElectionTick is Config.ElectionTick when zero.
+const DefaultElectionTick = 10
+
 // New starts the replica of partition p (opened with log.Config.Replica)
 // whose raft storage is s.
 func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
@@ -198,7 +201,7 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.ElectionTick == 0 {
-		cfg.ElectionTick = 10
+		cfg.ElectionTick = DefaultElectionTick
 	}
 	if cfg.HeartbeatTick == 0 {
 		cfg.HeartbeatTick = 1
@@ -283,15 +286,13 @@ func (r *Replica) trackCatchUp(now time.Time) {
 	}
 }
 
-// recent reports, on the leader, whether peer id is live: heard from
-// (any message, Step) within the last election timeout, or the leader's
-// term is younger than that (nobody has had time to answer yet; the ISR
-// it was handed stands meanwhile, as a new Kafka leader keeps it).
-// raft's own RecentActive is not used: CheckQuorum clears it for every
-// follower once an election timeout, so until the next heartbeat
-// response every follower looks inactive.
+// recent reports, on the leader, whether peer id is live: it answered
+// an append or a heartbeat of this term (Step) within the last election
+// timeout, as raft's RecentActive does. That flag is not used itself:
+// CheckQuorum clears it for every follower once an election timeout, so
+// until the next heartbeat answer every follower looked inactive.
 func (r *Replica) recent(id uint64) bool {
-	if id == r.id || r.ticks-r.leadTick <= r.electionTick {
+	if id == r.id {
 		return true
 	}
 	at, ok := r.heard[id]
@@ -311,7 +312,7 @@ func (r *Replica) catchUpState(now time.Time) (st raft.Status, ok bool) {
 	}
 	st = r.rn.Status()
 	if term := st.HardState.GetTerm(); r.leading != term {
-		r.leading, r.lastAt, r.caughtAt, r.leadTick = term, r.lastAt[:0], map[uint64]time.Time{}, r.ticks
+		r.leading, r.lastAt, r.caughtAt = term, r.lastAt[:0], map[uint64]time.Time{}
 		if r.previousISR != nil {
 			for _, id := range r.previousISR() {
 				r.caughtAt[id] = now
@@ -369,7 +370,7 @@ func (r *Replica) Step(data []byte) error {
 		return fmt.Errorf("replica %d: message %v for %d", r.id, m.GetType(), m.GetTo())
 	}
 	err := r.guard(func() error { return r.rn.Step(&m) })
-	if err == nil {
+	if t := m.GetType(); err == nil && (t == raftpb.MsgAppResp || t == raftpb.MsgHeartbeatResp) && m.GetTerm() == r.Term() {
 		r.heard[m.GetFrom()] = r.ticks
 	}
 	if errors.Is(err, raft.ErrStepPeerNotFound) || errors.Is(err, raft.ErrStepLocalMsg) {
@@ -420,6 +421,22 @@ func (r *Replica) CaughtUp(id uint64) bool {
 	return ok && r.recent(id) && pr.State == tracker.StateReplicate && pr.Match >= st.HardState.GetCommit()
 }
 
+// HasWholeLog reports, on the leader, whether voter id is live and has
+// every entry of the leader's log durable (its Match at the last
+// index): a leadership transfer to it now is told to campaign at once
+// (raft's MsgTimeoutNow), where one to a replica behind waits for it,
+// refusing proposals, for up to an election timeout. False on a
+// follower.
+func (r *Replica) HasWholeLog(id uint64) bool {
+	if r.state != raft.StateLeader || r.failed != nil {
+		return false
+	}
+	st, _ := r.catchUpState(time.Now())
+	pr, ok := st.Progress[id]
+	last, _ := r.s.LastIndex()
+	return ok && r.recent(id) && pr.State == tracker.StateReplicate && pr.Match >= last
+}
+
 // ReadIndex asks the leader for its commit index, confirmed by a
 // quorum of heartbeats (raft's ReadIndex, ReadOnlySafe): the answer
 // comes in a later Process, as ReadIndexed. Nothing comes back while
@@ -458,11 +475,7 @@ func (r *Replica) InSync() []uint64 {
 		if pr.Match >= last { // caught up now: it has the whole log
 			r.caughtAt[id] = now
 		}
-		// Streaming appends (raft's StateReplicate); in a new term's first
-		// election timeout a follower of the ISR the leader was handed
-		// may still be probing (raft probes every follower at first).
-		streaming := pr.State == tracker.StateReplicate || r.ticks-r.leadTick <= r.electionTick && pr.State == tracker.StateProbe
-		if id == r.id || r.recent(id) && streaming && now.Sub(r.caughtAt[id]) <= r.lagMax {
+		if id == r.id || r.recent(id) && pr.State == tracker.StateReplicate && now.Sub(r.caughtAt[id]) <= r.lagMax {
 			out = append(out, id)
 		}
 	}
