@@ -14,10 +14,12 @@ import (
 
 // TestElectSkipsSlowPreferred: a preferred election of a replica that is
 // in the ISR but cannot catch up (its fsyncs take three election
-// timeouts) never hands it leadership, so the leader refuses no
-// produce: raft refuses every proposal while a transfer is pending, and
-// the first version retried one each election timeout until the
-// request's deadline (review: 1,340 to 2,556 refusals in 4 s), the bug
+// timeouts), asked again and again by a client, leaves the leader
+// refusing produces for a small part of the time only: raft refuses
+// every proposal while a transfer is pending, each try is cancelled
+// after transferTicks, and the tries wait longer and longer. The first
+// version made a try each election timeout until the request's
+// deadline (review: 1,340 to 2,556 refusals in 4 s), the bug
 // TestRebalanceSkipsSlowPreferred guards against for the rebalance.
 func TestElectSkipsSlowPreferred(t *testing.T) {
 	var slow atomic.Bool
@@ -63,6 +65,8 @@ func TestElectSkipsSlowPreferred(t *testing.T) {
 	}()
 
 	var ok, refused, seq int32
+	var refusedFor time.Duration // the leader's refusing streaks, summed
+	var since time.Time          // the current streak's start (zero: none)
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
 		pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -73,9 +77,16 @@ func TestElectSkipsSlowPreferred(t *testing.T) {
 		case err == nil:
 			ok++
 			seq++
+			if !since.IsZero() {
+				refusedFor += time.Since(since)
+				since = time.Time{}
+			}
 		case errors.As(err, &nl):
 			if st, _, _ := leader.Group(name); st.IsLeader {
 				refused++
+				if since.IsZero() {
+					since = time.Now()
+				}
 			}
 			time.Sleep(time.Millisecond)
 		default:
@@ -83,7 +94,11 @@ func TestElectSkipsSlowPreferred(t *testing.T) {
 		}
 	}
 	st, _, _ := leader.Group(name)
-	t.Logf("tries %d elect: %v; produces ok %d, refused by the leader %d; still leader %v", tries.Load(), <-res, ok, refused, st.IsLeader)
-	require.Zero(t, refused, "produces refused by the leader")
+	if !since.IsZero() {
+		refusedFor += time.Since(since)
+	}
+	t.Logf("requests %d (last: %v); produces ok %d, refused by the leader %d, for %s in all; still leader %v",
+		tries.Load(), <-res, ok, refused, refusedFor.Round(time.Millisecond), st.IsLeader)
+	require.Less(t, refusedFor, 400*time.Millisecond, "the leader refused produces for a tenth of the time or more")
 	require.True(t, st.IsLeader)
 }

@@ -190,12 +190,10 @@ func Start(cfg Config) (*Node, error) {
 	for id := range cfg.Voters {
 		voters = append(voters, id)
 	}
-	meta, err := n.openGroup(MetadataGroup, nil, voters, false, cfg.Log)
-	if err != nil {
+	if _, err := n.openGroup(MetadataGroup, nil, voters, false, cfg.Log); err != nil { // sets n.meta
 		_ = tr.Close()
 		return nil, err
 	}
-	n.meta = meta
 	if err := n.removeLeftMoved(); err != nil {
 		n.logger.Warn("cannot list the data directory for deleted partitions", zap.Error(err))
 	}
@@ -281,6 +279,9 @@ func (n *Node) openGroup(name string, topic *Topic, voters []uint64, preferred b
 	n.mu.Lock()
 	n.groups[name] = g
 	n.mu.Unlock()
+	if metadata {
+		n.meta = g // before its goroutine, which reads it (review: set after, a data race)
+	}
 	n.wg.Add(1)
 	go g.run()
 	return g, nil
@@ -879,6 +880,11 @@ type group struct {
 	// its deadline, when this leader next tries, and the wait after.
 	electUntil, electNext time.Time
 	electWait             time.Duration
+	// transferUntil: when a leadership transfer started here is
+	// cancelled if still pending (checkTransfer; zero: none).
+	transferUntil time.Time
+	// wonAt is when this replica won its current term (publish).
+	wonAt time.Time
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
@@ -902,6 +908,19 @@ func (g *group) publish() {
 	g.n.mu.Lock()
 	cur, ok := g.n.image.Partitions[g.name]
 	g.n.mu.Unlock()
+	if ok && cur.Term < want.Term && time.Since(g.wonAt) < electionTimeout(g.n.cfg.Tick) {
+		// A new term's first election timeout: the followers may not
+		// have answered yet, so the report keeps the ISR it was handed
+		// as well (only the report: min.insync.replicas counts InSync);
+		// a shrink is published once they had time (review: 6 of 20
+		// transfers published an ISR of the leader alone).
+		for _, id := range cur.ISR {
+			if !slices.Contains(want.ISR, id) {
+				want.ISR = append(want.ISR, id)
+			}
+		}
+		slices.Sort(want.ISR)
+	}
 	if ok && cur.same(want) || g.pub.same(want) && time.Since(g.pubAt) < time.Second {
 		return
 	}
@@ -989,11 +1008,47 @@ func (g *group) balance() {
 	}
 	g.n.logger.Info("handing leadership to the preferred replica", zap.String("group", g.name), zap.Uint64("to", g.preferred),
 		zap.Int("led_elsewhere", elsewhere), zap.Int("preferring_it", total))
-	if err := g.r.TransferLeader(g.preferred); err != nil {
+	if err := g.transfer(g.preferred); err != nil {
 		g.n.logger.Warn("leadership transfer failed", zap.String("group", g.name), zap.Error(err))
 		return
 	}
 	g.transferred = true
+}
+
+// transferTicks is how many ticks a leadership transfer this broker
+// starts (balance, electPreferred) may stay pending before it is
+// cancelled (checkTransfer): raft refuses proposals while one is, up to
+// an election timeout (ten ticks), and a transferee in the ISR with a
+// slow disk may not catch up in that time at all; a healthy one catches
+// up and campaigns within an fsync and a round trip.
+const transferTicks = 3
+
+// transfer hands leadership to replica to (raft's leadership transfer),
+// to be cancelled by checkTransfer if still pending after
+// transferTicks. Group goroutine.
+func (g *group) transfer(to uint64) error {
+	if err := g.r.TransferLeader(to); err != nil {
+		return err
+	}
+	g.transferUntil = time.Now().Add(transferTicks * g.n.cfg.Tick)
+	return nil
+}
+
+// checkTransfer cancels a transfer that transfer started and that is
+// still pending past its time, so the leader takes produces again.
+// Each tick, group goroutine.
+func (g *group) checkTransfer(now time.Time) {
+	if g.transferUntil.IsZero() || now.Before(g.transferUntil) {
+		return
+	}
+	g.transferUntil = time.Time{}
+	if g.r.Transferring() {
+		g.n.logger.Info("leadership transfer not done in time; cancelled", zap.String("group", g.name),
+			zap.Duration("after", transferTicks*g.n.cfg.Tick))
+		if err := g.r.AbortTransfer(); err != nil {
+			g.n.logger.Warn("cancelling a leadership transfer failed", zap.String("group", g.name), zap.Error(err))
+		}
+	}
 }
 
 // preferredCounts returns how many partitions prefer broker id (it is
@@ -1151,6 +1206,7 @@ func (g *group) run() {
 			switch {
 			case g != g.n.meta:
 				if g.isLeader.Load() {
+					g.checkTransfer(time.Now())
 					g.publish()
 					g.balance()
 				}
@@ -1180,6 +1236,7 @@ func (g *group) run() {
 			// Rebalancing checks start a check interval from now; a
 			// transfer made before this term did happen.
 			g.nextBalance, g.transferred, g.balanceBackoff = time.Now().Add(g.n.cfg.LeaderImbalanceCheckInterval), false, 0
+			g.wonAt, g.transferUntil = time.Now(), time.Time{}
 		}
 		if !isLeader && len(g.deletes) > 0 {
 			g.failDeletes(lead)

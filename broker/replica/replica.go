@@ -421,21 +421,15 @@ func (r *Replica) CaughtUp(id uint64) bool {
 	return ok && r.recent(id) && pr.State == tracker.StateReplicate && pr.Match >= st.HardState.GetCommit()
 }
 
-// HasWholeLog reports, on the leader, whether voter id is live and has
-// every entry of the leader's log durable (its Match at the last
-// index): a leadership transfer to it now is told to campaign at once
-// (raft's MsgTimeoutNow), where one to a replica behind waits for it,
-// refusing proposals, for up to an election timeout. False on a
-// follower.
-func (r *Replica) HasWholeLog(id uint64) bool {
-	if r.state != raft.StateLeader || r.failed != nil {
-		return false
-	}
-	st, _ := r.catchUpState(time.Now())
-	pr, ok := st.Progress[id]
-	last, _ := r.s.LastIndex()
-	return ok && r.recent(id) && pr.State == tracker.StateReplicate && pr.Match >= last
+// Transferring reports, on the leader, whether a leadership transfer
+// is pending (raft refuses proposals meanwhile).
+func (r *Replica) Transferring() bool {
+	return r.state == raft.StateLeader && r.rn.BasicStatus().LeadTransferee != 0
 }
+
+// AbortTransfer cancels a pending leadership transfer (raft's transfer
+// to the leader itself), so proposals are taken again.
+func (r *Replica) AbortTransfer() error { return r.TransferLeader(r.id) }
 
 // ReadIndex asks the leader for its commit index, confirmed by a
 // quorum of heartbeats (raft's ReadIndex, ReadOnlySafe): the answer
