@@ -84,9 +84,15 @@ func transferByHand(t *testing.T, c *testCluster, from int, name string, to uint
 // controller elects only a replica in its ISR, caught up.
 func TestRebalanceSkipsSlowPreferred(t *testing.T) { slowPreferred(t, true) }
 
-func slowPreferred(t *testing.T, on bool) {
+// slowPreferredCluster is rebalanceCluster with topic "slow" (three RF 3
+// partitions): the one preferring broker 1 is led by it, broker 1's
+// fsyncs then take 300 ms (three election timeouts), and leadership
+// moves by hand to the partition's second replica, to (as a failover
+// would); with inISR, it waits for the metadata log to show to leading
+// with all three in the ISR.
+func slowPreferredCluster(t *testing.T, on bool, interval time.Duration, inISR bool) (c *testCluster, name string, to uint64) {
 	var slow atomic.Bool
-	c := rebalanceCluster(t, on, 200*time.Millisecond, &slow, 300*time.Millisecond)
+	c = rebalanceCluster(t, on, interval, &slow, 300*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, c.nodes[0].CreateTopic(ctx, "slow", 3, 3, nil))
@@ -98,19 +104,46 @@ func slowPreferred(t *testing.T, on bool) {
 		}
 	}
 	require.GreaterOrEqual(t, part, 0)
-	name := PartitionName("slow", int32(part))
+	name = PartitionName("slow", int32(part))
 	require.Eventually(t, func() bool { return c.leaderOf(name) == 0 }, 20*time.Second, 10*time.Millisecond)
-
-	// Node 1's disk gets slow (each fsync 300 ms, three election
-	// timeouts); leadership leaves it by hand (as a failover would).
+	if inISR {
+		require.Eventually(t, func() bool { ps, ok := c.nodes[0].PartitionState(name); return ok && len(ps.ISR) == 3 }, 20*time.Second, 10*time.Millisecond)
+	}
 	slow.Store(true)
-	to := replicas[part][1]
+	to = replicas[part][1]
 	transferByHand(t, c, 0, name, to)
 	require.Eventually(t, func() bool { return c.leaderOf(name) == int(to-1) }, 20*time.Second, 10*time.Millisecond)
+	if inISR {
+		require.Eventually(t, func() bool {
+			ps, ok := c.nodes[0].PartitionState(name)
+			return ok && ps.Leader == to && len(ps.ISR) == 3
+		}, 20*time.Second, 10*time.Millisecond)
+	}
+	return c, name, to
+}
+
+func slowPreferred(t *testing.T, on bool) {
+	c, name, to := slowPreferredCluster(t, on, 200*time.Millisecond, false)
 	leader := c.nodes[to-1]
 
-	var ok, refused, seq int32
-	deadline := time.Now().Add(4 * time.Second)
+	ok, refused, _ := produceAgainst(t, leader, name, 4*time.Second)
+	st, _, _ := leader.Group(name)
+	t.Logf("produces acknowledged %d, refused NOT_LEADER by the leader %d; leader still %d: %v", ok, refused, to, st.IsLeader)
+	// The caught-up gate keeps the slow replica out almost always; when
+	// it lets one try through (its Match at the commit index in a lull,
+	// now and then under -race), the try is cancelled after
+	// transferTicks, about thirty refusals at this rate.
+	require.Less(t, refused, int32(100), "the leader refused produces while trying to hand leadership to a preferred replica that cannot catch up")
+}
+
+// produceAgainst produces to partition name on leader for d, one batch
+// at a time: the produces acknowledged, those refused NOT_LEADER by a
+// broker still leading (a leadership transfer pending), and how long its
+// refusing streaks lasted in all.
+func produceAgainst(t *testing.T, leader *Node, name string, d time.Duration) (ok, refused int32, refusedFor time.Duration) {
+	var seq int32
+	var since time.Time // the current streak's start (zero: none)
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := leader.Produce(pctx, name, clustertest.Batch(seq))
@@ -120,20 +153,24 @@ func slowPreferred(t *testing.T, on bool) {
 		case err == nil:
 			ok++
 			seq++
+			if !since.IsZero() {
+				refusedFor += time.Since(since)
+				since = time.Time{}
+			}
 		case errors.As(err, &nl):
 			if st, _, _ := leader.Group(name); st.IsLeader {
-				refused++ // refused by a broker that still leads: a transfer in progress
+				refused++
+				if since.IsZero() {
+					since = time.Now()
+				}
 			}
 			time.Sleep(time.Millisecond)
 		default:
 			t.Fatalf("produce: %v", err)
 		}
 	}
-	st, _, _ := leader.Group(name)
-	t.Logf("produces acknowledged %d, refused NOT_LEADER by the leader %d; leader still %d: %v", ok, refused, to, st.IsLeader)
-	// The caught-up gate keeps the slow replica out almost always; when
-	// it lets one try through (its Match at the commit index in a lull,
-	// now and then under -race), the try is cancelled after
-	// transferTicks, about thirty refusals at this rate.
-	require.Less(t, refused, int32(100), "the leader refused produces while trying to hand leadership to a preferred replica that cannot catch up")
+	if !since.IsZero() {
+		refusedFor += time.Since(since)
+	}
+	return ok, refused, refusedFor
 }

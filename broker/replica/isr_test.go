@@ -262,11 +262,7 @@ func TestISRSteadyAcrossCheckQuorum(t *testing.T) {
 // 176 to 255 of 300 ticks).
 func TestOneWayCutFollowerLeavesISR(t *testing.T) {
 	h := newISRHarness(t, 3, time.Minute, 0)
-	require.NoError(t, h.rs[1].Campaign())
-	h.process(1)
-	h.settle()
-	h.produce(1, 0, 0)
-	h.settle()
+	h.leadWithOneBatch()
 	h.drop = func(m *raftpb.Message) bool { return m.GetTo() == 3 }
 	for i := range 300 {
 		for _, id := range []uint64{1, 2, 3} {
@@ -294,11 +290,7 @@ func TestOneWayCutFollowerLeavesISR(t *testing.T) {
 // probed).
 func TestNewLeaderRefusesAboveISR(t *testing.T) {
 	h := newISRHarness(t, 3, time.Minute, 0)
-	require.NoError(t, h.rs[1].Campaign())
-	h.process(1)
-	h.settle()
-	h.produce(1, 0, 0)
-	h.settle()
+	h.leadWithOneBatch()
 	h.drop = func(m *raftpb.Message) bool { return m.GetTo() == 1 || m.GetFrom() == 1 }
 	for _, id := range []uint64{2, 3} {
 		h.rs[id].previousISR = func() []uint64 { return []uint64{1, 2, 3} }
@@ -325,4 +317,13 @@ func TestNewLeaderRefusesAboveISR(t *testing.T) {
 	errp := h.produce(leader, 1, 3)
 	h.settle()
 	require.ErrorIs(t, *errp, ErrNotEnoughReplicas, "refused at once")
+}
+
+// leadWithOneBatch makes node 1 the leader, with one batch committed.
+func (h *isrHarness) leadWithOneBatch() {
+	require.NoError(h.t, h.rs[1].Campaign())
+	h.process(1)
+	h.settle()
+	h.produce(1, 0, 0)
+	h.settle()
 }
