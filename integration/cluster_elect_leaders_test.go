@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,19 +18,8 @@ import (
 // replica leads (Metadata shows it), and leaves out the others, whose
 // election was not needed; asked again, each is ELECTION_NOT_NEEDED.
 func TestClusterElectLeaders(t *testing.T) {
-	if len(externalSeeds()) > 0 {
-		t.Skipf("runs its own shoal binaries; %s is set", seedsEnv)
-	}
-	children := newCluster(t, 3, nil)
-	for _, c := range children {
-		c.extra = []string{"--auto-leader-rebalance=false"}
-		c.start()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	adm := kadm.NewClient(newClusterClient(t, seedsOf(children)))
 	const topic = "elect"
-	createClusterTopic(t, ctx, adm, topic, 6, 3)
+	children, adm, ctx := sixPartitionCluster(t, topic, "--auto-leader-rebalance=false")
 	moved := func() (ps []int32) {
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {

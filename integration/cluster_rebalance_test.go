@@ -15,19 +15,8 @@ import (
 // shows every partition led by its preferred replica again (the first
 // of its replicas), as with Kafka's auto.leader.rebalance.enable.
 func TestClusterLeadersReturn(t *testing.T) {
-	if len(externalSeeds()) > 0 {
-		t.Skipf("runs its own shoal binaries; %s is set", seedsEnv)
-	}
-	children := newCluster(t, 3, nil)
-	for _, c := range children {
-		c.extra = []string{"--leader-imbalance-check-interval", "1"}
-		c.start()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	adm := kadm.NewClient(newClusterClient(t, seedsOf(children)))
 	const topic = "balanced"
-	createClusterTopic(t, ctx, adm, topic, 6, 3)
+	children, adm, ctx := sixPartitionCluster(t, topic, "--leader-imbalance-check-interval", "1")
 	atPreferred := func() (n int) {
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
@@ -47,4 +36,25 @@ func TestClusterLeadersReturn(t *testing.T) {
 	children[0].start()
 	require.Eventually(t, func() bool { return atPreferred() == 6 }, 60*time.Second, 100*time.Millisecond,
 		"leaders back at their preferred replicas (%d of 6)", atPreferred())
+}
+
+// sixPartitionCluster starts three broker processes with the flags
+// extra and creates topic (six RF 3 partitions) through a kadm client;
+// the context ends with the test, within two minutes. Skipped against
+// external seeds.
+func sixPartitionCluster(t *testing.T, topic string, extra ...string) ([]*clusterChild, *kadm.Client, context.Context) {
+	t.Helper()
+	if len(externalSeeds()) > 0 {
+		t.Skipf("runs its own shoal binaries; %s is set", seedsEnv)
+	}
+	children := newCluster(t, 3, nil)
+	for _, c := range children {
+		c.extra = extra
+		c.start()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	adm := kadm.NewClient(newClusterClient(t, seedsOf(children)))
+	createClusterTopic(t, ctx, adm, topic, 6, 3)
+	return children, adm, ctx
 }
