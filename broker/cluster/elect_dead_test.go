@@ -24,13 +24,13 @@ func TestElectDoneStaysDone(t *testing.T) {
 			c, replicas := electCluster(t)
 			p0 := PartitionName("el", 0)
 			pref, other := replicas[0][0], replicas[0][1]
-			moveLeader(t, c, p0, pref, other)
+			moveLeader(t, c, p0, other)
 			if elect {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				require.NoError(t, c.nodes[other-1].ElectPreferred(ctx, []string{p0})[p0])
 			} else {
-				moveLeader(t, c, p0, other, pref)
+				moveLeader(t, c, p0, pref)
 			}
 			c.stop(int(pref - 1))
 			var refused, ok int

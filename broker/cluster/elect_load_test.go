@@ -23,7 +23,7 @@ func TestElectUnderLoad(t *testing.T) {
 			c, replicas := electCluster(t)
 			p0 := PartitionName("el", 0)
 			pref, other := replicas[0][0], replicas[0][1]
-			moveLeader(t, c, p0, pref, other)
+			moveLeader(t, c, p0, other)
 			leader := c.nodes[other-1]
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -100,9 +100,9 @@ func TestISRKeptAtNewTerm(t *testing.T) {
 	before := c.nodes[0].Image().Applied
 	for i := range 20 {
 		if i%2 == 0 {
-			moveLeader(t, c, p0, pref, other)
+			moveLeader(t, c, p0, other)
 		} else {
-			moveLeader(t, c, p0, other, pref)
+			moveLeader(t, c, p0, pref)
 		}
 	}
 	close(stop)

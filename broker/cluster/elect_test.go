@@ -28,16 +28,17 @@ func electCluster(t *testing.T) (*testCluster, [][]uint64) {
 	return c, replicas
 }
 
-// moveLeader hands partition name's leadership from its preferred
-// replica to replica to, and waits for the metadata log to show it,
-// with every replica in the ISR. Asked again every half second: raft
-// gives a transfer one election timeout (100 ms here), which a slow
-// run (-race) can miss.
-func moveLeader(t *testing.T, c *testCluster, name string, preferred, to uint64) {
+// moveLeader hands partition name's leadership to replica to, and
+// waits for every broker's metadata to show it, with every replica in
+// the ISR. Asked again every half second of whichever broker leads
+// then: raft gives a transfer one election timeout (100 ms here), which
+// a slow run (-race) can miss, and an election a transfer set off can
+// be won by the third replica.
+func moveLeader(t *testing.T, c *testCluster, name string, to uint64) {
 	var asked time.Time
 	require.Eventually(t, func() bool {
 		if time.Since(asked) > 500*time.Millisecond {
-			transferByHand(t, c, int(preferred-1), name, to)
+			transferByHand(t, c, c.leaderOf(name), name, to)
 			asked = time.Now()
 		}
 		for _, nd := range c.nodes { // every broker's image (the asker's too)
@@ -69,7 +70,7 @@ func TestElectPreferred(t *testing.T) {
 	require.ErrorIs(t, out["el-7"], ErrUnknownPartition)
 	require.ErrorIs(t, out["nope-0"], ErrUnknownPartition)
 
-	moveLeader(t, c, p0, pref, other)
+	moveLeader(t, c, p0, other)
 	// Asked of a broker that neither leads it nor is its preferred
 	// replica, where there is one.
 	asker := c.nodes[0]
@@ -86,7 +87,7 @@ func TestElectPreferred(t *testing.T) {
 	require.True(t, st.IsLeader, "the preferred replica leads")
 
 	// The preferred replica down: fenced, not available.
-	moveLeader(t, c, p0, pref, other)
+	moveLeader(t, c, p0, other)
 	c.stop(int(pref - 1))
 	require.Eventually(t, func() bool { return c.nodes[other-1].Fenced(pref) }, 20*time.Second, 10*time.Millisecond)
 	out = c.nodes[other-1].ElectPreferred(ctx, []string{p0})
@@ -101,7 +102,7 @@ func TestElectNotActedOnLate(t *testing.T) {
 	c, replicas := electCluster(t)
 	p0 := PartitionName("el", 0)
 	pref, other := replicas[0][0], replicas[0][1]
-	moveLeader(t, c, p0, pref, other)
+	moveLeader(t, c, p0, other)
 
 	var id [16]byte
 	copy(id[:], c.nodes[0].Image().Topics["el"].ID[:])
@@ -127,7 +128,7 @@ func TestElectTimesOut(t *testing.T) {
 	c, replicas := electCluster(t)
 	p0 := PartitionName("el", 0)
 	pref, other := replicas[0][0], replicas[0][1]
-	moveLeader(t, c, p0, pref, other)
+	moveLeader(t, c, p0, other)
 	// Cut the preferred replica off from the others: the image still
 	// shows it in the ISR for a moment, and no transfer can reach it.
 	c.nodes[pref-1].tr.Close()
