@@ -76,6 +76,7 @@ func handleElectLeaders(c *conn, req *kmsg.ElectLeadersRequest) kmsg.Response {
 	type part struct {
 		topic string
 		index int32
+		name  string // the cluster's group name (cluster.PartitionName)
 	}
 	var asked []part
 	if all {
@@ -83,13 +84,13 @@ func handleElectLeaders(c *conn, req *kmsg.ElectLeadersRequest) kmsg.Response {
 		slices.SortFunc(ts, func(x, y *topics.Topic) int { return strings.Compare(x.Name, y.Name) })
 		for _, t := range ts {
 			for i := range b.topics.PartitionCount(t) {
-				asked = append(asked, part{t.Name, i})
+				asked = append(asked, part{t.Name, i, cluster.PartitionName(t.Name, i)})
 			}
 		}
 	} else {
 		for _, rt := range req.Topics {
 			for _, p := range rt.Partitions {
-				asked = append(asked, part{rt.Topic, p})
+				asked = append(asked, part{rt.Topic, p, cluster.PartitionName(rt.Topic, p)})
 			}
 		}
 	}
@@ -104,9 +105,9 @@ func handleElectLeaders(c *conn, req *kmsg.ElectLeadersRequest) kmsg.Response {
 			// One replica, leading: preferred, and live.
 			codes[i] = kerr.ElectionNotNeeded.Code
 		case req.ElectionType == 1:
-			codes[i], msgs[i] = b.uncleanElection(cluster.PartitionName(p.topic, p.index))
+			codes[i], msgs[i] = b.uncleanElection(p.name)
 		default:
-			elect = append(elect, cluster.PartitionName(p.topic, p.index))
+			elect = append(elect, p.name)
 		}
 	}
 	if len(elect) > 0 {
@@ -118,7 +119,7 @@ func handleElectLeaders(c *conn, req *kmsg.ElectLeadersRequest) kmsg.Response {
 		outcomes := b.cluster.ElectPreferred(ctx, elect)
 		cancel()
 		for i, p := range asked {
-			err, ok := outcomes[cluster.PartitionName(p.topic, p.index)]
+			err, ok := outcomes[p.name]
 			if !ok || codes[i] != 0 {
 				continue
 			}

@@ -883,10 +883,6 @@ type group struct {
 	// transferUntil: when a leadership transfer started here is
 	// cancelled if still pending (checkTransfer; zero: none).
 	transferUntil time.Time
-	// wonAt is when this replica won its current term, and handedISR
-	// the ISR the last leader reported then (publish).
-	wonAt     time.Time
-	handedISR []uint64
 	// eager is how many more ticks a new group's preferred replica
 	// campaigns while no leader is known (openGroup; group goroutine).
 	eager int
@@ -910,13 +906,13 @@ func (g *group) publish() {
 	g.n.mu.Lock()
 	cur, ok := g.n.image.Partitions[g.name]
 	g.n.mu.Unlock()
-	if time.Since(g.wonAt) < electionTimeout(g.n.cfg.Tick) {
+	if handed, since := g.r.Handed(); time.Since(since) < electionTimeout(g.n.cfg.Tick) {
 		// A new term's first election timeout: the followers may not
 		// have answered yet, so the report keeps the ISR it was handed
 		// as well (only the report: min.insync.replicas counts InSync);
 		// a shrink is published once they had time (review: 6 of 20
 		// transfers published an ISR of the leader alone).
-		for _, id := range g.handedISR {
+		for _, id := range handed {
 			if !slices.Contains(want.ISR, id) {
 				want.ISR = append(want.ISR, id)
 			}
@@ -1238,14 +1234,7 @@ func (g *group) run() {
 			// Rebalancing checks start a check interval from now; a
 			// transfer made before this term did happen.
 			g.nextBalance, g.transferred, g.balanceBackoff = time.Now().Add(g.n.cfg.LeaderImbalanceCheckInterval), false, 0
-			g.wonAt, g.transferUntil, g.handedISR = time.Now(), time.Time{}, nil
-			if g != g.n.meta {
-				g.n.mu.Lock()
-				if ps, ok := g.n.image.Partitions[g.name]; ok && ps.Term < g.r.Term() {
-					g.handedISR = ps.ISR // the last leader's report: never changed in place
-				}
-				g.n.mu.Unlock()
-			}
+			g.transferUntil = time.Time{}
 		}
 		if !isLeader && len(g.deletes) > 0 {
 			g.failDeletes(lead)

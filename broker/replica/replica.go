@@ -177,6 +177,9 @@ type Replica struct {
 	lastAt      []indexAt
 	caughtAt    map[uint64]time.Time
 	leading     uint64 // the term those are of (0: not leading)
+	// handed is PreviousISR as the term started, at leadSince (Handed).
+	handed    []uint64
+	leadSince time.Time
 	// ticks counts Tick calls; heard is the tick at which each peer
 	// last answered an append or a heartbeat of the current term (Step):
 	// recent.
@@ -307,19 +310,30 @@ func (r *Replica) recent(id uint64) bool {
 // follower, whose times are dropped.
 func (r *Replica) catchUpState(now time.Time) (st raft.Status, ok bool) {
 	if r.state != raft.StateLeader || r.failed != nil {
-		r.leading, r.lastAt, r.caughtAt = 0, nil, nil
+		r.leading, r.lastAt, r.caughtAt, r.handed = 0, nil, nil, nil
 		return st, false
 	}
 	st = r.rn.Status()
 	if term := st.HardState.GetTerm(); r.leading != term {
-		r.leading, r.lastAt, r.caughtAt = term, r.lastAt[:0], map[uint64]time.Time{}
+		r.leading, r.lastAt, r.caughtAt, r.handed, r.leadSince = term, r.lastAt[:0], map[uint64]time.Time{}, nil, now
 		if r.previousISR != nil {
-			for _, id := range r.previousISR() {
+			r.handed = r.previousISR()
+			for _, id := range r.handed {
 				r.caughtAt[id] = now
 			}
 		}
 	}
 	return st, true
+}
+
+// Handed returns, on the leader, the ISR it was handed as its term
+// started (PreviousISR) and when that was (its first Tick or InSync as
+// leader); nil and the zero time on a follower.
+func (r *Replica) Handed() ([]uint64, time.Time) {
+	if _, ok := r.catchUpState(time.Now()); !ok {
+		return nil, time.Time{}
+	}
+	return r.handed, r.leadSince
 }
 
 // Campaign starts an election now (tests; a new group's first leader
