@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestClusterLeadersReturn: three broker processes with a short
@@ -54,7 +55,9 @@ func sixPartitionCluster(t *testing.T, topic string, extra ...string) ([]*cluste
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	adm := kadm.NewClient(newClusterClient(t, seedsOf(children)))
+	// franz-go answers Metadata from a cache younger than MetadataMinAge
+	// (5 s by default): the tests poll leaders and ISRs that move.
+	adm := kadm.NewClient(newClusterClient(t, seedsOf(children), kgo.MetadataMinAge(50*time.Millisecond)))
 	createClusterTopic(t, ctx, adm, topic, 6, 3)
 	return children, adm, ctx
 }
