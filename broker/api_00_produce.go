@@ -189,11 +189,10 @@ func handleProduce(c *conn, req *kmsg.ProduceRequest) (kmsg.Response, func()) {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	// The request's buffer is the connection's again once this returns:
-	// every cluster partition must have taken its batches by then.
-	for _, rel := range released {
-		<-rel
-	}
+	// The request's buffer is read into again only once every cluster
+	// partition took its batches (conn.holdFrame): the connection reads
+	// its next request meanwhile.
+	c.holdFrame(released...)
 	if req.Acks == 0 {
 		// No response; as in Kafka, a failed acks=0 produce closes the
 		// connection so the client notices and refreshes its metadata.

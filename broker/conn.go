@@ -81,6 +81,85 @@ type conn struct {
 	// quota is this connection's rate-limit state (quota_conn.go).
 	// Reader goroutine only.
 	quota connQuota
+
+	// holding, set by the handler of the request being processed
+	// (holdFrame), are what its frame's buffer waits for before it is
+	// read into again; held are the frames waiting so, oldest first,
+	// and spare the buffers free again (nextFrameBuf). Reader goroutine
+	// only.
+	holding []<-chan struct{}
+	held    []heldFrame
+	spare   [][]byte
+}
+
+// heldFrame is a request frame that a handler's work still reads after
+// the handler returned: a cluster produce's records, until every raft
+// group given some has proposed them (cluster.Node.ProduceAsync).
+type heldFrame struct {
+	buf  []byte
+	rels []<-chan struct{}
+}
+
+// maxHeldFrames bounds the frames one connection has held at once: a
+// request past it waits, in nextFrameBuf, for the oldest to be let go.
+// With franz-go's five produce requests in flight per broker, four lets
+// a connection read on while its partitions' groups take the requests
+// before.
+const maxHeldFrames = 4
+
+// maxFrameBuf is the largest frame buffer a connection keeps for the
+// next request (produce frames are several MiB: growing a fresh one
+// each time cost a quarter of produce throughput); a larger one is
+// dropped so one huge request does not pin memory for the connection's
+// lifetime.
+const maxFrameBuf = 16 << 20
+
+// holdFrame keeps the frame of the request being handled from being
+// read into again until every one of rels is closed. Reader goroutine
+// only (a handler).
+func (c *conn) holdFrame(rels ...<-chan struct{}) { c.holding = append(c.holding, rels...) }
+
+// nextFrameBuf returns the buffer to read the request after frame into:
+// frame's own, unless its handler held it (holdFrame), then a spare one
+// (nil: ReadFrame allocates). Frames let go since are spares again; at
+// maxHeldFrames held it waits for the oldest.
+func (c *conn) nextFrameBuf(frame []byte) []byte {
+	if len(c.holding) == 0 {
+		if cap(frame) <= maxFrameBuf {
+			return frame
+		}
+		return nil
+	}
+	c.held = append(c.held, heldFrame{buf: frame, rels: c.holding})
+	c.holding = nil
+	for len(c.held) > 0 {
+		h := &c.held[0]
+		for len(h.rels) > 0 {
+			if len(c.held) < maxHeldFrames {
+				select {
+				case <-h.rels[0]:
+				default:
+					goto reaped
+				}
+			} else {
+				<-h.rels[0] // always closed, soon: ProduceAsync's contract
+			}
+			h.rels = h.rels[1:]
+		}
+		if cap(h.buf) <= maxFrameBuf && len(c.spare) < maxHeldFrames {
+			c.spare = append(c.spare, h.buf[:0])
+		}
+		c.held[0] = heldFrame{}
+		c.held = c.held[1:]
+	}
+reaped:
+	if n := len(c.spare); n > 0 {
+		b := c.spare[n-1]
+		c.spare[n-1] = nil
+		c.spare = c.spare[:n-1]
+		return b
+	}
+	return nil
 }
 
 // pending is one response on its way out. wait, if set, blocks until the
@@ -176,15 +255,6 @@ func (c *conn) serve() {
 			}
 			return
 		}
-		// The frame buffer is reused for the next request (produce frames
-		// are several MiB: growing a fresh one each time cost a quarter
-		// of produce throughput); above 16 MiB it is dropped so one huge
-		// request does not pin memory for the connection's lifetime.
-		if cap(frame) <= 16<<20 {
-			buf = frame
-		} else {
-			buf = nil
-		}
 		var p *pending
 		var ok bool
 		if c.sasl.raw {
@@ -192,6 +262,7 @@ func (c *conn) serve() {
 		} else {
 			p, ok = c.handle(frame)
 		}
+		buf = c.nextFrameBuf(frame)
 		if !ok {
 			if p != nil { // a last response, then the connection closes
 				select {
