@@ -1,7 +1,7 @@
 package integration
 
 import (
-	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,14 +41,24 @@ func TestClusterElectLeaders(t *testing.T) {
 	children[0].kill()
 	require.Eventually(t, func() bool { return len(moved()) == 2 }, 30*time.Second, 100*time.Millisecond, "broker 1's two partitions failed over")
 	away := moved()
-	// The broker answering may apply the failover a moment after the
-	// one that answered Metadata: until then, to it, the preferred
-	// replica leads (ELECTION_NOT_NEEDED). A request to the killed
-	// broker waits for franz-go to give up on it: a call may take seconds.
+	// Asked before the cluster noticed broker 1 is gone (it is still in
+	// the ISR and not fenced), the election is attempted and runs into
+	// the request's timeout: ask once the ISR no longer has it.
 	require.Eventually(t, func() bool {
-		rs, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {away[0]: {}}})
-		return err == nil && errors.Is(rs[topic][away[0]].Err, kerr.PreferredLeaderNotAvailable)
-	}, 60*time.Second, 100*time.Millisecond, "PREFERRED_LEADER_NOT_AVAILABLE while broker 1 is down")
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		for _, p := range md.Topics[topic].Partitions {
+			if slices.Contains(away, p.Partition) && slices.Contains(p.ISR, 1) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "broker 1 out of the moved partitions' ISR")
+	rs, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {away[0]: {}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[topic][away[0]].Err, kerr.PreferredLeaderNotAvailable, "%s", rs[topic][away[0]].ErrMessage)
 
 	children[0].start()
 	restarted := time.Now()
@@ -70,7 +80,7 @@ func TestClusterElectLeaders(t *testing.T) {
 
 	t.Logf("broker 1 in sync %s after its restart", time.Since(restarted).Round(time.Millisecond))
 	asked := time.Now()
-	rs, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+	rs, err = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
 	require.NoError(t, err)
 	t.Logf("elected in %s", time.Since(asked).Round(time.Millisecond))
 	require.Len(t, rs[topic], len(away), "only the moved partitions answered: %v", rs[topic])
