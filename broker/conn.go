@@ -121,8 +121,8 @@ func (c *conn) holdFrame(rels ...<-chan struct{}) { c.holding = append(c.holding
 
 // nextFrameBuf returns the buffer to read the request after frame into:
 // frame's own, unless its handler held it (holdFrame), then a spare one
-// (nil: ReadFrame allocates). Frames let go since are spares again; at
-// maxHeldFrames held it waits for the oldest.
+// (nil: ReadFrame allocates). Frames let go since, oldest first, are
+// spares again; at maxHeldFrames held it waits for the oldest.
 func (c *conn) nextFrameBuf(frame []byte) []byte {
 	if len(c.holding) == 0 {
 		if cap(frame) <= maxFrameBuf {
@@ -132,34 +132,39 @@ func (c *conn) nextFrameBuf(frame []byte) []byte {
 	}
 	c.held = append(c.held, heldFrame{buf: frame, rels: c.holding})
 	c.holding = nil
-	for len(c.held) > 0 {
-		h := &c.held[0]
-		for len(h.rels) > 0 {
-			if len(c.held) < maxHeldFrames {
-				select {
-				case <-h.rels[0]:
-				default:
-					goto reaped
-				}
-			} else {
-				<-h.rels[0] // always closed, soon: ProduceAsync's contract
-			}
-			h.rels = h.rels[1:]
+	if len(c.held) >= maxHeldFrames {
+		for _, rel := range c.held[0].rels {
+			<-rel // always closed, soon: ProduceAsync's contract
 		}
-		if cap(h.buf) <= maxFrameBuf && len(c.spare) < maxHeldFrames {
-			c.spare = append(c.spare, h.buf[:0])
+	}
+	for len(c.held) > 0 && c.held[0].letGo() {
+		if b := c.held[0].buf; cap(b) <= maxFrameBuf && len(c.spare) < maxHeldFrames {
+			c.spare = append(c.spare, b[:0])
 		}
 		c.held[0] = heldFrame{}
 		c.held = c.held[1:]
 	}
-reaped:
-	if n := len(c.spare); n > 0 {
-		b := c.spare[n-1]
-		c.spare[n-1] = nil
-		c.spare = c.spare[:n-1]
-		return b
+	n := len(c.spare)
+	if n == 0 {
+		return nil
 	}
-	return nil
+	b := c.spare[n-1]
+	c.spare[n-1] = nil
+	c.spare = c.spare[:n-1]
+	return b
+}
+
+// letGo reports whether every group given the frame's records has
+// proposed them (a closed channel stays closed: asking again is cheap).
+func (h *heldFrame) letGo() bool {
+	for _, rel := range h.rels {
+		select {
+		case <-rel:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // pending is one response on its way out. wait, if set, blocks until the
