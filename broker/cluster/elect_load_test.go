@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -21,51 +22,70 @@ func TestElectUnderLoad(t *testing.T) {
 	for _, k := range []int{1, 4, 16} {
 		t.Run("", func(t *testing.T) {
 			c, replicas := electCluster(t)
-			p0 := PartitionName("el", 0)
-			pref, other := replicas[0][0], replicas[0][1]
-			moveLeader(t, c, p0, other)
-			leader := c.nodes[other-1]
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			var ok, bad atomic.Int64
-			for range k {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var seq int32
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-						_, err := leader.Produce(ctx, p0, clustertest.Batch(seq))
-						cancel()
-						if err == nil {
-							ok.Add(1)
-							seq++
-						} else {
-							bad.Add(1)
-							time.Sleep(time.Millisecond)
-						}
-					}
-				}()
+			for range 3 {
+				if electUnderLoad(t, c, replicas, k) {
+					return
+				}
 			}
-			time.Sleep(300 * time.Millisecond)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			start := time.Now()
-			err := leader.ElectPreferred(ctx, []string{p0})[p0]
-			cancel()
-			el := time.Since(start)
-			close(stop)
-			wg.Wait()
-			st, _, _ := c.nodes[pref-1].Group(p0)
-			t.Logf("producers %d: elect err=%v after %v; preferred leads %v; produces ok %d failed %d", k, err, el, st.IsLeader, ok.Load(), bad.Load())
-			require.NoError(t, err)
-			require.True(t, st.IsLeader)
+			t.Fatal("in three tries the preferred replica took its leadership back before it was asked")
 		})
 	}
+}
+
+// electUnderLoad is one try of TestElectUnderLoad with k producers. It
+// returns false, to be tried again, when the preferred replica got its
+// leadership back by itself before it was asked: with the tests' 100 ms
+// election timeout a machine loaded enough to delay the leader's
+// heartbeats that long (-race, other tests) lets the preferred replica
+// win an election of its own, and the election is then not needed.
+func electUnderLoad(t *testing.T, c *testCluster, replicas [][]uint64, k int) bool {
+	p0 := PartitionName("el", 0)
+	pref, other := replicas[0][0], replicas[0][1]
+	moveLeader(t, c, p0, other)
+	leader := c.nodes[other-1]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var ok, bad atomic.Int64
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seq int32
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := leader.Produce(ctx, p0, clustertest.Batch(seq))
+				cancel()
+				if err == nil {
+					ok.Add(1)
+					seq++
+				} else {
+					bad.Add(1)
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	start := time.Now()
+	err := leader.ElectPreferred(ctx, []string{p0})[p0]
+	cancel()
+	el := time.Since(start)
+	close(stop)
+	wg.Wait()
+	st, _, _ := c.nodes[pref-1].Group(p0)
+	t.Logf("producers %d: elect err=%v after %v; preferred leads %v; produces ok %d failed %d", k, err, el, st.IsLeader, ok.Load(), bad.Load())
+	if errors.Is(err, ErrElectionNotNeeded) && st.IsLeader {
+		return false
+	}
+	require.NoError(t, err)
+	require.True(t, st.IsLeader)
+	return true
 }
 
 // TestISRKeptAtNewTerm: twenty leadership transfers in an idle cluster
