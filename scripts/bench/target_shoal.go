@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -204,6 +205,12 @@ func startShoalCluster(o *options, dir string, logger *zap.Logger) ([]string, fu
 		}
 		return errors.Join(errs...)
 	}
+	// Started together, as the processes of a real cluster are: each
+	// Start waits (up to 10 s) until its broker caught up with the
+	// metadata log, which takes a quorum.
+	started := make([]*broker.Broker, 3)
+	startErrs := make([]error, 3)
+	var wg sync.WaitGroup
 	for i := 1; i <= 3; i++ {
 		cfg := broker.DefaultConfig()
 		cfg.ListenAddr = "127.0.0.1:0"
@@ -212,13 +219,18 @@ func startShoalCluster(o *options, dir string, logger *zap.Logger) ([]string, fu
 		cfg.Logger = logger.With(zap.Int("node", i))
 		cfg.DefaultPartitions = o.partitions
 		cfg.NodeID, cfg.Voters = int32(i), voters
-		b, err := broker.Start(cfg)
-		if err != nil {
-			_ = stop()
-			return nil, nil, err
+		wg.Go(func() { started[i-1], startErrs[i-1] = broker.Start(cfg) })
+	}
+	wg.Wait()
+	for _, b := range started {
+		if b != nil {
+			brokers = append(brokers, b)
+			seeds = append(seeds, b.Addr())
 		}
-		brokers = append(brokers, b)
-		seeds = append(seeds, b.Addr())
+	}
+	if err := errors.Join(startErrs...); err != nil {
+		_ = stop()
+		return nil, nil, err
 	}
 	// Topics need the three registered: wait for them (with franz-go's
 	// metadata cache off, or it answers from a stale view).
