@@ -134,3 +134,20 @@ func startWriteback(f File, off, n int64) {
 		w.StartWriteback(off, n)
 	}
 }
+
+// cacheDropper is implemented by files whose clean cached pages can be
+// dropped (Linux posix_fadvise POSIX_FADV_DONTNEED). A partition with
+// SetDropCache on calls it after each Sync for what the Sync made
+// durable. It is advice only: dirty pages are never dropped, and a read
+// of a dropped page reads it from the disk again.
+type cacheDropper interface {
+	DropCache(off, n int64)
+}
+
+// dropCache drops the cached pages wholly inside n bytes of f from off,
+// if f can.
+func dropCache(f File, off, n int64) {
+	if d, ok := f.(cacheDropper); ok && n > 0 {
+		d.DropCache(off, n)
+	}
+}

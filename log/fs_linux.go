@@ -10,6 +10,7 @@ import (
 
 var (
 	_ writebackStarter = osFile{}
+	_ cacheDropper     = osFile{}
 	_ partsWriter      = osFile{}
 )
 
@@ -69,5 +70,18 @@ func (f osFile) StartWriteback(off, n int64) {
 	}
 	_ = rc.Control(func(fd uintptr) {
 		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	})
+}
+
+// DropCache drops the range's clean pages from the page cache
+// (POSIX_FADV_DONTNEED; the kernel keeps a page the range covers only
+// in part). Errors are ignored: it is advice.
+func (f osFile) DropCache(off, n int64) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
 	})
 }

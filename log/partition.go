@@ -41,6 +41,9 @@ type Partition struct {
 	checkpointAt time.Time
 	// syncedBytes is size as the last Sync captured it.
 	syncedBytes int64
+	// dropCache: each Sync drops what it made durable from the page
+	// cache (SetDropCache).
+	dropCache atomic.Bool
 	// smallSyncs: the last Sync covered less than an eighth of
 	// Config.ZeroAheadBytes (zeroAheadLocked).
 	smallSyncs atomic.Bool
@@ -526,6 +529,7 @@ func (p *Partition) Sync() (int64, error) {
 		p.syncedBytes = bytes
 	}
 	active := p.active
+	activeSize := active.size
 	sealed := p.unsynced
 	p.unsynced = nil
 	dirDirty := p.dirDirty
@@ -554,9 +558,51 @@ func (p *Partition) Sync() (int64, error) {
 			return p.durable, p.fail(err)
 		}
 	}
+	if p.dropCache.Load() {
+		p.dropSynced(sealed, active, activeSize)
+	}
 	p.durable = leo
 	return leo, nil
 }
+
+// SetDropCache sets whether each Sync drops the data it made durable
+// from the page cache (advice to the kernel, cacheDropper), for a log
+// whose data is written and rarely read: a raft follower's, which is
+// read only if it comes to lead, by consumers behind the log end or
+// by lagging followers, as from any log whose pages were evicted. Its
+// pages then do not crowd out the cached tails of the partitions this
+// broker leads, which consumers read. It also keeps the page cache
+// from growing into memory that has not been touched for a while,
+// which costs much more than reused pages on a virtual machine that
+// hands unused memory back to its host (free page reporting): on this
+// project's test machine, 1 MiB appends each fsynced cost 3.1 ns of
+// system CPU per byte with the cache growing and 0.5 to 0.6 with each
+// synced range dropped. Off by default. Safe on any goroutine.
+func (p *Partition) SetDropCache(on bool) { p.dropCache.Store(on) }
+
+// DropsCache reports whether SetDropCache is on.
+func (p *Partition) DropsCache() bool { return p.dropCache.Load() }
+
+// dropSynced drops what a Sync made durable from the page cache: the
+// sealed segments it synced, whole, and the active segment's data up
+// to activeSize, from where the last drop ended, in whole pages (the
+// kernel keeps a page the range covers in part, and so the page the
+// next append writes into). syncMu held.
+func (p *Partition) dropSynced(sealed []*segment, active *segment, activeSize int64) {
+	for _, s := range sealed {
+		dropCache(s.log, s.dropped, s.size-s.dropped)
+		s.dropped = s.size
+	}
+	end := activeSize &^ (dropPage - 1)
+	active.dropped = min(active.dropped, end) // TruncateFrom lowers it too
+	if end > active.dropped {
+		dropCache(active.log, active.dropped, end-active.dropped)
+		active.dropped = end
+	}
+}
+
+// dropPage is the page size dropSynced rounds to.
+var dropPage = int64(os.Getpagesize())
 
 // syncFiles fsyncs sealed segments, the active log, writes a pending
 // producer snapshot and syncs the directory. syncMu held on entry.

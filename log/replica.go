@@ -298,6 +298,9 @@ func (p *Partition) truncateLocked(k int, pos, cut int64) error {
 		return storageErr("truncate", fileName(p.dir, s.base, logSuffix), err)
 	}
 	s.alloc = pos
+	// The rescan below reads the kept part back into the page cache, and
+	// what is written from pos on is new: the next drop starts over.
+	s.dropped = 0
 	if err := s.log.Sync(); err != nil {
 		return storageErr("sync", fileName(p.dir, s.base, logSuffix), err)
 	}

@@ -35,6 +35,10 @@ type segment struct {
 	// the data (Config.ZeroAheadBytes), else at most size; owned as
 	// bytesSinceIndex is.
 	alloc int64
+	// dropped is where the partition's last page-cache drop of the
+	// segment's data ended (Partition.SetDropCache); owned by the
+	// partition's syncMu.
+	dropped int64
 
 	// mu guards everything below. Readers take it shared for short
 	// lookups; the appender takes it exclusively to publish a batch.

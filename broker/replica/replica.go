@@ -248,6 +248,9 @@ func New(p *log.Partition, s *raftlog.Storage, cfg Config) (*Replica, error) {
 	if cfg.LagMax == 0 {
 		cfg.LagMax = 30 * time.Second
 	}
+	// A follower's log is written and seldom read: its fsyncs drop what
+	// they made durable from the page cache while it follows (write).
+	p.SetDropCache(true)
 	return &Replica{id: cfg.ID, p: p, s: s, rn: rn, logger: cfg.Logger, state: raft.StateFollower, applied: max(st.ConfIndex, first-1),
 		apply: cfg.Apply, forward: cfg.ForwardProposals, send: cfg.Send, syncer: cfg.Sync, lagMax: cfg.LagMax,
 		previousISR: cfg.PreviousISR, heard: map[uint64]uint64{}, electionTick: uint64(cfg.ElectionTick)}, nil
@@ -712,6 +715,7 @@ func (r *Replica) write() error {
 				r.failAll(ErrNotLeader)
 			}
 			r.state = rd.SoftState.RaftState
+			r.p.SetDropCache(r.state != raft.StateLeader)
 		}
 		for _, rs := range rd.ReadStates {
 			r.readIndex = max(r.readIndex, rs.Index)
