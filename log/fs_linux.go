@@ -64,24 +64,22 @@ func (f osFile) WritePartsAt(parts [][]byte, off int64) (int, error) {
 // returns without waiting for it (SYNC_FILE_RANGE_WRITE). Errors are
 // ignored: the fsync that follows reports them.
 func (f osFile) StartWriteback(off, n int64) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
-	})
+	f.adviseFd(func(fd int) { _ = unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE) })
 }
 
 // DropCache drops the range's clean pages from the page cache
 // (POSIX_FADV_DONTNEED; the kernel keeps a page the range covers only
 // in part). Errors are ignored: it is advice.
 func (f osFile) DropCache(off, n int64) {
+	f.adviseFd(func(fd int) { _ = unix.Fadvise(fd, off, n, unix.FADV_DONTNEED) })
+}
+
+// adviseFd runs advice on the file's descriptor; a file that has none
+// any more (closed) gets none.
+func (f osFile) adviseFd(advice func(fd int)) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
 	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
-	})
+	_ = rc.Control(func(fd uintptr) { advice(int(fd)) })
 }
