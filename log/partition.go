@@ -594,8 +594,7 @@ func (p *Partition) dropSynced(sealed []*segment, active *segment, activeSize in
 		s.dropped = s.size
 	}
 	end := activeSize &^ (dropPage - 1)
-	active.dropped = min(active.dropped, end) // TruncateFrom lowers it too
-	if end > active.dropped {
+	if end > active.dropped { // a segment only shrinks in TruncateFrom, which resets dropped
 		dropCache(active.log, active.dropped, end-active.dropped)
 		active.dropped = end
 	}
